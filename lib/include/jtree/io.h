@@ -1,0 +1,132 @@
+// jtree/io.h — storage backends: random-access Sources and append-only Sinks.
+//
+// The reader and writer see storage only through these two interfaces, so every backend
+// (local files here; HTTP(S) and S3 elsewhere) and every decorator (statistics, retries,
+// fault injection) works with all of jtree. A path or URL picks the backend:
+// open_source("ckpt.jtree"), open_source("https://host/ckpt.jtree"), ...
+//
+// Error messages from a backend start with its name (the path or URL).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jtree/options.h"
+#include "jtree/status.h"
+
+namespace jtree {
+
+/// One range to read: `dst.size()` bytes starting at file offset `offset`.
+struct ReadRange {
+  uint64_t offset = 0;
+  std::span<std::byte> dst;
+};
+
+/// Counters kept by a backend since it was opened.
+struct IoStats {
+  uint64_t read_requests = 0;  ///< read calls reaching the storage (one per range or request)
+  uint64_t bytes_read = 0;
+  uint64_t retries = 0;
+  uint64_t write_requests = 0;
+  uint64_t bytes_written = 0;
+};
+
+/// The first and last bytes of an object, fetched together when opening a file.
+struct HeadTail {
+  uint64_t size = 0;             ///< the object's total size
+  std::vector<std::byte> head;   ///< bytes [0, min(head, size))
+  std::vector<std::byte> tail;   ///< bytes [size - min(tail, size), size)
+};
+
+/// Random-access reads of one immutable object. Implementations are thread-safe: many
+/// threads may call read() at once.
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  /// The path or URL, used in every message.
+  virtual const std::string& name() const = 0;
+  /// The object's size in bytes.
+  virtual Result<uint64_t> size() = 0;
+  /// Fills every range completely, or returns an error (the ranges' contents are then
+  /// unspecified). Ranges past the end of the object are an IOError.
+  virtual Status read(std::span<const ReadRange> ranges) = 0;
+  /// The head and tail of the object in as few round trips as the backend allows (remote
+  /// backends issue both at once, the tail as a suffix range). Default: size() then read().
+  virtual Result<HeadTail> read_head_tail(uint64_t head_bytes, uint64_t tail_bytes);
+  /// The whole object mapped into memory, when the backend offers that (local files);
+  /// empty otherwise. Valid as long as the Source lives.
+  virtual std::span<const std::byte> mapping() const { return {}; }
+  /// Counters since opening.
+  virtual IoStats stats() const = 0;
+};
+
+/// A sequential writer of one object that becomes visible only on commit(). Not thread-safe:
+/// one thread at a time (the writer serializes its appends).
+class Sink {
+ public:
+  /// Destroying an uncommitted sink aborts it.
+  virtual ~Sink() = default;
+
+  virtual const std::string& name() const = 0;
+  /// The file offset the next append() writes at.
+  virtual uint64_t position() const = 0;
+  virtual Status append(std::span<const std::byte> data) = 0;
+  /// Makes everything appended so far durable (fsync). A no-op where commit() does it.
+  virtual Status sync() = 0;
+  /// Whether patch() is available (in-place appends to local files).
+  virtual bool can_patch() const { return false; }
+  /// Overwrites bytes already written (only below position()); NotSupported unless
+  /// can_patch().
+  virtual Status patch(uint64_t offset, std::span<const std::byte> data);
+  /// Makes the object visible atomically; afterwards the sink accepts nothing more.
+  virtual Status commit() = 0;
+  /// Discards everything: the previous object (if any) is left as it was. Idempotent.
+  virtual void abort() noexcept = 0;
+  virtual IoStats stats() const = 0;
+};
+
+/// Opens a path or URL for reading. Local paths (and file:// URLs) are supported by every
+/// build; other schemes return NotSupported until their backend is compiled in.
+Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
+                                            const OpenOptions& options = {});
+
+/// Opens a local file for reading; `use_mmap` maps it (falls back to pread if mapping fails).
+Result<std::shared_ptr<Source>> open_file_source(const std::string& path, bool use_mmap = true);
+
+/// A Source over bytes in memory (tests, embedded files). `name` is used in messages.
+std::shared_ptr<Source> memory_source(std::vector<std::byte> bytes,
+                                      std::string name = "<memory>");
+
+/// How a new object is created.
+struct SinkOptions {
+  bool overwrite = true;  ///< replace an existing object; false gives AlreadyExists
+  bool sync = true;       ///< fsync the data and the directory on commit
+};
+
+/// Creates a sink for a new local file: writes go to a temporary file beside `path`, which
+/// commit() fsyncs and renames over `path`; abort() (or a failure) removes it, leaving any
+/// previous file untouched.
+Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
+                                               const SinkOptions& options = {});
+
+/// Opens an existing local file for appending in place: the file is truncated to
+/// `keep_bytes` (dropping the remains of an interrupted append) and writes continue there.
+/// patch() is available. abort() truncates back to `keep_bytes`.
+Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
+                                                    uint64_t keep_bytes, bool sync = true);
+
+/// Creates a sink for a path or URL (dispatch by scheme, as open_source).
+Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
+                                          const SinkOptions& options = {});
+
+/// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives
+/// the file system path.
+bool is_local_path(std::string_view path_or_url, std::string* local_path = nullptr);
+
+}  // namespace jtree

@@ -1,0 +1,81 @@
+// jtree/options.h — options for opening, reading and writing, and the parser limits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "jtree/tree.h"
+
+namespace jtree {
+
+/// Called with (bytes done, bytes total) as long operations progress, from any thread but
+/// never concurrently with itself. Return false to cancel: the operation stops with Aborted.
+using ProgressFn = std::function<bool(uint64_t done, uint64_t total)>;
+
+/// Bounds on what a file may make the library do. Every number read from a file is checked
+/// against these (and the file's size) before it is used to allocate, index or loop.
+/// The defaults admit files with tens of millions of leaves; lower them for untrusted input
+/// in small processes. spec/FORMAT.md, "Limits", lists them with their rationale.
+struct Limits {
+  uint64_t max_header_bytes = 1ull << 30;  ///< size of the header flatbuffer
+  uint64_t max_index_bytes = 1ull << 30;   ///< size of the index flatbuffer
+  uint64_t max_nodes = 1ull << 26;         ///< nodes in the tree
+  uint64_t max_leaves = 1ull << 26;        ///< leaves in the tree
+  uint32_t max_depth = 512;                ///< nesting depth of containers
+  uint32_t max_rank = 64;                  ///< dimensions of one array (NumPy's maximum)
+  uint64_t max_chunk_bytes = 1ull << 30;   ///< raw bytes of one chunk (format maximum 4 GiB - 1)
+  uint64_t max_string_bytes = 1ull << 20;  ///< one key, type name or metadata key
+  uint64_t max_leaf_bytes = 1ull << 40;    ///< memory bytes of one leaf (checked by APIs that
+                                           ///< allocate a leaf for the caller)
+};
+
+/// Options for opening a file.
+struct OpenOptions {
+  Limits limits;
+  /// Map local files into memory and read raw chunks straight from the mapping.
+  bool use_mmap = true;
+  /// First reads issued in parallel when opening: the head (preamble + header) and the tail
+  /// (footer + index). Larger values save a round trip on big headers at a small cost.
+  uint64_t head_read_bytes = 64 * 1024;
+  uint64_t tail_read_bytes = 256 * 1024;
+};
+
+/// Options for reading leaves.
+struct ReadOptions {
+  /// Verify each chunk's checksum before using it. Skipping it is the fastest path; a damaged
+  /// chunk then yields wrong data or (for compressed chunks) Corruption from the decoder.
+  bool verify_checksums = true;
+  /// Worker threads for fetching and decoding (0: the machine's hardware threads).
+  int threads = 0;
+  /// Upper bound on bytes fetched but not yet decoded.
+  uint64_t max_bytes_in_flight = 256ull << 20;
+  /// Neighbouring chunk ranges closer than this are fetched with one request.
+  uint64_t coalesce_gap = 64 * 1024;
+  /// Largest single fetch after coalescing (more parallelism below it).
+  uint64_t max_fetch_bytes = 16ull << 20;
+  ProgressFn progress;
+};
+
+/// Options for writing a file (save, append, compact).
+struct WriteOptions {
+  Codec codec = Codec::kZstd;
+  int level = 1;                              ///< zstd level
+  uint64_t target_chunk_bytes = 4ull << 20;   ///< default chunk size (raw bytes)
+  uint64_t inline_threshold = 4096;           ///< payloads up to this many stored bytes go
+                                              ///< into the header, not into chunks
+  uint32_t alignment = 64;                    ///< file offset alignment of raw chunks (2^k)
+  /// Store a chunk raw unless compression saves at least this fraction of it.
+  double min_gain = 0.03;
+  int threads = 0;                            ///< compression threads (0: hardware threads)
+  uint64_t max_bytes_in_flight = 256ull << 20;
+  bool overwrite = true;                      ///< replace an existing jtree file
+  /// Also replace an existing file that is not a jtree file (refused by default: a typo in a
+  /// path must not destroy someone's data).
+  bool overwrite_foreign = false;
+  bool sync = true;                           ///< fsync before the commit (durability)
+  std::string writer = {};                    ///< recorded in the header; default "jtree <v>"
+  ProgressFn progress;
+};
+
+}  // namespace jtree

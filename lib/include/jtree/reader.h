@@ -1,0 +1,159 @@
+// jtree/reader.h — opening a .jtree file and reading any part of it.
+//
+// Open() reads the preamble + header and the footer + index (two reads issued together; a
+// third only for headers or indexes larger than the first reads), validates all of it against
+// the file's size and the Limits, and never touches chunk data. Reads then fetch only the
+// chunks a request overlaps, coalesce neighbouring ranges, decode in parallel straight into
+// the caller's buffers and verify checksums.
+//
+// Untrusted input: every structure is validated before use; a damaged or hostile file gives
+// Corruption (or NotSupported for newer versions), never a crash, hang, oversized allocation
+// or wrong data (with verify_checksums on). Allocations made by the reader are bounded by the
+// Limits; the caller's buffers are the caller's.
+//
+// Thread safety: a Reader is immutable after Open(); all const methods may be called from
+// many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jtree/io.h"
+#include "jtree/options.h"
+#include "jtree/status.h"
+#include "jtree/tree.h"
+
+namespace jtree {
+
+/// How a chunk's bytes are stored.
+enum class ChunkEncoding : uint8_t { kRaw = 0, kPlanes = 1 };
+
+/// One entry of the chunk index, resolved to absolute file offsets.
+struct ChunkInfo {
+  uint64_t file_offset = 0;  ///< absolute offset in the file
+  uint64_t stored_size = 0;
+  uint64_t raw_size = 0;     ///< bytes after decoding (stored form: 4-bit types packed)
+  uint64_t checksum = 0;
+  uint64_t seed = 0;         ///< the checksum's seed (segment salt XOR segment offset)
+  uint32_t segment = 0;
+  ChunkEncoding encoding = ChunkEncoding::kRaw;
+  bool absent = false;       ///< not stored in this file (segment files)
+};
+
+/// A segment: a contiguous data region written by one writer (one host, or one append).
+struct SegmentSpan {
+  uint64_t file_offset = 0;
+  uint64_t size = 0;
+  uint64_t salt = 0;
+};
+
+/// What the file says about itself.
+struct FileInfo {
+  uint64_t file_size = 0;
+  uint16_t writer_version = 0;
+  uint16_t min_read_version = 0;
+  uint16_t min_write_version = 0;
+  uint64_t required_features = 0;
+  uint64_t optional_features = 0;
+  uint64_t generation = 0;
+  bool is_segment = false;          ///< one host's part of a multi-host save
+  bool recovered = false;           ///< the end of the file was torn (interrupted append):
+                                    ///< the last committed generation was used
+  uint64_t header_offset = 0, header_size = 0;
+  uint64_t index_offset = 0, index_size = 0;
+  uint64_t footer_offset = 0;
+  uint64_t prev_footer_offset = 0;  ///< 0 for generation 0
+  std::string writer;               ///< the header's writer string
+  std::vector<SegmentSpan> segments;
+  uint64_t num_chunks = 0;
+  uint64_t stored_bytes = 0;        ///< sum of chunk stored sizes (live chunks)
+  uint64_t raw_bytes = 0;           ///< sum of chunk raw sizes
+  uint64_t inline_bytes = 0;        ///< payload bytes kept in the header
+};
+
+/// One part of a read_many(): a leaf, or a box of it, into a caller buffer.
+struct ReadRequest {
+  uint32_t leaf = 0;
+  std::optional<Box> box;    ///< nullopt: the whole leaf
+  std::span<std::byte> dst;  ///< C-order, memory layout: exactly box elements x item size
+};
+
+/// One problem found by Verify().
+struct VerifyProblem {
+  std::string where;  ///< "leaf params/w chunk 3", "header", "padding at 1234"...
+  Status status;
+};
+
+/// The outcome of Verify().
+struct VerifyReport {
+  uint64_t chunks_checked = 0;
+  uint64_t bytes_checked = 0;
+  uint64_t dead_bytes = 0;  ///< bytes no live structure uses (replaced leaves, old metadata)
+  std::vector<VerifyProblem> problems;  ///< empty: the file is intact
+  std::vector<std::string> notes;       ///< observations that are not damage
+  bool ok() const { return problems.empty(); }
+};
+
+class Reader {
+ public:
+  /// Opens a path or URL. Errors: NotFound, IOError, Corruption, NotSupported,
+  /// ResourceExhausted (a limit), each naming the file.
+  static Result<std::shared_ptr<Reader>> Open(std::string_view path_or_url,
+                                              const OpenOptions& options = {});
+  /// Opens an already-open source.
+  static Result<std::shared_ptr<Reader>> Open(std::shared_ptr<Source> source,
+                                              const OpenOptions& options = {});
+
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  /// The path or URL.
+  const std::string& name() const;
+  /// The tree (finalized): structure, leaf specs, inline payloads, metadata.
+  const Tree& tree() const;
+  const FileInfo& info() const;
+  const OpenOptions& options() const;
+  /// The leaf at a key path, or NotFound / InvalidArgument (the path names a container).
+  Result<uint32_t> find_leaf(std::string_view path) const;
+  /// The index entry of chunk `i` (0 <= i < info().num_chunks).
+  ChunkInfo chunk(uint64_t i) const;
+
+  /// Reads a whole payload leaf into `dst` (exactly leaf.memory_bytes() bytes).
+  Status read(uint32_t leaf, std::span<std::byte> dst, const ReadOptions& options = {}) const;
+  /// Reads the box of an array leaf into `dst` (C-order, exactly box elements x item size),
+  /// touching only the chunks the box overlaps.
+  Status read_box(uint32_t leaf, const Box& box, std::span<std::byte> dst,
+                  const ReadOptions& options = {}) const;
+  /// Reads many leaves or boxes in one pass: chunk ranges of all requests are coalesced and
+  /// fetched and decoded in parallel. Errors name the leaf and chunk.
+  Status read_many(std::span<const ReadRequest> requests,
+                   const ReadOptions& options = {}) const;
+  /// The payload of a Str/Bytes/ByteArray/CustomLeaf/Pickle (or UInt8) leaf as bytes.
+  Result<std::string> read_bytes(uint32_t leaf, const ReadOptions& options = {}) const;
+
+  /// A raw chunked leaf's bytes straight from the file mapping, without a copy: non-empty only
+  /// for local mapped files whose leaf is stored raw in one chunk (checksum verified once when
+  /// `verify` is set). The span lives as long as the Reader.
+  Result<std::span<const std::byte>> mapped_leaf(uint32_t leaf, bool verify = true) const;
+
+  /// Checks every checksum, decodes every chunk, and accounts for every byte of the file.
+  Result<VerifyReport> Verify(const ReadOptions& options = {}) const;
+
+  /// The storage backend's counters (requests, bytes, retries).
+  IoStats io_stats() const;
+  std::shared_ptr<Source> source() const;
+
+  struct Impl;
+
+ private:
+  explicit Reader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace jtree

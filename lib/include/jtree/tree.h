@@ -1,0 +1,261 @@
+// jtree/tree.h — the in-memory tree: what a .jtree file's header describes.
+//
+// A Tree is a preorder list of nodes (nodes[0] is the root; a container's children follow it,
+// each child's subtree complete before the next child) plus a table of leaves that Leaf nodes
+// refer to. Two Leaf nodes may refer to the same leaf: tied weights are stored once.
+//
+// The same type serves both directions:
+//  - Reader::tree() returns the tree read from a file (leaf payload specs, inline data);
+//  - the writer takes a Tree whose leaves also say where their data comes from (`source`).
+// Build one by hand, through TreeBuilder, or through the bindings.
+//
+// Thread safety: a Tree is a value. Const methods are safe from many threads once Finalize()
+// has returned; mutating a Tree requires calling Finalize() again before navigating it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jtree/dtype.h"
+#include "jtree/status.h"
+
+namespace jtree {
+
+enum class NodeKind : uint8_t {
+  kDict = 1,
+  kList = 2,
+  kTuple = 3,
+  kNamedTuple = 4,
+  kOrderedDict = 5,
+  kNone = 6,
+  kCustom = 7,
+  kLeaf = 8,
+};
+
+enum class LeafKind : uint8_t {
+  kArray = 1,
+  kInt = 2,
+  kFloat = 3,
+  kBool = 4,
+  kComplex = 5,
+  kStr = 6,
+  kBytes = 7,
+  kByteArray = 8,
+  kCustomLeaf = 9,
+  kPickle = 10,
+};
+
+/// Where a leaf's payload lives in the file.
+enum class Storage : uint8_t { kNone = 0, kInline = 1, kChunked = 2 };
+
+/// The per-leaf filter applied to each chunk before compression (see spec/FORMAT.md).
+enum class Filter : uint8_t { kNone = 0, kShuffle = 1, kFloatSplit = 2 };
+
+/// The per-leaf compressor.
+enum class Codec : uint8_t { kRaw = 0, kZstd = 1 };
+
+std::string_view node_kind_name(NodeKind k);
+std::string_view leaf_kind_name(LeafKind k);
+std::string_view filter_name(Filter f);
+std::string_view codec_name(Codec c);
+
+/// Leaf flag bit 0: the array was a scalar of its dtype (a NumPy scalar), not a 0-d array.
+inline constexpr uint32_t kLeafFlagScalar = 1u << 0;
+
+using Shape = std::vector<uint64_t>;
+
+/// A node's key within its parent.
+struct Key {
+  enum class Kind : uint8_t { kNone = 0, kStr = 1, kInt = 2 };
+  Kind kind = Kind::kNone;
+  std::string str;  ///< kStr
+  int64_t i = 0;    ///< kInt
+
+  static Key Str(std::string s) { return Key{Kind::kStr, std::move(s), 0}; }
+  static Key Int(int64_t v) { return Key{Kind::kInt, {}, v}; }
+  bool operator==(const Key&) const = default;
+};
+
+/// A hyper-rectangle [begin, end) of an array, one pair per dimension.
+struct Box {
+  std::vector<uint64_t> begin;
+  std::vector<uint64_t> end;
+
+  /// The whole of an array of `shape`.
+  static Box All(const Shape& shape);
+  Shape shape() const;
+  uint64_t num_elements() const;
+};
+
+/// Host memory that the writer reads an array leaf's elements from.
+struct ArrayView {
+  const std::byte* data = nullptr;  ///< address of element [0, ..., 0]
+  /// Byte strides per dimension (may be negative or zero). Empty: C-contiguous.
+  std::vector<int64_t> strides;
+  /// Elements are stored with the opposite byte order (big-endian input): swapped while read.
+  bool byteswap = false;
+};
+
+/// Fills `dst` (C-order, memory layout of the leaf's dtype) with the elements of `box`.
+/// For data that is not in host memory (device arrays, generated data): the writer calls it
+/// once per chunk, from pool threads, so it must be thread-safe.
+using FillFn = std::function<Status(const Box& box, std::span<std::byte> dst)>;
+
+/// Per-leaf write options; unset fields take WriteOptions' defaults.
+struct LeafOptions {
+  std::optional<Codec> codec;
+  std::optional<int> level;              ///< zstd level (negative levels are the fast ones)
+  std::optional<Filter> filter;          ///< default: FloatSplit for floats, Shuffle for wider ints
+  Shape chunk_shape;                     ///< empty: derived from target_chunk_bytes
+  std::optional<uint64_t> target_chunk_bytes;
+};
+
+/// A leaf: a scalar value, or a payload (array elements, UTF-8 text, bytes) with its spec.
+struct Leaf {
+  LeafKind kind = LeafKind::kArray;
+  uint32_t flags = 0;
+  std::string type_name;  ///< kCustomLeaf: the registered name
+
+  // Scalar leaves.
+  int64_t int_value = 0;  ///< kInt (when big_int is empty)
+  std::string big_int;    ///< kInt beyond int64: two's complement little-endian bytes
+  double real = 0;        ///< kFloat, kComplex
+  double imag = 0;        ///< kComplex
+  bool bool_value = false;
+
+  // Payload (kArray; kStr/kBytes/kByteArray/kCustomLeaf/kPickle as UInt8 of shape [n]).
+  DType dtype = DType::kInvalid;
+  Shape shape;
+  Storage storage = Storage::kNone;
+  Shape chunk_shape;  ///< kChunked
+  Filter filter = Filter::kNone;
+  Codec codec = Codec::kRaw;
+  int8_t level = 0;
+  /// kInline: the stored payload bytes (4-bit types packed). On the write side, also the
+  /// payload of text/bytes leaves whatever their size (the writer decides where it goes).
+  std::string inline_data;
+
+  // Read side: filled by the reader.
+  uint64_t first_chunk = 0;  ///< index of this leaf's first chunk in the index
+
+  // Write side: ignored by the reader.
+  ArrayView source;                   ///< array data in host memory, or
+  FillFn fill;                        ///< a producer of array data
+  std::optional<uint32_t> reuse;      ///< append: keep leaf #reuse of the file being appended to
+  LeafOptions options;
+
+  bool is_payload() const { return storage != Storage::kNone; }
+  /// Elements of the payload (product of shape; 1 for rank 0).
+  uint64_t num_elements() const;
+  /// Bytes of the payload in memory buffers (the size a full read writes).
+  uint64_t memory_bytes() const;
+};
+
+/// A node of the tree.
+struct Node {
+  NodeKind kind = NodeKind::kNone;
+  Key key;                    ///< this node's key in its parent (none for list/tuple items)
+  uint32_t num_children = 0;  ///< containers only
+  std::string type_name;      ///< kNamedTuple: type name; kCustom: registered name
+  std::string aux_data;       ///< kCustom: serialized aux data
+  uint32_t leaf = 0;          ///< kLeaf: index into Tree::leaves
+};
+
+/// A tree: nodes in preorder, leaves, user metadata.
+class Tree {
+ public:
+  std::vector<Node> nodes;
+  std::vector<Leaf> leaves;
+  std::vector<std::pair<std::string, std::string>> metadata;
+
+  /// Checks the structure (child counts, keys, leaf references, depth) and computes the
+  /// navigation tables. Must be called after building or mutating and before navigating.
+  /// Errors: InvalidArgument naming the node's path.
+  Status Finalize(uint32_t max_depth = 1024);
+
+  /// One past the last node of `node`'s subtree (its next sibling, if any).
+  uint32_t subtree_end(uint32_t node) const { return subtree_end_[node]; }
+  /// The parent of `node`; the root's parent is itself.
+  uint32_t parent(uint32_t node) const { return parent_[node]; }
+  /// Children of a container, in order.
+  std::vector<uint32_t> children(uint32_t node) const;
+  /// The first Leaf node that refers to `leaf` (for paths and messages).
+  uint32_t leaf_node(uint32_t leaf) const { return leaf_node_[leaf]; }
+
+  /// The path of a node: keys from the root joined by '/', list items by position,
+  /// e.g. "params/layers/0/w"; "" for the root. '/' and '\' inside keys are escaped by '\'.
+  std::string path(uint32_t node) const;
+  /// The path of a leaf's first node.
+  std::string leaf_path(uint32_t leaf) const { return path(leaf_node(leaf)); }
+  /// The node at `path` (syntax of path()), or NotFound naming the first missing component.
+  Result<uint32_t> find(std::string_view path) const;
+
+  /// Number of chunks of each chunked leaf derived from shape and chunk_shape (0 otherwise).
+  static uint64_t chunk_count(const Leaf& leaf);
+
+ private:
+  std::vector<uint32_t> subtree_end_;
+  std::vector<uint32_t> parent_;
+  std::vector<uint32_t> leaf_node_;
+};
+
+/// Builds a Tree in preorder with a stack of open containers.
+///
+///   TreeBuilder b;
+///   b.dict();
+///     b.key("params").dict();
+///       b.key("w").array(DType::kFloat32, {1024, 1024}, ArrayView{ptr});
+///     b.end();
+///     b.key("step").int_value(1000);
+///   b.end();
+///   Result<Tree> tree = std::move(b).Finish();
+///
+/// Misuse (a key outside a dict, end() without an open container, a missing key) is recorded
+/// and reported by Finish() as InvalidArgument.
+class TreeBuilder {
+ public:
+  TreeBuilder& key(std::string k);
+  TreeBuilder& key(int64_t k);
+
+  TreeBuilder& dict();
+  TreeBuilder& ordered_dict();
+  TreeBuilder& list();
+  TreeBuilder& tuple();
+  TreeBuilder& named_tuple(std::string type_name);
+  TreeBuilder& custom(std::string registered_name, std::string aux_data);
+  TreeBuilder& end();
+
+  TreeBuilder& none();
+  TreeBuilder& array(DType dtype, Shape shape, ArrayView source, LeafOptions options = {});
+  TreeBuilder& array(DType dtype, Shape shape, FillFn fill, LeafOptions options = {});
+  TreeBuilder& int_value(int64_t v);
+  TreeBuilder& float_value(double v);
+  TreeBuilder& bool_value(bool v);
+  TreeBuilder& complex_value(double re, double im);
+  TreeBuilder& str(std::string utf8);
+  TreeBuilder& bytes(std::string data);
+  /// Adds any leaf; returns its leaf index through `leaf_id` when non-null.
+  TreeBuilder& leaf(Leaf leaf, uint32_t* leaf_id = nullptr);
+  /// Adds another node referring to an existing leaf (tied weights).
+  TreeBuilder& tied(uint32_t leaf_id);
+  TreeBuilder& metadata(std::string key, std::string value);
+
+  /// The finished, finalized tree.
+  Result<Tree> Finish() &&;
+
+ private:
+  void add_node(Node n);
+  Tree tree_;
+  std::vector<uint32_t> open_;  // indices of open containers
+  std::optional<Key> pending_key_;
+  std::string error_;
+};
+
+}  // namespace jtree

@@ -1,0 +1,304 @@
+// Chunk encoding: filter (FloatSplit rotation, byte shuffle) and per-plane zstd.
+//
+// Stored Planes chunk: u32 plane_size[P] (little-endian), then the P payloads back to back. A
+// payload of exactly the plane's raw size is the plane itself; anything else is one zstd frame.
+#include "codec/chunk_codec.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "codec/byte_planes.h"
+#include "codec/zstd_codec.h"
+#include "util/checked_math.h"
+#include "util/endian.h"
+
+namespace jtree::codec {
+namespace {
+
+// Encoder heuristics (not part of the format).
+constexpr size_t kSampleSlice = 16 * 1024;  // a plane sample is kSampleSlices slices of this
+constexpr size_t kSampleSlices = 4;         // spread over the plane
+constexpr size_t kSampleBytes = kSampleSlice * kSampleSlices;
+constexpr double kRawAbove = 0.98;     // sample ratio above which a plane is not compressed
+constexpr double kLiteralsTie = 1.01;  // literals-only wins unless LZ is smaller by more than
+                                       // this factor: it decodes faster...
+constexpr double kRunsBelow = 1.0 / 32;  // ...except on planes that LZ shrinks below this ratio:
+                                         // runs (zeros, sparse data) encode and decode faster
+                                         // as matches, and the sizes are tiny either way
+
+// Filters work block by block so that the rotated / gathered copy stays in L1.
+constexpr size_t kBlockBytes = 8 * 1024;
+
+constexpr size_t kMaxPlanes = 16;  // complex128
+
+// What a ChunkFormat means for the bytes.
+struct Layout {
+  size_t width = 1;      // stored element bytes (the shuffle width); 1 for 4-bit types
+  size_t planes = 1;     // P
+  size_t component = 0;  // FloatSplit rotation word size; 0 = no rotation
+};
+
+std::string u64s(uint64_t v) { return std::to_string(v); }
+
+// Names the plane in an error; free on success (this is on the decode hot path).
+Status in_plane(Status s, size_t k) {
+  if (s.ok()) return s;
+  return s.WithPrefix("plane " + u64s(k));
+}
+
+// nullopt when the dtype is unknown or the filter not allowed for it.
+std::optional<Layout> layout_of(const ChunkFormat& format) {
+  if (!filter_allowed(format.filter, format.dtype)) return std::nullopt;
+  const DTypeInfo info = *dtype_info(format.dtype);
+  Layout l;
+  l.width = std::max<size_t>(info.stored_bits / 8, 1);
+  l.planes = plane_count(format);
+  if (format.filter == Filter::kFloatSplit) l.component = info.float_component;
+  return l;
+}
+
+// ---- filters -----------------------------------------------------------------------------------
+
+// raw -> filtered planes in dst (raw.size() bytes). Shuffle alone goes straight from raw; with
+// the FloatSplit rotation each block is copied, rotated and shuffled in L1, then its W plane
+// pieces are copied out.
+void apply_filter(std::span<const std::byte> raw, const Layout& l, std::byte* dst) {
+  const size_t w = l.width;
+  if (l.component == 0) {
+    shuffle(raw, {dst, raw.size()}, w);
+    return;
+  }
+  const size_t n = raw.size() / w;
+  const size_t per_block = kBlockBytes / w;
+  alignas(64) std::byte block[kBlockBytes];
+  alignas(64) std::byte planes[kBlockBytes];
+  for (size_t i0 = 0; i0 < n; i0 += per_block) {
+    const size_t nb = std::min(per_block, n - i0), bytes = nb * w;
+    std::memcpy(block, raw.data() + i0 * w, bytes);
+    rotate_left_1({block, bytes}, l.component);
+    shuffle({block, bytes}, {planes, bytes}, w);
+    for (size_t k = 0; k < w; ++k) std::memcpy(dst + k * n + i0, planes + k * nb, nb);
+  }
+}
+
+// Planes (anywhere in memory, each n bytes) -> raw. Each block gathers its W plane pieces
+// into L1, unshuffles them into raw and undoes the rotation while the block is still hot.
+void undo_filter(const std::array<const std::byte*, kMaxPlanes>& plane, const Layout& l,
+                 std::span<std::byte> raw) {
+  const size_t w = l.width;
+  const size_t n = raw.size() / w;
+  const size_t per_block = kBlockBytes / w;
+  alignas(64) std::byte gathered[kBlockBytes];
+  for (size_t i0 = 0; i0 < n; i0 += per_block) {
+    const size_t nb = std::min(per_block, n - i0), bytes = nb * w;
+    for (size_t k = 0; k < w; ++k) std::memcpy(gathered + k * nb, plane[k] + i0, nb);
+    const std::span<std::byte> out = raw.subspan(i0 * w, bytes);
+    unshuffle({gathered, bytes}, out, w);
+    if (l.component != 0) rotate_right_1(out, l.component);
+  }
+}
+
+// ---- encoder -----------------------------------------------------------------------------------
+
+// Up to kSampleBytes of `plane`: kSampleSlices slices spread evenly from start to end.
+std::span<const std::byte> take_sample(std::span<const std::byte> plane,
+                                       std::vector<std::byte>& buf) {
+  if (plane.size() <= kSampleBytes) return plane;
+  buf.resize(kSampleBytes);
+  const size_t last = plane.size() - kSampleSlice;
+  for (size_t j = 0; j < kSampleSlices; ++j) {
+    const size_t at = last * j / (kSampleSlices - 1);
+    std::memcpy(buf.data() + j * kSampleSlice, plane.data() + at, kSampleSlice);
+  }
+  return buf;
+}
+
+ZstdMode choose_mode(size_t literals, size_t lz, size_t sample) {
+  if (static_cast<double>(lz) < static_cast<double>(sample) * kRunsBelow) return ZstdMode::kLz;
+  return static_cast<double>(literals) <= static_cast<double>(lz) * kLiteralsTie
+             ? ZstdMode::kLiterals
+             : ZstdMode::kLz;
+}
+
+bool not_worth_it(size_t compressed, size_t size) {
+  return static_cast<double>(compressed) > static_cast<double>(size) * kRawAbove;
+}
+
+// Compresses one plane into `frame`; returns false when the plane is to be stored raw.
+Result<bool> encode_plane(std::span<const std::byte> plane, int level,
+                          std::vector<std::byte>& frame) {
+  thread_local std::vector<std::byte> other;
+  if (plane.size() <= kSampleBytes) {
+    // The sample would be the whole plane: compress it both ways and keep the better frame.
+    JTREE_ASSIGN_OR_RETURN(const size_t lit, zstd_compress(plane, level, ZstdMode::kLiterals,
+                                                           frame));
+    JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compress(plane, level, ZstdMode::kLz, other));
+    if (choose_mode(lit, lz, plane.size()) == ZstdMode::kLz) frame.swap(other);
+    return !not_worth_it(frame.size(), plane.size());
+  }
+  thread_local std::vector<std::byte> sample_buf;
+  const std::span<const std::byte> sample = take_sample(plane, sample_buf);
+  JTREE_ASSIGN_OR_RETURN(const size_t lit,
+                         zstd_compressed_size(sample, level, ZstdMode::kLiterals));
+  JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compressed_size(sample, level, ZstdMode::kLz));
+  if (not_worth_it(std::min(lit, lz), sample.size())) return false;
+  const ZstdMode mode = choose_mode(lit, lz, sample.size());
+  JTREE_ASSIGN_OR_RETURN(const size_t size, zstd_compress(plane, level, mode, frame));
+  return size < plane.size();
+}
+
+}  // namespace
+
+size_t plane_count(const ChunkFormat& format) {
+  if (format.filter == Filter::kNone) return 1;
+  const auto info = dtype_info(format.dtype);
+  if (!info) return 1;
+  return std::max<size_t>(info->stored_bits / 8, 1);
+}
+
+bool filter_allowed(Filter filter, DType dtype) {
+  const auto info = dtype_info(dtype);
+  if (!info) return false;
+  switch (filter) {
+    case Filter::kNone: return true;
+    case Filter::kShuffle: return !is_4bit(dtype);
+    case Filter::kFloatSplit: return info->float_component > 0;
+  }
+  return false;
+}
+
+Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFormat& format,
+                                   std::vector<std::byte>& out, std::vector<std::byte>& scratch) {
+  out.clear();
+  const std::optional<Layout> layout = layout_of(format);
+  if (!layout) {
+    return Status::InvalidArgument("filter " + u64s(static_cast<uint8_t>(format.filter)) +
+                                   " is not allowed for dtype " +
+                                   std::string(dtype_name(format.dtype)));
+  }
+  if (format.codec != Codec::kRaw && format.codec != Codec::kZstd) {
+    return Status::InvalidArgument("unknown codec " + u64s(static_cast<uint8_t>(format.codec)));
+  }
+  const size_t p = layout->planes;
+  if (raw.size() % p != 0) {
+    return Status::InvalidArgument("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
+                                   u64s(p) + " planes");
+  }
+  const size_t plane_size = raw.size() / p;
+  // Raw when asked, when empty, and when a plane could not be described by a u32 size.
+  if (format.codec == Codec::kRaw || raw.empty() || plane_size > UINT32_MAX) {
+    return ChunkEncoding::kRaw;
+  }
+  // Planes must beat raw by min_gain (a negative or NaN gain counts as zero).
+  const double gain = format.min_gain >= 0 ? format.min_gain : 0.0;
+  const double budget = static_cast<double>(raw.size()) * (1.0 - gain);
+
+  std::span<const std::byte> filtered = raw;
+  if (p > 1 || layout->component != 0) {
+    if (scratch.size() < raw.size()) scratch.resize(raw.size());
+    apply_filter(raw, *layout, scratch.data());
+    filtered = {scratch.data(), raw.size()};
+  }
+
+  thread_local std::vector<std::byte> frame;
+  out.resize(4 * p);
+  for (size_t k = 0; k < p; ++k) {
+    const std::span<const std::byte> plane = filtered.subspan(k * plane_size, plane_size);
+    auto compressed = encode_plane(plane, format.level, frame);
+    if (!compressed.ok()) return in_plane(compressed.status(), k);
+    const std::span<const std::byte> payload =
+        *compressed ? std::span<const std::byte>(frame) : plane;
+    if (static_cast<double>(out.size() + payload.size()) > budget) {
+      out.clear();  // cannot pay any more: stop compressing the remaining planes
+      return ChunkEncoding::kRaw;
+    }
+    store_le<uint32_t>(out.data() + 4 * k, static_cast<uint32_t>(payload.size()));
+    out.insert(out.end(), payload.begin(), payload.end());
+  }
+  return ChunkEncoding::kPlanes;
+}
+
+Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
+                    const ChunkFormat& format, std::span<std::byte> raw,
+                    std::vector<std::byte>& scratch) {
+  if (encoding == ChunkEncoding::kRaw) {
+    if (stored.size() != raw.size()) {
+      return Status::Corruption("raw chunk of " + u64s(stored.size()) + " bytes, expected " +
+                                u64s(raw.size()));
+    }
+    if (!raw.empty()) std::memcpy(raw.data(), stored.data(), raw.size());
+    return Status::OK();
+  }
+  if (encoding != ChunkEncoding::kPlanes) {
+    return Status::Corruption("unknown chunk encoding " + u64s(static_cast<uint8_t>(encoding)));
+  }
+  const std::optional<Layout> layout = layout_of(format);
+  if (!layout) {
+    return Status::Corruption("filter " + u64s(static_cast<uint8_t>(format.filter)) +
+                              " is not allowed for dtype " + std::string(dtype_name(format.dtype)));
+  }
+  const size_t p = layout->planes;
+  if (raw.size() % p != 0) {
+    return Status::Corruption("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
+                              u64s(p) + " planes");
+  }
+  const size_t plane_size = raw.size() / p;
+
+  // Validate every plane size before touching any payload.
+  if (stored.size() < 4 * p) {
+    return Status::Corruption("planes chunk of " + u64s(stored.size()) +
+                              " bytes is shorter than its " + u64s(4 * p) + "-byte header");
+  }
+  std::array<uint32_t, kMaxPlanes> size{};
+  uint64_t total = 4 * p;
+  for (size_t k = 0; k < p; ++k) {
+    size[k] = load_le<uint32_t>(stored.data() + 4 * k);
+    if (size[k] > plane_size) {
+      return Status::Corruption("plane " + u64s(k) + ": stored size " + u64s(size[k]) +
+                                " exceeds its raw size " + u64s(plane_size));
+    }
+    total = *checked_add(total, size[k]);  // at most 16 * 2^32 + 64: cannot overflow
+  }
+  if (total != stored.size()) {
+    return Status::Corruption("plane sizes add up to " + u64s(total) + " bytes, chunk has " +
+                              u64s(stored.size()));
+  }
+
+  // P == 1: straight into raw. Otherwise raw planes are read where they lie in `stored` and
+  // compressed ones are decoded into scratch, then unfiltered into raw.
+  if (p == 1) {
+    const auto payload = stored.subspan(4, size[0]);
+    if (size[0] == plane_size) {
+      if (!raw.empty()) std::memcpy(raw.data(), payload.data(), raw.size());
+    } else {
+      JTREE_RETURN_IF_ERROR(in_plane(zstd_decompress(payload, raw), 0));
+    }
+    if (layout->component != 0) rotate_right_1(raw, layout->component);
+    return Status::OK();
+  }
+  size_t compressed = 0;
+  for (size_t k = 0; k < p; ++k) compressed += size[k] != plane_size;
+  if (scratch.size() < compressed * plane_size) scratch.resize(compressed * plane_size);
+
+  std::array<const std::byte*, kMaxPlanes> plane{};
+  size_t offset = 4 * p, next_scratch = 0;
+  for (size_t k = 0; k < p; ++k) {
+    const auto payload = stored.subspan(offset, size[k]);
+    offset += size[k];
+    if (size[k] == plane_size) {
+      plane[k] = payload.data();
+      continue;
+    }
+    const std::span<std::byte> dst(scratch.data() + next_scratch * plane_size, plane_size);
+    ++next_scratch;
+    JTREE_RETURN_IF_ERROR(in_plane(zstd_decompress(payload, dst), k));
+    plane[k] = dst.data();
+  }
+  undo_filter(plane, *layout, raw);
+  return Status::OK();
+}
+
+}  // namespace jtree::codec

@@ -1,0 +1,98 @@
+#include "format/chunk_grid.h"
+
+#include <algorithm>
+
+#include "util/checked_math.h"
+
+namespace jtree::format {
+
+ChunkGrid::ChunkGrid(const Shape& shape, const Shape& chunk) : shape_(shape), chunk_(chunk) {
+  grid_.resize(shape_.size());
+  count_ = 1;
+  for (size_t d = 0; d < shape_.size(); ++d) {
+    grid_[d] = shape_[d] == 0 ? 0 : (shape_[d] - 1) / chunk_[d] + 1;
+    count_ *= grid_[d];  // validated not to overflow before a grid is built
+  }
+}
+
+Shape ChunkGrid::coord(uint64_t linear) const {
+  Shape g(rank());
+  for (size_t d = rank(); d-- > 0;) {
+    g[d] = linear % grid_[d];
+    linear /= grid_[d];
+  }
+  return g;
+}
+
+uint64_t ChunkGrid::linear(const Shape& g) const {
+  uint64_t l = 0;
+  for (size_t d = 0; d < rank(); ++d) l = l * grid_[d] + g[d];
+  return l;
+}
+
+Box ChunkGrid::box(uint64_t linear_index) const {
+  Shape g = coord(linear_index);
+  Box b;
+  b.begin.resize(rank());
+  b.end.resize(rank());
+  for (size_t d = 0; d < rank(); ++d) {
+    b.begin[d] = g[d] * chunk_[d];
+    b.end[d] = std::min(b.begin[d] + chunk_[d], shape_[d]);
+  }
+  return b;
+}
+
+uint64_t ChunkGrid::elements(uint64_t linear_index) const {
+  return box(linear_index).num_elements();
+}
+
+void ChunkGrid::overlapping(const Box& b, Shape& lo, Shape& hi) const {
+  lo.assign(rank(), 0);
+  hi.assign(rank(), 0);
+  for (size_t d = 0; d < rank(); ++d) {
+    if (b.begin[d] >= b.end[d]) continue;  // empty along d: lo == hi == 0
+    lo[d] = b.begin[d] / chunk_[d];
+    hi[d] = (b.end[d] - 1) / chunk_[d] + 1;
+  }
+}
+
+std::optional<uint64_t> grid_chunk_count(const Shape& shape, const Shape& chunk, uint64_t limit) {
+  if (shape.size() != chunk.size()) return std::nullopt;
+  uint64_t n = 1;
+  bool empty = false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (chunk[d] == 0) return std::nullopt;
+    uint64_t g = shape[d] == 0 ? 0 : (shape[d] - 1) / chunk[d] + 1;
+    if (g == 0) {
+      empty = true;
+      continue;
+    }
+    auto r = checked_mul(n, g);
+    if (!r || *r > limit) return std::nullopt;
+    n = *r;
+  }
+  return empty ? 0 : n;
+}
+
+Shape default_chunk_shape(const Shape& shape, uint32_t stored_bits, uint64_t target_bytes) {
+  const size_t r = shape.size();
+  Shape chunk(r);
+  for (size_t d = 0; d < r; ++d) chunk[d] = std::max<uint64_t>(shape[d], 1);
+  const uint64_t target_bits = std::max<uint64_t>(target_bytes, 1) * 8;
+  // bits of one slice at dimension d: product of the dims after d times the element bits.
+  uint64_t inner_bits = stored_bits;
+  for (size_t d = r; d-- > 0;) {
+    auto whole = checked_mul(inner_bits, std::max<uint64_t>(shape[d], 1));
+    if (whole && *whole <= target_bits) {  // this dimension fits whole: keep going outwards
+      inner_bits = *whole;
+      continue;
+    }
+    // Cut dimension d into pieces of `rows` slices; dimensions before it get extent 1.
+    chunk[d] = std::clamp<uint64_t>(target_bits / inner_bits, 1, chunk[d]);
+    for (size_t e = 0; e < d; ++e) chunk[e] = 1;
+    break;
+  }
+  return chunk;
+}
+
+}  // namespace jtree::format

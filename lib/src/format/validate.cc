@@ -1,0 +1,282 @@
+#include "format/validate.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "format/chunk_grid.h"
+#include "util/checked_math.h"
+
+namespace jtree::format {
+namespace {
+
+constexpr uint64_t kMaxChunkFormatBytes = 0xFFFFFFFFull;  // plane sizes are u32
+constexpr uint32_t kKnownLeafFlags = kLeafFlagScalar;
+// Largest payload in memory bytes (keeps every product below 2^63 with room to spare).
+constexpr uint64_t kMaxPayloadBytes = 1ull << 62;
+
+bool is_payload_kind(LeafKind k) {
+  return k == LeafKind::kArray || k == LeafKind::kStr || k == LeafKind::kBytes ||
+         k == LeafKind::kByteArray || k == LeafKind::kCustomLeaf || k == LeafKind::kPickle;
+}
+
+Status leaf_error(const Tree& t, size_t i, const std::string& what) {
+  return Status::Corruption("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
+}
+
+bool filter_ok(Filter f, DType d) {
+  auto info = dtype_info(d);
+  if (f == Filter::kNone) return true;
+  if (is_4bit(d)) return false;
+  if (f == Filter::kFloatSplit) return info->float_component > 0;
+  return true;
+}
+
+Status validate_leaf(Tree& t, size_t i, const Limits& limits, uint64_t* chunks) {
+  Leaf& l = t.leaves[i];
+  *chunks = 0;
+  if (l.flags & ~kKnownLeafFlags) return leaf_error(t, i, "unknown flag bits");
+  if (!l.type_name.empty() && l.kind != LeafKind::kCustomLeaf) {
+    return leaf_error(t, i, "type name on a leaf that is not a custom leaf");
+  }
+  if (l.kind == LeafKind::kCustomLeaf && l.type_name.empty()) {
+    return leaf_error(t, i, "custom leaf without a registered name");
+  }
+  if (!l.big_int.empty() && l.kind != LeafKind::kInt) {
+    return leaf_error(t, i, "integer bytes on a leaf that is not an int");
+  }
+  if (!is_payload_kind(l.kind)) {
+    // Scalars carry nothing else: no payload, no hidden bytes.
+    if (l.storage != Storage::kNone || l.dtype != DType::kInvalid || !l.shape.empty() ||
+        !l.chunk_shape.empty() || !l.inline_data.empty() || l.filter != Filter::kNone ||
+        l.codec != Codec::kRaw || l.level != 0) {
+      return leaf_error(t, i, "payload fields on a " + std::string(leaf_kind_name(l.kind)) +
+                                  " leaf");
+    }
+    if (l.big_int.size() > limits.max_string_bytes) {
+      return Status::ResourceExhausted("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
+                                       ": integer of " + std::to_string(l.big_int.size()) +
+                                       " bytes over the string limit");
+    }
+    return Status::OK();
+  }
+  if (l.storage == Storage::kNone) return leaf_error(t, i, "payload leaf without storage");
+  if (l.dtype == DType::kInvalid) return leaf_error(t, i, "payload leaf without a dtype");
+  if (l.kind != LeafKind::kArray && (l.dtype != DType::kUInt8 || l.shape.size() != 1)) {
+    return leaf_error(t, i, std::string(leaf_kind_name(l.kind)) +
+                                " payload must be 1-d uint8");
+  }
+  if (l.flags & kLeafFlagScalar && (l.kind != LeafKind::kArray || !l.shape.empty())) {
+    return leaf_error(t, i, "scalar flag on a leaf that is not a 0-d array");
+  }
+  const auto info = *dtype_info(l.dtype);
+  auto elements = checked_product(l.shape, kMaxPayloadBytes / 16);
+  if (!elements) return leaf_error(t, i, "shape too large");
+  const uint64_t stored = stored_bytes(l.dtype, *elements);
+
+  if (l.storage == Storage::kInline) {
+    if (!l.chunk_shape.empty() || l.filter != Filter::kNone || l.codec != Codec::kRaw ||
+        l.level != 0) {
+      return leaf_error(t, i, "chunk fields on an inline leaf");
+    }
+    if (l.inline_data.size() != stored) {
+      return leaf_error(t, i, "inline data is " + std::to_string(l.inline_data.size()) +
+                                  " bytes; dtype " + std::string(info.name) + " x shape needs " +
+                                  std::to_string(stored));
+    }
+    return Status::OK();
+  }
+
+  // Chunked.
+  if (l.chunk_shape.size() != l.shape.size()) {
+    return leaf_error(t, i, "chunk shape rank " + std::to_string(l.chunk_shape.size()) +
+                                " differs from shape rank " + std::to_string(l.shape.size()));
+  }
+  for (size_t d = 0; d < l.shape.size(); ++d) {
+    if (l.chunk_shape[d] == 0 || l.chunk_shape[d] > std::max<uint64_t>(l.shape[d], 1)) {
+      return leaf_error(t, i, "chunk shape dimension " + std::to_string(d) + " is " +
+                                  std::to_string(l.chunk_shape[d]) + " for an extent of " +
+                                  std::to_string(l.shape[d]));
+    }
+  }
+  auto chunk_elements = checked_product(l.chunk_shape, kMaxPayloadBytes / 16);
+  uint64_t chunk_bytes = chunk_elements ? stored_bytes(l.dtype, *chunk_elements) : UINT64_MAX;
+  if (chunk_bytes > std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)) {
+    return Status::ResourceExhausted(
+        "leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": chunks of " +
+        std::to_string(chunk_bytes) + " bytes, over the limit of " +
+        std::to_string(std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)));
+  }
+  if (!filter_ok(l.filter, l.dtype)) {
+    return leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
+                                " cannot apply to dtype " + std::string(info.name));
+  }
+  if (l.codec == Codec::kRaw && (l.filter != Filter::kNone || l.level != 0)) {
+    return leaf_error(t, i, "filter or level on a raw leaf");
+  }
+  auto n = grid_chunk_count(l.shape, l.chunk_shape);
+  if (!n) return leaf_error(t, i, "chunk grid too large");
+  if (*n == 0) return leaf_error(t, i, "empty array stored as chunks (must be inline)");
+  *chunks = *n;
+  return Status::OK();
+}
+
+}  // namespace
+
+size_t planes_of(const Leaf& leaf) {
+  if (leaf.filter == Filter::kNone) return 1;
+  return std::max<size_t>(1, dtype_info(leaf.dtype)->stored_bits / 8);
+}
+
+void for_each_chunk_raw_size(const Leaf& leaf,
+                             const std::function<void(uint64_t, uint64_t)>& fn) {
+  const Shape& s = leaf.shape;
+  const Shape& c = leaf.chunk_shape;
+  const size_t r = s.size();
+  ChunkGrid grid(s, c);
+  // Extent of each chunk along each dim: c[d], except the last chunk of the dim.
+  Shape g(r, 0), extent(r);
+  uint64_t elements = 1;
+  for (size_t d = 0; d < r; ++d) {
+    extent[d] = std::min(c[d], s[d]);
+    elements *= extent[d];
+  }
+  for (uint64_t k = 0; k < grid.count(); ++k) {
+    fn(k, stored_bytes(leaf.dtype, elements));
+    // Advance the odometer and recompute the product only for changed dims.
+    for (size_t d = r; d-- > 0;) {
+      if (++g[d] < grid.grid()[d]) {
+        extent[d] = std::min(c[d], s[d] - g[d] * c[d]);
+        break;
+      }
+      g[d] = 0;
+      extent[d] = std::min(c[d], s[d]);
+    }
+    elements = 1;
+    for (size_t d = 0; d < r; ++d) elements *= extent[d];
+  }
+}
+
+uint64_t chunk_raw_size(const Leaf& leaf, uint64_t local) {
+  ChunkGrid grid(leaf.shape, leaf.chunk_shape);
+  return stored_bytes(leaf.dtype, grid.elements(local));
+}
+
+Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < tree.leaves.size(); ++i) {
+    uint64_t n = 0;
+    JTREE_RETURN_IF_ERROR(validate_leaf(tree, i, limits, &n));
+    tree.leaves[i].first_chunk = total;
+    auto sum = checked_add(total, n);
+    if (!sum) return Status::Corruption("header: chunk count overflows");
+    total = *sum;
+  }
+  return total;
+}
+
+Status validate_index(const Tree& tree, const IndexData& index, uint64_t expected_chunks,
+                      uint64_t file_size, std::span<const Region> metadata, FileKind kind,
+                      uint64_t generation) {
+  if (index.generation != generation) {
+    return Status::Corruption("index: generation " + std::to_string(index.generation) +
+                              " but the footer says " + std::to_string(generation));
+  }
+  if (index.chunks.size() != expected_chunks) {
+    return Status::Corruption("index lists " + std::to_string(index.chunks.size()) +
+                              " chunks; the header's leaves have " +
+                              std::to_string(expected_chunks));
+  }
+  if (index.segment_info.has_value() != (kind == FileKind::kSegment)) {
+    return Status::Corruption("index: segment info present only in segment files");
+  }
+  if (index.segments.size() > index.chunks.size() + 1) {
+    return Status::Corruption("index: more segments than chunks");
+  }
+  // Segments: inside the file after the preamble, clear of metadata and of each other.
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // (offset, end)
+  for (size_t s = 0; s < index.segments.size(); ++s) {
+    const SegmentSpan& seg = index.segments[s];
+    if (seg.file_offset < kPreambleSize || !range_within(seg.file_offset, seg.size, file_size)) {
+      return Status::Corruption("index: segment " + std::to_string(s) + " [" +
+                                std::to_string(seg.file_offset) + ", +" +
+                                std::to_string(seg.size) + ") lies outside the data region");
+    }
+    for (const Region& m : metadata) {
+      if (seg.file_offset < m.offset + m.size && m.offset < seg.file_offset + seg.size) {
+        return Status::Corruption("index: segment " + std::to_string(s) + " overlaps the " +
+                                  m.what);
+      }
+    }
+    if (seg.size) spans.emplace_back(seg.file_offset, seg.file_offset + seg.size);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t k = 1; k < spans.size(); ++k) {
+    if (spans[k].first < spans[k - 1].second) return Status::Corruption("index: segments overlap");
+  }
+
+  // Chunks, leaf by leaf.
+  spans.clear();
+  spans.reserve(index.chunks.size());
+  Status err;
+  for (size_t li = 0; li < tree.leaves.size() && err.ok(); ++li) {
+    const Leaf& leaf = tree.leaves[li];
+    if (leaf.storage != Storage::kChunked) continue;
+    const uint64_t planes = planes_of(leaf);
+    for_each_chunk_raw_size(leaf, [&](uint64_t k, uint64_t raw) {
+      if (!err.ok()) return;
+      const ChunkRecord& c = index.chunks[leaf.first_chunk + k];
+      auto fail = [&](const std::string& what) {
+        err = Status::Corruption("leaf " + tree.leaf_path(static_cast<uint32_t>(li)) +
+                                 ": chunk " + std::to_string(k) + ": " + what);
+      };
+      if (c.reserved != 0 || (c.flags & ~kChunkAbsent) != 0) return fail("reserved bits set");
+      if (c.flags & kChunkAbsent) {
+        if (kind != FileKind::kSegment) return fail("absent chunk in a complete file");
+        if (c.offset || c.stored_size || c.checksum || c.segment || c.encoding) {
+          return fail("absent chunk with data fields set");
+        }
+        return;
+      }
+      if (c.segment >= index.segments.size()) return fail("segment number out of range");
+      const SegmentSpan& seg = index.segments[c.segment];
+      if (!range_within(c.offset, c.stored_size, seg.size)) {
+        return fail("stored bytes [" + std::to_string(c.offset) + ", +" +
+                    std::to_string(c.stored_size) + ") outside its segment of " +
+                    std::to_string(seg.size) + " bytes");
+      }
+      switch (c.encoding) {
+        case 0:  // Raw
+          if (c.stored_size != raw) {
+            return fail("raw chunk of " + std::to_string(c.stored_size) + " bytes; " +
+                        "its shape needs " + std::to_string(raw));
+          }
+          break;
+        case 1:  // Planes
+          if (leaf.codec == Codec::kRaw) return fail("compressed chunk in a raw leaf");
+          if (c.stored_size < 4 * planes || c.stored_size > raw + 4 * planes ||
+              raw % planes != 0) {
+            return fail("compressed chunk of " + std::to_string(c.stored_size) +
+                        " bytes cannot hold " + std::to_string(raw) + " raw bytes in " +
+                        std::to_string(planes) + " planes");
+          }
+          break;
+        default:
+          return fail("unknown encoding " + std::to_string(c.encoding));
+      }
+      spans.emplace_back(seg.file_offset + c.offset, seg.file_offset + c.offset + c.stored_size);
+    });
+  }
+  JTREE_RETURN_IF_ERROR(err);
+  // Written in completion order, chunks are nearly sorted already.
+  if (!std::is_sorted(spans.begin(), spans.end())) std::sort(spans.begin(), spans.end());
+  for (size_t k = 1; k < spans.size(); ++k) {
+    if (spans[k].first < spans[k - 1].second) {
+      return Status::Corruption("index: chunks overlap at file offset " +
+                                std::to_string(spans[k].first));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace jtree::format

@@ -1,0 +1,50 @@
+// Semantic validation of a decoded header and index (spec/FORMAT.md, "Validation").
+// Everything a reader relies on is checked here, before any chunk is touched.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "format/index_codec.h"
+#include "format/layout.h"
+#include "jtree/options.h"
+#include "jtree/status.h"
+#include "jtree/tree.h"
+
+namespace jtree::format {
+
+/// Checks every leaf's spec (kind, dtype, shape, storage, chunk grid, filter, codec, inline
+/// size) against the limits, and sets Leaf::first_chunk. `tree` must be finalized. Returns the
+/// total number of chunks the index must list. Errors: Corruption naming the leaf's path, or
+/// ResourceExhausted for limits.
+Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits);
+
+/// A byte range of the file that holds metadata of the current generation.
+struct Region {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  const char* what = "";
+};
+
+/// Checks the index against the tree and the file: chunk count, segments inside the file and
+/// clear of metadata and of each other, every chunk inside its segment with a size that fits
+/// its encoding and raw size, no two chunks overlapping, absent chunks only in segment files.
+Status validate_index(const Tree& tree, const IndexData& index, uint64_t expected_chunks,
+                      uint64_t file_size, std::span<const Region> metadata, FileKind kind,
+                      uint64_t generation);
+
+/// Number of byte planes of a Planes chunk for a leaf (1 for Filter::kNone, else the stored
+/// element size).
+size_t planes_of(const Leaf& leaf);
+
+/// Calls fn(chunk number within the leaf, raw bytes of that chunk) for every chunk of a
+/// validated chunked leaf, in order, without allocating per chunk.
+void for_each_chunk_raw_size(const Leaf& leaf,
+                             const std::function<void(uint64_t, uint64_t)>& fn);
+
+/// Raw (stored-form) bytes of chunk `local` of a validated chunked leaf.
+uint64_t chunk_raw_size(const Leaf& leaf, uint64_t local);
+
+}  // namespace jtree::format

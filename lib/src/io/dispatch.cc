@@ -1,0 +1,81 @@
+// Picks a backend from a path or URL.
+#include <cctype>
+#include <string>
+#include <string_view>
+
+#include "jtree/io.h"
+
+namespace jtree {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Splits "scheme://rest". False for a plain path: no "://", or text before it that is not a
+// scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.'), as in "runs/a://b".
+bool split_scheme(std::string_view s, std::string_view* scheme, std::string_view* rest) {
+  const size_t pos = s.find("://");
+  if (pos == std::string_view::npos || pos == 0) return false;
+  if (!std::isalpha(static_cast<unsigned char>(s[0]))) return false;
+  for (size_t i = 1; i < pos; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return false;
+  }
+  *scheme = s.substr(0, pos);
+  *rest = s.substr(pos + 3);
+  return true;
+}
+
+// Why a non-local URL cannot be opened in this build.
+Status remote_status(std::string_view url) {
+  std::string_view scheme, rest;
+  if (split_scheme(url, &scheme, &rest) &&
+      (iequals(scheme, "http") || iequals(scheme, "https") || iequals(scheme, "s3"))) {
+    return Status::NotSupported(std::string(url) + ": the http(s)/s3 backend is not built yet");
+  }
+  return Status::InvalidArgument(std::string(url) + ": unsupported URL scheme \"" +
+                                 std::string(scheme) + "\"");
+}
+
+}  // namespace
+
+bool is_local_path(std::string_view path_or_url, std::string* local_path) {
+  std::string_view scheme, rest;
+  if (!split_scheme(path_or_url, &scheme, &rest)) {
+    if (local_path != nullptr) *local_path = std::string(path_or_url);
+    return true;
+  }
+  if (!iequals(scheme, "file")) return false;
+  // file:///abs/path names /abs/path. "localhost" is the one host name that also means this
+  // machine (RFC 8089); anything else after "file://" is taken as written.
+  constexpr std::string_view kLocalhost = "localhost/";
+  if (rest.size() >= kLocalhost.size() && iequals(rest.substr(0, kLocalhost.size()), kLocalhost)) {
+    rest.remove_prefix(kLocalhost.size() - 1);
+  }
+  if (local_path != nullptr) *local_path = std::string(rest);
+  return true;
+}
+
+Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
+                                            const OpenOptions& options) {
+  std::string local;
+  if (is_local_path(path_or_url, &local)) return open_file_source(local, options.use_mmap);
+  return remote_status(path_or_url);
+}
+
+Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
+                                          const SinkOptions& options) {
+  std::string local;
+  if (is_local_path(path_or_url, &local)) return create_file_sink(local, options);
+  return remote_status(path_or_url);
+}
+
+}  // namespace jtree

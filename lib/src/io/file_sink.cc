@@ -1,0 +1,436 @@
+// Local-file Sinks: a new file written beside its target and renamed over it on commit, and
+// an existing file appended to in place.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jtree/io.h"
+
+namespace jtree {
+namespace {
+
+// Appends smaller than this are gathered into one write(); larger ones are written directly.
+constexpr size_t kBufferBytes = size_t{1} << 20;
+// Linux transfers at most 0x7ffff000 bytes per call; asking for less keeps the loop simple.
+constexpr uint64_t kMaxIoBytes = uint64_t{1} << 30;
+// Attempts at an unused temporary name (64 random bits: a collision means something odd).
+constexpr int kTempNameAttempts = 16;
+
+// Whichever strerror_r flavour the C library declares: GNU returns the text, XSI fills buf.
+[[maybe_unused]] const char* strerror_text(const char* text, const char*) { return text; }
+[[maybe_unused]] const char* strerror_text(int rc, const char* buf) {
+  return rc == 0 ? buf : "unknown error";
+}
+
+// "<path>: <what>: <strerror>", with the code that errno maps to.
+Status errno_status(const std::string& path, std::string_view what, int err) {
+  char buf[256] = {};
+  std::string msg = path + ": " + std::string(what) + ": " +
+                    strerror_text(strerror_r(err, buf, sizeof buf), buf);
+  switch (err) {
+    case ENOENT: return Status::NotFound(std::move(msg));
+    case EACCES:
+    case EPERM: return Status::PermissionDenied(std::move(msg));
+    case EEXIST: return Status::AlreadyExists(std::move(msg));
+    default: return Status::IOError(std::move(msg));
+  }
+}
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  // Closes and returns close()'s errno (0 on success): some file systems (NFS) report
+  // delayed write errors only here. On Linux the descriptor is gone even after EINTR.
+  int close() {
+    const int fd = std::exchange(fd_, -1);
+    if (fd < 0 || ::close(fd) == 0 || errno == EINTR) return 0;
+    return errno;
+  }
+  void reset() { (void)close(); }
+
+ private:
+  int fd_ = -1;
+};
+
+int open_retry(const char* path, int flags, mode_t mode = 0) {
+  int fd;
+  do {
+    fd = ::open(path, flags, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+int fsync_retry(int fd) {
+  int rc;
+  do {
+    rc = ::fsync(fd);
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+int ftruncate_retry(int fd, uint64_t size) {
+  int rc;
+  do {
+    rc = ::ftruncate(fd, static_cast<off_t>(size));
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+// Writes all of `data` at `offset`, through short writes and interrupted calls.
+int pwrite_all(int fd, uint64_t offset, std::span<const std::byte> data) {
+  uint64_t done = 0;
+  while (done < data.size()) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(data.size() - done, kMaxIoBytes));
+    const ssize_t n = ::pwrite(fd, data.data() + done, want, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;  // no progress and no error: do not spin
+    done += static_cast<uint64_t>(n);
+  }
+  return 0;
+}
+
+Status sink_closed(const std::string& path) {
+  return Status::InvalidArgument(path + ": sink is closed");
+}
+
+// What both file sinks share: the append buffer, the write position, the statistics, and the
+// first write error, which sticks (after a failed write the file has a hole, so nothing
+// further may be written or committed).
+class BufferedFileSink : public Sink {
+ public:
+  const std::string& name() const override { return path_; }
+  uint64_t position() const override { return flushed_ + buffer_.size(); }
+
+  Status append(std::span<const std::byte> data) override {
+    JTREE_RETURN_IF_ERROR(check_open());
+    if (data.size() >= kBufferBytes) {
+      // Large appends skip the copy: the buffer exists only to batch small ones.
+      JTREE_RETURN_IF_ERROR(flush());
+      JTREE_RETURN_IF_ERROR(write_at(flushed_, data));
+      flushed_ += data.size();
+      return Status::OK();
+    }
+    if (buffer_.size() + data.size() > kBufferBytes) JTREE_RETURN_IF_ERROR(flush());
+    buffer_.insert(buffer_.end(), data.begin(), data.end());
+    return Status::OK();
+  }
+
+  IoStats stats() const override {
+    IoStats s;
+    s.write_requests = write_requests_.load(std::memory_order_relaxed);
+    s.bytes_written = bytes_written_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+ protected:
+  BufferedFileSink(std::string path, UniqueFd fd, uint64_t start, bool sync)
+      : path_(std::move(path)), fd_(std::move(fd)), sync_(sync), flushed_(start) {
+    buffer_.reserve(kBufferBytes);
+  }
+
+  // OK while the sink accepts writes; otherwise why not.
+  Status check_open() const {
+    if (closed_) return sink_closed(path_);
+    return error_;
+  }
+
+  // Writes out the buffered appends.
+  Status flush() {
+    if (buffer_.empty()) return Status::OK();
+    JTREE_RETURN_IF_ERROR(write_at(flushed_, buffer_));
+    flushed_ += buffer_.size();
+    buffer_.clear();
+    return Status::OK();
+  }
+
+  Status write_at(uint64_t offset, std::span<const std::byte> data) {
+    if (data.empty()) return Status::OK();
+    write_requests_.fetch_add(1, std::memory_order_relaxed);
+    const int err = pwrite_all(fd_.get(), offset, data);
+    if (err != 0) return fail(errno_status(path_, "write", err));
+    bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  // fsync when the sink was asked for durability.
+  Status sync_data() {
+    if (sync_ && fsync_retry(fd_.get()) != 0) return fail(errno_status(path_, "fsync", errno));
+    return Status::OK();
+  }
+
+  Status fail(Status st) {
+    if (error_.ok()) error_ = st;
+    return st;
+  }
+
+  // Drops buffered appends (on abort).
+  void discard_buffer() { buffer_.clear(); }
+
+  const std::string path_;
+  UniqueFd fd_;
+  const bool sync_;
+  bool closed_ = false;  // committed or aborted
+
+ private:
+  Status error_;
+  std::vector<std::byte> buffer_;
+  uint64_t flushed_;  // file offset where buffer_ starts
+  std::atomic<uint64_t> write_requests_{0};
+  std::atomic<uint64_t> bytes_written_{0};
+};
+
+// A new file, written under a temporary name in the target's directory (so that the final
+// rename stays within one file system and is atomic).
+class NewFileSink final : public BufferedFileSink {
+ public:
+  NewFileSink(std::string path, std::string temp_path, std::string dir, UniqueFd fd,
+              const SinkOptions& options)
+      : BufferedFileSink(std::move(path), std::move(fd), 0, options.sync),
+        temp_path_(std::move(temp_path)),
+        dir_(std::move(dir)),
+        overwrite_(options.overwrite) {}
+  ~NewFileSink() override { abort(); }
+
+  Status sync() override {
+    JTREE_RETURN_IF_ERROR(check_open());
+    JTREE_RETURN_IF_ERROR(flush());
+    return sync_data();
+  }
+
+  Status commit() override {
+    if (closed_) return sink_closed(path_);
+    Status st = check_open();
+    if (st.ok()) st = finish();
+    if (!st.ok()) abort();
+    closed_ = true;
+    return st;
+  }
+
+  void abort() noexcept override {
+    if (closed_) return;
+    closed_ = true;
+    fd_.reset();
+    if (!published_) ::unlink(temp_path_.c_str());
+  }
+
+ private:
+  Status finish() {
+    JTREE_RETURN_IF_ERROR(flush());
+    JTREE_RETURN_IF_ERROR(sync_data());
+    if (const int err = fd_.close(); err != 0) return errno_status(path_, "close", err);
+    // Opened before the rename, so that failing to open it leaves the target untouched.
+    UniqueFd dir;
+    if (sync_) {
+      dir = UniqueFd(open_retry(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!dir.valid()) return errno_status(path_, "open directory " + dir_, errno);
+    }
+    JTREE_RETURN_IF_ERROR(publish());
+    published_ = true;
+    // The rename is durable only once the directory is. Failing here cannot be undone: the
+    // new file is already in place.
+    if (sync_ && fsync_retry(dir.get()) != 0) {
+      return errno_status(path_, "fsync directory " + dir_, errno);
+    }
+    return Status::OK();
+  }
+
+  // Moves the temporary file to its final name.
+  Status publish() {
+    if (overwrite_) {
+      if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+        return errno_status(path_, "rename", errno);
+      }
+      return Status::OK();
+    }
+    // The target may have appeared since the sink was created: never replace it.
+    if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) ==
+        0) {
+      return Status::OK();
+    }
+    if (errno != EINVAL && errno != ENOSYS) return errno_status(path_, "rename", errno);
+    // A file system without RENAME_NOREPLACE: link() refuses to replace an existing name too.
+    if (::link(temp_path_.c_str(), path_.c_str()) != 0) return errno_status(path_, "link", errno);
+    // The target is complete; failing to remove the second name only leaves a stray file.
+    ::unlink(temp_path_.c_str());
+    return Status::OK();
+  }
+
+  const std::string temp_path_;
+  const std::string dir_;
+  const bool overwrite_;
+  bool published_ = false;  // the temporary file now has the target's name
+};
+
+// An existing file, appended to in place from `keep_bytes` on.
+class AppendFileSink final : public BufferedFileSink {
+ public:
+  AppendFileSink(std::string path, UniqueFd fd, uint64_t keep_bytes, bool sync)
+      : BufferedFileSink(std::move(path), std::move(fd), keep_bytes, sync),
+        keep_bytes_(keep_bytes) {}
+  ~AppendFileSink() override { abort(); }
+
+  bool can_patch() const override { return true; }
+
+  Status patch(uint64_t offset, std::span<const std::byte> data) override {
+    JTREE_RETURN_IF_ERROR(check_open());
+    // Patched bytes may still sit in the buffer; after the flush all of them are in the file.
+    JTREE_RETURN_IF_ERROR(flush());
+    const uint64_t end = position();
+    if (offset > end || data.size() > end - offset) {
+      return Status::InvalidArgument(path_ + ": patch of " + std::to_string(data.size()) +
+                                     " bytes at offset " + std::to_string(offset) +
+                                     " goes beyond the written size " + std::to_string(end));
+    }
+    return write_at(offset, data);
+  }
+
+  Status sync() override {
+    JTREE_RETURN_IF_ERROR(check_open());
+    JTREE_RETURN_IF_ERROR(flush());
+    return sync_data();
+  }
+
+  Status commit() override {
+    if (closed_) return sink_closed(path_);
+    Status st = check_open();
+    if (st.ok()) st = flush();
+    if (st.ok()) st = sync_data();
+    if (st.ok()) {
+      if (const int err = fd_.close(); err != 0) st = errno_status(path_, "close", err);
+    }
+    if (!st.ok()) abort();
+    closed_ = true;
+    return st;
+  }
+
+  // Best effort (nothing can be reported): cut the file back to its committed size.
+  void abort() noexcept override {
+    if (closed_) return;
+    closed_ = true;
+    discard_buffer();
+    if (fd_.valid()) {
+      (void)ftruncate_retry(fd_.get(), keep_bytes_);
+      if (sync_) (void)fsync_retry(fd_.get());
+      fd_.reset();
+    } else {
+      // commit() failed in close(): the descriptor is gone, the path still names the file.
+      (void)::truncate(path_.c_str(), static_cast<off_t>(keep_bytes_));
+    }
+  }
+
+ private:
+  const uint64_t keep_bytes_;
+};
+
+// 16 random hex digits for a temporary name.
+std::string random_hex16() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) | static_cast<uint64_t>(rd());
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+struct TempFile {
+  std::string path;
+  UniqueFd fd;
+};
+
+// Creates `.<basename>.tmp-<16 hex>` beside the target. O_EXCL: never reuse someone's file.
+Result<TempFile> create_temp_file(const std::string& path, size_t base_start) {
+  const std::string prefix =
+      path.substr(0, base_start) + "." + path.substr(base_start) + ".tmp-";
+  for (int attempt = 0;; ++attempt) {
+    TempFile temp;
+    temp.path = prefix + random_hex16();
+    temp.fd = UniqueFd(
+        open_retry(temp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+    if (temp.fd.valid()) return temp;
+    if (errno != EEXIST || attempt + 1 == kTempNameAttempts) {
+      return errno_status(path, "create temporary file " + temp.path, errno);
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
+                                               const SinkOptions& options) {
+  const size_t slash = path.rfind('/');
+  const size_t base_start = slash == std::string::npos ? 0 : slash + 1;
+  const std::string base = path.substr(base_start);
+  if (base.empty() || base == "." || base == "..") {
+    return Status::InvalidArgument(path + ": not a file name");
+  }
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return errno_status(path, "stat", errno);
+  if (exists && !S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(path + ": not a regular file");
+  }
+  if (exists && !options.overwrite) return errno_status(path, "create", EEXIST);
+
+  // A missing directory fails here, with NotFound.
+  JTREE_ASSIGN_OR_RETURN(TempFile temp, create_temp_file(path, base_start));
+  // The replacement keeps the permissions of the file it replaces (not umask's defaults).
+  if (exists && ::fchmod(temp.fd.get(), st.st_mode & 0777) != 0) {
+    Status st_err = errno_status(path, "chmod " + temp.path, errno);
+    temp.fd.reset();
+    ::unlink(temp.path.c_str());
+    return st_err;
+  }
+  return std::unique_ptr<Sink>(
+      new NewFileSink(path, std::move(temp.path), dir, std::move(temp.fd), options));
+}
+
+Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
+                                                    uint64_t keep_bytes, bool sync) {
+  UniqueFd fd(open_retry(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) return errno_status(path, "open", errno);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return errno_status(path, "stat", errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < keep_bytes) {
+    return Status::Corruption(path + ": file is shorter than its committed size (" +
+                              std::to_string(size) + " < " + std::to_string(keep_bytes) + ")");
+  }
+  // Bytes past keep_bytes are the remains of an interrupted append.
+  if (size > keep_bytes && ftruncate_retry(fd.get(), keep_bytes) != 0) {
+    return errno_status(path, "truncate", errno);
+  }
+  return std::unique_ptr<Sink>(new AppendFileSink(path, std::move(fd), keep_bytes, sync));
+}
+
+}  // namespace jtree

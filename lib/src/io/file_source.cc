@@ -1,0 +1,192 @@
+// The local-file Source: pread() for every read, plus an optional read-only mapping that the
+// reader uses to take raw chunks without copying.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "jtree/io.h"
+
+namespace jtree {
+namespace {
+
+// Linux transfers at most 0x7ffff000 bytes per call; asking for less keeps the loop simple.
+constexpr uint64_t kMaxIoBytes = uint64_t{1} << 30;
+
+// Whichever strerror_r flavour the C library declares: GNU returns the text, XSI fills buf.
+[[maybe_unused]] const char* strerror_text(const char* text, const char*) { return text; }
+[[maybe_unused]] const char* strerror_text(int rc, const char* buf) {
+  return rc == 0 ? buf : "unknown error";
+}
+
+// "<path>: <what>: <strerror>", with the code that errno maps to.
+Status errno_status(const std::string& path, std::string_view what, int err) {
+  char buf[256] = {};
+  std::string msg = path + ": " + std::string(what) + ": " +
+                    strerror_text(strerror_r(err, buf, sizeof buf), buf);
+  switch (err) {
+    case ENOENT: return Status::NotFound(std::move(msg));
+    case EACCES:
+    case EPERM: return Status::PermissionDenied(std::move(msg));
+    case EEXIST: return Status::AlreadyExists(std::move(msg));
+    default: return Status::IOError(std::move(msg));
+  }
+}
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  // close()'s errors do not matter for a read-only descriptor.
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// A read-only mapping of a whole file, unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* addr, size_t length) : addr_(addr), length_(length) {}
+  Mapping(Mapping&& other) noexcept
+      : addr_(std::exchange(other.addr_, nullptr)), length_(std::exchange(other.length_, 0)) {}
+  Mapping& operator=(Mapping&&) = delete;
+  ~Mapping() {
+    if (addr_ != nullptr) ::munmap(addr_, length_);
+  }
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(addr_), length_};
+  }
+
+ private:
+  void* addr_ = nullptr;
+  size_t length_ = 0;
+};
+
+// Maps the file, or returns an empty mapping: the mapping is an optimization, reads work
+// without it (mmap fails on some file systems, or the address space may be short).
+Mapping map_file(int fd, uint64_t size) {
+  if (size == 0 || size > SIZE_MAX) return {};  // mmap rejects a length of 0
+  void* addr = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) return {};
+  return Mapping(addr, static_cast<size_t>(size));
+}
+
+class FileSource final : public Source {
+ public:
+  FileSource(std::string path, UniqueFd fd, uint64_t size, Mapping mapping)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size), mapping_(std::move(mapping)) {}
+
+  const std::string& name() const override { return path_; }
+  // The object is immutable while open, so the size seen at open time stands.
+  Result<uint64_t> size() override { return size_; }
+
+  Status read(std::span<const ReadRange> ranges) override {
+    for (const ReadRange& r : ranges) JTREE_RETURN_IF_ERROR(read_range(r));
+    return Status::OK();
+  }
+
+  std::span<const std::byte> mapping() const override { return mapping_.bytes(); }
+
+  IoStats stats() const override {
+    IoStats s;
+    s.read_requests = read_requests_.load(std::memory_order_relaxed);
+    s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+ private:
+  // pread() rather than a copy from the mapping: a copy takes a page fault on the first touch
+  // of every page, which makes it slower than pread() from the page cache.
+  Status read_range(const ReadRange& r) {
+    const uint64_t len = r.dst.size();
+    if (r.offset > size_ || len > size_ - r.offset) return eof_error(r.offset, len, size_);
+    read_requests_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t done = 0;
+    while (done < len) {
+      const size_t want = static_cast<size_t>(std::min(len - done, kMaxIoBytes));
+      const ssize_t n =
+          ::pread(fd_.get(), r.dst.data() + done, want, static_cast<off_t>(r.offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno_status(path_, "read at offset " + std::to_string(r.offset + done), errno);
+      }
+      // The file shrank after it was opened (someone truncated it): report its size now.
+      if (n == 0) return eof_error(r.offset, len, current_size());
+      done += static_cast<uint64_t>(n);
+      bytes_read_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    }
+    return Status::OK();
+  }
+
+  uint64_t current_size() const {
+    struct stat st;
+    if (::fstat(fd_.get(), &st) != 0) return size_;
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  Status eof_error(uint64_t offset, uint64_t len, uint64_t file_size) const {
+    return Status::IOError(path_ + ": unexpected end of file at offset " +
+                           std::to_string(offset) + " (wanted " + std::to_string(len) +
+                           " bytes, file has " + std::to_string(file_size) + ")");
+  }
+
+  const std::string path_;
+  UniqueFd fd_;
+  const uint64_t size_;
+  Mapping mapping_;  // declared after fd_: unmapped before the descriptor closes
+  std::atomic<uint64_t> read_requests_{0};
+  std::atomic<uint64_t> bytes_read_{0};
+};
+
+}  // namespace
+
+Result<std::shared_ptr<Source>> open_file_source(const std::string& path, bool use_mmap) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; it is rejected
+  // below as not a regular file. The flag is cleared again once the file is known to be one.
+  int raw;
+  do {
+    raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (raw < 0 && errno == EINTR);
+  if (raw < 0) return errno_status(path, "open", errno);
+  UniqueFd fd(raw);
+
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return errno_status(path, "stat", errno);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return errno_status(path, "fcntl", errno);
+  }
+
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  Mapping mapping = use_mmap ? map_file(fd.get(), size) : Mapping();
+  std::shared_ptr<Source> source =
+      std::make_shared<FileSource>(path, std::move(fd), size, std::move(mapping));
+  return source;
+}
+
+}  // namespace jtree

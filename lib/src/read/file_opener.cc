@@ -1,0 +1,181 @@
+#include "read/file_opener.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "codec/checksum.h"
+#include "format/header_codec.h"
+#include "util/checked_math.h"
+
+namespace jtree {
+namespace {
+
+using format::kFooterSize;
+using format::kPreambleSize;
+
+// Bytes [offset, offset + size) taken from the head or tail buffer when they hold them, or
+// nullopt when they must be fetched.
+std::optional<std::vector<std::byte>> from_buffers(const HeadTail& ht, uint64_t offset,
+                                                   uint64_t size) {
+  if (offset + size <= ht.head.size()) {
+    return std::vector<std::byte>(ht.head.begin() + offset, ht.head.begin() + offset + size);
+  }
+  const uint64_t tail_start = ht.size - ht.tail.size();
+  if (offset >= tail_start) {
+    auto b = ht.tail.begin() + (offset - tail_start);
+    return std::vector<std::byte>(b, b + size);
+  }
+  return std::nullopt;
+}
+
+// Finds the footer of the newest committed generation: the one at the end of the file, or,
+// when the end is torn (an interrupted in-place append), the one a commit slot points to.
+Result<format::Footer> find_footer(Source& source, const HeadTail& ht, bool* recovered,
+                                   uint64_t* footer_offset) {
+  const uint64_t end_offset = ht.size - kFooterSize;
+  auto footer = format::decode_footer(std::span(ht.tail).last(kFooterSize));
+  if (footer.ok()) {
+    *footer_offset = end_offset;
+    return footer;
+  }
+  if (footer.status().IsNotSupported()) return footer.status();
+  // Newest committed generation first; a slot whose footer is not intact is skipped.
+  Status last = footer.status();
+  for (const format::CommitSlot& slot : format::valid_slots(std::span(ht.head).first(kPreambleSize))) {
+    if (slot.footer_offset < kPreambleSize || slot.footer_offset > end_offset) continue;
+    std::vector<std::byte> buf(kFooterSize);
+    ReadRange r{slot.footer_offset, buf};
+    JTREE_RETURN_IF_ERROR(source.read(std::span(&r, 1)));
+    auto older = format::decode_footer(buf);
+    if (!older.ok() || older->generation != slot.generation) {
+      last = Status::Corruption("the end of the file is damaged (" + footer.status().message() +
+                                ") and so is the committed footer a commit slot points to");
+      continue;
+    }
+    *recovered = true;
+    *footer_offset = slot.footer_offset;
+    return older;
+  }
+  return last;
+}
+
+// Checks a metadata region's place in the file: after the preamble, before the footer,
+// 8-byte aligned, non-empty and within its limit.
+Status check_region(const char* what, uint64_t offset, uint64_t size, uint64_t footer_offset,
+                    uint64_t limit) {
+  if (size == 0) return Status::Corruption(std::string(what) + " is empty");
+  if (size > limit) {
+    return Status::ResourceExhausted(std::string(what) + " is " + std::to_string(size) +
+                                     " bytes, over the limit of " + std::to_string(limit));
+  }
+  if (offset < kPreambleSize || offset % 8 != 0 ||
+      !range_within(offset, size, footer_offset)) {
+    return Status::Corruption(std::string(what) + " at [" + std::to_string(offset) + ", +" +
+                              std::to_string(size) + ") is outside the metadata area");
+  }
+  return Status::OK();
+}
+
+Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
+  const Limits& limits = options.limits;
+  JTREE_ASSIGN_OR_RETURN(HeadTail ht,
+                         source.read_head_tail(std::max<uint64_t>(options.head_read_bytes,
+                                                                  kPreambleSize),
+                                               std::max<uint64_t>(options.tail_read_bytes,
+                                                                  kFooterSize)));
+  if (ht.size < kPreambleSize + kFooterSize + 16) {
+    return Status::Corruption("file of " + std::to_string(ht.size) +
+                              " bytes is too short to be a jtree file");
+  }
+  JTREE_ASSIGN_OR_RETURN(format::Preamble pre, format::decode_preamble(ht.head));
+  OpenedFile f;
+  uint64_t footer_offset = 0;
+  JTREE_ASSIGN_OR_RETURN(f.footer, find_footer(source, ht, &f.info.recovered, &footer_offset));
+  const format::Footer& ft = f.footer;
+  if (ft.version.kind != pre.version.kind) {
+    return Status::Corruption("preamble and footer disagree on the file kind");
+  }
+  JTREE_RETURN_IF_ERROR(check_region("header", ft.header_offset, ft.header_size, footer_offset,
+                                     limits.max_header_bytes));
+  JTREE_RETURN_IF_ERROR(check_region("index", ft.index_offset, ft.index_size, footer_offset,
+                                     limits.max_index_bytes));
+  if (ft.header_offset < ft.index_offset + ft.index_size &&
+      ft.index_offset < ft.header_offset + ft.header_size) {
+    return Status::Corruption("header and index overlap");
+  }
+  if (ft.generation == 0 &&
+      (ft.header_offset != pre.header_offset || ft.header_size != pre.header_size ||
+       ft.header_hash != pre.header_hash || ft.prev_footer_offset != 0)) {
+    return Status::Corruption("generation 0 footer disagrees with the preamble");
+  }
+  if (ft.generation > 0 &&
+      (ft.prev_footer_offset < kPreambleSize || ft.prev_footer_offset >= footer_offset)) {
+    return Status::Corruption("previous footer offset out of range");
+  }
+
+  // Header and index: from the first reads when they cover them, else one more request.
+  auto header = from_buffers(ht, ft.header_offset, ft.header_size);
+  auto index = from_buffers(ht, ft.index_offset, ft.index_size);
+  if (!header || !index) {
+    std::vector<ReadRange> ranges;
+    if (!header) {
+      header.emplace(ft.header_size);
+      ranges.push_back({ft.header_offset, *header});
+    }
+    if (!index) {
+      index.emplace(ft.index_size);
+      ranges.push_back({ft.index_offset, *index});
+    }
+    JTREE_RETURN_IF_ERROR(source.read(ranges));
+  }
+  if (xxh3(*header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
+  if (xxh3(*index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
+
+  JTREE_ASSIGN_OR_RETURN(f.tree, format::decode_header(*header, limits, &f.info.writer));
+  Status st = f.tree.Finalize(limits.max_depth);
+  if (!st.ok()) return Status::Corruption("header: " + st.message());
+  JTREE_ASSIGN_OR_RETURN(uint64_t chunks, format::validate_leaves(f.tree, limits));
+  JTREE_ASSIGN_OR_RETURN(f.index, format::decode_index(*index, limits));
+  f.metadata = {{0, kPreambleSize, "preamble"},
+                {ft.header_offset, ft.header_size, "header"},
+                {ft.index_offset, ft.index_size, "index"},
+                {footer_offset, kFooterSize, "footer"}};
+  JTREE_RETURN_IF_ERROR(format::validate_index(f.tree, f.index, chunks, footer_offset + kFooterSize,
+                                               f.metadata, ft.version.kind, ft.generation));
+
+  FileInfo& info = f.info;
+  info.file_size = ht.size;
+  info.writer_version = ft.version.writer_version;
+  info.min_read_version = ft.version.min_read_version;
+  info.min_write_version = ft.version.min_write_version;
+  info.required_features = ft.version.required_features;
+  info.optional_features = ft.version.optional_features;
+  info.generation = ft.generation;
+  info.is_segment = ft.version.kind == format::FileKind::kSegment;
+  info.header_offset = ft.header_offset;
+  info.header_size = ft.header_size;
+  info.index_offset = ft.index_offset;
+  info.index_size = ft.index_size;
+  info.footer_offset = footer_offset;
+  info.prev_footer_offset = ft.prev_footer_offset;
+  info.segments = f.index.segments;
+  info.num_chunks = f.index.chunks.size();
+  for (const Leaf& l : f.tree.leaves) {
+    if (l.storage == Storage::kInline) info.inline_bytes += l.inline_data.size();
+    if (l.storage != Storage::kChunked) continue;
+    info.raw_bytes += stored_bytes(l.dtype, l.num_elements());
+  }
+  for (const auto& c : f.index.chunks) info.stored_bytes += c.stored_size;
+  return f;
+}
+
+}  // namespace
+
+Result<OpenedFile> open_file(Source& source, const OpenOptions& options) {
+  auto r = open_unprefixed(source, options);
+  if (!r.ok()) return r.status().WithPrefix(source.name());
+  return r;
+}
+
+}  // namespace jtree

@@ -1,0 +1,102 @@
+#include "read/read_plan.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "format/chunk_grid.h"
+
+namespace jtree {
+
+Result<ReadPlan> plan_reads(const Tree& tree, const format::IndexData& index,
+                            std::span<const ReadRequest> requests, std::span<const Box> boxes,
+                            const ReadOptions& options) {
+  ReadPlan plan;
+  std::unordered_map<uint64_t, uint32_t> job_of_chunk;  // only needed with several requests
+  const bool dedupe = requests.size() > 1;
+  for (uint32_t r = 0; r < requests.size(); ++r) {
+    const Leaf& leaf = tree.leaves[requests[r].leaf];
+    if (leaf.storage != Storage::kChunked) continue;
+    const Box& want = boxes[r];
+    format::ChunkGrid grid(leaf.shape, leaf.chunk_shape);
+    Shape lo, hi;
+    grid.overlapping(want, lo, hi);
+    const size_t rank = grid.rank();
+    bool empty = false;
+    for (size_t d = 0; d < rank; ++d) empty |= lo[d] >= hi[d];
+    if (empty) continue;
+    Shape g = lo;
+    for (;;) {
+      const uint64_t local = grid.linear(g);
+      const uint64_t chunk = leaf.first_chunk + local;
+      const format::ChunkRecord& rec = index.chunks[chunk];
+      if (rec.flags & format::kChunkAbsent) {
+        return Status::NotFound("leaf " + tree.leaf_path(requests[r].leaf) + ": chunk " +
+                                std::to_string(local) +
+                                " is not stored in this file (a segment of a multi-host save)");
+      }
+      uint32_t job_index;
+      auto it = dedupe ? job_of_chunk.find(chunk) : job_of_chunk.end();
+      if (it != job_of_chunk.end()) {
+        job_index = it->second;
+      } else {
+        job_index = static_cast<uint32_t>(plan.jobs.size());
+        if (dedupe) job_of_chunk.emplace(chunk, job_index);
+        ChunkJob job;
+        job.chunk = chunk;
+        job.leaf = requests[r].leaf;
+        job.local = local;
+        job.box = grid.box(local);
+        job.file_offset = index.segments[rec.segment].file_offset + rec.offset;
+        job.stored_size = rec.stored_size;
+        plan.jobs.push_back(std::move(job));
+      }
+      ChunkJob& job = plan.jobs[job_index];
+      ChunkTarget t;
+      t.request = r;
+      t.chunk_start.resize(rank);
+      t.dst_start.resize(rank);
+      t.region.resize(rank);
+      for (size_t d = 0; d < rank; ++d) {
+        uint64_t b = std::max(job.box.begin[d], want.begin[d]);
+        uint64_t e = std::min(job.box.end[d], want.end[d]);
+        t.chunk_start[d] = b - job.box.begin[d];
+        t.dst_start[d] = b - want.begin[d];
+        t.region[d] = e - b;
+      }
+      job.targets.push_back(std::move(t));
+      // Next grid coordinate in [lo, hi), row-major.
+      size_t d = rank;
+      while (d-- > 0) {
+        if (++g[d] < hi[d]) break;
+        g[d] = lo[d];
+      }
+      if (d == static_cast<size_t>(-1)) break;
+    }
+  }
+
+  // Fetch units: chunks by file offset, neighbours within the gap merged up to a size.
+  std::vector<uint32_t> order(plan.jobs.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return plan.jobs[a].file_offset < plan.jobs[b].file_offset;
+  });
+  for (uint32_t j : order) {
+    const ChunkJob& job = plan.jobs[j];
+    if (!plan.units.empty()) {
+      FetchUnit& u = plan.units.back();
+      const uint64_t end = u.offset + u.size;
+      const uint64_t new_end = std::max(end, job.file_offset + job.stored_size);
+      if (job.file_offset >= end && job.file_offset - end <= options.coalesce_gap &&
+          new_end - u.offset <= options.max_fetch_bytes) {
+        u.size = new_end - u.offset;
+        u.jobs.push_back(j);
+        continue;
+      }
+    }
+    plan.units.push_back(FetchUnit{job.file_offset, job.stored_size, {j}});
+  }
+  for (const FetchUnit& u : plan.units) plan.fetch_bytes += u.size;
+  return plan;
+}
+
+}  // namespace jtree

@@ -1,0 +1,54 @@
+// Planning a read: which chunks each request overlaps, where each chunk's part goes, and
+// which byte ranges to fetch (neighbouring chunks coalesced).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "format/index_codec.h"
+#include "jtree/reader.h"
+
+namespace jtree {
+
+/// Where one part of a decoded chunk goes: `region` elements starting at `chunk_start`
+/// (relative to the chunk's origin) into request `request`'s buffer at `dst_start` (relative
+/// to the request box's origin).
+struct ChunkTarget {
+  uint32_t request = 0;
+  Shape chunk_start;
+  Shape dst_start;
+  Shape region;
+};
+
+/// One chunk to fetch and decode, with every request part it serves.
+struct ChunkJob {
+  uint64_t chunk = 0;  ///< global chunk number
+  uint32_t leaf = 0;
+  uint64_t local = 0;  ///< chunk number within the leaf's grid
+  Box box;             ///< the chunk's box in the leaf
+  uint64_t file_offset = 0;
+  uint64_t stored_size = 0;
+  std::vector<ChunkTarget> targets;
+};
+
+/// A contiguous byte range fetched with one request, and the chunks inside it.
+struct FetchUnit {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::vector<uint32_t> jobs;  ///< indices into ReadPlan::jobs, by file offset
+};
+
+struct ReadPlan {
+  std::vector<ChunkJob> jobs;
+  std::vector<FetchUnit> units;
+  uint64_t fetch_bytes = 0;
+};
+
+/// Plans chunked requests (the caller handles inline leaves and checks the requests).
+/// `boxes[i]` is request i's box (already validated). Errors: NotFound for absent chunks.
+Result<ReadPlan> plan_reads(const Tree& tree, const format::IndexData& index,
+                            std::span<const ReadRequest> requests, std::span<const Box> boxes,
+                            const ReadOptions& options);
+
+}  // namespace jtree

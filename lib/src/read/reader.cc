@@ -1,0 +1,357 @@
+#include "jtree/reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "codec/checksum.h"
+#include "codec/pack4.h"
+#include "format/chunk_grid.h"
+#include "format/validate.h"
+#include "read/read_plan.h"
+#include "read/reader_impl.h"
+#include "util/box_copy.h"
+#include "util/thread_pool.h"
+
+namespace jtree {
+
+// ---- Impl helpers ----------------------------------------------------------------------------
+
+ChunkInfo Reader::Impl::chunk(uint64_t i) const {
+  const format::ChunkRecord& r = file.index.chunks[i];
+  ChunkInfo c;
+  c.absent = (r.flags & format::kChunkAbsent) != 0;
+  if (!c.absent) {
+    const SegmentSpan& seg = file.index.segments[r.segment];
+    c.file_offset = seg.file_offset + r.offset;
+    c.seed = chunk_seed(seg.salt, r.offset);
+  }
+  c.stored_size = r.stored_size;
+  c.checksum = r.checksum;
+  c.segment = r.segment;
+  c.encoding = static_cast<ChunkEncoding>(r.encoding);
+  return c;
+}
+
+codec::ChunkFormat Reader::Impl::format_of(const Leaf& leaf) {
+  codec::ChunkFormat f;
+  f.dtype = leaf.dtype;
+  f.filter = leaf.filter;
+  f.codec = leaf.codec;
+  f.level = leaf.level;
+  return f;
+}
+
+std::string Reader::Impl::chunk_where(uint32_t leaf, uint64_t local) const {
+  return source->name() + ": leaf " + file.tree.leaf_path(leaf) + ": chunk " +
+         std::to_string(local);
+}
+
+Status Reader::Impl::verify_chunk(const ChunkInfo& c, std::span<const std::byte> stored,
+                                  uint32_t leaf, uint64_t local) const {
+  if (xxh3(stored, c.seed) != c.checksum) {
+    return Status::Corruption(chunk_where(leaf, local) + ": checksum mismatch (file offset " +
+                              std::to_string(c.file_offset) + ", " +
+                              std::to_string(c.stored_size) + " bytes)");
+  }
+  return Status::OK();
+}
+
+// ---- Reader ----------------------------------------------------------------------------------
+
+Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Reader::~Reader() = default;
+
+Result<std::shared_ptr<Reader>> Reader::Open(std::string_view path_or_url,
+                                             const OpenOptions& options) {
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> source, open_source(path_or_url, options));
+  return Open(std::move(source), options);
+}
+
+Result<std::shared_ptr<Reader>> Reader::Open(std::shared_ptr<Source> source,
+                                             const OpenOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  JTREE_ASSIGN_OR_RETURN(impl->file, open_file(*source, options));
+  impl->source = std::move(source);
+  impl->options = options;
+  return std::shared_ptr<Reader>(new Reader(std::move(impl)));
+}
+
+const std::string& Reader::name() const { return impl_->source->name(); }
+const Tree& Reader::tree() const { return impl_->file.tree; }
+const FileInfo& Reader::info() const { return impl_->file.info; }
+const OpenOptions& Reader::options() const { return impl_->options; }
+ChunkInfo Reader::chunk(uint64_t i) const {
+  ChunkInfo c = impl_->chunk(i);
+  // Raw size from the owning leaf: find it by first_chunk (leaves are in chunk order).
+  const auto& leaves = impl_->file.tree.leaves;
+  auto it = std::upper_bound(leaves.begin(), leaves.end(), i, [](uint64_t v, const Leaf& l) {
+    return v < l.first_chunk;
+  });
+  while (it != leaves.begin()) {
+    --it;
+    if (it->storage == Storage::kChunked) {
+      c.raw_size = format::chunk_raw_size(*it, i - it->first_chunk);
+      break;
+    }
+  }
+  return c;
+}
+IoStats Reader::io_stats() const { return impl_->source->stats(); }
+std::shared_ptr<Source> Reader::source() const { return impl_->source; }
+
+Result<uint32_t> Reader::find_leaf(std::string_view path) const {
+  const Tree& t = impl_->file.tree;
+  auto node = t.find(path);
+  if (!node.ok()) return node.status().WithPrefix(name());
+  if (t.nodes[*node].kind != NodeKind::kLeaf) {
+    return Status::InvalidArgument(name() + ": key path '" + std::string(path) + "' is a " +
+                                   std::string(node_kind_name(t.nodes[*node].kind)) +
+                                   ", not a leaf");
+  }
+  return t.nodes[*node].leaf;
+}
+
+Status Reader::read(uint32_t leaf, std::span<std::byte> dst, const ReadOptions& options) const {
+  ReadRequest r{leaf, std::nullopt, dst};
+  return read_many(std::span(&r, 1), options);
+}
+
+Status Reader::read_box(uint32_t leaf, const Box& box, std::span<std::byte> dst,
+                        const ReadOptions& options) const {
+  ReadRequest r{leaf, box, dst};
+  return read_many(std::span(&r, 1), options);
+}
+
+namespace {
+
+// Per-thread buffers reused across chunks: fetched bytes, decoded chunk, unpacked chunk, codec
+// scratch.
+struct Scratch {
+  std::vector<std::byte> fetch, raw, unpacked, codec;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+void grow(std::vector<std::byte>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Checks a request and resolves its box. Errors name the file and the leaf.
+Result<Box> check_request(const Reader& r, const ReadRequest& req) {
+  const Tree& t = r.tree();
+  if (req.leaf >= t.leaves.size()) {
+    return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(req.leaf) +
+                                   " out of range (" + std::to_string(t.leaves.size()) +
+                                   " leaves)");
+  }
+  const Leaf& leaf = t.leaves[req.leaf];
+  const std::string where = r.name() + ": leaf " + t.leaf_path(req.leaf);
+  if (!leaf.is_payload()) {
+    return Status::InvalidArgument(where + ": a " + std::string(leaf_kind_name(leaf.kind)) +
+                                   " leaf holds no array data");
+  }
+  Box box = req.box ? *req.box : Box::All(leaf.shape);
+  if (box.begin.size() != leaf.shape.size() || box.end.size() != leaf.shape.size()) {
+    return Status::InvalidArgument(where + ": slice of rank " + std::to_string(box.begin.size()) +
+                                   " for an array of rank " + std::to_string(leaf.shape.size()));
+  }
+  for (size_t d = 0; d < leaf.shape.size(); ++d) {
+    if (box.begin[d] > box.end[d] || box.end[d] > leaf.shape[d]) {
+      return Status::InvalidArgument(where + ": slice [" + std::to_string(box.begin[d]) + ":" +
+                                     std::to_string(box.end[d]) + "] out of bounds for dimension " +
+                                     std::to_string(d) + " of extent " +
+                                     std::to_string(leaf.shape[d]));
+    }
+  }
+  const uint64_t need = memory_bytes(leaf.dtype, box.num_elements());
+  if (req.dst.size() != need) {
+    return Status::InvalidArgument(where + ": destination of " + std::to_string(req.dst.size()) +
+                                   " bytes; the slice needs " + std::to_string(need));
+  }
+  return box;
+}
+
+// Copies an inline leaf's box into the destination.
+void read_inline(const Leaf& leaf, const Box& box, std::span<std::byte> dst) {
+  const auto* src = reinterpret_cast<const std::byte*>(leaf.inline_data.data());
+  std::vector<std::byte> unpacked;
+  if (is_4bit(leaf.dtype)) {
+    unpacked.resize(leaf.num_elements());
+    codec::unpack4({src, leaf.inline_data.size()}, unpacked, leaf.dtype == DType::kInt4);
+    src = unpacked.data();
+  }
+  const size_t item = dtype_info(leaf.dtype)->item_size;
+  copy_region(src, leaf.shape, box.begin, dst.data(), box.shape(), Shape(box.begin.size(), 0),
+              box.shape(), item);
+}
+
+}  // namespace
+
+Status Reader::read_many(std::span<const ReadRequest> requests,
+                         const ReadOptions& options) const {
+  const Tree& t = impl_->file.tree;
+  std::vector<Box> boxes;
+  boxes.reserve(requests.size());
+  for (const ReadRequest& req : requests) {
+    JTREE_ASSIGN_OR_RETURN(Box b, check_request(*this, req));
+    if (t.leaves[req.leaf].storage == Storage::kInline) read_inline(t.leaves[req.leaf], b, req.dst);
+    boxes.push_back(std::move(b));
+  }
+  auto planned = plan_reads(t, impl_->file.index, requests, boxes, options);
+  if (!planned.ok()) return planned.status().WithPrefix(name());
+  const ReadPlan& plan = *planned;
+  if (plan.units.empty()) return Status::OK();
+
+  std::mutex progress_mu;
+  uint64_t done_bytes = 0;
+  const Impl& impl = *impl_;
+
+  // Decodes one fetched chunk into every destination it serves.
+  auto deliver = [&](const ChunkJob& job, std::span<const std::byte> stored) -> Status {
+    const Leaf& leaf = t.leaves[job.leaf];
+    const ChunkInfo info = impl.chunk(job.chunk);
+    if (options.verify_checksums) {
+      JTREE_RETURN_IF_ERROR(impl.verify_chunk(info, stored, job.leaf, job.local));
+    }
+    const codec::ChunkFormat fmt = Impl::format_of(leaf);
+    const Shape chunk_shape = job.box.shape();
+    const uint64_t elements = job.box.num_elements();
+    const uint64_t raw_size = stored_bytes(leaf.dtype, elements);
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    const bool four_bit = is_4bit(leaf.dtype);
+    Scratch& s = scratch();
+    // Fast path: one destination that takes the whole chunk as one run.
+    if (job.targets.size() == 1 && job.targets[0].region == chunk_shape) {
+      const ChunkTarget& tg = job.targets[0];
+      auto off = contiguous_offset(boxes[tg.request].shape(), tg.dst_start, tg.region);
+      if (off) {
+        std::span<std::byte> dst = requests[tg.request].dst.subspan(*off * item, elements * item);
+        Status st;
+        if (!four_bit) {
+          st = codec::decode_chunk(stored, info.encoding, fmt, dst, s.codec);
+        } else {
+          grow(s.raw, raw_size);
+          st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
+          if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst, leaf.dtype == DType::kInt4);
+        }
+        return st.ok() ? st : st.WithPrefix(impl.chunk_where(job.leaf, job.local));
+      }
+    }
+    grow(s.raw, raw_size);
+    Status st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
+    if (!st.ok()) return st.WithPrefix(impl.chunk_where(job.leaf, job.local));
+    const std::byte* src = s.raw.data();
+    if (four_bit) {
+      grow(s.unpacked, elements);
+      codec::unpack4({s.raw.data(), raw_size}, {s.unpacked.data(), elements},
+                     leaf.dtype == DType::kInt4);
+      src = s.unpacked.data();
+    }
+    for (const ChunkTarget& tg : job.targets) {
+      copy_region(src, chunk_shape, tg.chunk_start, requests[tg.request].dst.data(),
+                  boxes[tg.request].shape(), tg.dst_start, tg.region, item);
+    }
+    return Status::OK();
+  };
+
+  // Zero-copy path: a lone raw chunk whose one destination is a single run is read by the
+  // backend straight into place and verified there. Returns false when it does not apply.
+  auto read_in_place = [&](const FetchUnit& unit, Status* st) -> bool {
+    const ChunkJob& job = plan.jobs[unit.jobs[0]];
+    const Leaf& leaf = t.leaves[job.leaf];
+    if (unit.jobs.size() != 1 || job.targets.size() != 1 || is_4bit(leaf.dtype)) return false;
+    const ChunkInfo info = impl.chunk(job.chunk);
+    const ChunkTarget& tg = job.targets[0];
+    if (info.encoding != ChunkEncoding::kRaw || tg.region != job.box.shape()) return false;
+    auto off = contiguous_offset(boxes[tg.request].shape(), tg.dst_start, tg.region);
+    if (!off) return false;
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    std::span<std::byte> dst = requests[tg.request].dst.subspan(*off * item, job.stored_size);
+    ReadRange range{job.file_offset, dst};
+    *st = impl.source->read(std::span(&range, 1));
+    if (st->ok() && options.verify_checksums) {
+      *st = impl.verify_chunk(info, dst, job.leaf, job.local);
+    }
+    return true;
+  };
+
+  auto fetch_and_deliver = [&](const FetchUnit& unit) -> Status {
+    Status st;
+    if (read_in_place(unit, &st)) return st;
+    Scratch& s = scratch();
+    grow(s.fetch, unit.size);
+    ReadRange range{unit.offset, {s.fetch.data(), unit.size}};
+    JTREE_RETURN_IF_ERROR(impl.source->read(std::span(&range, 1)));
+    for (uint32_t j : unit.jobs) {
+      const ChunkJob& job = plan.jobs[j];
+      JTREE_RETURN_IF_ERROR(
+          deliver(job, {s.fetch.data() + (job.file_offset - unit.offset), job.stored_size}));
+    }
+    return Status::OK();
+  };
+
+  auto run_unit = [&](size_t u) -> Status {
+    const FetchUnit& unit = plan.units[u];
+    JTREE_RETURN_IF_ERROR(fetch_and_deliver(unit));
+    if (options.progress) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      done_bytes += unit.size;
+      if (!options.progress(done_bytes, plan.fetch_bytes)) {
+        return Status::Aborted(name() + ": read cancelled");
+      }
+    }
+    return Status::OK();
+  };
+
+  int parallelism = resolve_threads(options.threads);
+  const uint64_t per_worker = std::max<uint64_t>(options.max_fetch_bytes, 1);
+  parallelism = static_cast<int>(std::clamp<uint64_t>(
+      options.max_bytes_in_flight / per_worker, 1, static_cast<uint64_t>(parallelism)));
+  return parallel_for(ThreadPool::shared(), plan.units.size(), parallelism, run_unit);
+}
+
+Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options) const {
+  const Tree& t = impl_->file.tree;
+  if (leaf >= t.leaves.size()) {
+    return Status::InvalidArgument(name() + ": leaf number out of range");
+  }
+  const Leaf& l = t.leaves[leaf];
+  if (!l.is_payload() || dtype_info(l.dtype)->item_size != 1 || is_4bit(l.dtype)) {
+    return Status::InvalidArgument(name() + ": leaf " + t.leaf_path(leaf) +
+                                   " is not a byte payload");
+  }
+  if (l.storage == Storage::kInline) return l.inline_data;
+  const uint64_t n = l.memory_bytes();
+  if (n > impl_->options.limits.max_leaf_bytes) {
+    return Status::ResourceExhausted(name() + ": leaf " + t.leaf_path(leaf) + " holds " +
+                                     std::to_string(n) + " bytes, over the limit of " +
+                                     std::to_string(impl_->options.limits.max_leaf_bytes));
+  }
+  std::string out(n, '\0');
+  JTREE_RETURN_IF_ERROR(
+      read(leaf, {reinterpret_cast<std::byte*>(out.data()), out.size()}, options));
+  return out;
+}
+
+Result<std::span<const std::byte>> Reader::mapped_leaf(uint32_t leaf, bool verify) const {
+  const Tree& t = impl_->file.tree;
+  if (leaf >= t.leaves.size()) return Status::InvalidArgument(name() + ": leaf out of range");
+  const Leaf& l = t.leaves[leaf];
+  auto map = impl_->source->mapping();
+  if (map.empty() || l.storage != Storage::kChunked || is_4bit(l.dtype) ||
+      Tree::chunk_count(l) != 1) {
+    return std::span<const std::byte>();
+  }
+  const ChunkInfo c = impl_->chunk(l.first_chunk);
+  if (c.encoding != ChunkEncoding::kRaw || c.absent || c.file_offset + c.stored_size > map.size()) {
+    return std::span<const std::byte>();
+  }
+  auto bytes = map.subspan(c.file_offset, c.stored_size);
+  if (verify) JTREE_RETURN_IF_ERROR(impl_->verify_chunk(c, bytes, leaf, 0));
+  return bytes;
+}
+
+}  // namespace jtree

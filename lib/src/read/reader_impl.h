@@ -1,0 +1,27 @@
+// The Reader's state, shared by reader.cc and verify.cc.
+#pragma once
+
+#include <memory>
+
+#include "codec/chunk_codec.h"
+#include "read/file_opener.h"
+
+namespace jtree {
+
+struct Reader::Impl {
+  std::shared_ptr<Source> source;
+  OpenOptions options;
+  OpenedFile file;
+
+  /// The absolute resolution of chunk `i`.
+  ChunkInfo chunk(uint64_t i) const;
+  /// How the chunks of `leaf` are encoded.
+  static codec::ChunkFormat format_of(const Leaf& leaf);
+  /// "<name>: leaf <path>: chunk <k>" (for messages).
+  std::string chunk_where(uint32_t leaf, uint64_t local) const;
+  /// Checks a chunk's stored bytes against its checksum.
+  Status verify_chunk(const ChunkInfo& c, std::span<const std::byte> stored, uint32_t leaf,
+                      uint64_t local) const;
+};
+
+}  // namespace jtree

@@ -1,0 +1,121 @@
+// Reader::Verify: every chunk's checksum and decoding, and an accounting of every byte.
+#include <algorithm>
+#include <mutex>
+
+#include "codec/checksum.h"
+#include "format/validate.h"
+#include "read/reader_impl.h"
+#include "util/thread_pool.h"
+
+namespace jtree {
+namespace {
+
+constexpr size_t kMaxProblems = 1000;         // keep reports of badly damaged files readable
+constexpr uint64_t kMaxGapCheckBytes = 64ull << 20;
+
+// Chunk number -> (leaf, chunk within leaf), for messages.
+std::vector<std::pair<uint32_t, uint64_t>> chunk_owners(const Tree& t, uint64_t n) {
+  std::vector<std::pair<uint32_t, uint64_t>> owners(n);
+  for (uint32_t l = 0; l < t.leaves.size(); ++l) {
+    const Leaf& leaf = t.leaves[l];
+    if (leaf.storage != Storage::kChunked) continue;
+    const uint64_t count = Tree::chunk_count(leaf);
+    for (uint64_t k = 0; k < count; ++k) owners[leaf.first_chunk + k] = {l, k};
+  }
+  return owners;
+}
+
+}  // namespace
+
+Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
+  const Impl& impl = *impl_;
+  const Tree& t = impl.file.tree;
+  const uint64_t n = impl.file.index.chunks.size();
+  const auto owners = chunk_owners(t, n);
+  VerifyReport report;
+  std::mutex mu;
+  uint64_t done = 0, total = 0;
+  for (uint64_t i = 0; i < n; ++i) total += impl.file.index.chunks[i].stored_size;
+
+  auto add_problem = [&](std::string where, Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (report.problems.size() < kMaxProblems) report.problems.push_back({std::move(where), st});
+  };
+
+  Status st = parallel_for(
+      ThreadPool::shared(), n, resolve_threads(options.threads), [&](size_t i) -> Status {
+        const ChunkInfo c = impl.chunk(i);
+        if (c.absent) return Status::OK();
+        const auto [leaf_id, local] = owners[i];
+        const Leaf& leaf = t.leaves[leaf_id];
+        thread_local std::vector<std::byte> stored, raw, scratch;
+        stored.resize(c.stored_size);
+        ReadRange r{c.file_offset, stored};
+        Status io = impl.source->read(std::span(&r, 1));
+        if (!io.ok()) return io;  // storage failures end the check: nothing more is knowable
+        const std::string where = "leaf " + t.leaf_path(leaf_id) + " chunk " +
+                                  std::to_string(local);
+        if (xxh3(stored, c.seed) != c.checksum) {
+          add_problem(where, Status::Corruption(impl.chunk_where(leaf_id, local) +
+                                                ": checksum mismatch"));
+        } else {
+          raw.resize(format::chunk_raw_size(leaf, local));
+          Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
+          if (!dec.ok()) add_problem(where, dec.WithPrefix(impl.chunk_where(leaf_id, local)));
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        report.chunks_checked++;
+        report.bytes_checked += c.stored_size;
+        done += c.stored_size;
+        if (options.progress && !options.progress(done, total)) {
+          return Status::Aborted(name() + ": verify cancelled");
+        }
+        return Status::OK();
+      });
+  JTREE_RETURN_IF_ERROR(st);
+
+  // Accounting: every byte of the committed extent is metadata, a live chunk, or a gap.
+  std::vector<std::pair<uint64_t, uint64_t>> live;
+  for (const auto& m : impl.file.metadata) live.emplace_back(m.offset, m.offset + m.size);
+  for (uint64_t i = 0; i < n; ++i) {
+    const ChunkInfo c = impl.chunk(i);
+    if (!c.absent) live.emplace_back(c.file_offset, c.file_offset + c.stored_size);
+  }
+  std::sort(live.begin(), live.end());
+  const FileInfo& info = impl.file.info;
+  const uint64_t committed_end = info.footer_offset + format::kFooterSize;
+  std::vector<std::pair<uint64_t, uint64_t>> gaps;
+  uint64_t pos = 0;
+  for (const auto& [b, e] : live) {
+    if (b > pos) gaps.emplace_back(pos, b);
+    pos = std::max(pos, e);
+  }
+  if (committed_end > pos) gaps.emplace_back(pos, committed_end);
+  uint64_t gap_bytes = 0;
+  for (const auto& [b, e] : gaps) gap_bytes += e - b;
+  report.dead_bytes = gap_bytes;
+  if (info.file_size > committed_end) {
+    report.notes.push_back(std::to_string(info.file_size - committed_end) +
+                           " bytes after the last committed footer (an interrupted append); "
+                           "the next append or compact removes them");
+  }
+  // A file of one generation has no dead bytes: its gaps are alignment padding, all zero.
+  if (info.generation == 0 && gap_bytes <= kMaxGapCheckBytes) {
+    for (const auto& [b, e] : gaps) {
+      std::vector<std::byte> bytes(e - b);
+      ReadRange r{b, bytes};
+      JTREE_RETURN_IF_ERROR(impl.source->read(std::span(&r, 1)));
+      auto nz = std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
+      if (nz != bytes.end()) {
+        add_problem("bytes [" + std::to_string(b) + ", " + std::to_string(e) + ")",
+                    Status::Corruption(name() + ": unaccounted non-zero bytes at offset " +
+                                       std::to_string(b + (nz - bytes.begin()))));
+      }
+    }
+  }
+  std::sort(report.problems.begin(), report.problems.end(),
+            [](const VerifyProblem& a, const VerifyProblem& b) { return a.where < b.where; });
+  return report;
+}
+
+}  // namespace jtree

@@ -1,0 +1,45 @@
+#include "tree/key_path.h"
+
+namespace jtree {
+
+void append_path_component(std::string& out, const Key& key, uint32_t index) {
+  if (!out.empty()) out += '/';
+  switch (key.kind) {
+    case Key::Kind::kNone:
+      out += std::to_string(index);
+      break;
+    case Key::Kind::kInt:
+      out += std::to_string(key.i);
+      break;
+    case Key::Kind::kStr:
+      for (char c : key.str) {
+        if (c == '/' || c == '\\') out += '\\';
+        out += c;
+      }
+      break;
+  }
+}
+
+Result<std::vector<std::string>> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  if (path.empty()) return parts;
+  std::string cur;
+  for (size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '\\') {
+      if (i + 1 == path.size()) {
+        return Status::InvalidArgument("key path '" + std::string(path) + "' ends with '\\'");
+      }
+      cur += path[++i];
+    } else if (c == '/') {
+      parts.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(std::move(cur));
+  return parts;
+}
+
+}  // namespace jtree

@@ -1,0 +1,19 @@
+// Key paths: "params/layers/0/w". Components are joined by '/'; inside a string key, '/' and
+// '\' are escaped with '\'. List and tuple items are named by their position.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jtree/tree.h"
+
+namespace jtree {
+
+/// Appends the path component for `key` (or the position `index` for keyless children).
+void append_path_component(std::string& out, const Key& key, uint32_t index);
+
+/// Splits a path into unescaped components; "" gives none. A trailing '\' is InvalidArgument.
+Result<std::vector<std::string>> split_path(std::string_view path);
+
+}  // namespace jtree

@@ -1,0 +1,54 @@
+// A fixed pool of worker threads and a parallel-for in which the caller takes part.
+//
+// parallel_for() never deadlocks when called from inside a pool task or when the pool is busy:
+// the calling thread claims work items itself, so the loop completes even if no worker is
+// free. Workers only speed it up.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "jtree/status.h"
+
+namespace jtree {
+
+class ThreadPool {
+ public:
+  /// `threads` workers; 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(int threads = 0);
+  /// Finishes queued tasks, then joins the workers.
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /// Queues a task. Tasks must not throw.
+  void submit(std::function<void()> task);
+  int size() const { return static_cast<int>(workers_.size()); }
+
+  /// The process-wide pool (hardware threads), created on first use.
+  static ThreadPool& shared();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+/// Runs fn(i) for every i in [0, n), on the caller plus up to `parallelism - 1` pool workers
+/// (parallelism <= 0: the pool's size + 1). Once an item fails, no new items start; returns
+/// the first failure (by completion time), or OK.
+Status parallel_for(ThreadPool& pool, size_t n, int parallelism,
+                    const std::function<Status(size_t)>& fn);
+
+/// Resolves a `threads` option: 0 or less means the hardware's thread count (at least 1).
+int resolve_threads(int threads);
+
+}  // namespace jtree

@@ -1,0 +1,151 @@
+// append(): a new generation after the end of an existing local file (spec/FORMAT.md,
+// "Generations").
+//
+// Order of writes, so that a crash at any point leaves the last committed generation
+// readable:
+//  1. a commit slot in the preamble is made to point at the current footer (if none does);
+//     sync;
+//  2. new chunks, the new header, index and footer are appended; sync;
+//  3. the other commit slot is pointed at the new footer; sync.
+// Until 2 completes the end of the file is not a valid footer and readers follow the slot of
+// step 1; after it, the new footer at the end wins.
+#include "format/layout.h"
+#include "jtree/reader.h"
+#include "jtree/writer.h"
+#include "write/chunk_writer.h"
+#include "write/leaf_planner.h"
+#include "write/metadata_writer.h"
+
+namespace jtree {
+namespace {
+
+Status patch_slot(Sink& sink, uint64_t generation, uint64_t footer_offset) {
+  const auto slot = format::encode_slot({generation, footer_offset});
+  return sink.patch(format::kSlotOffset[generation % 2], slot);
+}
+
+// Gives reused leaves their old spec and data.
+Status resolve_reused(Tree& tree, const Tree& base) {
+  for (size_t i = 0; i < tree.leaves.size(); ++i) {
+    Leaf& l = tree.leaves[i];
+    if (!l.reuse) continue;
+    if (*l.reuse >= base.leaves.size()) {
+      return Status::InvalidArgument("leaf " + tree.leaf_path(static_cast<uint32_t>(i)) +
+                                     ": reuses leaf " + std::to_string(*l.reuse) + " of " +
+                                     std::to_string(base.leaves.size()));
+    }
+    const uint32_t from = *l.reuse;
+    l = base.leaves[from];
+    l.reuse = from;
+  }
+  return Status::OK();
+}
+
+Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOptions& options,
+                   WriteStats* stats) {
+  const FileInfo& info = reader.info();
+  const Tree& base = reader.tree();
+  JTREE_RETURN_IF_ERROR(tree.Finalize());
+  JTREE_RETURN_IF_ERROR(resolve_reused(tree, base));
+  JTREE_RETURN_IF_ERROR(plan_leaves(tree, options));
+
+  // Chunk table: reused leaves keep their records (and segments); new leaves get new ones.
+  format::IndexData index;
+  index.generation = info.generation + 1;
+  index.segments = info.segments;
+  uint64_t chunks = 0;
+  for (Leaf& l : tree.leaves) {
+    l.first_chunk = chunks;
+    chunks += Tree::chunk_count(l);
+  }
+  index.chunks.resize(chunks);
+  for (const Leaf& l : tree.leaves) {
+    if (!l.reuse || l.storage != Storage::kChunked) continue;
+    const Leaf& old = base.leaves[*l.reuse];
+    for (uint64_t k = 0; k < Tree::chunk_count(l); ++k) {
+      const ChunkInfo c = reader.chunk(old.first_chunk + k);
+      format::ChunkRecord& r = index.chunks[l.first_chunk + k];
+      r.segment = c.segment;
+      r.offset = c.file_offset - info.segments[c.segment].file_offset;
+      r.stored_size = c.stored_size;
+      r.checksum = c.checksum;
+      r.encoding = static_cast<uint8_t>(c.encoding);
+    }
+  }
+
+  // 1. A slot points at the current generation.
+  std::vector<std::byte> preamble(format::kPreambleSize);
+  ReadRange head{0, preamble};
+  JTREE_RETURN_IF_ERROR(reader.source()->read(std::span(&head, 1)));
+  auto slot = format::newest_slot(preamble);
+  if (!slot || slot->generation != info.generation || slot->footer_offset != info.footer_offset) {
+    JTREE_RETURN_IF_ERROR(patch_slot(sink, info.generation, info.footer_offset));
+    JTREE_RETURN_IF_ERROR(sink.sync());
+  }
+
+  // 2. Chunks, header, index, footer.
+  const uint32_t segment_id = static_cast<uint32_t>(index.segments.size());
+  ChunkStream stream(sink, options.alignment, random_u64(), segment_id);
+  JTREE_RETURN_IF_ERROR(stream.begin());
+  JTREE_RETURN_IF_ERROR(write_chunks(tree, stream, index.chunks, options, stats));
+  if (stats->chunks > 0) index.segments.push_back(stream.span());
+
+  JTREE_ASSIGN_OR_RETURN(std::vector<std::byte> header, header_bytes(tree, options.writer));
+  JTREE_RETURN_IF_ERROR(pad_to(sink, 8));
+  GenerationInfo g;
+  g.generation = info.generation + 1;
+  g.prev_footer_offset = info.footer_offset;
+  g.header_offset = sink.position();
+  g.header = header;
+  g.version.writer_version = format::kFormatVersion;
+  g.version.min_read_version = std::max<uint16_t>(info.min_read_version, 1);
+  g.version.min_write_version = std::max<uint16_t>(info.min_write_version, 1);
+  g.version.required_features = info.required_features;
+  g.version.optional_features = info.optional_features;
+  JTREE_RETURN_IF_ERROR(sink.append(header));
+  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
+  JTREE_RETURN_IF_ERROR(sink.sync());
+
+  // 3. The other slot points at the new generation.
+  JTREE_RETURN_IF_ERROR(patch_slot(sink, g.generation, footer));
+  stats->generation = g.generation;
+  stats->file_size = footer + format::kFooterSize;
+  stats->leaves = tree.leaves.size();
+  return sink.commit();
+}
+
+}  // namespace
+
+Result<WriteStats> append(std::string_view path, Tree tree, const WriteOptions& options) {
+  std::string local;
+  if (!is_local_path(path, &local)) {
+    return Status::NotSupported(std::string(path) +
+                                ": appending in place needs a local file (remote objects are "
+                                "rewritten by save)");
+  }
+  OpenOptions oo;
+  oo.use_mmap = false;
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(local, oo));
+  const FileInfo& info = reader->info();
+  if (info.is_segment) {
+    return Status::InvalidArgument(local + ": cannot append to a segment file");
+  }
+  if (info.min_write_version > format::kFormatVersion) {
+    return Status::NotSupported(local + ": file needs format version " +
+                                std::to_string(info.min_write_version) +
+                                " to write; this jtree writes version " +
+                                std::to_string(format::kFormatVersion));
+  }
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink,
+                         open_file_append_sink(local, info.footer_offset + format::kFooterSize,
+                                               options.sync));
+  WriteStats stats;
+  Status st = append_into(*sink, *reader, tree, options, &stats);
+  if (!st.ok()) {
+    sink->abort();
+    return st.WithPrefix(local);
+  }
+  return stats;
+}
+
+}  // namespace jtree

@@ -1,0 +1,169 @@
+#include "write/chunk_writer.h"
+
+#include <algorithm>
+#include <random>
+
+#include "codec/checksum.h"
+#include "codec/chunk_codec.h"
+#include "codec/pack4.h"
+#include "format/chunk_grid.h"
+#include "util/box_copy.h"
+#include "util/thread_pool.h"
+#include "write/leaf_planner.h"
+
+namespace jtree {
+
+uint64_t random_u64() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+Status pad_to(Sink& sink, uint64_t alignment) {
+  static const std::byte kZeros[4096] = {};
+  uint64_t rem = sink.position() % alignment;
+  if (rem == 0) return Status::OK();
+  uint64_t pad = alignment - rem;
+  while (pad > 0) {
+    uint64_t n = std::min<uint64_t>(pad, sizeof kZeros);
+    JTREE_RETURN_IF_ERROR(sink.append({kZeros, n}));
+    pad -= n;
+  }
+  return Status::OK();
+}
+
+Status ChunkStream::begin() {
+  JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
+  start_ = sink_.position();
+  return Status::OK();
+}
+
+Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encoding,
+                        format::ChunkRecord* record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Raw chunks start aligned (mmap, O_DIRECT, DMA); compressed ones are packed tightly.
+  if (encoding == ChunkEncoding::kRaw) JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
+  const uint64_t offset = sink_.position() - start_;
+  record->offset = offset;
+  record->stored_size = stored.size();
+  record->checksum = xxh3(stored, chunk_seed(salt_, offset));
+  record->segment = segment_id_;
+  record->encoding = static_cast<uint8_t>(encoding);
+  record->flags = 0;
+  record->reserved = 0;
+  return sink_.append(stored);
+}
+
+SegmentSpan ChunkStream::span() const {
+  return SegmentSpan{start_, sink_.position() - start_, salt_};
+}
+
+namespace {
+
+struct Task {
+  uint32_t leaf;
+  uint64_t local;
+};
+
+// Per-thread buffers: gathered elements, packed 4-bit elements, encoded chunk, codec scratch.
+struct Buffers {
+  std::vector<std::byte> gathered, packed, encoded, scratch;
+};
+
+// The raw (stored-form) bytes of one chunk: a view into the caller's memory when the chunk is
+// a contiguous run of it, else gathered into `b`.
+Result<std::span<const std::byte>> chunk_bytes(const Tree& tree, const Task& task,
+                                               const format::ChunkGrid& grid, Buffers& b) {
+  const Leaf& leaf = tree.leaves[task.leaf];
+  const auto info = *dtype_info(leaf.dtype);
+  const Box box = grid.box(task.local);
+  const uint64_t elements = box.num_elements();
+  const size_t item = info.item_size;
+  const bool four_bit = is_4bit(leaf.dtype);
+  const std::byte* base = leaf.kind == LeafKind::kArray
+                              ? leaf.source.data
+                              : reinterpret_cast<const std::byte*>(leaf.inline_data.data());
+  if (base && !leaf.fill && !four_bit && !leaf.source.byteswap &&
+      is_c_contiguous(leaf.source, leaf.shape, item)) {
+    auto off = contiguous_offset(leaf.shape, box.begin, box.shape());
+    if (off) return std::span<const std::byte>(base + *off * item, elements * item);
+  }
+  if (b.gathered.size() < elements * item) b.gathered.resize(elements * item);
+  std::span<std::byte> mem(b.gathered.data(), elements * item);
+  if (leaf.fill) {
+    Status st = leaf.fill(box, mem);
+    if (!st.ok()) return st;
+  } else {
+    const auto strides =
+        leaf.source.strides.empty() ? c_strides(leaf.shape, item) : leaf.source.strides;
+    gather_strided(base, strides, box, item, leaf.source.byteswap ? swap_unit(leaf.dtype) : 0,
+                   mem.data());
+  }
+  if (!four_bit) return std::span<const std::byte>(mem);
+  const uint64_t packed = stored_bytes(leaf.dtype, elements);
+  if (b.packed.size() < packed) b.packed.resize(packed);
+  codec::pack4(mem, {b.packed.data(), packed});
+  return std::span<const std::byte>(b.packed.data(), packed);
+}
+
+}  // namespace
+
+Status write_chunks(const Tree& tree, ChunkStream& stream,
+                    std::vector<format::ChunkRecord>& records, const WriteOptions& options,
+                    WriteStats* stats) {
+  std::vector<Task> tasks;
+  std::vector<format::ChunkGrid> grids;  // one per leaf (empty grid for others)
+  grids.reserve(tree.leaves.size());
+  uint64_t total_raw = 0, max_chunk = 1;
+  for (uint32_t l = 0; l < tree.leaves.size(); ++l) {
+    const Leaf& leaf = tree.leaves[l];
+    const bool write = leaf.storage == Storage::kChunked && !leaf.reuse;
+    grids.emplace_back(write ? format::ChunkGrid(leaf.shape, leaf.chunk_shape)
+                             : format::ChunkGrid({}, {}));
+    if (!write) continue;
+    for (uint64_t k = 0; k < grids.back().count(); ++k) tasks.push_back({l, k});
+    total_raw += stored_bytes(leaf.dtype, leaf.num_elements());
+    uint64_t chunk_elems = 1;
+    for (uint64_t c : leaf.chunk_shape) chunk_elems *= c;
+    max_chunk = std::max(max_chunk, memory_bytes(leaf.dtype, chunk_elems));
+  }
+  if (tasks.empty()) return Status::OK();
+
+  // Each worker holds at most one chunk's gathered and encoded bytes: bound the workers so
+  // that workers x 2 x chunk stays within the budget.
+  int workers = resolve_threads(options.threads);
+  workers = static_cast<int>(std::clamp<uint64_t>(
+      options.max_bytes_in_flight / (2 * max_chunk), 1, static_cast<uint64_t>(workers)));
+
+  std::mutex progress_mu;
+  uint64_t done = 0;
+  Status st = parallel_for(ThreadPool::shared(), tasks.size(), workers, [&](size_t i) -> Status {
+    const Task& task = tasks[i];
+    const Leaf& leaf = tree.leaves[task.leaf];
+    thread_local Buffers b;
+    auto where = [&] {
+      return "leaf " + tree.leaf_path(task.leaf) + ": chunk " + std::to_string(task.local);
+    };
+    auto raw = chunk_bytes(tree, task, grids[task.leaf], b);
+    if (!raw.ok()) return raw.status().WithPrefix(where());
+    codec::ChunkFormat fmt{leaf.dtype, leaf.filter, leaf.codec, leaf.level, options.min_gain};
+    b.encoded.clear();
+    auto enc = codec::encode_chunk(*raw, fmt, b.encoded, b.scratch);
+    if (!enc.ok()) return enc.status().WithPrefix(where());
+    std::span<const std::byte> stored = *enc == ChunkEncoding::kRaw
+                                            ? *raw
+                                            : std::span<const std::byte>(b.encoded);
+    JTREE_RETURN_IF_ERROR(stream.put(stored, *enc, &records[leaf.first_chunk + task.local]));
+    std::lock_guard<std::mutex> lock(progress_mu);
+    stats->chunks++;
+    stats->raw_bytes += raw->size();
+    stats->stored_bytes += stored.size();
+    done += raw->size();
+    if (options.progress && !options.progress(done, total_raw)) {
+      return Status::Aborted("save cancelled");
+    }
+    return Status::OK();
+  });
+  return st;
+}
+
+}  // namespace jtree

@@ -1,0 +1,55 @@
+// Streaming chunks into a sink: encoding on a pool, placement in completion order, memory
+// bounded by bytes in flight.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "format/index_codec.h"
+#include "jtree/io.h"
+#include "jtree/reader.h"
+#include "jtree/writer.h"
+
+namespace jtree {
+
+/// Appends chunks to a sink as one segment. put() is thread-safe: it serializes placement,
+/// aligns raw chunks, and computes each chunk's checksum from its segment offset.
+class ChunkStream {
+ public:
+  ChunkStream(Sink& sink, uint32_t alignment, uint64_t salt, uint32_t segment_id)
+      : sink_(sink), alignment_(alignment), salt_(salt), segment_id_(segment_id) {}
+
+  /// Pads the sink to the alignment; the segment starts there.
+  Status begin();
+  /// Writes one stored chunk and describes it in `record`.
+  Status put(std::span<const std::byte> stored, ChunkEncoding encoding,
+             format::ChunkRecord* record);
+  /// The segment written so far.
+  SegmentSpan span() const;
+  uint32_t segment_id() const { return segment_id_; }
+
+ private:
+  Sink& sink_;
+  const uint32_t alignment_;
+  const uint64_t salt_;
+  const uint32_t segment_id_;
+  uint64_t start_ = 0;
+  std::mutex mu_;
+};
+
+/// Pads the sink with zeros up to a multiple of `alignment`.
+Status pad_to(Sink& sink, uint64_t alignment);
+
+/// A random 64-bit value (segment salts, save ids).
+uint64_t random_u64();
+
+/// Encodes and writes every chunk of the chunked leaves of `tree` that are not reused, in
+/// parallel, filling `records` (indexed by global chunk number; Leaf::first_chunk must be
+/// set). Adds to `stats`. Errors name the leaf.
+Status write_chunks(const Tree& tree, ChunkStream& stream,
+                    std::vector<format::ChunkRecord>& records, const WriteOptions& options,
+                    WriteStats* stats);
+
+}  // namespace jtree

@@ -1,0 +1,92 @@
+// compact(): rewrite the current generation into a new file without dead bytes. Chunks are
+// copied as stored (no re-encoding) after their checksums are verified.
+#include <mutex>
+
+#include "codec/checksum.h"
+#include "format/layout.h"
+#include "jtree/reader.h"
+#include "jtree/writer.h"
+#include "util/thread_pool.h"
+#include "write/chunk_writer.h"
+#include "write/metadata_writer.h"
+
+namespace jtree {
+namespace {
+
+Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& options,
+                    WriteStats* stats) {
+  Tree tree = reader.tree();
+  JTREE_ASSIGN_OR_RETURN(std::vector<std::byte> header, header_bytes(tree, options.writer));
+  format::VersionInfo version;
+  JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
+
+  format::IndexData index;
+  const uint64_t n = reader.info().num_chunks;
+  index.chunks.resize(n);
+  ChunkStream stream(sink, options.alignment, random_u64(), 0);
+  JTREE_RETURN_IF_ERROR(stream.begin());
+
+  uint64_t total = 0, done = 0;
+  for (uint64_t i = 0; i < n; ++i) total += reader.chunk(i).stored_size;
+  std::mutex mu;
+  const uint64_t max_chunk = std::max<uint64_t>(reader.options().limits.max_chunk_bytes, 1);
+  int workers = resolve_threads(options.threads);
+  workers = static_cast<int>(std::clamp<uint64_t>(options.max_bytes_in_flight / max_chunk, 1,
+                                                  static_cast<uint64_t>(workers)));
+  Status st = parallel_for(ThreadPool::shared(), n, workers, [&](size_t i) -> Status {
+    const ChunkInfo c = reader.chunk(i);
+    thread_local std::vector<std::byte> buf;
+    buf.resize(c.stored_size);
+    ReadRange r{c.file_offset, buf};
+    JTREE_RETURN_IF_ERROR(reader.source()->read(std::span(&r, 1)));
+    if (xxh3(buf, c.seed) != c.checksum) {
+      return Status::Corruption(reader.name() + ": chunk " + std::to_string(i) +
+                                ": checksum mismatch; not compacting a damaged file");
+    }
+    JTREE_RETURN_IF_ERROR(stream.put(buf, c.encoding, &index.chunks[i]));
+    std::lock_guard<std::mutex> lock(mu);
+    stats->chunks++;
+    stats->stored_bytes += c.stored_size;
+    done += c.stored_size;
+    if (options.progress && !options.progress(done, total)) {
+      return Status::Aborted("compact cancelled");
+    }
+    return Status::OK();
+  });
+  JTREE_RETURN_IF_ERROR(st);
+  if (n > 0) index.segments.push_back(stream.span());
+  GenerationInfo g;
+  g.header_offset = format::kPreambleSize;
+  g.header = header;
+  g.version = version;
+  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
+  stats->file_size = footer + format::kFooterSize;
+  stats->leaves = tree.leaves.size();
+  return sink.commit();
+}
+
+}  // namespace
+
+Result<WriteStats> compact(std::string_view path, std::string_view out_path,
+                           const WriteOptions& options) {
+  OpenOptions oo;
+  oo.use_mmap = false;
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(path, oo));
+  if (reader->info().is_segment) {
+    return Status::InvalidArgument(std::string(path) + ": cannot compact a segment file");
+  }
+  SinkOptions so;
+  so.overwrite = out_path.empty() ? true : options.overwrite;
+  so.sync = options.sync;
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink,
+                         create_sink(out_path.empty() ? path : out_path, so));
+  WriteStats stats;
+  Status st = compact_into(*reader, *sink, options, &stats);
+  if (!st.ok()) {
+    sink->abort();
+    return st.WithPrefix(sink->name());
+  }
+  return stats;
+}
+
+}  // namespace jtree

@@ -1,0 +1,186 @@
+#include "write/leaf_planner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "codec/chunk_codec.h"
+#include "codec/pack4.h"
+#include "format/chunk_grid.h"
+#include "util/box_copy.h"
+#include "util/checked_math.h"
+
+namespace jtree {
+namespace {
+
+constexpr uint32_t kMaxRank = 64;
+// Chunks the default Limits accept (a writer must not make files default readers refuse).
+const uint64_t kMaxChunkBytes = Limits{}.max_chunk_bytes;
+
+Status leaf_error(const Tree& t, size_t i, const std::string& what) {
+  return Status::InvalidArgument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
+}
+
+bool is_payload_kind(LeafKind k) {
+  return k == LeafKind::kArray || k == LeafKind::kStr || k == LeafKind::kBytes ||
+         k == LeafKind::kByteArray || k == LeafKind::kCustomLeaf || k == LeafKind::kPickle;
+}
+
+// Scalars carry no payload fields.
+void normalize_scalar(Leaf& l) {
+  l.storage = Storage::kNone;
+  l.dtype = DType::kInvalid;
+  l.shape.clear();
+  l.chunk_shape.clear();
+  l.inline_data.clear();
+  l.filter = Filter::kNone;
+  l.codec = Codec::kRaw;
+  l.level = 0;
+}
+
+// Gathers a whole array into stored form (inline leaves).
+Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
+  const auto info = *dtype_info(l.dtype);
+  std::string mem(elements * info.item_size, '\0');
+  auto* dst = reinterpret_cast<std::byte*>(mem.data());
+  const Box all = Box::All(l.shape);
+  if (elements > 0) {
+    if (l.fill) {
+      Status st = l.fill(all, {dst, mem.size()});
+      if (!st.ok()) return st.WithPrefix("leaf " + t.leaf_path(static_cast<uint32_t>(i)));
+    } else {
+      const auto strides = l.source.strides.empty() ? c_strides(l.shape, info.item_size)
+                                                    : l.source.strides;
+      gather_strided(l.source.data, strides, all, info.item_size,
+                     l.source.byteswap ? swap_unit(l.dtype) : 0, dst);
+    }
+  }
+  if (is_4bit(l.dtype)) {
+    std::string packed(stored_bytes(l.dtype, elements), '\0');
+    codec::pack4({dst, elements}, {reinterpret_cast<std::byte*>(packed.data()), packed.size()});
+    mem = std::move(packed);
+  }
+  l.inline_data = std::move(mem);
+  return Status::OK();
+}
+
+Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
+  Leaf& l = t.leaves[i];
+  if (l.kind < LeafKind::kArray || l.kind > LeafKind::kPickle) {
+    return leaf_error(t, i, "unknown leaf kind");
+  }
+  if (l.kind == LeafKind::kCustomLeaf && l.type_name.empty()) {
+    return leaf_error(t, i, "custom leaf without a registered name");
+  }
+  if (l.kind != LeafKind::kCustomLeaf) l.type_name.clear();
+  if (l.kind != LeafKind::kInt) l.big_int.clear();
+  if (!is_payload_kind(l.kind)) {
+    normalize_scalar(l);
+    return Status::OK();
+  }
+  if (l.kind != LeafKind::kArray) {
+    // Text and bytes: the payload is the owned string, as 1-d uint8.
+    l.dtype = DType::kUInt8;
+    l.shape = {l.inline_data.size()};
+    l.source = ArrayView{};  // the chunk writer reads the payload from inline_data itself
+    l.fill = nullptr;
+  }
+  auto info = dtype_info(l.dtype);
+  if (!info) return leaf_error(t, i, "unknown dtype " + std::string(dtype_name(l.dtype)));
+  if (l.shape.size() > kMaxRank) return leaf_error(t, i, "rank above 64");
+  auto elements = checked_product(l.shape, (1ull << 62) / 16);
+  if (!elements) return leaf_error(t, i, "shape too large");
+  if (l.flags & kLeafFlagScalar && !l.shape.empty()) {
+    return leaf_error(t, i, "scalar flag on an array of rank > 0");
+  }
+  if (l.kind == LeafKind::kArray && *elements > 0) {
+    if (!l.fill && l.source.data == nullptr) return leaf_error(t, i, "array without data");
+    if (!l.source.strides.empty() && l.source.strides.size() != l.shape.size()) {
+      return leaf_error(t, i, "strides of rank " + std::to_string(l.source.strides.size()) +
+                                  " for shape of rank " + std::to_string(l.shape.size()));
+    }
+  }
+  const uint64_t stored = stored_bytes(l.dtype, *elements);
+  l.chunk_shape.clear();
+  l.filter = Filter::kNone;
+  l.codec = Codec::kRaw;
+  l.level = 0;
+
+  if (stored <= options.inline_threshold || *elements == 0) {
+    l.storage = Storage::kInline;
+    if (l.kind == LeafKind::kArray) return gather_inline(t, i, l, *elements);
+    return Status::OK();
+  }
+
+  l.storage = Storage::kChunked;
+  const uint64_t target = l.options.target_chunk_bytes.value_or(options.target_chunk_bytes);
+  if (!l.options.chunk_shape.empty()) {
+    if (l.options.chunk_shape.size() != l.shape.size()) {
+      return leaf_error(t, i, "chunk shape of rank " +
+                                  std::to_string(l.options.chunk_shape.size()) +
+                                  " for an array of rank " + std::to_string(l.shape.size()));
+    }
+    l.chunk_shape = l.options.chunk_shape;
+    for (size_t d = 0; d < l.shape.size(); ++d) {
+      if (l.chunk_shape[d] == 0) return leaf_error(t, i, "chunk shape with a zero dimension");
+      l.chunk_shape[d] = std::min(l.chunk_shape[d], std::max<uint64_t>(l.shape[d], 1));
+    }
+  } else {
+    l.chunk_shape = format::default_chunk_shape(l.shape, info->stored_bits, target);
+  }
+  auto chunk_elements = checked_product(l.chunk_shape);
+  if (!chunk_elements || stored_bytes(l.dtype, *chunk_elements) > kMaxChunkBytes) {
+    return leaf_error(t, i, "chunks larger than " + std::to_string(kMaxChunkBytes) + " bytes");
+  }
+  l.codec = l.options.codec.value_or(options.codec);
+  if (l.codec == Codec::kZstd) {
+    l.filter = l.options.filter.value_or(default_filter(l.dtype));
+    if (!codec::filter_allowed(l.filter, l.dtype)) {
+      return leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
+                                  " cannot apply to dtype " + std::string(info->name));
+    }
+    int level = l.options.level.value_or(options.level);
+    l.level = static_cast<int8_t>(std::clamp(level, -128, 127));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+size_t swap_unit(DType dtype) {
+  auto info = *dtype_info(dtype);
+  if (dtype == DType::kComplex64 || dtype == DType::kComplex128) return info.item_size / 2;
+  return info.item_size > 1 ? info.item_size : 0;
+}
+
+bool is_c_contiguous(const ArrayView& view, const Shape& shape, size_t item) {
+  if (view.strides.empty()) return true;
+  const auto c = c_strides(shape, item);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > 1 && view.strides[d] != c[d]) return false;
+  }
+  return true;
+}
+
+Filter default_filter(DType dtype) {
+  auto info = *dtype_info(dtype);
+  if (info.float_component > 0) return Filter::kFloatSplit;
+  if (!is_4bit(dtype) && info.stored_bits > 8) return Filter::kShuffle;
+  return Filter::kNone;
+}
+
+Status plan_leaves(Tree& tree, const WriteOptions& options) {
+  if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 ||
+      options.alignment > (1u << 20)) {
+    return Status::InvalidArgument("alignment must be a power of two up to 1 MiB");
+  }
+  if (options.target_chunk_bytes == 0) {
+    return Status::InvalidArgument("target_chunk_bytes must be positive");
+  }
+  for (size_t i = 0; i < tree.leaves.size(); ++i) {
+    if (tree.leaves[i].reuse) continue;
+    JTREE_RETURN_IF_ERROR(plan_leaf(tree, i, options));
+  }
+  return Status::OK();
+}
+
+}  // namespace jtree

@@ -1,0 +1,47 @@
+#include "write/metadata_writer.h"
+
+#include "codec/checksum.h"
+#include "format/header_codec.h"
+#include "jtree/writer.h"
+#include "write/chunk_writer.h"
+
+namespace jtree {
+
+std::string default_writer() { return "jtree " + std::string(version_string()); }
+
+Result<std::vector<std::byte>> header_bytes(const Tree& tree, const std::string& writer) {
+  return format::encode_header(tree, writer.empty() ? default_writer() : writer);
+}
+
+Status write_head(Sink& sink, std::span<const std::byte> header, const format::VersionInfo& v) {
+  format::Preamble p;
+  p.version = v;
+  p.header_offset = format::kPreambleSize;
+  p.header_size = header.size();
+  p.header_hash = xxh3(header);
+  const auto pre = format::encode_preamble(p);
+  JTREE_RETURN_IF_ERROR(sink.append(pre));
+  return sink.append(header);
+}
+
+Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g) {
+  const std::vector<std::byte> bytes = format::encode_index(index);
+  JTREE_RETURN_IF_ERROR(pad_to(sink, 8));
+  format::Footer f;
+  f.index_offset = sink.position();
+  f.index_size = bytes.size();
+  f.index_hash = xxh3(bytes);
+  f.header_offset = g.header_offset;
+  f.header_size = g.header.size();
+  f.header_hash = xxh3(g.header);
+  f.generation = g.generation;
+  f.prev_footer_offset = g.prev_footer_offset;
+  f.version = g.version;
+  JTREE_RETURN_IF_ERROR(sink.append(bytes));
+  const uint64_t footer_offset = sink.position();
+  const auto foot = format::encode_footer(f);
+  JTREE_RETURN_IF_ERROR(sink.append(foot));
+  return footer_offset;
+}
+
+}  // namespace jtree

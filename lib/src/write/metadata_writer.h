@@ -1,0 +1,37 @@
+// Writing a file's metadata: the preamble and header of generation 0 at the front, and the
+// index and footer that close every generation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "format/index_codec.h"
+#include "format/layout.h"
+#include "jtree/io.h"
+#include "jtree/tree.h"
+
+namespace jtree {
+
+/// The header of `tree` (leaves resolved) with the writer string of `options`.
+Result<std::vector<std::byte>> header_bytes(const Tree& tree, const std::string& writer);
+
+/// Writes the preamble and the header at the start of an empty sink.
+Status write_head(Sink& sink, std::span<const std::byte> header, const format::VersionInfo& v);
+
+/// Where a generation's header is and what came before it.
+struct GenerationInfo {
+  uint64_t generation = 0;
+  uint64_t prev_footer_offset = 0;
+  uint64_t header_offset = 0;
+  std::span<const std::byte> header;
+  format::VersionInfo version;
+};
+
+/// Appends the index (8-aligned) and the footer. Returns the footer's offset.
+Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g);
+
+/// The default writer string, "jtree <version>".
+std::string default_writer();
+
+}  // namespace jtree

@@ -1,0 +1,81 @@
+// save(): a new file, generation 0, one segment.
+#include <cstring>
+#include <fstream>
+
+#include "format/layout.h"
+#include "jtree/writer.h"
+#include "write/chunk_writer.h"
+#include "write/leaf_planner.h"
+#include "write/metadata_writer.h"
+
+namespace jtree {
+namespace {
+
+// A local target that exists, is non-empty and does not start with the jtree magic is
+// refused unless the caller said otherwise.
+Status check_target(std::string_view path_or_url, const WriteOptions& options) {
+  std::string local;
+  if (options.overwrite_foreign || !is_local_path(path_or_url, &local)) return Status::OK();
+  std::ifstream in(local, std::ios::binary);
+  if (!in) return Status::OK();  // absent (or unreadable: the sink reports that)
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  if (in.gcount() == 0) return Status::OK();  // empty file
+  if (in.gcount() == 8 && std::memcmp(magic, format::kPreambleMagic.data(), 8) == 0) {
+    return Status::OK();
+  }
+  return Status::AlreadyExists(local + ": exists and is not a jtree file; refusing to replace "
+                                      "it (set overwrite_foreign to allow)");
+}
+
+Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats) {
+  JTREE_RETURN_IF_ERROR(tree.Finalize());
+  JTREE_RETURN_IF_ERROR(plan_leaves(tree, options));
+  uint64_t chunks = 0;
+  for (Leaf& l : tree.leaves) {
+    l.first_chunk = chunks;
+    chunks += Tree::chunk_count(l);
+  }
+  JTREE_ASSIGN_OR_RETURN(std::vector<std::byte> header, header_bytes(tree, options.writer));
+  format::VersionInfo version;
+  JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
+
+  format::IndexData index;
+  index.chunks.resize(chunks);
+  ChunkStream stream(sink, options.alignment, random_u64(), 0);
+  JTREE_RETURN_IF_ERROR(stream.begin());
+  JTREE_RETURN_IF_ERROR(write_chunks(tree, stream, index.chunks, options, stats));
+  if (chunks > 0) index.segments.push_back(stream.span());
+
+  GenerationInfo g;
+  g.header_offset = format::kPreambleSize;
+  g.header = header;
+  g.version = version;
+  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
+  stats->file_size = footer + format::kFooterSize;
+  stats->leaves = tree.leaves.size();
+  return sink.commit();
+}
+
+}  // namespace
+
+Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options) {
+  WriteStats stats;
+  Status st = save_into(tree, sink, options, &stats);
+  if (!st.ok()) {
+    sink.abort();
+    return st.WithPrefix(sink.name());
+  }
+  return stats;
+}
+
+Result<WriteStats> save(Tree tree, std::string_view path_or_url, const WriteOptions& options) {
+  JTREE_RETURN_IF_ERROR(check_target(path_or_url, options));
+  SinkOptions so;
+  so.overwrite = options.overwrite;
+  so.sync = options.sync;
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink, create_sink(path_or_url, so));
+  return save(std::move(tree), *sink, options);
+}
+
+}  // namespace jtree

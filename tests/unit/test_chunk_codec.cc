@@ -1,0 +1,539 @@
+// Chunk codec: round trips over every dtype / filter / level, the compression the encoder must
+// reach on realistic data, and a decoder fed hostile bytes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <zstd.h>
+
+#include "codec/chunk_codec.h"
+#include "codec/zstd_codec.h"
+#include "jtree/dtype.h"
+#include "util/endian.h"
+
+namespace {
+
+using jtree::ChunkEncoding;
+using jtree::Codec;
+using jtree::DType;
+using jtree::Filter;
+using jtree::Status;
+using jtree::StatusCode;
+using jtree::codec::ChunkFormat;
+using jtree::codec::decode_chunk;
+using jtree::codec::encode_chunk;
+using jtree::codec::filter_allowed;
+using jtree::codec::plane_count;
+using jtree::codec::ZstdMode;
+
+using Bytes = std::vector<std::byte>;
+
+enum class Kind { kZeros, kRandom, kSmooth };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kZeros: return "zeros";
+    case Kind::kRandom: return "random";
+    case Kind::kSmooth: return "smooth";
+  }
+  return "?";
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+template <typename T>
+void put(Bytes& b, size_t i, T v) {
+  std::memcpy(b.data() + i * sizeof(T), &v, sizeof(T));
+}
+
+// bf16 weights ~ normal(0, 0.02), as a model's parameters look.
+Bytes bf16_weights(size_t elements, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  Bytes b(elements * 2);
+  for (size_t i = 0; i < elements; ++i) put<uint16_t>(b, i, to_bf16(normal(rng)));
+  return b;
+}
+
+// "Smooth" data of each dtype: what real arrays of it look like, as far as the codec cares.
+Bytes make_data(DType dtype, size_t elements, Kind kind, uint64_t seed) {
+  const auto info = *jtree::dtype_info(dtype);
+  const size_t size = jtree::stored_bytes(dtype, elements);
+  Bytes b(size);
+  std::mt19937_64 rng(seed);
+  if (kind == Kind::kZeros) return b;
+  if (kind == Kind::kRandom) {
+    for (auto& x : b) x = std::byte(static_cast<uint8_t>(rng()));
+    return b;
+  }
+  if (info.float_component == 2) return bf16_weights(elements, seed);
+  if (info.float_component == 4) {
+    std::normal_distribution<float> normal(0.0f, 1e-3f);
+    for (size_t i = 0; i < size / 4; ++i) put<float>(b, i, normal(rng));
+    return b;
+  }
+  if (info.float_component == 8) {
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (size_t i = 0; i < size / 8; ++i) put<double>(b, i, normal(rng));
+    return b;
+  }
+  // Integers (and fp8 / 4-bit codes): small values around zero.
+  std::normal_distribution<double> normal(0.0, 20.0);
+  const size_t w = info.stored_bits / 8;
+  if (w == 0) {  // packed nibbles
+    for (auto& x : b) x = std::byte(static_cast<uint8_t>(rng() & 0x33));
+    return b;
+  }
+  for (size_t i = 0; i < size / w; ++i) {
+    const int64_t v = static_cast<int64_t>(std::lround(normal(rng)));
+    for (size_t k = 0; k < w; ++k) {
+      b[i * w + k] = std::byte(static_cast<uint8_t>(k < 8 ? (v >> (8 * k)) : (v >> 63)));
+    }
+  }
+  return b;
+}
+
+struct Encoded {
+  ChunkEncoding encoding = ChunkEncoding::kRaw;
+  Bytes stored;
+};
+
+Encoded encode(const Bytes& raw, const ChunkFormat& format) {
+  Bytes out(3), scratch;  // `out` not empty on entry: encode must clear it
+  auto r = encode_chunk(raw, format, out, scratch);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  Encoded e;
+  e.encoding = *r;
+  if (*r == ChunkEncoding::kRaw) {
+    CHECK(out.empty());
+    e.stored = raw;
+  } else {
+    e.stored = out;
+  }
+  return e;
+}
+
+Status decode(const Bytes& stored, ChunkEncoding encoding, const ChunkFormat& format,
+              Bytes& raw) {
+  Bytes scratch;
+  return decode_chunk(stored, encoding, format, raw, scratch);
+}
+
+// Encodes, decodes, requires the bytes back; returns the encoding.
+Encoded check_roundtrip(const Bytes& raw, const ChunkFormat& format) {
+  Encoded e = encode(raw, format);
+  Bytes back(raw.size(), std::byte{0xCD});
+  const Status s = decode(e.stored, e.encoding, format, back);
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  CHECK(back == raw);
+  return e;
+}
+
+double ratio(const Encoded& e, size_t raw_size) {
+  return static_cast<double>(e.stored.size()) / static_cast<double>(raw_size);
+}
+
+std::vector<uint32_t> plane_sizes(const Bytes& stored, size_t p) {
+  std::vector<uint32_t> s(p);
+  for (size_t k = 0; k < p; ++k) s[k] = jtree::load_le<uint32_t>(stored.data() + 4 * k);
+  return s;
+}
+
+const Filter kFilters[] = {Filter::kNone, Filter::kShuffle, Filter::kFloatSplit};
+
+}  // namespace
+
+TEST_CASE("plane_count and filter_allowed") {
+  CHECK(plane_count({DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd}) == 2);
+  CHECK(plane_count({DType::kComplex64, Filter::kFloatSplit, Codec::kZstd}) == 8);
+  CHECK(plane_count({DType::kComplex128, Filter::kShuffle, Codec::kZstd}) == 16);
+  CHECK(plane_count({DType::kFloat32, Filter::kNone, Codec::kZstd}) == 1);
+  CHECK(plane_count({DType::kInt8, Filter::kShuffle, Codec::kZstd}) == 1);
+  CHECK(filter_allowed(Filter::kNone, DType::kInt4));
+  CHECK_FALSE(filter_allowed(Filter::kShuffle, DType::kInt4));
+  CHECK_FALSE(filter_allowed(Filter::kShuffle, DType::kFloat4E2M1FN));
+  CHECK(filter_allowed(Filter::kShuffle, DType::kFloat8E4M3FN));
+  CHECK_FALSE(filter_allowed(Filter::kFloatSplit, DType::kFloat8E4M3FN));
+  CHECK_FALSE(filter_allowed(Filter::kFloatSplit, DType::kInt32));
+  CHECK(filter_allowed(Filter::kFloatSplit, DType::kComplex128));
+  CHECK_FALSE(filter_allowed(Filter::kNone, DType::kInvalid));
+  CHECK_FALSE(filter_allowed(static_cast<Filter>(9), DType::kFloat32));
+}
+
+TEST_CASE("zstd frames of both modes are standard zstd frames") {
+  Bytes skewed(100000);
+  std::mt19937_64 rng(3);
+  for (auto& b : skewed) b = std::byte(static_cast<uint8_t>(120 + (rng() % 8) * (rng() % 3)));
+  for (ZstdMode mode : {ZstdMode::kLz, ZstdMode::kLiterals}) {
+    for (int level : {-1, 1, 3, 19}) {
+      CAPTURE(level);
+      CAPTURE(static_cast<int>(mode));
+      Bytes frame;
+      auto n = jtree::codec::zstd_compress(skewed, level, mode, frame);
+      REQUIRE(n.ok());
+      CHECK(*n == frame.size());
+      // Literals-only keeps entropy coding even at negative levels.
+      if (mode == ZstdMode::kLiterals) CHECK(*n < skewed.size() * 6 / 10);
+      auto sz = jtree::codec::zstd_compressed_size(skewed, level, mode);
+      REQUIRE(sz.ok());
+      CHECK(*sz == *n);
+      Bytes back(skewed.size());
+      CHECK(ZSTD_decompress(back.data(), back.size(), frame.data(), frame.size()) ==
+            skewed.size());
+      CHECK(back == skewed);
+      CHECK(jtree::codec::zstd_decompress(frame, back).ok());
+    }
+  }
+}
+
+TEST_CASE("round trip: every dtype, filter, codec, level, size and data kind") {
+  const size_t counts[] = {0, 1, 37, 4099, 70001};
+  for (int code = 1; code < jtree::kDTypeCodeEnd; ++code) {
+    const auto dtype = static_cast<DType>(code);
+    for (Filter filter : kFilters) {
+      if (!filter_allowed(filter, dtype)) continue;
+      for (int level : {0, -1, 1, 3, 19}) {  // level 0 here stands for Codec::kRaw
+        for (size_t count : counts) {
+          if (level == 19 && count > 4099) continue;  // keeps the test fast
+          for (Kind kind : {Kind::kZeros, Kind::kRandom, Kind::kSmooth}) {
+            CAPTURE(jtree::dtype_name(dtype));
+            CAPTURE(static_cast<int>(filter));
+            CAPTURE(level);
+            CAPTURE(count);
+            CAPTURE(kind_name(kind));
+            ChunkFormat f{dtype, filter, level == 0 ? Codec::kRaw : Codec::kZstd, level};
+            const Bytes raw = make_data(dtype, count, kind, 31 * code + count);
+            const Encoded e = check_roundtrip(raw, f);
+            if (f.codec == Codec::kRaw || count == 0 || kind == Kind::kRandom) {
+              CHECK(e.encoding == ChunkEncoding::kRaw);
+            }
+            if (kind == Kind::kZeros && f.codec == Codec::kZstd && raw.size() >= 65536) {
+              CHECK(e.encoding == ChunkEncoding::kPlanes);
+              CHECK(ratio(e, raw.size()) < 0.01);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("round trip: 4 MiB chunks of every dtype and filter at level 1") {
+  for (int code = 1; code < jtree::kDTypeCodeEnd; ++code) {
+    const auto dtype = static_cast<DType>(code);
+    const auto info = *jtree::dtype_info(dtype);
+    const size_t count = (size_t{4} << 20) * 8 / info.stored_bits;
+    const Bytes raw = make_data(dtype, count, Kind::kSmooth, code);
+    REQUIRE(raw.size() == (size_t{4} << 20));
+    for (Filter filter : kFilters) {
+      if (!filter_allowed(filter, dtype)) continue;
+      CAPTURE(jtree::dtype_name(dtype));
+      CAPTURE(static_cast<int>(filter));
+      const Encoded e = check_roundtrip(raw, {dtype, filter, Codec::kZstd, 1});
+      // Smooth data always pays when split into planes.
+      if (filter != Filter::kNone) CHECK(e.encoding == ChunkEncoding::kPlanes);
+    }
+  }
+}
+
+TEST_CASE("compression targets on 4 MiB chunks") {
+  const size_t mib4 = size_t{4} << 20;
+  SUBCASE("bf16 normal(0, 0.02) weights, FloatSplit + zstd 1: within 2% of the entropy bound") {
+    const Bytes raw = bf16_weights(mib4 / 2, 42);
+    const Encoded e =
+        check_roundtrip(raw, {DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1});
+    REQUIRE(e.encoding == ChunkEncoding::kPlanes);
+    const auto sizes = plane_sizes(e.stored, 2);
+    CHECK(sizes[0] == mib4 / 2);  // sign + mantissa: stored raw, not compressed
+    CHECK(sizes[1] < mib4 / 2 / 2);
+    const double r = ratio(e, raw.size());
+    MESSAGE("bf16 normal(0, 0.02) FloatSplit+zstd-1 stored/raw = " << r);
+    CHECK(r <= 0.675);
+  }
+  SUBCASE("fp32 normal(0, 1e-3), FloatSplit + zstd 1") {
+    const Bytes raw = make_data(DType::kFloat32, mib4 / 4, Kind::kSmooth, 7);
+    const Encoded split =
+        check_roundtrip(raw, {DType::kFloat32, Filter::kFloatSplit, Codec::kZstd, 1});
+    const Encoded shuf = check_roundtrip(raw, {DType::kFloat32, Filter::kShuffle, Codec::kZstd, 1});
+    MESSAGE("fp32 normal(0, 1e-3): FloatSplit " << ratio(split, mib4) << ", Shuffle "
+                                                << ratio(shuf, mib4));
+    CHECK(ratio(split, mib4) < 0.88);
+    CHECK(ratio(split, mib4) <= ratio(shuf, mib4));
+  }
+  SUBCASE("zeros compress to under 1%") {
+    const Bytes raw(mib4);
+    for (Filter filter : {Filter::kNone, Filter::kShuffle}) {
+      const Encoded e = check_roundtrip(raw, {DType::kInt32, filter, Codec::kZstd, 1});
+      CHECK(e.encoding == ChunkEncoding::kPlanes);
+      CHECK(ratio(e, mib4) < 0.01);
+    }
+  }
+  SUBCASE("random bytes are stored raw") {
+    const Bytes raw = make_data(DType::kUInt32, mib4 / 4, Kind::kRandom, 9);
+    for (Filter filter : {Filter::kNone, Filter::kShuffle}) {
+      CHECK(check_roundtrip(raw, {DType::kUInt32, filter, Codec::kZstd, 3}).encoding ==
+            ChunkEncoding::kRaw);
+    }
+  }
+  SUBCASE("small-range int32 with Shuffle") {
+    const Bytes raw = make_data(DType::kInt32, mib4 / 4, Kind::kSmooth, 11);
+    const Encoded e = check_roundtrip(raw, {DType::kInt32, Filter::kShuffle, Codec::kZstd, 1});
+    MESSAGE("int32 normal(0, 20) Shuffle+zstd-1 stored/raw = " << ratio(e, mib4));
+    // Order-0 bound per plane: ~7 bits (low byte) + 3 x 1 bit (sign bytes) of 32, ~0.31.
+    CHECK(ratio(e, mib4) < 0.32);
+  }
+}
+
+TEST_CASE("min_gain decides between Planes and Raw") {
+  const Bytes raw = bf16_weights(32768, 5);  // compresses to about 0.66
+  ChunkFormat f{DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1};
+  f.min_gain = 0.2;
+  CHECK(check_roundtrip(raw, f).encoding == ChunkEncoding::kPlanes);
+  f.min_gain = 0.5;
+  CHECK(check_roundtrip(raw, f).encoding == ChunkEncoding::kRaw);
+}
+
+TEST_CASE("encode rejects bad arguments") {
+  Bytes out, scratch;
+  const Bytes raw(64);
+  auto r = encode_chunk(raw, {DType::kInt32, Filter::kFloatSplit, Codec::kZstd, 1}, out, scratch);
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  r = encode_chunk(raw, {DType::kInt4, Filter::kShuffle, Codec::kZstd, 1}, out, scratch);
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  r = encode_chunk(Bytes(6), {DType::kInt32, Filter::kShuffle, Codec::kZstd, 1}, out, scratch);
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  r = encode_chunk(raw, {static_cast<DType>(99), Filter::kNone, Codec::kZstd, 1}, out, scratch);
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  r = encode_chunk(raw, {DType::kInt32, Filter::kNone, static_cast<Codec>(7), 1}, out, scratch);
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+}
+
+// ---- hostile input -----------------------------------------------------------------------------
+
+namespace {
+
+// A valid two-plane chunk: 8192 bf16 weights, plane 0 (sign + mantissa) raw, plane 1
+// (exponents) one zstd frame.
+struct Fixture {
+  ChunkFormat format{DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1};
+  Bytes raw = bf16_weights(8192, 99);
+  Bytes stored;
+  size_t plane = 8192;
+  Fixture() {
+    const Encoded e = encode(raw, format);
+    REQUIRE(e.encoding == ChunkEncoding::kPlanes);
+    stored = e.stored;
+    const auto sizes = plane_sizes(stored, 2);
+    REQUIRE(sizes[0] == plane);
+    REQUIRE(sizes[1] < plane);
+  }
+};
+
+void check_corrupt(const Bytes& stored, const ChunkFormat& format, size_t raw_size,
+                   ChunkEncoding encoding = ChunkEncoding::kPlanes) {
+  Bytes raw(raw_size);
+  const Status s = decode(stored, encoding, format, raw);
+  CHECK_MESSAGE(s.code() == StatusCode::kCorruption, s.ToString());
+}
+
+Bytes frame_of(size_t size, uint64_t seed, bool content_size = true) {
+  Bytes src(size);
+  std::mt19937_64 rng(seed);
+  for (auto& b : src) b = std::byte(static_cast<uint8_t>(rng() % 4));
+  Bytes frame(ZSTD_compressBound(size));
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, content_size ? 1 : 0);
+  const size_t n = ZSTD_compress2(c, frame.data(), frame.size(), src.data(), src.size());
+  ZSTD_freeCCtx(c);
+  REQUIRE(!ZSTD_isError(n));
+  frame.resize(n);
+  return frame;
+}
+
+// A two-plane bf16 chunk of `plane` bytes per plane: plane 0 raw, plane 1 = `frame`.
+Bytes chunk_with_frame(const Bytes& frame, size_t plane) {
+  Bytes s(8);
+  jtree::store_le<uint32_t>(s.data(), static_cast<uint32_t>(plane));
+  jtree::store_le<uint32_t>(s.data() + 4, static_cast<uint32_t>(frame.size()));
+  s.resize(8 + plane, std::byte{0x11});
+  s.insert(s.end(), frame.begin(), frame.end());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("decoder: the fixture decodes") {
+  Fixture fx;
+  Bytes back(fx.raw.size());
+  CHECK(decode(fx.stored, ChunkEncoding::kPlanes, fx.format, back).ok());
+  CHECK(back == fx.raw);
+}
+
+TEST_CASE("decoder: every truncation and every extension is Corruption") {
+  Fixture fx;
+  for (size_t len = 0; len < fx.stored.size(); ++len) {
+    CAPTURE(len);
+    check_corrupt(Bytes(fx.stored.begin(), fx.stored.begin() + len), fx.format, fx.raw.size());
+  }
+  Bytes longer = fx.stored;
+  longer.push_back(std::byte{0});
+  check_corrupt(longer, fx.format, fx.raw.size());
+}
+
+TEST_CASE("decoder: every single-byte change of the plane-size header is Corruption") {
+  Fixture fx;
+  for (size_t i = 0; i < 8; ++i) {
+    for (int x : {0x01, 0x02, 0x80, 0xFF}) {
+      CAPTURE(i);
+      CAPTURE(x);
+      Bytes s = fx.stored;
+      s[i] ^= std::byte(static_cast<uint8_t>(x));
+      check_corrupt(s, fx.format, fx.raw.size());
+    }
+  }
+}
+
+TEST_CASE("decoder: plane sizes that overflow or exceed the plane") {
+  Fixture fx;
+  for (auto [a, b] : {std::pair<uint32_t, uint32_t>{0xFFFFFFFFu, 0xFFFFFFFFu},
+                      {0xFFFFFFF8u, 0x10u},   // wraps to 8 in 32 bits
+                      {0x10u, 0xFFFFFFF8u},
+                      {8193u, 0u},             // one more than the plane
+                      {0u, 0u}}) {
+    CAPTURE(a);
+    CAPTURE(b);
+    Bytes s(8);
+    jtree::store_le<uint32_t>(s.data(), a);
+    jtree::store_le<uint32_t>(s.data() + 4, b);
+    s.resize(8 + ((a + b) & 0xFFFF));  // whatever the 32-bit sum would claim
+    check_corrupt(s, fx.format, fx.raw.size());
+  }
+}
+
+TEST_CASE("decoder: frames of the wrong size, trailing bytes, skippable frames") {
+  const size_t plane = 8192;
+  const ChunkFormat bf16{DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1};
+  const ChunkFormat u8{DType::kUInt8, Filter::kNone, Codec::kZstd, 1};
+  for (bool content_size : {true, false}) {
+    CAPTURE(content_size);
+    for (size_t n : {plane - 1, plane + 1, plane / 2, size_t{1}}) {
+      CAPTURE(n);
+      const Bytes frame = frame_of(n, n, content_size);
+      Bytes raw(2 * plane);
+      const Status s = decode(chunk_with_frame(frame, plane), ChunkEncoding::kPlanes, bf16, raw);
+      CHECK(s.code() == StatusCode::kCorruption);
+      CHECK_MESSAGE(s.message().find("plane 1") != std::string::npos, s.message());
+      // P = 1 decodes straight into raw: same checks.
+      Bytes one(4);
+      jtree::store_le<uint32_t>(one.data(), static_cast<uint32_t>(frame.size()));
+      one.insert(one.end(), frame.begin(), frame.end());
+      check_corrupt(one, u8, plane);
+    }
+  }
+  const Bytes good = frame_of(plane, 1);
+  Bytes raw(2 * plane);
+  REQUIRE(decode(chunk_with_frame(good, plane), ChunkEncoding::kPlanes, bf16, raw).ok());
+
+  Bytes trailing = good;
+  trailing.push_back(std::byte{0});
+  check_corrupt(chunk_with_frame(trailing, plane), bf16, 2 * plane);
+
+  // Two frames that together decode to the plane's size (with and without content sizes).
+  for (bool content_size : {true, false}) {
+    Bytes two = frame_of(plane / 2, 2, content_size);
+    const Bytes second = frame_of(plane / 2, 3, content_size);
+    two.insert(two.end(), second.begin(), second.end());
+    check_corrupt(chunk_with_frame(two, plane), bf16, 2 * plane);
+  }
+
+  // A skippable frame (magic 0x184D2A50, 4-byte length, payload).
+  Bytes skippable = {std::byte{0x50}, std::byte{0x2A}, std::byte{0x4D}, std::byte{0x18},
+                     std::byte{4},    std::byte{0},    std::byte{0},    std::byte{0},
+                     std::byte{1},    std::byte{2},    std::byte{3},    std::byte{4}};
+  check_corrupt(chunk_with_frame(skippable, plane), bf16, 2 * plane);
+}
+
+TEST_CASE("decoder: random garbage is Corruption, never a crash") {
+  Fixture fx;
+  std::mt19937_64 rng(1234);
+  for (int trial = 0; trial < 300; ++trial) {
+    Bytes s(rng() % 20000);
+    for (auto& b : s) b = std::byte(static_cast<uint8_t>(rng()));
+    check_corrupt(s, fx.format, fx.raw.size());
+  }
+  // Consistent headers with garbage frames, some starting with the zstd magic number.
+  for (int trial = 0; trial < 300; ++trial) {
+    CAPTURE(trial);
+    const uint32_t a = static_cast<uint32_t>(rng() % fx.plane);  // not raw: must be a frame
+    const uint32_t b = static_cast<uint32_t>(rng() % (fx.plane + 1));
+    Bytes s(8 + a + b);
+    jtree::store_le<uint32_t>(s.data(), a);
+    jtree::store_le<uint32_t>(s.data() + 4, b);
+    for (size_t i = 8; i < s.size(); ++i) s[i] = std::byte(static_cast<uint8_t>(rng()));
+    if (trial % 2 == 0 && a >= 4) jtree::store_le<uint32_t>(s.data() + 8, 0xFD2FB528u);
+    check_corrupt(s, fx.format, fx.raw.size());
+  }
+}
+
+TEST_CASE("decoder: a changed payload byte is Corruption or, in a raw plane, one changed element") {
+  Fixture fx;
+  const size_t payload = 8;
+  size_t frame_undetected = 0, frame_bytes = 0;
+  for (size_t i = payload; i < fx.stored.size(); ++i) {
+    CAPTURE(i);
+    Bytes s = fx.stored;
+    s[i] ^= std::byte{0x5A};
+    Bytes back(fx.raw.size());
+    const Status st = decode(s, ChunkEncoding::kPlanes, fx.format, back);
+    const bool in_raw_plane = i < payload + fx.plane;
+    if (in_raw_plane) {
+      REQUIRE(st.ok());
+      const size_t element = i - payload;
+      size_t diff_elements = 0;
+      for (size_t e = 0; e < fx.plane; ++e) {
+        diff_elements += std::memcmp(back.data() + 2 * e, fx.raw.data() + 2 * e, 2) != 0;
+      }
+      CHECK(diff_elements == 1);
+      CHECK(std::memcmp(back.data() + 2 * element, fx.raw.data() + 2 * element, 2) != 0);
+    } else {
+      ++frame_bytes;
+      if (st.ok()) {
+        ++frame_undetected;  // zstd frames carry no checksum: the chunk's XXH3 catches these
+      } else {
+        CHECK(st.code() == StatusCode::kCorruption);
+      }
+    }
+  }
+  MESSAGE("changed frame bytes that decoded without error: " << frame_undetected << " of "
+                                                             << frame_bytes);
+}
+
+TEST_CASE("decoder: encodings, sizes and formats that do not fit") {
+  Fixture fx;
+  check_corrupt(fx.stored, fx.format, fx.raw.size(), static_cast<ChunkEncoding>(2));
+  check_corrupt(fx.stored, fx.format, fx.raw.size(), static_cast<ChunkEncoding>(255));
+  // Raw chunks must have exactly the raw size.
+  check_corrupt(Bytes(fx.raw.size() - 1), fx.format, fx.raw.size(), ChunkEncoding::kRaw);
+  check_corrupt(Bytes(fx.raw.size() + 1), fx.format, fx.raw.size(), ChunkEncoding::kRaw);
+  Bytes back(fx.raw.size());
+  CHECK(decode(fx.raw, ChunkEncoding::kRaw, fx.format, back).ok());
+  CHECK(back == fx.raw);
+  // A raw size that is not a multiple of the plane count.
+  check_corrupt(fx.stored, fx.format, fx.raw.size() - 1);
+  // The right bytes with the wrong format: plane sizes no longer add up.
+  check_corrupt(fx.stored, {DType::kFloat32, Filter::kFloatSplit, Codec::kZstd, 1},
+                fx.raw.size());
+  // A filter the dtype does not allow.
+  check_corrupt(fx.stored, {DType::kInt16, Filter::kFloatSplit, Codec::kZstd, 1}, fx.raw.size());
+  check_corrupt(fx.stored, {static_cast<DType>(0), Filter::kNone, Codec::kZstd, 1},
+                fx.raw.size());
+}

@@ -1,0 +1,77 @@
+// A failed or refused save leaves any previous file intact and nothing else behind.
+#include <doctest/doctest.h>
+
+#include "test_util.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+
+namespace {
+
+Tree small_tree(const std::vector<std::byte>& data) {
+  TreeBuilder b;
+  b.dict().key("x").array(DType::kUInt8, {data.size()}, ArrayView{data.data()}).end();
+  return std::move(*std::move(b).Finish());
+}
+
+}  // namespace
+
+TEST_CASE("failing producer, cancelled progress and refused targets keep the old file") {
+  TempDir dir;
+  const std::string path = dir.file("p.jtree");
+  auto data = random_bytes(3 << 20, 1);
+  REQUIRE(save(small_tree(data), path).ok());
+  const auto original = read_file(path);
+
+  TreeBuilder b;
+  b.dict().key("x").array(DType::kUInt8, {1 << 22}, FillFn([](const Box& box, std::span<std::byte>) {
+    return box.begin[0] > 0 ? Status::IOError("disk of the producer failed") : Status::OK();
+  })).end();
+  WriteOptions wo;
+  wo.target_chunk_bytes = 1 << 20;
+  CHECK_FALSE(save(std::move(*std::move(b).Finish()), path, wo).ok());
+  CHECK(read_file(path) == original);
+
+  WriteOptions cancel;
+  cancel.target_chunk_bytes = 1 << 20;
+  cancel.progress = [](uint64_t done, uint64_t) { return done < (1 << 20); };
+  auto st = save(small_tree(data), path, cancel);
+  CHECK(st.status().code() == StatusCode::kAborted);
+  CHECK(read_file(path) == original);
+
+  WriteOptions no_overwrite;
+  no_overwrite.overwrite = false;
+  CHECK(save(small_tree(data), path, no_overwrite).status().code() ==
+        StatusCode::kAlreadyExists);
+  CHECK(read_file(path) == original);
+  CHECK(dir.entries() == std::vector<std::string>{"p.jtree"});
+}
+
+TEST_CASE("a file that is not a jtree file is not replaced unless asked") {
+  TempDir dir;
+  const std::string path = dir.file("notes.txt");
+  std::string text = "precious notes\n";
+  write_file(path, std::as_bytes(std::span(text)));
+  auto data = random_bytes(100, 2);
+  auto st = save(small_tree(data), path);
+  CHECK(st.status().code() == StatusCode::kAlreadyExists);
+  CHECK(st.status().message().find("not a jtree file") != std::string::npos);
+  CHECK(read_file(path).size() == text.size());
+  WriteOptions force;
+  force.overwrite_foreign = true;
+  REQUIRE(save(small_tree(data), path, force).ok());
+  CHECK((*Reader::Open(path))->tree().leaves.size() == 1);
+}
+
+TEST_CASE("opening what is not a jtree file gives clear errors") {
+  TempDir dir;
+  CHECK(Reader::Open(dir.file("missing.jtree")).status().IsNotFound());
+  std::string text(1000, 'x');
+  write_file(dir.file("text"), std::as_bytes(std::span(text)));
+  auto r = Reader::Open(dir.file("text"));
+  CHECK(r.status().IsCorruption());
+  CHECK(r.status().message().find("not a jtree file") != std::string::npos);
+  CHECK(r.status().message().find(dir.file("text")) != std::string::npos);
+  write_file(dir.file("empty"), {});
+  CHECK(Reader::Open(dir.file("empty")).status().IsCorruption());
+}

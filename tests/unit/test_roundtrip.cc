@@ -1,0 +1,213 @@
+// Save then load: every dtype, rank (0-d and empty too), chunk grid, codec and filter.
+#include <doctest/doctest.h>
+
+#include "test_util.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+
+namespace {
+
+struct Case {
+  DType dtype;
+  Shape shape;
+  Shape chunk;  // empty: default
+  Codec codec;
+  std::optional<Filter> filter;
+  int level;
+};
+
+std::vector<std::byte> load_leaf(const Reader& r, const std::string& path) {
+  auto leaf = r.find_leaf(path);
+  REQUIRE(leaf.ok());
+  const Leaf& l = r.tree().leaves[*leaf];
+  std::vector<std::byte> out(l.memory_bytes());
+  Status st = r.read(*leaf, out);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every dtype, shape, grid, codec and filter round-trips bit-exact") {
+  TempDir dir;
+  std::vector<Case> cases;
+  const std::vector<Shape> shapes = {{}, {0}, {1}, {7}, {1000}, {33, 17}, {4, 0, 3},
+                                     {5, 6, 7}, {2, 3, 4, 5}};
+  for (int code = 1; code < kDTypeCodeEnd; ++code) {
+    const DType d = static_cast<DType>(code);
+    for (const Shape& s : shapes) {
+      cases.push_back({d, s, {}, Codec::kZstd, std::nullopt, 1});
+      cases.push_back({d, s, {}, Codec::kRaw, std::nullopt, 0});
+    }
+    // Small irregular chunk grids, every allowed filter.
+    for (Filter f : {Filter::kNone, Filter::kShuffle, Filter::kFloatSplit}) {
+      const auto info = *dtype_info(d);
+      if (f == Filter::kFloatSplit && info.float_component == 0) continue;
+      if (f != Filter::kNone && is_4bit(d)) continue;
+      cases.push_back({d, {33, 17}, {5, 4}, Codec::kZstd, f, 3});
+      cases.push_back({d, {1000}, {333}, Codec::kZstd, f, -1});
+    }
+  }
+  // One save holding all of them, with a low inline threshold so that most are chunked.
+  std::vector<std::vector<std::byte>> data;
+  TreeBuilder b;
+  b.dict();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    uint64_t n = 1;
+    for (auto e : c.shape) n *= e;
+    data.push_back(random_array(c.dtype, n, i));
+    LeafOptions lo;
+    lo.codec = c.codec;
+    lo.filter = c.filter;
+    lo.level = c.level;
+    lo.chunk_shape = c.chunk;
+    b.key("leaf" + std::to_string(i)).array(c.dtype, c.shape, ArrayView{data.back().data()}, lo);
+  }
+  b.end();
+  auto tree = std::move(b).Finish();
+  REQUIRE(tree.ok());
+  WriteOptions wo;
+  wo.inline_threshold = 16;
+  wo.target_chunk_bytes = 1000;  // many chunks even for small arrays
+  auto st = save(std::move(*tree), dir.file("all.jtree"), wo);
+  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  auto r = Reader::Open(dir.file("all.jtree"));
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  size_t chunked = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(dtype_name(cases[i].dtype));
+    CHECK(load_leaf(**r, "leaf" + std::to_string(i)) == data[i]);
+    const Leaf& l = (*r)->tree().leaves[*(*r)->find_leaf("leaf" + std::to_string(i))];
+    CHECK(l.dtype == cases[i].dtype);
+    CHECK(l.shape == cases[i].shape);
+    if (l.storage == Storage::kChunked) {
+      ++chunked;
+      if (!cases[i].chunk.empty()) CHECK(l.chunk_shape == cases[i].chunk);
+      CHECK(l.codec == cases[i].codec);
+    }
+  }
+  CHECK(chunked > cases.size() / 2);
+  auto report = (*r)->Verify();
+  REQUIRE(report.ok());
+  CHECK(report->ok());
+  CHECK(report->chunks_checked == (*r)->info().num_chunks);
+}
+
+TEST_CASE("scalars, strings, bytes (small and large), tied leaves and metadata") {
+  TempDir dir;
+  std::string big(200000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
+  std::vector<float> w(1000, 1.5f);
+  TreeBuilder b;
+  b.dict();
+  b.key("i").int_value(-123456789012345);
+  b.key("f").float_value(0.25);
+  b.key("b").bool_value(true);
+  b.key("c").complex_value(1.5, -2.5);
+  b.key("s").str("héllo");
+  b.key("big").bytes(big);
+  b.key("w").array(DType::kFloat32, {1000}, ArrayView{reinterpret_cast<std::byte*>(w.data())});
+  b.key("w_tied").tied(6);
+  b.key("nt").named_tuple("Pair").key("a").none().key("b").list().end().end();
+  b.key("cu").custom("my.Class", "aux-bytes").int_value(1).end();
+  Leaf huge;
+  huge.kind = LeafKind::kInt;
+  huge.storage = Storage::kNone;
+  huge.big_int = std::string(40, '\x7f');
+  b.key("bigint").leaf(huge);
+  b.metadata("step", "100");
+  b.end();
+  auto tree = std::move(b).Finish();
+  REQUIRE(tree.ok());
+  REQUIRE(save(std::move(*tree), dir.file("t.jtree")).ok());
+  auto r = Reader::Open(dir.file("t.jtree"));
+  REQUIRE(r.ok());
+  const Tree& t = (*r)->tree();
+  auto leaf = [&](const char* p) -> const Leaf& { return t.leaves[*(*r)->find_leaf(p)]; };
+  CHECK(leaf("i").int_value == -123456789012345);
+  CHECK(leaf("f").real == 0.25);
+  CHECK(leaf("b").bool_value);
+  CHECK(leaf("c").imag == -2.5);
+  CHECK(leaf("s").kind == LeafKind::kStr);
+  CHECK(*(*r)->read_bytes(*(*r)->find_leaf("s")) == "héllo");
+  CHECK(leaf("big").storage == Storage::kChunked);
+  CHECK(*(*r)->read_bytes(*(*r)->find_leaf("big")) == big);
+  CHECK(*(*r)->find_leaf("w") == *(*r)->find_leaf("w_tied"));
+  CHECK(t.nodes[*t.find("nt")].type_name == "Pair");
+  CHECK(t.nodes[*t.find("cu")].aux_data == "aux-bytes");
+  CHECK(leaf("bigint").big_int == std::string(40, '\x7f'));
+  CHECK(t.metadata == std::vector<std::pair<std::string, std::string>>{{"step", "100"}});
+  // Only the 200 KB bytes leaf is chunked: the 4000-byte array is under the inline threshold.
+  CHECK(leaf("w").storage == Storage::kInline);
+  CHECK((*r)->info().num_chunks == 1);
+}
+
+TEST_CASE("strided and big-endian sources, and FillFn producers") {
+  TempDir dir;
+  // A transposed float64 view and a big-endian int32 array.
+  std::vector<double> base(60);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<double>(i);
+  std::vector<uint32_t> be(100);
+  for (uint32_t i = 0; i < 100; ++i) be[i] = __builtin_bswap32(i * 1000);
+  TreeBuilder b;
+  b.dict();
+  b.key("t").array(DType::kFloat64, {10, 6},
+                   ArrayView{reinterpret_cast<std::byte*>(base.data()), {8, 80}, false});
+  b.key("be").array(DType::kInt32, {100},
+                    ArrayView{reinterpret_cast<std::byte*>(be.data()), {}, true});
+  b.key("gen").array(DType::kUInt16, {300, 200}, FillFn([](const Box& box, std::span<std::byte> dst) {
+    auto* p = reinterpret_cast<uint16_t*>(dst.data());
+    for (uint64_t i = box.begin[0]; i < box.end[0]; ++i)
+      for (uint64_t j = box.begin[1]; j < box.end[1]; ++j) *p++ = static_cast<uint16_t>(i * 7 + j);
+    return Status::OK();
+  }));
+  b.end();
+  WriteOptions wo;
+  wo.inline_threshold = 0;
+  wo.target_chunk_bytes = 1024;
+  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("s.jtree"), wo).ok());
+  auto r = *Reader::Open(dir.file("s.jtree"));
+  std::vector<double> t(60);
+  REQUIRE(r->read(*r->find_leaf("t"), std::as_writable_bytes(std::span(t))).ok());
+  for (int i = 0; i < 10; ++i)
+    for (int j = 0; j < 6; ++j) CHECK(t[i * 6 + j] == base[j * 10 + i]);
+  std::vector<int32_t> le(100);
+  REQUIRE(r->read(*r->find_leaf("be"), std::as_writable_bytes(std::span(le))).ok());
+  for (int i = 0; i < 100; ++i) CHECK(le[i] == i * 1000);
+  std::vector<uint16_t> g(300 * 200);
+  REQUIRE(r->read(*r->find_leaf("gen"), std::as_writable_bytes(std::span(g))).ok());
+  for (int i = 0; i < 300; ++i)
+    for (int j = 0; j < 200; ++j) REQUIRE(g[i * 200 + j] == static_cast<uint16_t>(i * 7 + j));
+  // A failing producer fails the save with the leaf's path, and leaves nothing behind.
+  TreeBuilder f;
+  f.dict().key("bad").array(DType::kUInt8, {100000}, FillFn([](const Box&, std::span<std::byte>) {
+    return Status::IOError("device lost");
+  })).end();
+  auto fs = save(std::move(*std::move(f).Finish()), dir.file("f.jtree"));
+  REQUIRE_FALSE(fs.ok());
+  CHECK(fs.status().message().find("leaf bad") != std::string::npos);
+  CHECK(fs.status().message().find("device lost") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("f.jtree")));
+}
+
+TEST_CASE("bf16 weights compress near the entropy bound with the default options") {
+  TempDir dir;
+  auto w = bf16_weights(1 << 22, 0.02f, 1);  // 8 MiB
+  TreeBuilder b;
+  b.dict().key("w").array(DType::kBFloat16, {1024, 4096}, ArrayView{w.data()}).end();
+  auto st = save(std::move(*std::move(b).Finish()), dir.file("w.jtree"));
+  REQUIRE(st.ok());
+  const double ratio = static_cast<double>(st->stored_bytes) / st->raw_bytes;
+  MESSAGE("bf16 normal(0, 0.02) stored/raw = " << ratio);
+  CHECK(ratio < 0.675);
+  // Random bytes are stored raw: no expansion.
+  auto noise = random_bytes(1 << 22, 3);
+  TreeBuilder n;
+  n.dict().key("n").array(DType::kFloat32, {1 << 20}, ArrayView{noise.data()}).end();
+  auto ns = save(std::move(*std::move(n).Finish()), dir.file("n.jtree"));
+  REQUIRE(ns.ok());
+  CHECK(ns->stored_bytes == ns->raw_bytes);
+}

@@ -1,0 +1,293 @@
+// Tests of ThreadPool and parallel_for (lib/src/util/thread_pool.h).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "util/thread_pool.h"
+
+namespace jtree {
+namespace {
+
+// Runs fn on its own thread and gives it `seconds` to finish. A deadlock cannot be recovered
+// from inside the process (the stuck threads cannot be joined), so it ends the test run with
+// a message instead of hanging it.
+template <typename Fn>
+void within_deadline(const char* what, Fn fn, int seconds = 60) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  std::thread t([fn, done]() mutable {
+    fn();
+    done->set_value();
+  });
+  if (finished.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready) {
+    std::fprintf(stderr, "DEADLOCK: %s did not finish within %d s\n", what, seconds);
+    std::_Exit(1);
+  }
+  t.join();
+}
+
+TEST_CASE("parallel_for runs every index exactly once") {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    CHECK(pool.size() == threads);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{17}, size_t{1000},
+                     size_t{100000}}) {
+      for (int parallelism : {-1, 0, 1, 2, 3, 16}) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(parallelism);
+        std::vector<std::atomic<int>> hits(n);
+        Status st = parallel_for(pool, n, parallelism, [&](size_t i) {
+          if (i >= n) return Status::InvalidArgument("index out of range");
+          hits[i].fetch_add(1, std::memory_order_relaxed);
+          return Status::OK();
+        });
+        REQUIRE(st.ok());
+        size_t wrong = 0;
+        for (auto& h : hits) wrong += h.load() != 1;
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("parallel_for: n = 0 calls nothing, n = 1 runs on the caller") {
+  ThreadPool pool(2);
+  int calls = 0;
+  CHECK(parallel_for(pool, 0, 0, [&](size_t) {
+          ++calls;
+          return Status::Corruption("must not run");
+        }).ok());
+  CHECK(calls == 0);
+
+  std::thread::id ran_on;
+  Status st = parallel_for(pool, 1, 0, [&](size_t i) {
+    ++calls;
+    ran_on = std::this_thread::get_id();
+    return i == 0 ? Status::OK() : Status::InvalidArgument("bad index");
+  });
+  CHECK(st.ok());
+  CHECK(calls == 1);
+  CHECK(ran_on == std::this_thread::get_id());
+
+  st = parallel_for(pool, 1, 0, [](size_t) { return Status::NotFound("only item"); });
+  CHECK(st.code() == StatusCode::kNotFound);
+  CHECK(st.message() == "only item");
+}
+
+TEST_CASE("parallel_for: writes made by the items are visible to the caller") {
+  // Plain (non-atomic) writes: the thread sanitizer reports a race if parallel_for returned
+  // before its helpers' writes happen-before the return.
+  ThreadPool pool(4);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<uint64_t> out(257, 0);
+    REQUIRE(parallel_for(pool, out.size(), 0, [&](size_t i) {
+              out[i] = i * i + 1;
+              return Status::OK();
+            }).ok());
+    for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == i * i + 1);
+  }
+}
+
+TEST_CASE("parallel_for never runs more than `parallelism` items at once") {
+  ThreadPool pool(4);
+  for (int parallelism : {1, 2, 3}) {
+    CAPTURE(parallelism);
+    std::atomic<int> running{0}, peak{0};
+    REQUIRE(parallel_for(pool, 200, parallelism, [&](size_t) {
+              const int now = running.fetch_add(1) + 1;
+              int p = peak.load();
+              while (now > p && !peak.compare_exchange_weak(p, now)) {
+              }
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+              running.fetch_sub(1);
+              return Status::OK();
+            }).ok());
+    CHECK(peak.load() <= parallelism);
+    CHECK(peak.load() >= 1);
+  }
+}
+
+TEST_CASE("parallel_for: sequential (parallelism 1) stops at the first error") {
+  ThreadPool pool(2);
+  std::vector<size_t> ran;
+  Status st = parallel_for(pool, 100, 1, [&](size_t i) {
+    ran.push_back(i);
+    if (i == 5) return Status::Corruption("item 5");
+    if (i == 7) return Status::IOError("item 7");
+    return Status::OK();
+  });
+  CHECK(st.code() == StatusCode::kCorruption);
+  CHECK(st.message() == "item 5");
+  CHECK(ran == std::vector<size_t>{0, 1, 2, 3, 4, 5});
+}
+
+TEST_CASE("parallel_for: the first error is returned and later items stop starting") {
+  for (int threads : {1, 2, 4}) {
+    ThreadPool pool(threads);
+    const int parallelism = threads + 1;
+    CAPTURE(threads);
+    for (int round = 0; round < 20; ++round) {
+      const size_t n = 100000;
+      const size_t bad = 50 + static_cast<size_t>(round) * 7;
+      std::atomic<bool> failed{false};
+      std::atomic<size_t> started{0}, started_after_failure{0};
+      Status st = parallel_for(pool, n, parallelism, [&](size_t i) {
+        if (failed.load()) started_after_failure.fetch_add(1);
+        started.fetch_add(1);
+        if (i == bad) {
+          failed.store(true);
+          return Status::Aborted("item " + std::to_string(i));
+        }
+        return Status::OK();
+      });
+      REQUIRE(st.code() == StatusCode::kAborted);
+      CHECK(st.message() == "item " + std::to_string(bad));
+      // Each of the other threads may have claimed one item just before the failure showed.
+      CHECK(started_after_failure.load() <= static_cast<size_t>(parallelism - 1));
+      CHECK(started.load() < n);
+    }
+  }
+}
+
+TEST_CASE("parallel_for: with many failures, one of them is returned") {
+  ThreadPool pool(4);
+  for (int round = 0; round < 50; ++round) {
+    std::atomic<size_t> calls{0};
+    Status st = parallel_for(pool, 1000, 0, [&](size_t i) {
+      calls.fetch_add(1);
+      return Status::IOError("item " + std::to_string(i));
+    });
+    REQUIRE(st.IsIOError());
+    CHECK(st.message().rfind("item ", 0) == 0);
+    // Every thread fails on its first item and then stops.
+    CHECK(calls.load() <= static_cast<size_t>(pool.size() + 1));
+  }
+}
+
+TEST_CASE("parallel_for: nested calls from inside pool tasks do not deadlock") {
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+
+    // A pool task (on the only worker, for a pool of 1) runs a parallel_for on its own pool.
+    within_deadline("parallel_for inside a submitted task", [&pool] {
+      std::promise<Status> result;
+      std::atomic<size_t> sum{0};
+      pool.submit([&] {
+        result.set_value(parallel_for(pool, 1000, 0, [&](size_t i) {
+          sum.fetch_add(i);
+          return Status::OK();
+        }));
+      });
+      Status st = result.get_future().get();
+      CHECK(st.ok());
+      CHECK(sum.load() == 999 * 1000 / 2);
+    });
+
+    // Three levels deep, every level wider than the pool.
+    within_deadline("nested parallel_for", [&pool] {
+      std::atomic<size_t> leaves{0};
+      Status st = parallel_for(pool, 8, 8, [&](size_t) {
+        return parallel_for(pool, 8, 8, [&](size_t) {
+          return parallel_for(pool, 16, 8, [&](size_t) {
+            leaves.fetch_add(1);
+            return Status::OK();
+          });
+        });
+      });
+      CHECK(st.ok());
+      CHECK(leaves.load() == 8 * 8 * 16);
+    });
+
+    // Every worker blocked in a task that waits on a nested loop.
+    within_deadline("all workers inside parallel_for", [&pool, threads] {
+      std::vector<std::promise<Status>> results(static_cast<size_t>(threads) * 2);
+      for (auto& r : results) {
+        pool.submit([&pool, &r] {
+          std::atomic<int> count{0};
+          Status st = parallel_for(pool, 500, 0, [&](size_t) {
+            count.fetch_add(1);
+            return Status::OK();
+          });
+          if (st.ok() && count.load() != 500) st = Status::Corruption("missing items");
+          r.set_value(st);
+        });
+      }
+      for (auto& r : results) CHECK(r.get_future().get().ok());
+    });
+  }
+}
+
+TEST_CASE("parallel_for: many concurrent calls from different threads share a pool") {
+  for (int threads : {1, 2, 4}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+    within_deadline("concurrent parallel_for", [&pool] {
+      std::atomic<int> bad{0};
+      std::vector<std::thread> callers;
+      for (int c = 0; c < 8; ++c) {
+        callers.emplace_back([&pool, &bad, c] {
+          for (int round = 0; round < 100; ++round) {
+            const size_t n = 1 + static_cast<size_t>((c * 37 + round * 11) % 300);
+            std::vector<int> hits(n, 0);
+            const bool fail = round % 10 == 3;
+            Status st = parallel_for(pool, n, (round % 4), [&](size_t i) {
+              hits[i] += 1;
+              if (fail && i == n / 2) return Status::Aborted("stop");
+              return Status::OK();
+            });
+            if (fail) {
+              if (st.code() != StatusCode::kAborted) ++bad;
+            } else if (!st.ok() || std::count(hits.begin(), hits.end(), 1) != static_cast<long>(n)) {
+              ++bad;
+            }
+          }
+        });
+      }
+      for (auto& t : callers) t.join();
+      CHECK(bad.load() == 0);
+    });
+  }
+}
+
+TEST_CASE("ThreadPool runs submitted tasks and finishes queued ones before joining") {
+  std::atomic<int> ran{0};
+  {
+    ThreadPool pool(2);
+    for (int i = 0; i < 1000; ++i) pool.submit([&ran] { ran.fetch_add(1); });
+  }
+  CHECK(ran.load() == 1000);
+
+  ThreadPool& shared = ThreadPool::shared();
+  CHECK(&shared == &ThreadPool::shared());
+  CHECK(shared.size() == resolve_threads(0));
+  std::atomic<int> sum{0};
+  CHECK(parallel_for(shared, 100, 0, [&](size_t i) {
+          sum.fetch_add(static_cast<int>(i));
+          return Status::OK();
+        }).ok());
+  CHECK(sum.load() == 4950);
+}
+
+TEST_CASE("resolve_threads") {
+  CHECK(resolve_threads(3) == 3);
+  CHECK(resolve_threads(1) == 1);
+  CHECK(resolve_threads(0) >= 1);
+  CHECK(resolve_threads(-4) == resolve_threads(0));
+  ThreadPool pool(0);
+  CHECK(pool.size() == resolve_threads(0));
+}
+
+}  // namespace
+}  // namespace jtree

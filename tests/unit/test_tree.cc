@@ -1,0 +1,67 @@
+// TreeBuilder, paths and lookups.
+#include <doctest/doctest.h>
+
+#include "jtree/tree.h"
+
+using namespace jtree;
+
+TEST_CASE("builder makes the expected preorder tree") {
+  float w[4] = {1, 2, 3, 4};
+  TreeBuilder b;
+  b.dict();
+  b.key("params").dict();
+  b.key("w").array(DType::kFloat32, {2, 2}, ArrayView{reinterpret_cast<std::byte*>(w)});
+  b.key("layers").list();
+  b.none();
+  b.int_value(7);
+  b.end();
+  b.end();
+  b.key(3).str("three");
+  b.key("tied").tied(0);
+  b.end();
+  auto t = std::move(b).Finish();
+  REQUIRE(t.ok());
+  CHECK(t->nodes.size() == 8);
+  CHECK(t->leaves.size() == 3);
+  CHECK(t->children(0).size() == 3);
+  CHECK(t->path(t->leaf_node(0)) == "params/w");
+  CHECK(t->path(5) == "params/layers/1");
+  CHECK(*t->find("params/layers/1") == 5);
+  CHECK(*t->find("3") == 6);
+  CHECK(*t->find("tied") == 7);
+  CHECK(t->nodes[7].leaf == 0);
+  CHECK(t->leaf_node(0) == 2);  // the first reference wins
+  auto nf = t->find("params/nope");
+  CHECK(nf.status().IsNotFound());
+  CHECK(nf.status().message().find("no 'nope' in 'params'") != std::string::npos);
+  CHECK(t->find("params/w/x").status().message().find("is a leaf") != std::string::npos);
+  CHECK(t->find("").value() == 0);
+}
+
+TEST_CASE("builder misuse is reported") {
+  {
+    TreeBuilder b;
+    b.dict().key("a").end();
+    CHECK_FALSE(std::move(b).Finish().ok());
+  }
+  {
+    TreeBuilder b;
+    b.list().end().end();
+    CHECK_FALSE(std::move(b).Finish().ok());
+  }
+  {
+    TreeBuilder b;
+    b.dict();
+    CHECK_FALSE(std::move(b).Finish().ok());
+  }
+  {
+    TreeBuilder b;
+    b.list().key("x").none().end();
+    CHECK_FALSE(std::move(b).Finish().ok());
+  }
+  {
+    TreeBuilder b;
+    b.list().none().end().none();
+    CHECK_FALSE(std::move(b).Finish().ok());
+  }
+}

@@ -1,0 +1,170 @@
+// Semantic validation: structures a hostile header could declare are refused.
+#include <doctest/doctest.h>
+
+#include "format/validate.h"
+
+using namespace jtree;
+using namespace jtree::format;
+
+namespace {
+
+Tree one_leaf(Leaf l) {
+  Tree t;
+  Node root;
+  root.kind = NodeKind::kDict;
+  root.num_children = 1;
+  Node n;
+  n.kind = NodeKind::kLeaf;
+  n.key = Key::Str("x");
+  t.nodes = {root, n};
+  t.leaves = {std::move(l)};
+  REQUIRE(t.Finalize().ok());
+  return t;
+}
+
+Leaf chunked(Shape shape, Shape chunk, DType d = DType::kFloat32) {
+  Leaf l;
+  l.kind = LeafKind::kArray;
+  l.dtype = d;
+  l.shape = std::move(shape);
+  l.storage = Storage::kChunked;
+  l.chunk_shape = std::move(chunk);
+  l.codec = Codec::kZstd;
+  l.filter = Filter::kShuffle;
+  return l;
+}
+
+Status check(Leaf l, Limits limits = {}) {
+  Tree t = one_leaf(std::move(l));
+  return validate_leaves(t, limits).status();
+}
+
+}  // namespace
+
+TEST_CASE("structure errors found by Finalize") {
+  Tree t;
+  Node root;
+  root.kind = NodeKind::kDict;
+  root.num_children = 2;
+  Node a;
+  a.kind = NodeKind::kNone;
+  a.key = Key::Str("k");
+  Node b = a;
+  t.nodes = {root, a, b};
+  CHECK(t.Finalize().message().find("duplicate keys") != std::string::npos);
+  t.nodes[2].key = Key::Int(1);
+  CHECK(t.Finalize().ok());
+  t.nodes[2].key = Key{};  // a dict child without a key
+  CHECK_FALSE(t.Finalize().ok());
+  t.nodes[0].num_children = 5;  // claims more children than follow
+  CHECK_FALSE(t.Finalize().ok());
+  t.nodes[0].num_children = 1;  // nodes left after the root's subtree
+  t.nodes[2].key = Key::Str("z");
+  CHECK_FALSE(t.Finalize().ok());
+  // Orphan leaf: a payload nobody refers to is a hidden payload.
+  Tree o = one_leaf(chunked({4}, {4}));
+  o.leaves.push_back(o.leaves[0]);
+  CHECK(o.Finalize().message().find("not referenced") != std::string::npos);
+  // Depth limit.
+  Tree deep;
+  for (int i = 0; i < 100; ++i) {
+    Node n;
+    n.kind = NodeKind::kList;
+    n.num_children = 1;
+    deep.nodes.push_back(n);
+  }
+  deep.nodes.push_back(Node{});
+  CHECK(deep.Finalize(1000).ok());
+  CHECK_FALSE(deep.Finalize(50).ok());
+}
+
+TEST_CASE("leaf spec errors") {
+  CHECK(check(chunked({100, 10}, {10, 10})).ok());
+  CHECK_FALSE(check(chunked({100, 10}, {10})).ok());         // rank mismatch
+  CHECK_FALSE(check(chunked({100, 10}, {0, 10})).ok());      // zero chunk dim
+  CHECK_FALSE(check(chunked({100, 10}, {200, 10})).ok());    // chunk beyond the extent
+  CHECK_FALSE(check(chunked({0, 10}, {1, 10})).ok());        // empty array as chunks
+  Leaf bad_filter = chunked({100}, {10}, DType::kInt4);
+  CHECK_FALSE(check(bad_filter).ok());
+  Leaf fs = chunked({100}, {10}, DType::kInt32);
+  fs.filter = Filter::kFloatSplit;
+  CHECK_FALSE(check(fs).ok());
+  // Inline sizes must match dtype x shape exactly.
+  Leaf in;
+  in.kind = LeafKind::kArray;
+  in.dtype = DType::kInt16;
+  in.shape = {3};
+  in.storage = Storage::kInline;
+  in.inline_data = std::string(6, 'x');
+  CHECK(check(in).ok());
+  in.inline_data = std::string(7, 'x');
+  CHECK(check(in).message().find("inline data is 7 bytes") != std::string::npos);
+  // Scalars carry no hidden payload.
+  Leaf s;
+  s.kind = LeafKind::kInt;
+  s.inline_data = "hidden";
+  CHECK_FALSE(check(s).ok());
+  // Huge shapes are refused without overflow.
+  CHECK_FALSE(check(chunked({1ull << 40, 1ull << 40}, {1, 1})).ok());
+  // Chunk size limit.
+  Limits lim;
+  lim.max_chunk_bytes = 1000;
+  CHECK(check(chunked({1000}, {1000}), lim).code() == StatusCode::kResourceExhausted);
+  // Text payloads are 1-d uint8.
+  Leaf str;
+  str.kind = LeafKind::kStr;
+  str.dtype = DType::kInt32;
+  str.shape = {1};
+  str.storage = Storage::kInline;
+  str.inline_data = "abcd";
+  CHECK_FALSE(check(str).ok());
+}
+
+TEST_CASE("index checks: counts, bounds, overlap, encodings") {
+  Tree t = one_leaf(chunked({100}, {50}));  // 2 chunks of 200 raw bytes
+  REQUIRE(validate_leaves(t, Limits{}).ok());
+  IndexData ix;
+  ix.segments = {{1000, 500, 9}};
+  ChunkRecord a{0, 200, 0, 0, 0, 0, 0};
+  ChunkRecord b{200, 100, 0, 0, 1, 0, 0};
+  ix.chunks = {a, b};
+  Region meta[] = {{0, 128, "preamble"}, {128, 800, "header"}, {2000, 100, "index"},
+                   {2100, 128, "footer"}};
+  auto run = [&](const IndexData& x) {
+    return validate_index(t, x, 2, 2228, meta, FileKind::kCheckpoint, 0);
+  };
+  CHECK(run(ix).ok());
+  IndexData c = ix;
+  c.chunks[1].offset = 150;  // overlaps chunk 0
+  CHECK(run(c).message().find("overlap") != std::string::npos);
+  c = ix;
+  c.chunks[0].stored_size = 199;  // raw chunk of the wrong size
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks[1].offset = 450;  // beyond the segment
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks[1].encoding = 7;
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks[1].flags = kChunkAbsent;  // absent chunks only in segment files
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.segments[0].file_offset = 900;  // overlaps the header
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.segments[0].size = 5000;  // beyond the file
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks.pop_back();
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks[1].stored_size = 3;  // smaller than the plane table
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks[0].reserved = 1;
+  CHECK_FALSE(run(c).ok());
+  c = ix;
+  c.chunks[1].segment = 3;
+  CHECK_FALSE(run(c).ok());
+}

@@ -1,0 +1,48 @@
+// jtree — inspect, extract, verify and compact .jtree files.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+#include "jtree/writer.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: jtree <command> [options] FILE ...\n"
+    "\n"
+    "commands:\n"
+    "  ls FILE              the tree: every leaf with dtype, shape, stored and raw size, ratio\n"
+    "  info FILE            format version, generations, segments, codecs, sizes, metadata\n"
+    "  get FILE KEY[SLICE]  a leaf or a slice of it, e.g. 'params/emb[1000:2000, :64]';\n"
+    "                       -o out.npy writes NumPy, -o out.bin raw bytes, else printed\n"
+    "  verify FILE          check every checksum and decode every chunk\n"
+    "  compact FILE         rewrite without dead bytes (-o OUT for a new file)\n"
+    "\n"
+    "options: --json (ls, info, verify), -q/--quiet (no progress bar), --no-verify (skip\n"
+    "         chunk checksums), --threads N, -o/--output PATH\n"
+    "FILE may be a path or a URL (file://; http(s):// and s3:// when built with them).\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version")) {
+    std::printf("jtree %s (format version %d)\n", std::string(jtree::version_string()).c_str(),
+                jtree::kFormatVersion);
+    return 0;
+  }
+  const std::string cmd = argv[1];
+  jtree::cli::Args args(argv + 2, argv + argc);
+  if (cmd == "ls") return jtree::cli::cmd_ls(args);
+  if (cmd == "info") return jtree::cli::cmd_info(args);
+  if (cmd == "get") return jtree::cli::cmd_get(args);
+  if (cmd == "verify") return jtree::cli::cmd_verify(args);
+  if (cmd == "compact") return jtree::cli::cmd_compact(args);
+  std::fprintf(stderr, "jtree: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  return 2;
+}
