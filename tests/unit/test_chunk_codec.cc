@@ -2,6 +2,7 @@
 // reach on realistic data, and a decoder fed hostile bytes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -361,11 +362,10 @@ Bytes frame_of(size_t size, uint64_t seed, bool content_size = true) {
 
 // A two-plane bf16 chunk of `plane` bytes per plane: plane 0 raw, plane 1 = `frame`.
 Bytes chunk_with_frame(const Bytes& frame, size_t plane) {
-  Bytes s(8);
+  Bytes s(8 + plane + frame.size(), std::byte{0x11});
   jtree::store_le<uint32_t>(s.data(), static_cast<uint32_t>(plane));
   jtree::store_le<uint32_t>(s.data() + 4, static_cast<uint32_t>(frame.size()));
-  s.resize(8 + plane, std::byte{0x11});
-  s.insert(s.end(), frame.begin(), frame.end());
+  std::copy(frame.begin(), frame.end(), s.begin() + 8 + static_cast<ptrdiff_t>(plane));
   return s;
 }
 
@@ -392,7 +392,7 @@ TEST_CASE("decoder: every truncation and every extension is Corruption") {
 TEST_CASE("decoder: every single-byte change of the plane-size header is Corruption") {
   Fixture fx;
   for (size_t i = 0; i < 8; ++i) {
-    for (int x : {0x01, 0x02, 0x80, 0xFF}) {
+    for (int x = 1; x < 256; ++x) {
       CAPTURE(i);
       CAPTURE(x);
       Bytes s = fx.stored;

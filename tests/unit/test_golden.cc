@@ -1,1 +1,133 @@
+// Golden files committed under tests/golden: valid files from each writer option must keep
+// loading with exactly their content (backward compatibility), and each broken file must be
+// refused with exactly its error (tests/golden/manifest.txt).
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
 #include <doctest/doctest.h>
+
+#include "golden/golden_data.h"
+#include "jtree/jtree.h"
+
+using namespace jtree;
+
+namespace {
+
+std::string golden_dir() {
+  const char* d = std::getenv("JTREE_TEST_DATA");
+  REQUIRE_MESSAGE(d != nullptr, "JTREE_TEST_DATA must point at tests/ (ctest sets it)");
+  return std::string(d) + "/golden/";
+}
+
+// Reads every payload leaf and verifies the file; returns the first error.
+Status read_everything(const Reader& r) {
+  for (uint32_t l = 0; l < r.tree().leaves.size(); ++l) {
+    const Leaf& leaf = r.tree().leaves[l];
+    if (!leaf.is_payload()) continue;
+    std::vector<std::byte> buf(leaf.memory_bytes());
+    JTREE_RETURN_IF_ERROR(r.read(l, buf));
+  }
+  auto rep = r.Verify();
+  if (!rep.ok()) return rep.status();
+  if (!rep->ok()) return rep->problems.front().status;
+  return Status::OK();
+}
+
+void check_basic(const Reader& r, int64_t step) {
+  const Tree& t = r.tree();
+  for (const auto& a : golden::basic_arrays()) {
+    CAPTURE(a.key);
+    auto leaf = r.find_leaf("arrays/" + a.key);
+    REQUIRE(leaf.ok());
+    const Leaf& l = t.leaves[*leaf];
+    CHECK(l.dtype == a.dtype);
+    CHECK(l.shape == a.shape);
+    std::vector<std::byte> got(l.memory_bytes());
+    REQUIRE(r.read(*leaf, got).ok());
+    CHECK(got == a.data);
+  }
+  auto leaf = [&](const char* p) -> const Leaf& { return t.leaves[*r.find_leaf(p)]; };
+  CHECK(leaf("step").int_value == step);
+  CHECK(leaf("lr").real == 0.001);
+  CHECK(leaf("flag").bool_value == false);
+  CHECK(leaf("z").imag == -1);
+  CHECK(*r.read_bytes(*r.find_leaf("name")) == "golden");
+  CHECK(*r.read_bytes(*r.find_leaf("blob")) == std::string(5000, 'b'));
+  CHECK(t.nodes[*t.find("nothing")].kind == NodeKind::kNone);
+  CHECK(t.nodes[*t.find("list/2")].kind == NodeKind::kTuple);
+  CHECK(t.nodes[*t.find("point")].type_name == "Point");
+  CHECK(t.nodes[*t.find("custom")].aux_data == "aux");
+  CHECK(*r.read_bytes(*r.find_leaf("7")) == "int key");
+  CHECK(*r.find_leaf("tied") == *r.find_leaf("arrays/w_bf16"));
+  CHECK(t.metadata.front().second == "golden file");
+}
+
+}  // namespace
+
+TEST_CASE("valid golden files load with their exact content") {
+  const std::string dir = golden_dir() + "valid/";
+  for (const char* name : {"basic.jtree", "basic_raw.jtree", "basic_aligned_level19.jtree"}) {
+    CAPTURE(name);
+    auto r = Reader::Open(dir + name);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK((*r)->info().generation == 0);
+    check_basic(**r, 123456789);
+    CHECK(read_everything(**r).ok());
+  }
+  for (const char* name : {"appended.jtree", "torn_append.jtree"}) {
+    CAPTURE(name);
+    auto r = Reader::Open(dir + name);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK((*r)->info().generation == 1);
+    CHECK((*r)->info().recovered == (std::string(name) == "torn_append.jtree"));
+    check_basic(**r, 1000);
+    CHECK(*(*r)->read_bytes(*(*r)->find_leaf("extra")) ==
+          std::string(reinterpret_cast<const char*>(golden::pattern(100000, 99).data()), 100000));
+    CHECK(read_everything(**r).ok());
+  }
+  {
+    auto r = Reader::Open(dir + "compacted.jtree");
+    REQUIRE(r.ok());
+    CHECK((*r)->info().generation == 0);
+    check_basic(**r, 1000);
+    auto rep = (*r)->Verify();
+    CHECK(rep->ok());
+  }
+  {
+    auto r = Reader::Open(dir + "scalar_root.jtree");
+    REQUIRE(r.ok());
+    CHECK((*r)->tree().leaves[0].int_value == -5);
+  }
+  {
+    auto r = Reader::Open(dir + "many_leaves.jtree");
+    REQUIRE(r.ok());
+    CHECK((*r)->tree().leaves.size() == 2000);
+    CHECK((*r)->tree().leaves[*(*r)->find_leaf("leaf1999")].real == 999.5);
+  }
+}
+
+TEST_CASE("every broken golden file gives exactly its error") {
+  std::ifstream manifest(golden_dir() + "manifest.txt");
+  REQUIRE(manifest.good());
+  std::string line;
+  int checked = 0;
+  while (std::getline(manifest, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string path, code, message;
+    std::getline(in, path, '|');
+    std::getline(in, code, '|');
+    std::getline(in, message);
+    CAPTURE(path);
+    auto r = Reader::Open(golden_dir() + path);
+    Status st = r.ok() ? read_everything(**r) : r.status();
+    REQUIRE_MESSAGE(!st.ok(), path << " was accepted");
+    CHECK(status_code_name(st.code()) == code);
+    CHECK_MESSAGE(st.message().find(message) != std::string::npos,
+                  "message: " << st.message() << "\nexpected to contain: " << message);
+    CHECK(st.message().find(path.substr(path.find('/') + 1)) != std::string::npos);  // names the file
+    ++checked;
+  }
+  CHECK(checked >= 25);
+}

@@ -133,29 +133,26 @@ TEST_CASE("parallel_for: sequential (parallelism 1) stops at the first error") {
 }
 
 TEST_CASE("parallel_for: the first error is returned and later items stop starting") {
+  // The pool learns of a failure only after fn returns, and a thread preempted between the
+  // two lets the others go on for a while; so the bound below is loose. Without the stop,
+  // all n items run.
   for (int threads : {1, 2, 4}) {
     ThreadPool pool(threads);
-    const int parallelism = threads + 1;
     CAPTURE(threads);
-    for (int round = 0; round < 20; ++round) {
-      const size_t n = 100000;
-      const size_t bad = 50 + static_cast<size_t>(round) * 7;
-      std::atomic<bool> failed{false};
-      std::atomic<size_t> started{0}, started_after_failure{0};
-      Status st = parallel_for(pool, n, parallelism, [&](size_t i) {
-        if (failed.load()) started_after_failure.fetch_add(1);
+    for (int round = 0; round < 10; ++round) {
+      const size_t n = 20000;
+      const size_t bad = 20 + static_cast<size_t>(round) * 7;
+      std::atomic<size_t> started{0};
+      Status st = parallel_for(pool, n, threads + 1, [&](size_t i) {
         started.fetch_add(1);
-        if (i == bad) {
-          failed.store(true);
-          return Status::Aborted("item " + std::to_string(i));
-        }
+        if (i == bad) return Status::Aborted("item " + std::to_string(i));
+        std::this_thread::sleep_for(std::chrono::microseconds(10));
         return Status::OK();
       });
       REQUIRE(st.code() == StatusCode::kAborted);
       CHECK(st.message() == "item " + std::to_string(bad));
-      // Each of the other threads may have claimed one item just before the failure showed.
-      CHECK(started_after_failure.load() <= static_cast<size_t>(parallelism - 1));
-      CHECK(started.load() < n);
+      CHECK(started.load() > bad);
+      CHECK(started.load() < n / 2);
     }
   }
 }

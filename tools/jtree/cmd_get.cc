@@ -109,7 +109,7 @@ int cmd_get(const Args& args) {
     if (ends_with(f.output, ".npy")) {
       bool exact;
       npy_descr(leaf.dtype, &exact);
-      if (!exact) {
+      if (!exact && !f.quiet) {
         std::fprintf(stderr, "jtree: note: NumPy has no %s; written as raw %zu-byte items "
                      "(with ml_dtypes: np.load(...).view(ml_dtypes.%s))\n",
                      std::string(dtype_name(leaf.dtype)).c_str(),

@@ -69,7 +69,7 @@ int cmd_verify(const Args& args) {
   std::printf("FAILED: %s: %zu problem(s) in %llu chunks checked\n", r.name().c_str(),
               report->problems.size(), static_cast<unsigned long long>(report->chunks_checked));
   for (const auto& p : report->problems) {
-    std::printf("  %s: %s\n", p.where.c_str(), p.status.ToString().c_str());
+    std::printf("  %s\n", p.status.ToString().c_str());  // the message names the place
   }
   return 1;
 }

@@ -96,6 +96,12 @@ struct Box {
 
 /// Host memory that the writer reads an array leaf's elements from.
 struct ArrayView {
+  ArrayView() = default;
+  /// A view of `data`; `strides` in bytes (empty: C-contiguous).
+  explicit ArrayView(const void* data_, std::vector<int64_t> strides_ = {}, bool byteswap_ = false)
+      : data(static_cast<const std::byte*>(data_)), strides(std::move(strides_)),
+        byteswap(byteswap_) {}
+
   const std::byte* data = nullptr;  ///< address of element [0, ..., 0]
   /// Byte strides per dimension (may be negative or zero). Empty: C-contiguous.
   std::vector<int64_t> strides;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -25,9 +26,10 @@ constexpr size_t kSampleBytes = kSampleSlice * kSampleSlices;
 constexpr double kRawAbove = 0.98;     // sample ratio above which a plane is not compressed
 constexpr double kLiteralsTie = 1.01;  // literals-only wins unless LZ is smaller by more than
                                        // this factor: it decodes faster...
-constexpr double kRunsBelow = 1.0 / 32;  // ...except on planes that LZ shrinks below this ratio:
-                                         // runs (zeros, sparse data) encode and decode faster
-                                         // as matches, and the sizes are tiny either way
+constexpr double kRunsBelow = 1.0 / 32;  // ...except on run-dominated planes (LZ ratio below
+                                         // this: zeros, sparse data), where LZ encodes and
+                                         // decodes faster and wins unless literals-only is
+constexpr size_t kRunsTie = 256;         // smaller by more than 1/kRunsTie of the sample
 
 // Filters work block by block so that the rotated / gathered copy stays in L1.
 constexpr size_t kBlockBytes = 8 * 1024;
@@ -56,6 +58,7 @@ std::optional<Layout> layout_of(const ChunkFormat& format) {
   Layout l;
   l.width = std::max<size_t>(info.stored_bits / 8, 1);
   l.planes = plane_count(format);
+  assert(l.planes <= kMaxPlanes);
   if (format.filter == Filter::kFloatSplit) l.component = info.float_component;
   return l;
 }
@@ -117,7 +120,10 @@ std::span<const std::byte> take_sample(std::span<const std::byte> plane,
 }
 
 ZstdMode choose_mode(size_t literals, size_t lz, size_t sample) {
-  if (static_cast<double>(lz) < static_cast<double>(sample) * kRunsBelow) return ZstdMode::kLz;
+  if (static_cast<double>(lz) < static_cast<double>(sample) * kRunsBelow &&
+      lz <= literals + sample / kRunsTie) {
+    return ZstdMode::kLz;
+  }
   return static_cast<double>(literals) <= static_cast<double>(lz) * kLiteralsTie
              ? ZstdMode::kLiterals
              : ZstdMode::kLz;
@@ -204,6 +210,7 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
   }
 
   thread_local std::vector<std::byte> frame;
+  out.reserve(4 * p + raw.size());  // the most it can hold before giving up for Raw
   out.resize(4 * p);
   for (size_t k = 0; k < p; ++k) {
     const std::span<const std::byte> plane = filtered.subspan(k * plane_size, plane_size);

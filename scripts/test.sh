@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build with warnings as errors, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install_deps.sh test
+jobs=$(nproc)
+
+echo "== C++ build (warnings are errors) =================================================="
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJTREE_WERROR=ON >/dev/null
+cmake --build build-test -j "$jobs"
+echo "== C++ unit tests ==================================================================="
+ctest --test-dir build-test --output-on-failure -j "$jobs"
+
+echo "== the CLI against the demo's file =================================================="
+./tests/cli/test_cli.sh build-test
+
+echo "all tests passed"

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Tests of the jtree command line against files the demo writes. Usage: test_cli.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: test_cli.sh BUILD_DIR}
+jtree=$build/tools/jtree/jtree
+demo=$build/examples/jtree_demo
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+
+check() {  # check NAME CONDITION-COMMAND...
+  local name=$1; shift
+  if "$@"; then echo "  ok   $name"; else echo "  FAIL $name"; failures=$((failures + 1)); fi
+}
+contains() { grep -q -- "$2" <<<"$1"; }
+exit_code() { "$@" >/dev/null 2>&1; echo $?; }
+
+"$demo" write "$dir/c.jtree" --layers 1 >/dev/null || { echo "demo write failed"; exit 1; }
+
+out=$("$jtree" ls "$dir/c.jtree")
+check "ls lists leaves with dtype and shape" contains "$out" "params/embed  *array  bfloat16  \[32000, 1024\]"
+check "ls shows scalar values" contains "$out" "step .*125000"
+check "ls shows strings" contains "$out" "'demo-gpt'"
+check "ls prints totals and the bytes it read" contains "$out" "read 2 requests"
+json=$("$jtree" ls --json "$dir/c.jtree")
+check "ls --json is valid JSON" python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['leaves'][0]['path']=='step'" "$json"
+
+out=$("$jtree" info "$dir/c.jtree")
+check "info shows the version and generation" contains "$out" "generation *0"
+check "info shows the writer" contains "$out" "writer *jtree 0.1.0"
+check "info --json is valid JSON" python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['generation']==0 and d['chunks']>0" "$("$jtree" info --json "$dir/c.jtree")"
+
+out=$("$jtree" get "$dir/c.jtree" step)
+check "get prints a scalar" test "$out" = "125000"
+out=$("$jtree" get "$dir/c.jtree" config/model)
+check "get prints a string" test "$out" = "demo-gpt"
+out=$("$jtree" get "$dir/c.jtree" 'params/embed[2, :3]')
+check "get prints a slice" contains "$out" "bfloat16 \[3\]"
+"$jtree" get -q -o "$dir/rows.npy" "$dir/c.jtree" 'params/embed[10:20, -4:]'
+check "get -o writes .npy with the slice's shape" python3 -c "
+import sys
+b=open(sys.argv[1],'rb').read()
+assert b[:6]==b'\x93NUMPY', b[:6]
+hl=int.from_bytes(b[8:10],'little'); h=b[10:10+hl].decode()
+assert \"'shape': (10, 4)\" in h, h
+assert len(b)==10+hl+10*4*2, len(b)
+" "$dir/rows.npy"
+"$jtree" get -q -o "$dir/rows.bin" "$dir/c.jtree" 'params/embed[10:20, -4:]'
+check "raw output equals the .npy payload" python3 -c "
+import sys
+a=open(sys.argv[1],'rb').read(); b=open(sys.argv[2],'rb').read()
+assert a[-len(b):]==b" "$dir/rows.npy" "$dir/rows.bin"
+check "get of a missing key fails with 1" test "$(exit_code "$jtree" get "$dir/c.jtree" params/nope)" = 1
+out=$("$jtree" get "$dir/c.jtree" params/nope 2>&1)
+check "the error names the file and the key" contains "$out" "c.jtree: key path 'params/nope': no 'nope' in 'params'"
+check "an out-of-range slice fails" test "$(exit_code "$jtree" get "$dir/c.jtree" 'params/embed[40000]')" = 1
+check "a bad slice is a usage error" test "$(exit_code "$jtree" get "$dir/c.jtree" 'params/embed[1:2:3]')" = 2
+check "unknown command is a usage error" test "$(exit_code "$jtree" frobnicate x)" = 2
+
+out=$("$jtree" verify "$dir/c.jtree")
+check "verify says OK" contains "$out" "^OK: "
+# Damage one byte in the middle of the chunk data: verify finds it and names the leaf.
+cp "$dir/c.jtree" "$dir/bad.jtree"
+size=$(stat -c %s "$dir/bad.jtree")
+python3 -c "
+import sys
+p=sys.argv[1]; f=open(p,'r+b'); f.seek(int(sys.argv[2])//2); b=f.read(1); f.seek(int(sys.argv[2])//2); f.write(bytes([b[0]^0x55]))" "$dir/bad.jtree" "$size"
+out=$("$jtree" verify "$dir/bad.jtree")
+code=$?
+check "verify of a damaged file exits 1" test "$code" = 1
+check "verify names the damaged chunk" contains "$out" "leaf params/.* chunk [0-9]*: .*checksum mismatch"
+check "verify --json reports the problem" python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert not d['ok'] and d['problems']" "$("$jtree" verify --json "$dir/bad.jtree")"
+# A truncated file is refused with a clear message.
+head -c $((size - 1000)) "$dir/c.jtree" > "$dir/trunc.jtree"
+out=$("$jtree" ls "$dir/trunc.jtree" 2>&1)
+check "ls of a truncated file fails clearly" contains "$out" "trunc.jtree: no jtree footer at the end of the file"
+
+out=$("$jtree" compact -o "$dir/compact.jtree" "$dir/c.jtree")
+check "compact writes a new file" test -s "$dir/compact.jtree"
+check "the compacted file verifies" contains "$("$jtree" verify "$dir/compact.jtree")" "^OK: "
+check "compact of a damaged file fails" test "$(exit_code "$jtree" compact -o "$dir/x.jtree" "$dir/bad.jtree")" = 1
+
+if [ "$failures" -gt 0 ]; then echo "$failures CLI check(s) failed"; exit 1; fi
+echo "CLI tests passed"

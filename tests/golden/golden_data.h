@@ -1,0 +1,102 @@
+// The trees of the valid golden files, generated deterministically: the generator saves them,
+// the test rebuilds the same data and compares every leaf with what the committed files hold.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jtree/jtree.h"
+
+namespace jtree::golden {
+
+/// Deterministic bytes (an LCG: the values only have to be stable across builds).
+inline std::vector<std::byte> pattern(size_t n, uint32_t seed) {
+  std::vector<std::byte> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    v[i] = static_cast<std::byte>(x >> 24);
+  }
+  return v;
+}
+
+/// bf16 values shaped like weights: a few small exponents, noisy mantissas and signs.
+inline std::vector<std::byte> weights_bf16(size_t n, uint32_t seed) {
+  auto r = pattern(n * 2, seed);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t lo = static_cast<uint8_t>(r[2 * i]);
+    const uint8_t e = static_cast<uint8_t>(117 + static_cast<uint8_t>(r[2 * i + 1]) % 6);
+    const uint16_t h = static_cast<uint16_t>(((lo & 1) << 15) | (e << 7) | (lo >> 1));
+    r[2 * i] = static_cast<std::byte>(h & 0xff);
+    r[2 * i + 1] = static_cast<std::byte>(h >> 8);
+  }
+  return r;
+}
+
+/// One array of a golden tree.
+struct GoldenArray {
+  std::string key;
+  DType dtype;
+  Shape shape;
+  std::vector<std::byte> data;  // memory layout
+  LeafOptions options;
+};
+
+/// The arrays of "basic.jtree": several dtypes, codecs, filters and grids.
+inline std::vector<GoldenArray> basic_arrays() {
+  std::vector<GoldenArray> a;
+  auto opts = [](std::optional<Codec> c, std::optional<Filter> f, Shape chunk) {
+    LeafOptions o;
+    o.codec = c;
+    o.filter = f;
+    o.chunk_shape = std::move(chunk);
+    return o;
+  };
+  a.push_back({"w_bf16", DType::kBFloat16, {64, 96}, weights_bf16(64 * 96, 1),
+               opts(Codec::kZstd, Filter::kFloatSplit, {16, 96})});
+  a.push_back({"f32_shuffle", DType::kFloat32, {40, 30}, pattern(40 * 30 * 4, 2),
+               opts(Codec::kZstd, Filter::kShuffle, {7, 11})});
+  a.push_back({"i64_raw", DType::kInt64, {500}, pattern(500 * 8, 3),
+               opts(Codec::kRaw, std::nullopt, {128})});
+  auto zeros = std::vector<std::byte>(3000, std::byte{0});
+  a.push_back({"u8_zeros", DType::kUInt8, {3000}, zeros, opts(Codec::kZstd, Filter::kNone, {})});
+  auto i4 = pattern(1001, 5);
+  for (auto& b : i4) b = static_cast<std::byte>(static_cast<int8_t>(static_cast<uint8_t>(b) << 4) >> 4);
+  a.push_back({"int4", DType::kInt4, {1001}, i4, opts(Codec::kZstd, std::nullopt, {300})});
+  a.push_back({"c128", DType::kComplex128, {10, 4}, pattern(10 * 4 * 16, 6),
+               opts(Codec::kZstd, Filter::kFloatSplit, {3, 4})});
+  a.push_back({"scalar_f64", DType::kFloat64, {}, pattern(8, 7), {}});  // 0-d, inline
+  a.push_back({"empty", DType::kFloat32, {0, 5}, {}, {}});
+  a.push_back({"fp8", DType::kFloat8E4M3FN, {2000}, pattern(2000, 8),
+               opts(Codec::kZstd, std::nullopt, {512})});
+  return a;
+}
+
+/// The whole tree of "basic.jtree" over `arrays` (which must outlive the save).
+inline Result<Tree> basic_tree(const std::vector<GoldenArray>& arrays) {
+  TreeBuilder b;
+  b.dict();
+  b.key("arrays").dict();
+  for (const auto& a : arrays) {
+    b.key(a.key).array(a.dtype, a.shape, ArrayView{a.data.data()}, a.options);
+  }
+  b.end();
+  b.key("step").int_value(123456789);
+  b.key("lr").float_value(0.001);
+  b.key("flag").bool_value(false);
+  b.key("z").complex_value(1, -1);
+  b.key("name").str("golden");
+  b.key("blob").bytes(std::string(5000, 'b'));
+  b.key("nothing").none();
+  b.key("list").list().int_value(1).none().tuple().end().end();
+  b.key("point").named_tuple("Point").key("x").int_value(1).key("y").int_value(2).end();
+  b.key("custom").custom("golden.Node", "aux").key("c").int_value(3).end();
+  b.key(7).str("int key");
+  b.key("tied").tied(0);
+  b.metadata("purpose", "golden file");
+  b.end();
+  return std::move(b).Finish();
+}
+
+}  // namespace jtree::golden
