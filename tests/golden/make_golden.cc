@@ -194,8 +194,7 @@ void make_valid() {
     const Tree& old = (*r)->tree();
     Tree t = old;  // same structure, all leaves reused...
     for (uint32_t i = 0; i < t.leaves.size(); ++i) {
-      Leaf keep;
-      keep.reuse = i;
+      Leaf keep = Leaf::Reuse(i);
       t.leaves[i] = keep;
     }
     // ...except step, replaced by 1000.
@@ -217,7 +216,9 @@ void make_valid() {
     e.dtype = DType::kUInt8;
     e.shape = {extra.size()};
     e.storage = Storage::kChunked;
-    e.source = ArrayView{extra.data()};
+    auto in = std::make_shared<LeafInput>();
+    in->source = ArrayView{extra.data()};
+    e.input = std::move(in);
     t.leaves.push_back(e);
     r->reset();
     auto st = append(app, std::move(t), def);

@@ -28,8 +28,7 @@ Result<WriteStats> append_update(const std::string& path, int64_t value,
   REQUIRE(r.ok());
   TreeBuilder b;
   b.dict();
-  Leaf reuse;
-  reuse.reuse = *(*r)->find_leaf("a");
+  Leaf reuse = Leaf::Reuse(*(*r)->find_leaf("a"));
   b.key("a").leaf(reuse);
   b.key("b").int_value(value);
   if (c) {
@@ -115,8 +114,7 @@ TEST_CASE("cut at any point of an append, the file opens at the last committed g
   {
     auto r = *Reader::Open(path);
     TreeBuilder u;
-    Leaf reuse;
-    reuse.reuse = 0;
+    Leaf reuse = Leaf::Reuse(0);
     u.dict().key("a").leaf(reuse).key("b").int_value(2).key("c").array(DType::kUInt8, {c.size()}, ArrayView{c.data()}).end();
     REQUIRE(append(path, std::move(*std::move(u).Finish())).ok());
   }
@@ -150,8 +148,7 @@ TEST_CASE("a failed append leaves the file byte-identical") {
   save_base(path, a);
   const auto before = read_file(path);
   TreeBuilder b;
-  Leaf bad;
-  bad.reuse = 99;
+  Leaf bad = Leaf::Reuse(99);
   b.dict().key("a").leaf(bad).end();
   auto st = append(path, std::move(*std::move(b).Finish()));
   CHECK(st.status().IsInvalidArgument());

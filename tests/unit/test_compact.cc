@@ -22,8 +22,7 @@ TEST_CASE("compact drops replaced data and keeps the current generation") {
   {
     auto r = *Reader::Open(path);
     TreeBuilder u;
-    Leaf reuse;
-    reuse.reuse = *r->find_leaf("keep");
+    Leaf reuse = Leaf::Reuse(*r->find_leaf("keep"));
     u.dict().key("big").array(DType::kUInt8, {100}, ArrayView{small.data()}).key("keep").leaf(reuse).end();
     REQUIRE(append(path, std::move(*std::move(u).Finish())).ok());
   }

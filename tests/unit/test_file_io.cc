@@ -223,7 +223,8 @@ TEST_CASE("file source: random ranges read the file's bytes") {
       for (size_t i = 0; i < count; ++i) {
         const uint64_t offset = rng() % (bytes.size() + 1);
         const uint64_t max_len = bytes.size() - offset;
-        const uint64_t len = rng() % 4 == 0 ? max_len : rng() % (std::min<uint64_t>(max_len, 70000) + 1);
+        const uint64_t len =
+            rng() % 4 == 0 ? max_len : rng() % (std::min<uint64_t>(max_len, 70000) + 1);
         buffers[i].assign(len, std::byte{0xEE});
         ranges[i] = ReadRange{offset, buffers[i]};
       }
@@ -420,6 +421,11 @@ TEST_CASE("read_head_tail: objects smaller than, equal to and larger than head +
   REQUIRE(ht.ok());
   CHECK(ht->head == slice(bytes, 0, 10));
   CHECK(ht->tail.empty());
+  // Sizes far beyond the object (no overflow in head + tail).
+  ht = src.read_head_tail(UINT64_MAX, UINT64_MAX);
+  REQUIRE(ht.ok());
+  CHECK(ht->head == bytes);
+  CHECK(ht->tail == bytes);
 }
 
 TEST_CASE("read_head_tail: errors from the backend come back") {

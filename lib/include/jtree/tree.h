@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -123,39 +124,49 @@ struct LeafOptions {
   std::optional<uint64_t> target_chunk_bytes;
 };
 
+/// What the writer reads a leaf's data from (write side only; null in trees read from files).
+struct LeafInput {
+  ArrayView source;               ///< array data in host memory, or
+  FillFn fill;                    ///< a producer of array data
+  std::optional<uint32_t> reuse;  ///< append: keep leaf #reuse of the file being appended to
+  LeafOptions options;
+};
+
 /// A leaf: a scalar value, or a payload (array elements, UTF-8 text, bytes) with its spec.
 struct Leaf {
   LeafKind kind = LeafKind::kArray;
   uint32_t flags = 0;
-  std::string type_name;  ///< kCustomLeaf: the registered name
 
-  // Scalar leaves.
-  int64_t int_value = 0;  ///< kInt (when big_int is empty)
-  std::string big_int;    ///< kInt beyond int64: two's complement little-endian bytes
-  double real = 0;        ///< kFloat, kComplex
-  double imag = 0;        ///< kComplex
-  bool bool_value = false;
-
-  // Payload (kArray; kStr/kBytes/kByteArray/kCustomLeaf/kPickle as UInt8 of shape [n]).
+  // Payload spec (kArray; kStr/kBytes/kByteArray/kCustomLeaf/kPickle as UInt8 of shape [n]).
   DType dtype = DType::kInvalid;
-  Shape shape;
   Storage storage = Storage::kNone;
-  Shape chunk_shape;  ///< kChunked
   Filter filter = Filter::kNone;
   Codec codec = Codec::kRaw;
   int8_t level = 0;
+
+  // Scalar leaves.
+  bool bool_value = false;
+  int64_t int_value = 0;  ///< kInt (when big_int is empty)
+  double real = 0;        ///< kFloat, kComplex
+  double imag = 0;        ///< kComplex
+
+  Shape shape;
+  Shape chunk_shape;      ///< kChunked
   /// kInline: the stored payload bytes (4-bit types packed). On the write side, also the
   /// payload of text/bytes leaves whatever their size (the writer decides where it goes).
   std::string inline_data;
+  std::string type_name;  ///< kCustomLeaf: the registered name
+  std::string big_int;    ///< kInt beyond int64: two's complement little-endian bytes
 
-  // Read side: filled by the reader.
-  uint64_t first_chunk = 0;  ///< index of this leaf's first chunk in the index
+  /// Read side: index of this leaf's first chunk in the index (set by the reader).
+  uint64_t first_chunk = 0;
+  /// Write side: where the data comes from (TreeBuilder sets it).
+  std::shared_ptr<const LeafInput> input;
 
-  // Write side: ignored by the reader.
-  ArrayView source;                   ///< array data in host memory, or
-  FillFn fill;                        ///< a producer of array data
-  std::optional<uint32_t> reuse;      ///< append: keep leaf #reuse of the file being appended to
-  LeafOptions options;
+  /// A leaf that keeps leaf #old_leaf of the file being appended to.
+  static Leaf Reuse(uint32_t old_leaf);
+  /// The reused leaf number, if this leaf is one (append).
+  std::optional<uint32_t> reuse() const { return input ? input->reuse : std::nullopt; }
 
   bool is_payload() const { return storage != Storage::kNone; }
   /// Elements of the payload (product of shape; 1 for rank 0).

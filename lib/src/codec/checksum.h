@@ -14,6 +14,24 @@ inline uint64_t xxh3(std::span<const std::byte> bytes, uint64_t seed = 0) {
   return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
 }
 
+/// XXH3-64 computed piece by piece (hash data while it is still in the cache).
+class Xxh3Stream {
+ public:
+  explicit Xxh3Stream(uint64_t seed) : state_(XXH3_createState()) {
+    XXH3_64bits_reset_withSeed(state_, seed);
+  }
+  ~Xxh3Stream() { XXH3_freeState(state_); }
+  Xxh3Stream(const Xxh3Stream&) = delete;
+  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
+  void update(std::span<const std::byte> bytes) {
+    XXH3_64bits_update(state_, bytes.data(), bytes.size());
+  }
+  uint64_t digest() const { return XXH3_64bits_digest(state_); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
 /// The seed of a chunk's checksum: its segment's salt mixed with its offset in the segment,
 /// so that a chunk read from the wrong place fails verification.
 inline uint64_t chunk_seed(uint64_t segment_salt, uint64_t offset_in_segment) {

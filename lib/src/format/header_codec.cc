@@ -3,6 +3,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include "jtree_generated.h"
+#include "util/thread_pool.h"
 
 namespace jtree::format {
 namespace {
@@ -104,8 +105,8 @@ Status check_string(const flatbuffers::String* s, const Limits& limits, const ch
   return Status::OK();
 }
 
-Result<Leaf> decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits) {
-  Leaf l;
+// Decodes into `l` in place: trees of millions of leaves must not pay for temporaries.
+Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   auto kind = static_cast<uint8_t>(f->kind());
   if (kind < 1 || kind > static_cast<uint8_t>(LeafKind::kPickle)) {
     return bad("leaf " + std::to_string(i) + ": unknown leaf kind " + std::to_string(kind));
@@ -155,11 +156,10 @@ Result<Leaf> decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits) {
     return bad("leaf " + std::to_string(i) + ": inline data on a leaf not stored inline");
   }
   l.inline_data = to_string(f->inline_data());
-  return l;
+  return Status::OK();
 }
 
-Result<Node> decode_node(const fb::Node* f, size_t i, const Limits& limits) {
-  Node n;
+Status decode_node(const fb::Node* f, size_t i, const Limits& limits, Node& n) {
   auto kind = static_cast<uint8_t>(f->kind());
   if (kind < 1 || kind > static_cast<uint8_t>(NodeKind::kLeaf)) {
     return bad("node " + std::to_string(i) + ": unknown node kind " + std::to_string(kind));
@@ -188,7 +188,7 @@ Result<Node> decode_node(const fb::Node* f, size_t i, const Limits& limits) {
   if (n.kind != NodeKind::kLeaf && n.leaf != 0) {
     return bad("node " + std::to_string(i) + ": leaf reference on a node that is not a leaf");
   }
-  return n;
+  return Status::OK();
 }
 
 }  // namespace
@@ -247,16 +247,27 @@ Result<Tree> decode_header(std::span<const std::byte> bytes, const Limits& limit
                                      std::to_string(limits.max_leaves));
   }
   Tree t;
-  t.nodes.reserve(fnodes->size());
-  for (size_t i = 0; i < fnodes->size(); ++i) {
-    JTREE_ASSIGN_OR_RETURN(Node n, decode_node(fnodes->Get(i), i, limits));
-    t.nodes.push_back(std::move(n));
-  }
-  t.leaves.reserve(nleaves);
-  for (size_t i = 0; i < nleaves; ++i) {
-    JTREE_ASSIGN_OR_RETURN(Leaf l, decode_leaf(h->leaves()->Get(i), i, limits));
-    t.leaves.push_back(std::move(l));
-  }
+  t.nodes.resize(fnodes->size());
+  t.leaves.resize(nleaves);
+  // Nodes and leaves decode independently (the verifier has checked every offset): big trees
+  // are decoded in parallel ranges. The error of the lowest range wins, so messages do not
+  // depend on timing.
+  constexpr size_t kRange = 16384;
+  const size_t node_ranges = (t.nodes.size() + kRange - 1) / kRange;
+  const size_t ranges = node_ranges + (nleaves + kRange - 1) / kRange;
+  std::vector<Status> errors(ranges);
+  Status st = parallel_for(ThreadPool::shared(), ranges, 0, [&](size_t r) -> Status {
+    const bool nodes = r < node_ranges;
+    const size_t begin = (nodes ? r : r - node_ranges) * kRange;
+    const size_t end = std::min(begin + kRange, nodes ? t.nodes.size() : nleaves);
+    for (size_t i = begin; i < end && errors[r].ok(); ++i) {
+      errors[r] = nodes ? decode_node(fnodes->Get(i), i, limits, t.nodes[i])
+                        : decode_leaf(h->leaves()->Get(i), i, limits, t.leaves[i]);
+    }
+    return Status::OK();
+  });
+  JTREE_RETURN_IF_ERROR(st);
+  for (const Status& e : errors) JTREE_RETURN_IF_ERROR(e);
   if (h->metadata()) {
     for (size_t i = 0; i < h->metadata()->size(); ++i) {
       const auto* kv = h->metadata()->Get(i);

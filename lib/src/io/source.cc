@@ -15,17 +15,17 @@ Result<HeadTail> Source::read_head_tail(uint64_t head_bytes, uint64_t tail_bytes
   const uint64_t tail = std::min(tail_bytes, size);
   ht.head.resize(head);
   ht.tail.resize(tail);
-  if (size == 0 || (head == 0 && tail == 0)) return ht;
+  if (head == 0 && tail == 0) return ht;  // also an empty object: nothing to read
 
-  if (head + tail >= size) {
-    // The two ranges meet or overlap (a small object): one read of the whole object fetches
-    // each byte once, and both parts are cut from it. head + tail cannot overflow: each is
-    // at most `size`.
+  if (head > 0 && tail > 0 && head + tail > size) {
+    // The two ranges overlap (a small object): one read of the whole object fetches each
+    // byte once, and both parts are cut from it. head + tail cannot overflow: each is at
+    // most `size`.
     std::vector<std::byte> whole(size);
     ReadRange range{0, whole};
     JTREE_RETURN_IF_ERROR(read(std::span<const ReadRange>(&range, 1)));
-    if (head > 0) std::memcpy(ht.head.data(), whole.data(), head);
-    if (tail > 0) std::memcpy(ht.tail.data(), whole.data() + (size - tail), tail);
+    std::memcpy(ht.head.data(), whole.data(), head);
+    std::memcpy(ht.tail.data(), whole.data() + (size - tail), tail);
     return ht;
   }
 

@@ -114,29 +114,40 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
     return Status::Corruption("previous footer offset out of range");
   }
 
-  // Header and index: from the first reads when they cover them, else one more request.
-  auto header = from_buffers(ht, ft.header_offset, ft.header_size);
-  auto index = from_buffers(ht, ft.index_offset, ft.index_size);
-  if (!header || !index) {
-    std::vector<ReadRange> ranges;
-    if (!header) {
-      header.emplace(ft.header_size);
-      ranges.push_back({ft.header_offset, *header});
+  // Header and index: straight from the mapping of a local file (no copy), else from the
+  // first reads when they cover them, else with one more request.
+  std::span<const std::byte> header, index;
+  std::optional<std::vector<std::byte>> header_buf, index_buf;
+  const auto map = source.mapping();
+  if (map.size() >= ht.size) {
+    header = map.subspan(ft.header_offset, ft.header_size);
+    index = map.subspan(ft.index_offset, ft.index_size);
+  } else {
+    header_buf = from_buffers(ht, ft.header_offset, ft.header_size);
+    index_buf = from_buffers(ht, ft.index_offset, ft.index_size);
+    if (!header_buf || !index_buf) {
+      std::vector<ReadRange> ranges;
+      if (!header_buf) {
+        header_buf.emplace(ft.header_size);
+        ranges.push_back({ft.header_offset, *header_buf});
+      }
+      if (!index_buf) {
+        index_buf.emplace(ft.index_size);
+        ranges.push_back({ft.index_offset, *index_buf});
+      }
+      JTREE_RETURN_IF_ERROR(source.read(ranges));
     }
-    if (!index) {
-      index.emplace(ft.index_size);
-      ranges.push_back({ft.index_offset, *index});
-    }
-    JTREE_RETURN_IF_ERROR(source.read(ranges));
+    header = *header_buf;
+    index = *index_buf;
   }
-  if (xxh3(*header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
-  if (xxh3(*index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
+  if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
+  if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
 
-  JTREE_ASSIGN_OR_RETURN(f.tree, format::decode_header(*header, limits, &f.info.writer));
+  JTREE_ASSIGN_OR_RETURN(f.tree, format::decode_header(header, limits, &f.info.writer));
   Status st = f.tree.Finalize(limits.max_depth);
   if (!st.ok()) return Status::Corruption("header: " + st.message());
   JTREE_ASSIGN_OR_RETURN(uint64_t chunks, format::validate_leaves(f.tree, limits));
-  JTREE_ASSIGN_OR_RETURN(f.index, format::decode_index(*index, limits));
+  JTREE_ASSIGN_OR_RETURN(f.index, format::decode_index(index, limits));
   f.metadata = {{0, kPreambleSize, "preamble"},
                 {ft.header_offset, ft.header_size, "header"},
                 {ft.index_offset, ft.index_size, "index"},

@@ -47,14 +47,15 @@ std::string Reader::Impl::chunk_where(uint32_t leaf, uint64_t local) const {
          std::to_string(local);
 }
 
+Status Reader::Impl::checksum_error(const ChunkInfo& c, uint32_t leaf, uint64_t local) const {
+  return Status::Corruption(chunk_where(leaf, local) + ": checksum mismatch (file offset " +
+                            std::to_string(c.file_offset) + ", " + std::to_string(c.stored_size) +
+                            " bytes)");
+}
+
 Status Reader::Impl::verify_chunk(const ChunkInfo& c, std::span<const std::byte> stored,
                                   uint32_t leaf, uint64_t local) const {
-  if (xxh3(stored, c.seed) != c.checksum) {
-    return Status::Corruption(chunk_where(leaf, local) + ": checksum mismatch (file offset " +
-                              std::to_string(c.file_offset) + ", " +
-                              std::to_string(c.stored_size) + " bytes)");
-  }
-  return Status::OK();
+  return xxh3(stored, c.seed) == c.checksum ? Status::OK() : checksum_error(c, leaf, local);
 }
 
 // ---- Reader ----------------------------------------------------------------------------------
@@ -270,11 +271,23 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     if (!off) return false;
     const size_t item = dtype_info(leaf.dtype)->item_size;
     std::span<std::byte> dst = requests[tg.request].dst.subspan(*off * item, job.stored_size);
-    ReadRange range{job.file_offset, dst};
-    *st = impl.source->read(std::span(&range, 1));
-    if (st->ok() && options.verify_checksums) {
-      *st = impl.verify_chunk(info, dst, job.leaf, job.local);
+    if (!options.verify_checksums) {
+      ReadRange range{job.file_offset, dst};
+      *st = impl.source->read(std::span(&range, 1));
+      return true;
     }
+    // Read in pieces and hash each right after it lands, while it is in the cache: hashing
+    // the whole chunk afterwards would read it from memory a second time.
+    constexpr size_t kPiece = 1 << 20;
+    Xxh3Stream hash(info.seed);
+    for (size_t done = 0; done < dst.size(); done += kPiece) {
+      auto piece = dst.subspan(done, std::min(kPiece, dst.size() - done));
+      ReadRange range{job.file_offset + done, piece};
+      *st = impl.source->read(std::span(&range, 1));
+      if (!st->ok()) return true;
+      hash.update(piece);
+    }
+    if (hash.digest() != info.checksum) *st = impl.checksum_error(info, job.leaf, job.local);
     return true;
   };
 

@@ -19,6 +19,8 @@ struct Reader::Impl {
   static codec::ChunkFormat format_of(const Leaf& leaf);
   /// "<name>: leaf <path>: chunk <k>" (for messages).
   std::string chunk_where(uint32_t leaf, uint64_t local) const;
+  /// The error for a chunk whose stored bytes do not match its checksum.
+  Status checksum_error(const ChunkInfo& c, uint32_t leaf, uint64_t local) const;
   /// Checks a chunk's stored bytes against its checksum.
   Status verify_chunk(const ChunkInfo& c, std::span<const std::byte> stored, uint32_t leaf,
                       uint64_t local) const;

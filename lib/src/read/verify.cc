@@ -56,8 +56,7 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
         const std::string where = "leaf " + t.leaf_path(leaf_id) + " chunk " +
                                   std::to_string(local);
         if (xxh3(stored, c.seed) != c.checksum) {
-          add_problem(where, Status::Corruption(impl.chunk_where(leaf_id, local) +
-                                                ": checksum mismatch"));
+          add_problem(where, impl.checksum_error(c, leaf_id, local));
         } else {
           raw.resize(format::chunk_raw_size(leaf, local));
           Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);

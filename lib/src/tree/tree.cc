@@ -78,6 +78,14 @@ uint64_t Leaf::num_elements() const {
   return n;
 }
 
+Leaf Leaf::Reuse(uint32_t old_leaf) {
+  Leaf l;
+  auto in = std::make_shared<LeafInput>();
+  in->reuse = old_leaf;
+  l.input = std::move(in);
+  return l;
+}
+
 uint64_t Leaf::memory_bytes() const { return jtree::memory_bytes(dtype, num_elements()); }
 
 uint64_t Tree::chunk_count(const Leaf& leaf) {

@@ -112,8 +112,10 @@ TreeBuilder& TreeBuilder::array(DType dtype, Shape shape, ArrayView source, Leaf
   l.dtype = dtype;
   l.shape = std::move(shape);
   l.storage = Storage::kChunked;  // the writer decides between inline and chunked
-  l.source = std::move(source);
-  l.options = std::move(options);
+  auto in = std::make_shared<LeafInput>();
+  in->source = std::move(source);
+  in->options = std::move(options);
+  l.input = std::move(in);
   return leaf(std::move(l));
 }
 
@@ -123,8 +125,10 @@ TreeBuilder& TreeBuilder::array(DType dtype, Shape shape, FillFn fill, LeafOptio
   l.dtype = dtype;
   l.shape = std::move(shape);
   l.storage = Storage::kChunked;
-  l.fill = std::move(fill);
-  l.options = std::move(options);
+  auto in = std::make_shared<LeafInput>();
+  in->fill = std::move(fill);
+  in->options = std::move(options);
+  l.input = std::move(in);
   return leaf(std::move(l));
 }
 

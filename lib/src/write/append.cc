@@ -28,15 +28,16 @@ Status patch_slot(Sink& sink, uint64_t generation, uint64_t footer_offset) {
 Status resolve_reused(Tree& tree, const Tree& base) {
   for (size_t i = 0; i < tree.leaves.size(); ++i) {
     Leaf& l = tree.leaves[i];
-    if (!l.reuse) continue;
-    if (*l.reuse >= base.leaves.size()) {
+    const auto from = l.reuse();
+    if (!from) continue;
+    if (*from >= base.leaves.size()) {
       return Status::InvalidArgument("leaf " + tree.leaf_path(static_cast<uint32_t>(i)) +
-                                     ": reuses leaf " + std::to_string(*l.reuse) + " of " +
+                                     ": reuses leaf " + std::to_string(*from) + " of " +
                                      std::to_string(base.leaves.size()));
     }
-    const uint32_t from = *l.reuse;
-    l = base.leaves[from];
-    l.reuse = from;
+    auto input = std::move(l.input);
+    l = base.leaves[*from];
+    l.input = std::move(input);
   }
   return Status::OK();
 }
@@ -60,8 +61,8 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
   }
   index.chunks.resize(chunks);
   for (const Leaf& l : tree.leaves) {
-    if (!l.reuse || l.storage != Storage::kChunked) continue;
-    const Leaf& old = base.leaves[*l.reuse];
+    if (!l.reuse() || l.storage != Storage::kChunked) continue;
+    const Leaf& old = base.leaves[*l.reuse()];
     for (uint64_t k = 0; k < Tree::chunk_count(l); ++k) {
       const ChunkInfo c = reader.chunk(old.first_chunk + k);
       format::ChunkRecord& r = index.chunks[l.first_chunk + k];

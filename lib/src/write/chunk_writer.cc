@@ -79,23 +79,26 @@ Result<std::span<const std::byte>> chunk_bytes(const Tree& tree, const Task& tas
   const uint64_t elements = box.num_elements();
   const size_t item = info.item_size;
   const bool four_bit = is_4bit(leaf.dtype);
+  static const LeafInput kNoInput;
+  const LeafInput& in = leaf.input ? *leaf.input : kNoInput;
   const std::byte* base = leaf.kind == LeafKind::kArray
-                              ? leaf.source.data
+                              ? in.source.data
                               : reinterpret_cast<const std::byte*>(leaf.inline_data.data());
-  if (base && !leaf.fill && !four_bit && !leaf.source.byteswap &&
-      is_c_contiguous(leaf.source, leaf.shape, item)) {
+  const bool payload = leaf.kind != LeafKind::kArray;  // text/bytes: contiguous, from inline_data
+  if (base && (payload || (!in.fill && !four_bit && !in.source.byteswap &&
+                           is_c_contiguous(in.source, leaf.shape, item)))) {
     auto off = contiguous_offset(leaf.shape, box.begin, box.shape());
     if (off) return std::span<const std::byte>(base + *off * item, elements * item);
   }
   if (b.gathered.size() < elements * item) b.gathered.resize(elements * item);
   std::span<std::byte> mem(b.gathered.data(), elements * item);
-  if (leaf.fill) {
-    Status st = leaf.fill(box, mem);
+  if (in.fill) {
+    Status st = in.fill(box, mem);
     if (!st.ok()) return st;
   } else {
     const auto strides =
-        leaf.source.strides.empty() ? c_strides(leaf.shape, item) : leaf.source.strides;
-    gather_strided(base, strides, box, item, leaf.source.byteswap ? swap_unit(leaf.dtype) : 0,
+        in.source.strides.empty() ? c_strides(leaf.shape, item) : in.source.strides;
+    gather_strided(base, strides, box, item, in.source.byteswap ? swap_unit(leaf.dtype) : 0,
                    mem.data());
   }
   if (!four_bit) return std::span<const std::byte>(mem);
@@ -116,7 +119,7 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
   uint64_t total_raw = 0, max_chunk = 1;
   for (uint32_t l = 0; l < tree.leaves.size(); ++l) {
     const Leaf& leaf = tree.leaves[l];
-    const bool write = leaf.storage == Storage::kChunked && !leaf.reuse;
+    const bool write = leaf.storage == Storage::kChunked && !leaf.reuse();
     grids.emplace_back(write ? format::ChunkGrid(leaf.shape, leaf.chunk_shape)
                              : format::ChunkGrid({}, {}));
     if (!write) continue;

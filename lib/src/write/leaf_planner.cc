@@ -37,21 +37,26 @@ void normalize_scalar(Leaf& l) {
   l.level = 0;
 }
 
+const LeafInput kNoInput;
+
+const LeafInput& input_of(const Leaf& l) { return l.input ? *l.input : kNoInput; }
+
 // Gathers a whole array into stored form (inline leaves).
 Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
+  const LeafInput& in = input_of(l);
   const auto info = *dtype_info(l.dtype);
   std::string mem(elements * info.item_size, '\0');
   auto* dst = reinterpret_cast<std::byte*>(mem.data());
   const Box all = Box::All(l.shape);
   if (elements > 0) {
-    if (l.fill) {
-      Status st = l.fill(all, {dst, mem.size()});
+    if (in.fill) {
+      Status st = in.fill(all, {dst, mem.size()});
       if (!st.ok()) return st.WithPrefix("leaf " + t.leaf_path(static_cast<uint32_t>(i)));
     } else {
-      const auto strides = l.source.strides.empty() ? c_strides(l.shape, info.item_size)
-                                                    : l.source.strides;
-      gather_strided(l.source.data, strides, all, info.item_size,
-                     l.source.byteswap ? swap_unit(l.dtype) : 0, dst);
+      const auto strides = in.source.strides.empty() ? c_strides(l.shape, info.item_size)
+                                                     : in.source.strides;
+      gather_strided(in.source.data, strides, all, info.item_size,
+                     in.source.byteswap ? swap_unit(l.dtype) : 0, dst);
     }
   }
   if (is_4bit(l.dtype)) {
@@ -80,10 +85,9 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   if (l.kind != LeafKind::kArray) {
     // Text and bytes: the payload is the owned string, as 1-d uint8.
     l.dtype = DType::kUInt8;
-    l.shape = {l.inline_data.size()};
-    l.source = ArrayView{};  // the chunk writer reads the payload from inline_data itself
-    l.fill = nullptr;
+    l.shape = {l.inline_data.size()};  // the chunk writer reads it from inline_data
   }
+  const LeafInput& in = input_of(l);
   auto info = dtype_info(l.dtype);
   if (!info) return leaf_error(t, i, "unknown dtype " + std::string(dtype_name(l.dtype)));
   if (l.shape.size() > kMaxRank) return leaf_error(t, i, "rank above 64");
@@ -93,9 +97,9 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
     return leaf_error(t, i, "scalar flag on an array of rank > 0");
   }
   if (l.kind == LeafKind::kArray && *elements > 0) {
-    if (!l.fill && l.source.data == nullptr) return leaf_error(t, i, "array without data");
-    if (!l.source.strides.empty() && l.source.strides.size() != l.shape.size()) {
-      return leaf_error(t, i, "strides of rank " + std::to_string(l.source.strides.size()) +
+    if (!in.fill && in.source.data == nullptr) return leaf_error(t, i, "array without data");
+    if (!in.source.strides.empty() && in.source.strides.size() != l.shape.size()) {
+      return leaf_error(t, i, "strides of rank " + std::to_string(in.source.strides.size()) +
                                   " for shape of rank " + std::to_string(l.shape.size()));
     }
   }
@@ -112,14 +116,14 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   }
 
   l.storage = Storage::kChunked;
-  const uint64_t target = l.options.target_chunk_bytes.value_or(options.target_chunk_bytes);
-  if (!l.options.chunk_shape.empty()) {
-    if (l.options.chunk_shape.size() != l.shape.size()) {
+  const uint64_t target = in.options.target_chunk_bytes.value_or(options.target_chunk_bytes);
+  if (!in.options.chunk_shape.empty()) {
+    if (in.options.chunk_shape.size() != l.shape.size()) {
       return leaf_error(t, i, "chunk shape of rank " +
-                                  std::to_string(l.options.chunk_shape.size()) +
+                                  std::to_string(in.options.chunk_shape.size()) +
                                   " for an array of rank " + std::to_string(l.shape.size()));
     }
-    l.chunk_shape = l.options.chunk_shape;
+    l.chunk_shape = in.options.chunk_shape;
     for (size_t d = 0; d < l.shape.size(); ++d) {
       if (l.chunk_shape[d] == 0) return leaf_error(t, i, "chunk shape with a zero dimension");
       l.chunk_shape[d] = std::min(l.chunk_shape[d], std::max<uint64_t>(l.shape[d], 1));
@@ -131,14 +135,14 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   if (!chunk_elements || stored_bytes(l.dtype, *chunk_elements) > kMaxChunkBytes) {
     return leaf_error(t, i, "chunks larger than " + std::to_string(kMaxChunkBytes) + " bytes");
   }
-  l.codec = l.options.codec.value_or(options.codec);
+  l.codec = in.options.codec.value_or(options.codec);
   if (l.codec == Codec::kZstd) {
-    l.filter = l.options.filter.value_or(default_filter(l.dtype));
+    l.filter = in.options.filter.value_or(default_filter(l.dtype));
     if (!codec::filter_allowed(l.filter, l.dtype)) {
       return leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
                                   " cannot apply to dtype " + std::string(info->name));
     }
-    int level = l.options.level.value_or(options.level);
+    int level = in.options.level.value_or(options.level);
     l.level = static_cast<int8_t>(std::clamp(level, -128, 127));
   }
   return Status::OK();
@@ -177,7 +181,7 @@ Status plan_leaves(Tree& tree, const WriteOptions& options) {
     return Status::InvalidArgument("target_chunk_bytes must be positive");
   }
   for (size_t i = 0; i < tree.leaves.size(); ++i) {
-    if (tree.leaves[i].reuse) continue;
+    if (tree.leaves[i].reuse()) continue;
     JTREE_RETURN_IF_ERROR(plan_leaf(tree, i, options));
   }
   return Status::OK();

@@ -1,0 +1,258 @@
+// bench_core: the core library's numbers against the limits set by the machine, in one run.
+//
+//   bench_core [--dir DIR] [--mib N] [--runs R]
+//
+// 1. Raw load: a page-cached file of N MiB (default 1024) of raw float32 chunks, loaded whole
+//    with 1 thread and with all threads, against single-thread memcpy of the same size.
+// 2. Compressed save and load, one thread: jtree (default options, and filter None) against the
+//    zstd library's own ZSTD_compress/ZSTD_decompress at the same level on the same bytes
+//    (bf16 weights, normal(0, 0.02)), in the same 4 MiB pieces.
+// 3. Open + structure of a file of 100,000 leaves.
+//
+// Each figure is the median of R runs (default 5) with [min, max]. Files go to DIR (default
+// /dev/shm when it exists: page cache without a disk under it).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include <zstd.h>
+
+#include "jtree/jtree.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stat {
+  double median, min, max;
+};
+
+Stat measure(int runs, const std::function<void()>& fn) {
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front(), t.back()};
+}
+
+// Throughput (GB/s, 1e9) of `bytes` per run: median [slowest run, fastest run].
+std::string gbps(uint64_t bytes, const Stat& s) {
+  char b[96];
+  std::snprintf(b, sizeof b, "%.2f GB/s [%.2f, %.2f]", bytes / s.median / 1e9, bytes / s.max / 1e9,
+                bytes / s.min / 1e9);
+  return b;
+}
+
+void die(const jtree::Status& st) {
+  std::fprintf(stderr, "bench_core: %s\n", st.ToString().c_str());
+  std::exit(1);
+}
+
+std::vector<std::byte> bf16_weights(size_t n, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0, 0.02f);
+  std::vector<std::byte> v(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    float f = d(g);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+    std::memcpy(v.data() + 2 * i, &h, 2);
+  }
+  return v;
+}
+
+void touch(std::vector<std::byte>& v) {
+  for (size_t i = 0; i < v.size(); i += 4096) v[i] = std::byte{1};
+}
+
+jtree::Tree one_leaf(jtree::DType dtype, uint64_t elements, const std::byte* data,
+                     jtree::LeafOptions lo) {
+  jtree::TreeBuilder b;
+  b.dict().key("x").array(dtype, {elements}, jtree::ArrayView{data}, lo).end();
+  auto t = std::move(b).Finish();
+  if (!t.ok()) die(t.status());
+  return std::move(*t);
+}
+
+void raw_load(const std::string& dir, uint64_t mib, int runs) {
+  const uint64_t bytes = mib << 20;
+  std::vector<std::byte> src(bytes), dst(bytes);
+  for (size_t i = 0; i < bytes; i += 8) std::memcpy(&src[i], &i, 8);
+  touch(dst);
+  const std::string path = dir + "/bench_raw.jtree";
+  jtree::WriteOptions wo;
+  wo.codec = jtree::Codec::kRaw;
+  wo.sync = false;
+  Stat save = measure(runs, [&] {
+    auto st = jtree::save(one_leaf(jtree::DType::kFloat32, bytes / 4, src.data(), {}), path, wo);
+    if (!st.ok()) die(st.status());
+  });
+  Stat mc = measure(runs, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  auto reader = jtree::Reader::Open(path);
+  if (!reader.ok()) die(reader.status());
+  auto load = [&](int threads, bool verify) {
+    jtree::ReadOptions ro;
+    ro.threads = threads;
+    ro.verify_checksums = verify;
+    return measure(runs, [&] {
+      jtree::Status st = (*reader)->read(0, dst, ro);
+      if (!st.ok()) die(st);
+    });
+  };
+  Stat l1 = load(1, true), l1n = load(1, false), ln = load(0, true);
+  if (std::memcmp(dst.data(), src.data(), bytes) != 0) die(jtree::Status::Corruption("mismatch"));
+  const double m = bytes / mc.median;
+  std::printf("\n## 1. Raw load of a page-cached %llu MiB file\n\n", (unsigned long long)mib);
+  std::printf("| what | throughput | vs memcpy (1 thread) |\n|---|---|---|\n");
+  std::printf("| memcpy, 1 thread | %s | 1.00 |\n", gbps(bytes, mc).c_str());
+  std::printf("| jtree load, 1 thread, checksums verified | %s | %.2f |\n", gbps(bytes, l1).c_str(),
+              bytes / l1.median / m);
+  std::printf("| jtree load, 1 thread, checksums skipped | %s | %.2f |\n", gbps(bytes, l1n).c_str(),
+              bytes / l1n.median / m);
+  std::printf("| jtree load, all threads, checksums verified | %s | %.2f |\n",
+              gbps(bytes, ln).c_str(), bytes / ln.median / m);
+  std::printf("| jtree save (raw, no fsync), all threads | %s | %.2f |\n", gbps(bytes, save).c_str(),
+              bytes / save.median / m);
+  std::filesystem::remove(path);
+}
+
+void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
+  const uint64_t bytes = mib << 20;
+  auto data = bf16_weights(bytes / 2, 7);
+  std::vector<std::byte> back(bytes);
+  touch(back);
+  const size_t piece = 4 << 20;
+  // zstd itself on the same bytes, in the same pieces, one thread.
+  std::vector<std::vector<char>> frames(bytes / piece);
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  uint64_t zsize = 0;
+  Stat zc = measure(runs, [&] {
+    zsize = 0;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      frames[i].resize(ZSTD_compressBound(piece));
+      size_t n = ZSTD_compressCCtx(cctx, frames[i].data(), frames[i].size(),
+                                   data.data() + i * piece, piece, level);
+      frames[i].resize(n);
+      zsize += n;
+    }
+  });
+  Stat zd = measure(runs, [&] {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      ZSTD_decompressDCtx(dctx, back.data() + i * piece, piece, frames[i].data(), frames[i].size());
+    }
+  });
+  ZSTD_freeCCtx(cctx);
+  ZSTD_freeDCtx(dctx);
+
+  std::printf("\n## 2. Compressed save and load, one thread, %llu MiB of bf16 normal(0, 0.02), "
+              "zstd level %d\n\n", (unsigned long long)mib, level);
+  std::printf("| what | size / raw | save | load | save vs zstd | load vs zstd |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| zstd library (ZSTD_compress / ZSTD_decompress, 4 MiB pieces) | %.3f | %s | %s | "
+              "1.00 | 1.00 |\n", (double)zsize / bytes, gbps(bytes, zc).c_str(),
+              gbps(bytes, zd).c_str());
+  for (jtree::Filter f : {jtree::Filter::kFloatSplit, jtree::Filter::kNone}) {
+    const std::string path = dir + "/bench_zstd.jtree";
+    jtree::WriteOptions wo;
+    wo.sync = false;
+    wo.threads = 1;
+    wo.level = level;
+    jtree::LeafOptions lo;
+    lo.filter = f;
+    uint64_t file_size = 0;
+    Stat s = measure(runs, [&] {
+      auto st = jtree::save(one_leaf(jtree::DType::kBFloat16, bytes / 2, data.data(), lo), path, wo);
+      if (!st.ok()) die(st.status());
+      file_size = st->file_size;
+    });
+    auto reader = jtree::Reader::Open(path);
+    if (!reader.ok()) die(reader.status());
+    jtree::ReadOptions ro;
+    ro.threads = 1;
+    Stat l = measure(runs, [&] {
+      jtree::Status st = (*reader)->read(0, back, ro);
+      if (!st.ok()) die(st);
+    });
+    if (back != data) die(jtree::Status::Corruption("mismatch"));
+    std::printf("| jtree save/load, filter %s (file, checksums, everything) | %.3f | %s | %s | "
+                "%.2f | %.2f |\n", std::string(jtree::filter_name(f)).c_str(),
+                (double)file_size / bytes, gbps(bytes, s).c_str(), gbps(bytes, l).c_str(),
+                zc.median / s.median, zd.median / l.median);
+    std::filesystem::remove(path);
+  }
+}
+
+void open_many(const std::string& dir, int runs) {
+  const int n = 100000;
+  const std::string path = dir + "/bench_many.jtree";
+  std::vector<float> small(16, 1.0f);
+  jtree::TreeBuilder b;
+  b.dict();
+  for (int i = 0; i < n / 100; ++i) {
+    b.key("layer" + std::to_string(i)).dict();
+    for (int j = 0; j < 100; ++j) {
+      const std::string k = "p" + std::to_string(j);
+      if (j % 2) b.key(k).array(jtree::DType::kFloat32, {16}, jtree::ArrayView{small.data()});
+      else b.key(k).float_value(j);
+    }
+    b.end();
+  }
+  b.end();
+  auto t = std::move(b).Finish();
+  if (!t.ok()) die(t.status());
+  jtree::WriteOptions wo;
+  wo.sync = false;
+  auto st = jtree::save(std::move(*t), path, wo);
+  if (!st.ok()) die(st.status());
+  size_t leaves = 0;
+  std::vector<std::shared_ptr<jtree::Reader>> keep;  // freeing is not part of opening
+  Stat s = measure(runs * 2, [&] {
+    auto r = jtree::Reader::Open(path);
+    if (!r.ok()) die(r.status());
+    leaves = (*r)->tree().leaves.size();
+    keep.push_back(std::move(*r));
+  });
+  std::printf("\n## 3. Open + structure of a %zu-leaf file (%.1f MiB)\n\n", leaves,
+              st->file_size / 1048576.0);
+  std::printf("Reader::Open (read, verify and decode header and index; validate everything): "
+              "%.1f ms median [%.1f, %.1f]\n", s.median * 1e3, s.min * 1e3, s.max * 1e3);
+  keep.clear();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool only_open = false;
+  std::string dir = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
+  uint64_t mib = 1024;
+  int runs = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--dir") dir = argv[i + 1];
+    else if (a == "--mib") mib = std::stoull(argv[i + 1]);
+    else if (a == "--runs") runs = std::stoi(argv[i + 1]);
+    else if (a == "--only") only_open = std::string(argv[i + 1]) == "open";
+  }
+  std::printf("# bench_core: %llu MiB, %d runs, files in %s, %u hardware threads\n",
+              (unsigned long long)mib, runs, dir.c_str(), std::thread::hardware_concurrency());
+  if (!only_open) {
+    raw_load(dir, mib, runs);
+    compressed(dir, std::min<uint64_t>(mib, 256), runs, 1);
+  }
+  open_many(dir, runs);
+  return 0;
+}
