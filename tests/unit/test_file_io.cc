@@ -916,6 +916,12 @@ TEST_CASE("dispatch: is_local_path") {
   CHECK(local == "/abs/path");
   CHECK(is_local_path("file://rel/path", &local));
   CHECK(local == "rel/path");
+  CHECK(is_local_path("file:///tmp/my%20ckpt%C3%A9.jtree", &local));  // pathlib's as_uri()
+  CHECK(local == "/tmp/my ckpt\xC3\xA9.jtree");
+  CHECK(is_local_path("file:///a%2", &local));  // a malformed escape stays as written
+  CHECK(local == "/a%2");
+  CHECK(is_local_path("ckpt%20x.jtree", &local));  // plain paths are not decoded
+  CHECK(local == "ckpt%20x.jtree");
   CHECK(is_local_path("runs/a://b", &local));  // not a scheme before "://"
   CHECK(local == "runs/a://b");
   CHECK(is_local_path("", &local));

@@ -82,9 +82,13 @@ class Sink {
   /// Whether patch() is available (in-place appends to local files).
   virtual bool can_patch() const { return false; }
   /// Overwrites bytes already written (only below position()); NotSupported unless
-  /// can_patch().
+  /// can_patch(). Patches of bytes that existed before the sink was opened (an append sink's
+  /// commit slots) are permanent: abort() cannot undo them, so a writer patches only bytes
+  /// whose new value is valid whatever happens next.
   virtual Status patch(uint64_t offset, std::span<const std::byte> data);
-  /// Makes the object visible atomically; afterwards the sink accepts nothing more.
+  /// Makes the object visible atomically; afterwards the sink accepts nothing more. An error
+  /// after the object became visible (the directory's fsync failing after the rename) is still
+  /// reported, though the new object has replaced the old one.
   virtual Status commit() = 0;
   /// Discards everything: the previous object (if any) is left as it was. Idempotent.
   virtual void abort() noexcept = 0;
@@ -126,7 +130,7 @@ Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
                                           const SinkOptions& options = {});
 
 /// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives
-/// the file system path.
+/// the file system path (file:// URLs percent-decoded, "file://localhost/x" is "/x").
 bool is_local_path(std::string_view path_or_url, std::string* local_path = nullptr);
 
 }  // namespace jtree

@@ -140,6 +140,8 @@ class Reader {
   /// A raw chunked leaf's bytes straight from the file mapping, without a copy: non-empty only
   /// for local mapped files whose leaf is stored raw in one chunk (checksum verified once when
   /// `verify` is set). The span lives as long as the Reader.
+  /// Unsafe if another process truncates the file while it is mapped: touching the lost pages
+  /// raises SIGBUS (every other read uses pread and reports an error instead).
   Result<std::span<const std::byte>> mapped_leaf(uint32_t leaf, bool verify = true) const;
 
   /// Checks every checksum, decodes every chunk, and accounts for every byte of the file.

@@ -6,6 +6,11 @@
 #include <span>
 
 #include <xxhash.h>
+#if defined(__x86_64__)
+// The library's run-time dispatch to its AVX2/AVX-512 kernels (the plain entry points are
+// compiled for baseline SSE2): about twice as fast on large chunks.
+#include <xxh_x86dispatch.h>
+#endif
 
 namespace jtree {
 

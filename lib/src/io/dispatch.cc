@@ -45,6 +45,29 @@ Status remote_status(std::string_view url) {
                                  std::string(scheme) + "\"");
 }
 
+// Decodes %XX escapes (file URLs from pathlib's as_uri() escape spaces and non-ASCII).
+// Malformed escapes are kept as written.
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 &&
+        hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_local_path(std::string_view path_or_url, std::string* local_path) {
@@ -60,7 +83,7 @@ bool is_local_path(std::string_view path_or_url, std::string* local_path) {
   if (rest.size() >= kLocalhost.size() && iequals(rest.substr(0, kLocalhost.size()), kLocalhost)) {
     rest.remove_prefix(kLocalhost.size() - 1);
   }
-  if (local_path != nullptr) *local_path = std::string(rest);
+  if (local_path != nullptr) *local_path = percent_decode(rest);
   return true;
 }
 

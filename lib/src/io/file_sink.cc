@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/posix_file.h"
 #include "jtree/io.h"
 
 namespace jtree {
@@ -24,58 +25,8 @@ namespace {
 
 // Appends smaller than this are gathered into one write(); larger ones are written directly.
 constexpr size_t kBufferBytes = size_t{1} << 20;
-// Linux transfers at most 0x7ffff000 bytes per call; asking for less keeps the loop simple.
-constexpr uint64_t kMaxIoBytes = uint64_t{1} << 30;
 // Attempts at an unused temporary name (64 random bits: a collision means something odd).
 constexpr int kTempNameAttempts = 16;
-
-// Whichever strerror_r flavour the C library declares: GNU returns the text, XSI fills buf.
-[[maybe_unused]] const char* strerror_text(const char* text, const char*) { return text; }
-[[maybe_unused]] const char* strerror_text(int rc, const char* buf) {
-  return rc == 0 ? buf : "unknown error";
-}
-
-// "<path>: <what>: <strerror>", with the code that errno maps to.
-Status errno_status(const std::string& path, std::string_view what, int err) {
-  char buf[256] = {};
-  std::string msg = path + ": " + std::string(what) + ": " +
-                    strerror_text(strerror_r(err, buf, sizeof buf), buf);
-  switch (err) {
-    case ENOENT: return Status::NotFound(std::move(msg));
-    case EACCES:
-    case EPERM: return Status::PermissionDenied(std::move(msg));
-    case EEXIST: return Status::AlreadyExists(std::move(msg));
-    default: return Status::IOError(std::move(msg));
-  }
-}
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  // Closes and returns close()'s errno (0 on success): some file systems (NFS) report
-  // delayed write errors only here. On Linux the descriptor is gone even after EINTR.
-  int close() {
-    const int fd = std::exchange(fd_, -1);
-    if (fd < 0 || ::close(fd) == 0 || errno == EINTR) return 0;
-    return errno;
-  }
-  void reset() { (void)close(); }
-
- private:
-  int fd_ = -1;
-};
 
 int open_retry(const char* path, int flags, mode_t mode = 0) {
   int fd;

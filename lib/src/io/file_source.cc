@@ -14,57 +14,11 @@
 #include <string_view>
 #include <utility>
 
+#include "io/posix_file.h"
 #include "jtree/io.h"
 
 namespace jtree {
 namespace {
-
-// Linux transfers at most 0x7ffff000 bytes per call; asking for less keeps the loop simple.
-constexpr uint64_t kMaxIoBytes = uint64_t{1} << 30;
-
-// Whichever strerror_r flavour the C library declares: GNU returns the text, XSI fills buf.
-[[maybe_unused]] const char* strerror_text(const char* text, const char*) { return text; }
-[[maybe_unused]] const char* strerror_text(int rc, const char* buf) {
-  return rc == 0 ? buf : "unknown error";
-}
-
-// "<path>: <what>: <strerror>", with the code that errno maps to.
-Status errno_status(const std::string& path, std::string_view what, int err) {
-  char buf[256] = {};
-  std::string msg = path + ": " + std::string(what) + ": " +
-                    strerror_text(strerror_r(err, buf, sizeof buf), buf);
-  switch (err) {
-    case ENOENT: return Status::NotFound(std::move(msg));
-    case EACCES:
-    case EPERM: return Status::PermissionDenied(std::move(msg));
-    case EEXIST: return Status::AlreadyExists(std::move(msg));
-    default: return Status::IOError(std::move(msg));
-  }
-}
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  // close()'s errors do not matter for a read-only descriptor.
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // A read-only mapping of a whole file, unmapped on destruction.
 class Mapping {

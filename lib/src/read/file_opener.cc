@@ -114,32 +114,23 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
     return Status::Corruption("previous footer offset out of range");
   }
 
-  // Header and index: straight from the mapping of a local file (no copy), else from the
-  // first reads when they cover them, else with one more request.
-  std::span<const std::byte> header, index;
-  std::optional<std::vector<std::byte>> header_buf, index_buf;
-  const auto map = source.mapping();
-  if (map.size() >= ht.size) {
-    header = map.subspan(ft.header_offset, ft.header_size);
-    index = map.subspan(ft.index_offset, ft.index_size);
-  } else {
-    header_buf = from_buffers(ht, ft.header_offset, ft.header_size);
-    index_buf = from_buffers(ht, ft.index_offset, ft.index_size);
-    if (!header_buf || !index_buf) {
-      std::vector<ReadRange> ranges;
-      if (!header_buf) {
-        header_buf.emplace(ft.header_size);
-        ranges.push_back({ft.header_offset, *header_buf});
-      }
-      if (!index_buf) {
-        index_buf.emplace(ft.index_size);
-        ranges.push_back({ft.index_offset, *index_buf});
-      }
-      JTREE_RETURN_IF_ERROR(source.read(ranges));
+  // Header and index: from the first reads when they cover them, else with one more request.
+  // (Not from a file mapping: a mapping turns a concurrent truncation into SIGBUS.)
+  auto header_buf = from_buffers(ht, ft.header_offset, ft.header_size);
+  auto index_buf = from_buffers(ht, ft.index_offset, ft.index_size);
+  if (!header_buf || !index_buf) {
+    std::vector<ReadRange> ranges;
+    if (!header_buf) {
+      header_buf.emplace(ft.header_size);
+      ranges.push_back({ft.header_offset, *header_buf});
     }
-    header = *header_buf;
-    index = *index_buf;
+    if (!index_buf) {
+      index_buf.emplace(ft.index_size);
+      ranges.push_back({ft.index_offset, *index_buf});
+    }
+    JTREE_RETURN_IF_ERROR(source.read(ranges));
   }
+  std::span<const std::byte> header = *header_buf, index = *index_buf;
   if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
   if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
 
