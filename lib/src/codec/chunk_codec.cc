@@ -24,8 +24,10 @@ constexpr size_t kSampleSlice = 16 * 1024;  // a plane sample is kSampleSlices s
 constexpr size_t kSampleSlices = 4;         // spread over the plane
 constexpr size_t kSampleBytes = kSampleSlice * kSampleSlices;
 constexpr double kRawAbove = 0.98;     // sample ratio above which a plane is not compressed
-constexpr double kLiteralsTie = 1.01;  // literals-only wins unless LZ is smaller by more than
-                                       // this factor: it decodes faster...
+constexpr double kLiteralsWin = 0.99;  // literals-only is chosen when it is this much smaller
+                                       // than LZ (float exponent planes: ~10% smaller); on
+                                       // near-ties zstd's usual LZ mode is as small and, on
+                                       // mixed bytes, faster both ways...
 constexpr double kRunsBelow = 1.0 / 32;  // ...except on run-dominated planes (LZ ratio below
                                          // this: zeros, sparse data), where LZ encodes and
                                          // decodes faster and wins unless literals-only is
@@ -124,7 +126,7 @@ ZstdMode choose_mode(size_t literals, size_t lz, size_t sample) {
       lz <= literals + sample / kRunsTie) {
     return ZstdMode::kLz;
   }
-  return static_cast<double>(literals) <= static_cast<double>(lz) * kLiteralsTie
+  return static_cast<double>(literals) <= static_cast<double>(lz) * kLiteralsWin
              ? ZstdMode::kLiterals
              : ZstdMode::kLz;
 }
