@@ -27,8 +27,12 @@ std::string storage_desc(const Leaf& l) {
     case Storage::kInline: return "inline";
     case Storage::kChunked:
       if (l.codec == Codec::kRaw) return "raw";
-      std::string s = "zstd" + std::to_string(l.level);
-      if (l.filter != Filter::kNone) s += "+" + std::string(filter_name(l.filter));
+      std::string s = "zstd";
+      s += std::to_string(l.level);
+      if (l.filter != Filter::kNone) {
+        s += '+';
+        s += filter_name(l.filter);
+      }
       return s;
   }
   return "";
@@ -80,10 +84,22 @@ std::string quoted(const std::string& s, size_t max_chars) {
 
 namespace {
 
+// "(re+imj)" as Python prints complex numbers.
+std::string fmt_complex(double re, double im);
+
 std::string fmt_double(double v) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
+}
+
+std::string fmt_complex(double re, double im) {
+  std::string s = "(";
+  s += fmt_double(re);
+  if (im >= 0) s += '+';
+  s += fmt_double(im);
+  s += "j)";
+  return s;
 }
 
 float half_to_float(uint16_t h) {
@@ -104,7 +120,7 @@ std::string scalar_value(const Leaf& l) {
     case LeafKind::kFloat: return fmt_double(l.real);
     case LeafKind::kBool: return l.bool_value ? "True" : "False";
     case LeafKind::kComplex:
-      return "(" + fmt_double(l.real) + (l.imag < 0 ? "" : "+") + fmt_double(l.imag) + "j)";
+      return fmt_complex(l.real, l.imag);
     default: return "";
   }
 }
@@ -136,12 +152,12 @@ std::string format_element(DType dtype, const std::byte* p) {
     case DType::kComplex64: {
       float c[2];
       std::memcpy(c, p, 8);
-      return "(" + fmt_double(c[0]) + (c[1] < 0 ? "" : "+") + fmt_double(c[1]) + "j)";
+      return fmt_complex(c[0], c[1]);
     }
     case DType::kComplex128: {
       double c[2];
       std::memcpy(c, p, 16);
-      return "(" + fmt_double(c[0]) + (c[1] < 0 ? "" : "+") + fmt_double(c[1]) + "j)";
+      return fmt_complex(c[0], c[1]);
     }
     default: {
       char buf[8];
