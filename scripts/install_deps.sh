@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Installs what jtree needs to build and test on Debian 12, as root. Idempotent: packages
-# already present are not reinstalled, and apt-get runs only when something is missing.
-#   install_deps.sh build   the C++ build (compiler, CMake, the libraries jtree uses)
-#   install_deps.sh test    the build plus what the test suite runs (servers, sanitizers)
+# Installs what jtree needs on Debian 12, as root, by group. Idempotent: packages already
+# present are not reinstalled, and apt-get runs only when something is missing.
+#   install_deps.sh GROUP...     groups: build python remote safety bench
 set -euo pipefail
-what=${1:-build}
+[ $# -gt 0 ] || set -- build
 
-build_pkgs=(build-essential cmake ninja-build pkg-config
-            libzstd-dev libxxhash-dev libflatbuffers-dev flatbuffers-compiler
-            libcurl4-openssl-dev libssl-dev doctest-dev)
-test_pkgs=(python3 python3-venv python3-dev clang libclang-rt-14-dev llvm)
+declare -A groups
+# The C++ build: compiler, CMake, the libraries jtree uses.
+groups[build]="build-essential cmake ninja-build pkg-config libzstd-dev libxxhash-dev
+  libflatbuffers-dev flatbuffers-compiler libcurl4-openssl-dev libssl-dev doctest-dev"
+# The Python package and its tests (the venv itself comes from scripts/python_env.sh).
+groups[python]="python3 python3-venv python3-dev"
+# Real servers for the remote tests: nginx for HTTP(S), Ceph RGW for S3, openssl for a CA.
+groups[remote]="nginx-light openssl"
+# Sanitizers and fuzzers (clang's libFuzzer and runtimes).
+groups[safety]="clang libclang-rt-14-dev llvm"
+# Benchmark peers and plots from Debian.
+groups[bench]="python3-matplotlib"
 
-pkgs=("${build_pkgs[@]}")
-if [ "$what" = test ]; then pkgs+=("${test_pkgs[@]}"); fi
+pkgs=()
+for g in "$@"; do
+  [ -n "${groups[$g]+x}" ] || { echo "install_deps.sh: unknown group $g" >&2; exit 2; }
+  # shellcheck disable=SC2206
+  pkgs+=(${groups[$g]})
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

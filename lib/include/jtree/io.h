@@ -64,6 +64,9 @@ class Source {
   virtual std::span<const std::byte> mapping() const { return {}; }
   /// Counters since opening.
   virtual IoStats stats() const = 0;
+  /// How many reads this backend wants in flight at once: 0 means "as many as CPU threads"
+  /// (local files); remote backends, whose reads wait on the network, ask for more.
+  virtual int preferred_concurrency() const { return 0; }
 };
 
 /// A sequential writer of one object that becomes visible only on commit(). Not thread-safe:

@@ -33,6 +33,13 @@ ChunkInfo Reader::Impl::chunk(uint64_t i) const {
   return c;
 }
 
+int Reader::Impl::fetch_parallelism(const ReadOptions& ro) const {
+  const int wanted = std::max(resolve_threads(ro.threads), source->preferred_concurrency());
+  const uint64_t per_worker = std::max<uint64_t>(ro.max_fetch_bytes, 1);
+  return static_cast<int>(std::clamp<uint64_t>(ro.max_bytes_in_flight / per_worker, 1,
+                                               static_cast<uint64_t>(wanted)));
+}
+
 codec::ChunkFormat Reader::Impl::format_of(const Leaf& leaf) {
   codec::ChunkFormat f;
   f.dtype = leaf.dtype;
@@ -319,11 +326,8 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     return Status::OK();
   };
 
-  int parallelism = resolve_threads(options.threads);
-  const uint64_t per_worker = std::max<uint64_t>(options.max_fetch_bytes, 1);
-  parallelism = static_cast<int>(std::clamp<uint64_t>(
-      options.max_bytes_in_flight / per_worker, 1, static_cast<uint64_t>(parallelism)));
-  return parallel_for(ThreadPool::shared(), plan.units.size(), parallelism, run_unit);
+  const int parallelism = impl.fetch_parallelism(options);
+  return parallel_for(pool_for(parallelism), plan.units.size(), parallelism, run_unit);
 }
 
 Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options) const {

@@ -13,6 +13,9 @@ struct Reader::Impl {
   OpenOptions options;
   OpenedFile file;
 
+  /// How many fetches to run at once: the CPU threads asked for, or more when the backend
+  /// waits on the network; never more than the bytes-in-flight budget allows.
+  int fetch_parallelism(const ReadOptions& ro) const;
   /// The absolute resolution of chunk `i`.
   ChunkInfo chunk(uint64_t i) const;
   /// How the chunks of `leaf` are encoded.

@@ -42,8 +42,9 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
     if (report.problems.size() < kMaxProblems) report.problems.push_back({std::move(where), st});
   };
 
+  const int parallelism = impl.fetch_parallelism(options);
   Status st = parallel_for(
-      ThreadPool::shared(), n, resolve_threads(options.threads), [&](size_t i) -> Status {
+      pool_for(parallelism), n, parallelism, [&](size_t i) -> Status {
         const ChunkInfo c = impl.chunk(i);
         if (c.absent) return Status::OK();
         const auto [leaf_id, local] = owners[i];

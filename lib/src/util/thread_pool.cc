@@ -54,6 +54,16 @@ ThreadPool& ThreadPool::shared() {
   return pool;
 }
 
+ThreadPool& ThreadPool::shared_io() {
+  static ThreadPool pool(kIoThreads);
+  return pool;
+}
+
+ThreadPool& pool_for(int parallelism) {
+  ThreadPool& cpu = ThreadPool::shared();
+  return parallelism <= cpu.size() + 1 ? cpu : ThreadPool::shared_io();
+}
+
 namespace {
 
 // State shared by the caller and the helper tasks of one parallel_for. Helpers hold it by

@@ -32,6 +32,10 @@ class ThreadPool {
 
   /// The process-wide pool (hardware threads), created on first use.
   static ThreadPool& shared();
+  /// A process-wide pool for work that mostly waits on I/O (remote reads): kIoThreads threads,
+  /// created on first use.
+  static ThreadPool& shared_io();
+  static constexpr int kIoThreads = 64;
 
  private:
   void run();
@@ -50,5 +54,9 @@ Status parallel_for(ThreadPool& pool, size_t n, int parallelism,
 
 /// Resolves a `threads` option: 0 or less means the hardware's thread count (at least 1).
 int resolve_threads(int threads);
+
+/// The pool for a loop of `parallelism`: the shared CPU pool when it is large enough, else the
+/// I/O pool.
+ThreadPool& pool_for(int parallelism);
 
 }  // namespace jtree

@@ -30,10 +30,11 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
   for (uint64_t i = 0; i < n; ++i) total += reader.chunk(i).stored_size;
   std::mutex mu;
   const uint64_t max_chunk = std::max<uint64_t>(reader.options().limits.max_chunk_bytes, 1);
-  int workers = resolve_threads(options.threads);
-  workers = static_cast<int>(std::clamp<uint64_t>(options.max_bytes_in_flight / max_chunk, 1,
-                                                  static_cast<uint64_t>(workers)));
-  Status st = parallel_for(ThreadPool::shared(), n, workers, [&](size_t i) -> Status {
+  const int wanted =
+      std::max(resolve_threads(options.threads), reader.source()->preferred_concurrency());
+  const int workers = static_cast<int>(std::clamp<uint64_t>(
+      options.max_bytes_in_flight / max_chunk, 1, static_cast<uint64_t>(wanted)));
+  Status st = parallel_for(pool_for(workers), n, workers, [&](size_t i) -> Status {
     const ChunkInfo c = reader.chunk(i);
     thread_local std::vector<std::byte> buf;
     buf.resize(c.stored_size);

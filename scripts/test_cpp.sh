@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The C++ tests: build with warnings as errors, run the doctest suites and the CLI tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install_deps.sh build
+jobs=$(nproc)
+echo "== C++ build (warnings are errors) =================================================="
+cmake -S . -B build-test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJTREE_WERROR=ON >/dev/null
+cmake --build build-test -j "$jobs"
+echo "== C++ unit tests ==================================================================="
+ctest --test-dir build-test --output-on-failure -j "$jobs"
+echo "== the CLI against the demo's file =================================================="
+./tests/cli/test_cli.sh build-test
