@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Creates (or updates) the project's virtual environment in .venv and installs Python packages
+# from PyPI into it. Base packages always; more by group:
+#   python_env.sh [GROUP...]   groups: test (jax, torch, pytest...), remote (boto3),
+#                              safety (atheris), bench (the benchmark peers)
+# Prints nothing but pip's errors; safe to run again (pip skips what is installed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install_deps.sh python
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+
+# Building and importing the package.
+base=(numpy ml_dtypes nanobind scikit-build-core)
+declare -A groups
+# torch==2.13.0 is pinned: this version's CPU build is what these machines provide.
+groups[test]="pytest jax jaxlib torch==2.13.0"
+groups[remote]="boto3 pytest"
+groups[safety]="atheris pytest"
+groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil"
+
+pkgs=("${base[@]}")
+for g in "$@"; do
+  [ -n "${groups[$g]+x}" ] || { echo "python_env.sh: unknown group $g" >&2; exit 2; }
+  # shellcheck disable=SC2206
+  pkgs+=(${groups[$g]})
+done
+# (This machine's pip configuration names an extra local index that may be absent: pip's
+# warnings about it are noise.)
+"${pip[@]}" "${pkgs[@]}" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
