@@ -67,6 +67,10 @@ class Source {
   /// How many reads this backend wants in flight at once: 0 means "as many as CPU threads"
   /// (local files); remote backends, whose reads wait on the network, ask for more.
   virtual int preferred_concurrency() const { return 0; }
+  /// The version of the object these reads are pinned to (an HTTP/S3 ETag, as first seen);
+  /// empty when the backend has none (local files). Lets a writer that copies the object
+  /// (an append to S3) insist on the same version.
+  virtual std::string etag() const { return {}; }
 };
 
 /// A sequential writer of one object that becomes visible only on commit(). Not thread-safe:
@@ -89,6 +93,11 @@ class Sink {
   /// commit slots) are permanent: abort() cannot undo them, so a writer patches only bytes
   /// whose new value is valid whatever happens next.
   virtual Status patch(uint64_t offset, std::span<const std::byte> data);
+  /// Appends `size` bytes of another object (a path or URL), starting at `offset`, without
+  /// passing them through this process where the backend can copy on its side
+  /// (copy_file_range between local files; server-side copies on object stores). Default: read
+  /// through this process in pieces.
+  virtual Status append_from(std::string_view path_or_url, uint64_t offset, uint64_t size);
   /// Makes the object visible atomically; afterwards the sink accepts nothing more. An error
   /// after the object became visible (the directory's fsync failing after the rename) is still
   /// reported, though the new object has replaced the old one.
@@ -114,6 +123,7 @@ std::shared_ptr<Source> memory_source(std::vector<std::byte> bytes,
 struct SinkOptions {
   bool overwrite = true;  ///< replace an existing object; false gives AlreadyExists
   bool sync = true;       ///< fsync the data and the directory on commit
+  RemoteOptions remote;   ///< s3:// sinks: credentials, endpoint, part size, retries...
 };
 
 /// Creates a sink for a new local file: writes go to a temporary file beside `path`, which
@@ -131,6 +141,20 @@ Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
 /// Creates a sink for a path or URL (dispatch by scheme, as open_source).
 Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
                                           const SinkOptions& options = {});
+
+/// Opens an object for adding bytes after its first `keep_bytes` (an append): a local file is
+/// appended to in place (open_file_append_sink: patch() available); an s3:// object, which
+/// cannot change in place, gets a new version on commit() whose first `keep_bytes` are copied
+/// from the old one on the server side (UploadPartCopy; downloaded and uploaded again when
+/// shorter than S3's 5 MiB minimum part), pinned to `expected_etag` when given. abort() leaves
+/// the object as it was. Other schemes: NotSupported.
+Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uint64_t keep_bytes,
+                                               const SinkOptions& options = {},
+                                               std::string_view expected_etag = {});
+
+/// Deletes an object (a local file, or a remote object where the backend allows it).
+/// NotFound when it does not exist.
+Status remove_object(std::string_view path_or_url);
 
 /// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives
 /// the file system path (file:// URLs percent-decoded, "file://localhost/x" is "/x").

@@ -18,6 +18,7 @@
 
 #include "jtree/dtype.h"
 #include "jtree/io.h"
+#include "jtree/multihost.h"
 #include "jtree/options.h"
 #include "jtree/reader.h"
 #include "jtree/status.h"

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "jtree/remote.h"
 #include "jtree/tree.h"
 
 namespace jtree {
@@ -39,6 +40,8 @@ struct OpenOptions {
   /// (footer + index). Larger values save a round trip on big headers at a small cost.
   uint64_t head_read_bytes = 64 * 1024;
   uint64_t tail_read_bytes = 256 * 1024;
+  /// http(s):// and s3:// settings (retries, deadline, concurrency, TLS, credentials...).
+  RemoteOptions remote;
 };
 
 /// Options for reading leaves.
@@ -75,6 +78,7 @@ struct WriteOptions {
   bool overwrite_foreign = false;
   bool sync = true;                           ///< fsync before the commit (durability)
   std::string writer = {};                    ///< recorded in the header; default "jtree <v>"
+  RemoteOptions remote;                       ///< s3:// targets: credentials, part size...
   ProgressFn progress;
 };
 

@@ -62,9 +62,13 @@ struct FileInfo {
   uint64_t optional_features = 0;
   uint64_t generation = 0;
   bool is_segment = false;          ///< one host's part of a multi-host save
+  uint32_t process_index = 0;       ///< segment files: which process wrote it...
+  uint32_t process_count = 0;       ///< ...of how many...
+  uint64_t save_id = 0;             ///< ...in which save
   bool recovered = false;           ///< the end of the file was torn (interrupted append):
                                     ///< the last committed generation was used
   uint64_t header_offset = 0, header_size = 0;
+  uint64_t header_hash = 0;         ///< XXH3 of the header (equal headers, equal trees)
   uint64_t index_offset = 0, index_size = 0;
   uint64_t footer_offset = 0;
   uint64_t prev_footer_offset = 0;  ///< 0 for generation 0

@@ -124,12 +124,27 @@ struct LeafOptions {
   std::optional<uint64_t> target_chunk_bytes;
 };
 
+/// One shard of a sharded array held by this process: its box in the global array and its data
+/// (C-order over the box unless the view has strides).
+struct Shard {
+  Box box;
+  ArrayView view;
+};
+
 /// What the writer reads a leaf's data from (write side only; null in trees read from files).
 struct LeafInput {
   ArrayView source;               ///< array data in host memory, or
   FillFn fill;                    ///< a producer of array data
   std::optional<uint32_t> reuse;  ///< append: keep leaf #reuse of the file being appended to
   LeafOptions options;
+  /// Sharded arrays: the shape of one shard of the sharding (the same in every process). The
+  /// chunk grid is cut to divide it, so that every chunk lies inside one shard.
+  Shape shard_shape;
+  /// The parts of the array this process holds. nullopt: all of it (from source or fill; in a
+  /// multi-process save only process 0 writes such leaves); an empty list: none of it; else
+  /// these shards, whose boxes must be unions of whole chunks (true when they follow
+  /// `shard_shape`).
+  std::optional<std::vector<Shard>> shards;
 };
 
 /// A leaf: a scalar value, or a payload (array elements, UTF-8 text, bytes) with its spec.

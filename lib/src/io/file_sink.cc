@@ -94,6 +94,40 @@ class BufferedFileSink : public Sink {
     return Status::OK();
   }
 
+  // Between local files, copy_file_range: the kernel copies (or shares extents, on file
+  // systems that can), and the bytes never enter this process.
+  Status append_from(std::string_view path_or_url, uint64_t offset, uint64_t size) override {
+    JTREE_RETURN_IF_ERROR(check_open());
+    std::string src_path;
+    if (!is_local_path(path_or_url, &src_path)) return Sink::append_from(path_or_url, offset, size);
+    JTREE_RETURN_IF_ERROR(flush());
+    UniqueFd src(open_retry(src_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!src.valid()) return errno_status(src_path, "open", errno);
+    loff_t in_off = static_cast<loff_t>(offset);
+    loff_t out_off = static_cast<loff_t>(flushed_);
+    uint64_t done = 0;
+    while (done < size) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(size - done, kMaxIoBytes));
+      const ssize_t n = ::copy_file_range(src.get(), &in_off, fd_.get(), &out_off, want, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        // Not possible between these file systems: copy through this process.
+        flushed_ += done;
+        return Sink::append_from(path_or_url, offset + done, size - done);
+      }
+      if (n < 0) return fail(errno_status(path_, "copy_file_range from " + src_path, errno));
+      if (n == 0) {
+        return fail(Status::IOError(src_path + ": unexpected end of file at offset " +
+                                    std::to_string(offset + done)));
+      }
+      done += static_cast<uint64_t>(n);
+      write_requests_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    }
+    flushed_ += size;
+    return Status::OK();
+  }
+
   IoStats stats() const override {
     IoStats s;
     s.write_requests = write_requests_.load(std::memory_order_relaxed);

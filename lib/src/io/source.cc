@@ -41,4 +41,21 @@ Status Sink::patch(uint64_t offset, std::span<const std::byte> data) {
   return Status::NotSupported(name() + ": patching written bytes is not supported by this sink");
 }
 
+Status Sink::append_from(std::string_view path_or_url, uint64_t offset, uint64_t size) {
+  // Through this process, in bounded pieces.
+  OpenOptions oo;
+  oo.use_mmap = false;
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, open_source(path_or_url, oo));
+  constexpr uint64_t kPiece = 8ull << 20;
+  std::vector<std::byte> buf(std::min(size, kPiece));
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t n = std::min(kPiece, size - done);
+    ReadRange r{offset + done, std::span(buf).first(n)};
+    JTREE_RETURN_IF_ERROR(src->read(std::span<const ReadRange>(&r, 1)));
+    JTREE_RETURN_IF_ERROR(append(std::span<const std::byte>(buf).first(n)));
+    done += n;
+  }
+  return Status::OK();
+}
+
 }  // namespace jtree

@@ -157,6 +157,12 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   info.is_segment = ft.version.kind == format::FileKind::kSegment;
   info.header_offset = ft.header_offset;
   info.header_size = ft.header_size;
+  info.header_hash = ft.header_hash;
+  if (f.index.segment_info) {
+    info.process_index = f.index.segment_info->process_index;
+    info.process_count = f.index.segment_info->process_count;
+    info.save_id = f.index.segment_info->save_id;
+  }
   info.index_offset = ft.index_offset;
   info.index_size = ft.index_size;
   info.footer_offset = footer_offset;

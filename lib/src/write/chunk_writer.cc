@@ -1,6 +1,7 @@
 #include "write/chunk_writer.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "codec/checksum.h"
@@ -69,36 +70,85 @@ struct Buffers {
   std::vector<std::byte> gathered, packed, encoded, scratch;
 };
 
-// The raw (stored-form) bytes of one chunk: a view into the caller's memory when the chunk is
-// a contiguous run of it, else gathered into `b`.
-Result<std::span<const std::byte>> chunk_bytes(const Tree& tree, const Task& task,
-                                               const format::ChunkGrid& grid, Buffers& b) {
-  const Leaf& leaf = tree.leaves[task.leaf];
-  const auto info = *dtype_info(leaf.dtype);
-  const Box box = grid.box(task.local);
-  const uint64_t elements = box.num_elements();
-  const size_t item = info.item_size;
-  const bool four_bit = is_4bit(leaf.dtype);
+// Where one chunk's elements are in this process: the whole array, or the shard holding it.
+struct ChunkOrigin {
+  const std::byte* base = nullptr;  // element [0, ..., 0] of that array or shard
+  std::vector<int64_t> strides;     // its byte strides
+  Shape begin;                      // its box's origin in the global array
+  Shape extent;                     // its shape
+  bool byteswap = false;
+  const FillFn* fill = nullptr;     // a producer of the global array instead
+};
+
+// The origin of `box` of `leaf`, or nullopt when this process does not hold it. In a
+// multi-process save (`process_index` set), leaves without shards are replicated: process 0
+// writes them.
+std::optional<ChunkOrigin> origin_of(const Leaf& leaf, const Box& box, size_t item,
+                                     std::optional<uint32_t> process_index) {
   static const LeafInput kNoInput;
   const LeafInput& in = leaf.input ? *leaf.input : kNoInput;
-  const std::byte* base = leaf.kind == LeafKind::kArray
-                              ? in.source.data
-                              : reinterpret_cast<const std::byte*>(leaf.inline_data.data());
-  const bool payload = leaf.kind != LeafKind::kArray;  // text/bytes: contiguous, from inline_data
-  if (base && (payload || (!in.fill && !four_bit && !in.source.byteswap &&
-                           is_c_contiguous(in.source, leaf.shape, item)))) {
-    auto off = contiguous_offset(leaf.shape, box.begin, box.shape());
-    if (off) return std::span<const std::byte>(base + *off * item, elements * item);
+  if (!in.shards && process_index.value_or(0) != 0) return std::nullopt;
+  ChunkOrigin o;
+  if (leaf.kind != LeafKind::kArray) {  // text/bytes payload: contiguous, from inline_data
+    o.base = reinterpret_cast<const std::byte*>(leaf.inline_data.data());
+    o.begin = Shape(leaf.shape.size(), 0);
+    o.extent = leaf.shape;
+    o.strides = c_strides(o.extent, item);
+    return o;
+  }
+  if (!in.shards) {
+    if (in.fill) {
+      o.fill = &in.fill;
+      return o;
+    }
+    o.base = in.source.data;
+    o.begin = Shape(leaf.shape.size(), 0);
+    o.extent = leaf.shape;
+    o.strides = in.source.strides.empty() ? c_strides(o.extent, item) : in.source.strides;
+    o.byteswap = in.source.byteswap;
+    return o;
+  }
+  for (const Shard& sh : *in.shards) {
+    bool inside = true;
+    for (size_t d = 0; d < box.begin.size() && inside; ++d) {
+      inside = sh.box.begin[d] <= box.begin[d] && box.end[d] <= sh.box.end[d];
+    }
+    if (!inside) continue;
+    o.base = sh.view.data;
+    o.begin = sh.box.begin;
+    o.extent = sh.box.shape();
+    o.strides = sh.view.strides.empty() ? c_strides(o.extent, item) : sh.view.strides;
+    o.byteswap = sh.view.byteswap;
+    return o;
+  }
+  return std::nullopt;
+}
+
+// The raw (stored-form) bytes of one chunk: a view into the caller's memory when the chunk is
+// a contiguous run of it, else gathered into `b`.
+Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
+                                               const ChunkOrigin& o, Buffers& b) {
+  const size_t item = dtype_info(leaf.dtype)->item_size;
+  const uint64_t elements = box.num_elements();
+  const bool four_bit = is_4bit(leaf.dtype);
+  Box rel = box;
+  if (!o.fill) {
+    for (size_t d = 0; d < rel.begin.size(); ++d) {
+      rel.begin[d] -= o.begin[d];
+      rel.end[d] -= o.begin[d];
+    }
+  }
+  if (!o.fill && !four_bit && !o.byteswap && o.strides == c_strides(o.extent, item)) {
+    auto off = contiguous_offset(o.extent, rel.begin, rel.shape());
+    if (off) return std::span<const std::byte>(o.base + *off * item, elements * item);
   }
   if (b.gathered.size() < elements * item) b.gathered.resize(elements * item);
   std::span<std::byte> mem(b.gathered.data(), elements * item);
-  if (in.fill) {
-    Status st = in.fill(box, mem);
+  if (o.fill) {
+    Status st = (*o.fill)(box, mem);
     if (!st.ok()) return st;
   } else {
-    const auto strides =
-        in.source.strides.empty() ? c_strides(leaf.shape, item) : in.source.strides;
-    gather_strided(base, strides, box, item, in.source.byteswap ? swap_unit(leaf.dtype) : 0,
+    gather_strided(o.base, o.strides, rel, item, o.byteswap ? swap_unit(leaf.dtype) : 0,
                    mem.data());
   }
   if (!four_bit) return std::span<const std::byte>(mem);
@@ -112,7 +162,7 @@ Result<std::span<const std::byte>> chunk_bytes(const Tree& tree, const Task& tas
 
 Status write_chunks(const Tree& tree, ChunkStream& stream,
                     std::vector<format::ChunkRecord>& records, const WriteOptions& options,
-                    WriteStats* stats) {
+                    WriteStats* stats, std::optional<uint32_t> process_index) {
   std::vector<Task> tasks;
   std::vector<format::ChunkGrid> grids;  // one per leaf (empty grid for others)
   grids.reserve(tree.leaves.size());
@@ -146,7 +196,18 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     auto where = [&] {
       return "leaf " + tree.leaf_path(task.leaf) + ": chunk " + std::to_string(task.local);
     };
-    auto raw = chunk_bytes(tree, task, grids[task.leaf], b);
+    const Box box = grids[task.leaf].box(task.local);
+    const auto origin = origin_of(leaf, box, dtype_info(leaf.dtype)->item_size, process_index);
+    format::ChunkRecord& record = records[leaf.first_chunk + task.local];
+    if (!origin) {
+      if (!process_index) {
+        return Status::InvalidArgument(where() + ": no data (the shards given do not cover it)");
+      }
+      record = format::ChunkRecord{};
+      record.flags = format::kChunkAbsent;
+      return Status::OK();
+    }
+    auto raw = chunk_bytes(leaf, box, *origin, b);
     if (!raw.ok()) return raw.status().WithPrefix(where());
     codec::ChunkFormat fmt{leaf.dtype, leaf.filter, leaf.codec, leaf.level, options.min_gain};
     b.encoded.clear();
@@ -155,7 +216,7 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     std::span<const std::byte> stored = *enc == ChunkEncoding::kRaw
                                             ? *raw
                                             : std::span<const std::byte>(b.encoded);
-    JTREE_RETURN_IF_ERROR(stream.put(stored, *enc, &records[leaf.first_chunk + task.local]));
+    JTREE_RETURN_IF_ERROR(stream.put(stored, *enc, &record));
     std::lock_guard<std::mutex> lock(progress_mu);
     stats->chunks++;
     stats->raw_bytes += raw->size();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -47,9 +48,11 @@ uint64_t random_u64();
 
 /// Encodes and writes every chunk of the chunked leaves of `tree` that are not reused, in
 /// parallel, filling `records` (indexed by global chunk number; Leaf::first_chunk must be
-/// set). Adds to `stats`. Errors name the leaf.
+/// set). In a segment of a multi-process save (`process_index` set), chunks this process does
+/// not hold — outside its shards, or of an unsharded leaf when it is not process 0 — are
+/// recorded absent; in a plain save they are an error. Adds to `stats`. Errors name the leaf.
 Status write_chunks(const Tree& tree, ChunkStream& stream,
                     std::vector<format::ChunkRecord>& records, const WriteOptions& options,
-                    WriteStats* stats);
+                    WriteStats* stats, std::optional<uint32_t> process_index = std::nullopt);
 
 }  // namespace jtree

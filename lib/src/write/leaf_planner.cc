@@ -68,6 +68,88 @@ Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
   return Status::OK();
 }
 
+// The shard shape along each dimension, clamped to the array (a shard never exceeds it).
+Shape clamped_shard_shape(const Shape& shape, const Shape& shard_shape) {
+  Shape s(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    s[d] = std::clamp<uint64_t>(shard_shape[d], 1, std::max<uint64_t>(shape[d], 1));
+  }
+  return s;
+}
+
+// Largest divisor of n that is at most limit (at least 1).
+uint64_t divisor_at_most(uint64_t n, uint64_t limit) {
+  for (uint64_t k = std::min(n, limit); k > 1; --k) {
+    if (n % k == 0) return k;
+  }
+  return 1;
+}
+
+// A chunk grid for a sharded array: C-order slabs of about `target` bytes inside one shard,
+// each extent dividing the shard's, so that chunk and shard boundaries line up.
+Shape sharded_chunk_shape(const Shape& shape, const Shape& shard_shape, uint32_t bits,
+                          uint64_t target) {
+  const Shape shard = clamped_shard_shape(shape, shard_shape);
+  Shape c = format::default_chunk_shape(shard, bits, target);
+  for (size_t d = 0; d < c.size(); ++d) c[d] = divisor_at_most(shard[d], c[d]);
+  return c;
+}
+
+Status check_shards(const Tree& t, size_t i, const Leaf& l, const LeafInput& in) {
+  if (l.kind != LeafKind::kArray) return leaf_error(t, i, "only arrays can be sharded");
+  if (!in.shard_shape.empty() && in.shard_shape.size() != l.shape.size()) {
+    return leaf_error(t, i, "shard shape of rank " + std::to_string(in.shard_shape.size()) +
+                                " for an array of rank " + std::to_string(l.shape.size()));
+  }
+  if (!in.shards) return Status::OK();
+  for (const Shard& sh : *in.shards) {
+    if (sh.box.begin.size() != l.shape.size() || sh.box.end.size() != l.shape.size()) {
+      return leaf_error(t, i, "shard box of the wrong rank");
+    }
+    for (size_t d = 0; d < l.shape.size(); ++d) {
+      if (sh.box.begin[d] > sh.box.end[d] || sh.box.end[d] > l.shape[d]) {
+        return leaf_error(t, i, "shard box outside the array along dimension " +
+                                    std::to_string(d));
+      }
+    }
+    if (sh.box.num_elements() > 0 && sh.view.data == nullptr) {
+      return leaf_error(t, i, "shard without data");
+    }
+    if (!sh.view.strides.empty() && sh.view.strides.size() != l.shape.size()) {
+      return leaf_error(t, i, "shard strides of the wrong rank");
+    }
+  }
+  return Status::OK();
+}
+
+// Every chunk must lie in one shard: shard boundaries on chunk boundaries.
+Status check_alignment(const Tree& t, size_t i, const Leaf& l, const LeafInput& in) {
+  if (!in.shard_shape.empty()) {
+    const Shape shard = clamped_shard_shape(l.shape, in.shard_shape);
+    for (size_t d = 0; d < l.shape.size(); ++d) {
+      if (shard[d] < l.shape[d] && shard[d] % l.chunk_shape[d] != 0) {
+        return leaf_error(t, i, "chunk extent " + std::to_string(l.chunk_shape[d]) +
+                                    " does not divide the shard extent " +
+                                    std::to_string(shard[d]) + " along dimension " +
+                                    std::to_string(d));
+      }
+    }
+  }
+  if (!in.shards) return Status::OK();
+  for (const Shard& sh : *in.shards) {
+    for (size_t d = 0; d < l.shape.size(); ++d) {
+      const uint64_t c = l.chunk_shape[d];
+      if (sh.box.begin[d] % c != 0 || (sh.box.end[d] % c != 0 && sh.box.end[d] != l.shape[d])) {
+        return leaf_error(t, i, "shard box [" + std::to_string(sh.box.begin[d]) + ", " +
+                                    std::to_string(sh.box.end[d]) + ") along dimension " +
+                                    std::to_string(d) + " is not on chunk boundaries (chunk " +
+                                    "extent " + std::to_string(c) + ")");
+      }
+    }
+  }
+  return Status::OK();
+}
+
 Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   Leaf& l = t.leaves[i];
   if (l.kind < LeafKind::kArray || l.kind > LeafKind::kPickle) {
@@ -96,7 +178,9 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   if (l.flags & kLeafFlagScalar && !l.shape.empty()) {
     return leaf_error(t, i, "scalar flag on an array of rank > 0");
   }
-  if (l.kind == LeafKind::kArray && *elements > 0) {
+  const bool sharded = in.shards.has_value() || !in.shard_shape.empty();
+  if (sharded) JTREE_RETURN_IF_ERROR(check_shards(t, i, l, in));
+  if (l.kind == LeafKind::kArray && *elements > 0 && !in.shards) {
     if (!in.fill && in.source.data == nullptr) return leaf_error(t, i, "array without data");
     if (!in.source.strides.empty() && in.source.strides.size() != l.shape.size()) {
       return leaf_error(t, i, "strides of rank " + std::to_string(in.source.strides.size()) +
@@ -109,7 +193,9 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   l.codec = Codec::kRaw;
   l.level = 0;
 
-  if (stored <= options.inline_threshold || *elements == 0) {
+  // Sharded data is never inline: the header must be the same in every process, and no process
+  // holds all of it.
+  if ((stored <= options.inline_threshold && !sharded) || *elements == 0) {
     l.storage = Storage::kInline;
     if (l.kind == LeafKind::kArray) return gather_inline(t, i, l, *elements);
     return Status::OK();
@@ -128,9 +214,12 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
       if (l.chunk_shape[d] == 0) return leaf_error(t, i, "chunk shape with a zero dimension");
       l.chunk_shape[d] = std::min(l.chunk_shape[d], std::max<uint64_t>(l.shape[d], 1));
     }
+  } else if (!in.shard_shape.empty()) {
+    l.chunk_shape = sharded_chunk_shape(l.shape, in.shard_shape, info->stored_bits, target);
   } else {
     l.chunk_shape = format::default_chunk_shape(l.shape, info->stored_bits, target);
   }
+  if (sharded) JTREE_RETURN_IF_ERROR(check_alignment(t, i, l, in));
   auto chunk_elements = checked_product(l.chunk_shape);
   if (!chunk_elements || stored_bytes(l.dtype, *chunk_elements) > kMaxChunkBytes) {
     return leaf_error(t, i, "chunks larger than " + std::to_string(kMaxChunkBytes) + " bytes");

@@ -1,15 +1,16 @@
-// save(): a new file, generation 0, one segment.
+// save(): a new file, generation 0, one segment (also segment files of multi-process saves).
 #include <cstring>
 #include <fstream>
 
 #include "format/layout.h"
+#include "jtree/multihost.h"
 #include "jtree/writer.h"
 #include "write/chunk_writer.h"
 #include "write/leaf_planner.h"
 #include "write/metadata_writer.h"
+#include "write/save_internal.h"
 
 namespace jtree {
-namespace {
 
 // A local target that exists, is non-empty and does not start with the jtree magic is
 // refused unless the caller said otherwise.
@@ -28,7 +29,8 @@ Status check_target(std::string_view path_or_url, const WriteOptions& options) {
                                       "it (set overwrite_foreign to allow)");
 }
 
-Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats) {
+Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
+                 const SegmentOptions* segment) {
   JTREE_RETURN_IF_ERROR(tree.Finalize());
   JTREE_RETURN_IF_ERROR(plan_leaves(tree, options));
   uint64_t chunks = 0;
@@ -38,14 +40,21 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
   }
   JTREE_ASSIGN_OR_RETURN(std::vector<std::byte> header, header_bytes(tree, options.writer));
   format::VersionInfo version;
+  if (segment) version.kind = format::FileKind::kSegment;
   JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
 
   format::IndexData index;
   index.chunks.resize(chunks);
+  if (segment) {
+    index.segment_info = format::SegmentInfo{segment->process_index, segment->process_count,
+                                             segment->save_id};
+  }
   ChunkStream stream(sink, options.alignment, random_u64(), 0);
   JTREE_RETURN_IF_ERROR(stream.begin());
-  JTREE_RETURN_IF_ERROR(write_chunks(tree, stream, index.chunks, options, stats));
-  if (chunks > 0) index.segments.push_back(stream.span());
+  const auto process = segment ? std::optional<uint32_t>(segment->process_index) : std::nullopt;
+  JTREE_RETURN_IF_ERROR(write_chunks(tree, stream, index.chunks, options, stats, process));
+  // A segment file always has its one segment (possibly empty): the commit copies it.
+  if (chunks > 0 || segment) index.segments.push_back(stream.span());
 
   GenerationInfo g;
   g.header_offset = format::kPreambleSize;
@@ -57,11 +66,9 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
   return sink.commit();
 }
 
-}  // namespace
-
 Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options) {
   WriteStats stats;
-  Status st = save_into(tree, sink, options, &stats);
+  Status st = save_into(tree, sink, options, &stats, nullptr);
   if (!st.ok()) {
     sink.abort();
     return st.WithPrefix(sink.name());

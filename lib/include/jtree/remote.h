@@ -1,0 +1,134 @@
+// jtree/remote.h — the HTTP(S) and S3 backends: their settings, and a few object-store calls.
+//
+// Reading: open_source() / Reader::Open() take "http://", "https://" and "s3://bucket/key"
+// URLs. A remote open costs one round trip of two parallel range requests (the head of the
+// file, and its tail as a suffix range), plus one more when the header or index is larger than
+// those first reads; chunk data is then fetched with parallel range requests that carry only
+// the bytes asked for (neighbouring ranges coalesced).
+//
+// Writing: create_sink() / save() take "s3://bucket/key". Small objects are one PUT; larger
+// ones a multipart upload whose parts are uploaded in parallel, with memory bounded by
+// part_size x (upload_concurrency + 1). The object appears only on commit; any failure aborts
+// the upload, so no partial object is ever visible. append() on an s3:// object writes a new
+// version of it (server-side copies of the old bytes, then the new generation).
+//
+// Trust: every response is checked (status, Content-Range, length, ETag). The object is pinned
+// to the ETag of the first response: if it is replaced while a Reader uses it, reads fail with
+// "the object changed while being read" instead of mixing two versions. TLS peers are verified
+// unless verify_tls is false. Proxies come from the standard variables (http_proxy,
+// https_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY), as libcurl reads them.
+//
+// Errors name the URL (for S3 also the bucket and key) and what failed, e.g.
+//   "s3://ckpt/run1/step100.jtree: GET bytes=0-65535: HTTP 403 SignatureDoesNotMatch: ...".
+// Codes: NotFound (404), PermissionDenied (401/403), IOError (network, 5xx after the last
+// retry, malformed answers), Aborted (the object changed; a deadline), InvalidArgument (a bad
+// URL or option).
+//
+// Thread safety: RemoteOptions is a plain value. The functions below may be called from any
+// thread. All transfers of a process share one libcurl connection pool (connections are
+// reused across files and requests).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jtree/status.h"
+
+namespace jtree {
+
+/// How S3 requests name the bucket.
+enum class S3Addressing : uint8_t {
+  /// Virtual-hosted on AWS endpoints when the bucket name allows it (DNS-safe, no dots over
+  /// https); path-style on custom endpoints (AWS_ENDPOINT_URL...), which are often IPs.
+  kAuto = 0,
+  kPath = 1,     ///< https://endpoint/bucket/key
+  kVirtual = 2,  ///< https://bucket.endpoint/key
+};
+
+/// Settings of the remote backends. A default-constructed value is what most callers want:
+/// empty strings mean "from the environment", as documented per field (and in docs/remote.md).
+struct RemoteOptions {
+  // ---- requests, retries, limits ------------------------------------------------------------
+  /// Retries of one request after its first attempt, on 429, 5xx, timeouts, connection resets,
+  /// stalls and truncated bodies. Other errors (403, 404, 412...) are not retried.
+  int max_retries = 8;
+  /// Time allowed for one request, all its attempts and waits included; past it the request
+  /// fails with the last error seen.
+  double deadline_seconds = 300;
+  /// Backoff before retry n (n = 1, 2...): a random time in [0, min(max, initial x 2^n)]
+  /// ("full jitter"). A server's Retry-After is honoured when it is longer (up to max).
+  double backoff_initial_seconds = 0.1;
+  double backoff_max_seconds = 10;
+  double connect_timeout_seconds = 10;
+  /// A transfer that receives nothing for this long is abandoned (and retried).
+  double stall_timeout_seconds = 30;
+  /// Requests in flight at once for one object (reads; also how many fetches the Reader runs).
+  int max_concurrency = 16;
+  /// Ranges of one read() closer than this are fetched by one request (the gap is discarded).
+  uint64_t coalesce_gap = 64 * 1024;
+  /// Larger ranges are split into requests of at most this size, fetched in parallel (a retry
+  /// then repeats only the failed piece).
+  uint64_t max_request_bytes = 32ull << 20;
+
+  // ---- TLS and HTTP ------------------------------------------------------------------------
+  bool verify_tls = true;  ///< verify the server's certificate and name
+  /// CA bundle file. Empty: AWS_CA_BUNDLE (s3:// only), CURL_CA_BUNDLE, SSL_CERT_FILE, else the
+  /// system's bundle.
+  std::string ca_file;
+  /// Directory of hashed CA certificates. Empty: SSL_CERT_DIR, else the system's.
+  std::string ca_path;
+  bool http2 = true;  ///< offer HTTP/2 (ALPN, over TLS); HTTP/1.1 is used when not agreed
+  /// Extra request headers for http(s):// URLs, e.g. "Authorization: Bearer ...".
+  std::vector<std::string> http_headers;
+
+  // ---- S3 ----------------------------------------------------------------------------------
+  /// Credentials. Empty: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else
+  /// the profile's entries in ~/.aws/credentials or ~/.aws/config. None at all: unsigned
+  /// (anonymous) requests, which public buckets accept.
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+  /// Profile. Empty: AWS_PROFILE, else "default". Files: AWS_SHARED_CREDENTIALS_FILE and
+  /// AWS_CONFIG_FILE, else ~/.aws/credentials and ~/.aws/config.
+  std::string profile;
+  /// Region. Empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1".
+  std::string region;
+  /// Endpoint of an S3-compatible store ("http://127.0.0.1:7480", "https://storage.googleapis.com").
+  /// Empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS's
+  /// regional endpoint.
+  std::string endpoint;
+  /// Addressing. kAuto also reads the profile's `s3 = addressing_style = path|virtual`.
+  S3Addressing addressing = S3Addressing::kAuto;
+
+  // ---- S3 uploads --------------------------------------------------------------------------
+  /// Multipart part size (S3 needs >= 5 MiB). Parts grow x2 every 1000 parts, so an upload can
+  /// reach 10,000 parts of up to 5 GiB without knowing its size in advance. Objects smaller
+  /// than one part are written with a single PUT.
+  uint64_t part_size = 8ull << 20;
+  /// Parts uploaded at once; memory is bounded by part_size x (upload_concurrency + 1).
+  int upload_concurrency = 4;
+};
+
+/// What stat_object() and list_objects() report about an object.
+struct ObjectInfo {
+  std::string url;   ///< the object's URL (s3://bucket/key for S3)
+  uint64_t size = 0;
+  std::string etag;  ///< as the server sent it (quotes included), may be empty
+};
+
+/// The size and ETag of an http(s):// or s3:// object (a HEAD request). NotFound when absent.
+Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options = {});
+
+/// Every object under an S3 prefix, "s3://bucket/prefix" (ListObjectsV2, all pages; keys in
+/// the store's order, which is lexicographic on S3). `max_objects` bounds the answer
+/// (ResourceExhausted past it).
+Result<std::vector<ObjectInfo>> list_objects(std::string_view s3_prefix_url,
+                                             const RemoteOptions& options = {},
+                                             uint64_t max_objects = 10'000'000);
+
+/// Deletes an s3:// object (DeleteObject). Deleting an absent key succeeds, as on S3.
+Status delete_object(std::string_view s3_url, const RemoteOptions& options = {});
+
+}  // namespace jtree

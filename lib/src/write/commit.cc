@@ -1,0 +1,183 @@
+// commit_segments(): assemble one checkpoint from the segments of a multi-process save
+// (spec/FORMAT.md, section 11).
+#include <vector>
+
+#include "codec/checksum.h"
+#include "format/layout.h"
+#include "jtree/multihost.h"
+#include "jtree/reader.h"
+#include "write/chunk_writer.h"
+#include "write/metadata_writer.h"
+
+namespace jtree {
+namespace {
+
+constexpr uint32_t kSegmentAlignment = 64;
+
+// Opens every segment and checks that they belong together.
+Result<std::vector<std::shared_ptr<Reader>>> open_segments(std::string_view target,
+                                                           uint32_t count) {
+  std::vector<std::shared_ptr<Reader>> segs;
+  OpenOptions oo;
+  oo.use_mmap = false;
+  for (uint32_t k = 0; k < count; ++k) {
+    const std::string path = segment_path(target, k, count);
+    auto r = Reader::Open(path, oo);
+    if (!r.ok()) {
+      if (r.status().IsNotFound()) {
+        return Status::NotFound(path + ": segment " + std::to_string(k) + " of " +
+                                std::to_string(count) +
+                                " is missing (did that process finish its save?)");
+      }
+      return r.status();
+    }
+    const FileInfo& in = (*r)->info();
+    if (!in.is_segment) return Status::Corruption(path + ": not a segment file");
+    if (in.process_index != k || in.process_count != count) {
+      return Status::Corruption(path + ": holds segment " + std::to_string(in.process_index) +
+                                " of " + std::to_string(in.process_count) + ", not " +
+                                std::to_string(k) + " of " + std::to_string(count));
+    }
+    if (!segs.empty()) {
+      const FileInfo& first = segs.front()->info();
+      if (in.save_id != first.save_id) {
+        return Status::Corruption(path + ": belongs to another save (save id differs from "
+                                         "segment 0's): a leftover of an earlier attempt?");
+      }
+      if (in.header_hash != first.header_hash || in.header_size != first.header_size) {
+        return Status::Corruption(path + ": its tree differs from segment 0's (every process "
+                                         "must save the same structure and leaf specs)");
+      }
+    }
+    if (in.segments.size() != 1) {
+      return Status::Corruption(path + ": a segment file must have exactly one data segment");
+    }
+    segs.push_back(std::move(*r));
+  }
+  return segs;
+}
+
+// For every chunk, the one segment that holds it.
+Result<std::vector<uint32_t>> chunk_owners(const std::vector<std::shared_ptr<Reader>>& segs,
+                                           std::string_view target) {
+  const Tree& tree = segs.front()->tree();
+  const uint64_t n = segs.front()->info().num_chunks;
+  std::vector<uint32_t> owner(n, UINT32_MAX);
+  for (uint32_t k = 0; k < segs.size(); ++k) {
+    for (uint64_t i = 0; i < n; ++i) {
+      if (segs[k]->chunk(i).absent) continue;
+      if (owner[i] != UINT32_MAX) {
+        return Status::Corruption(std::string(target) + ": chunk " + std::to_string(i) +
+                                  " is in segments " + std::to_string(owner[i]) + " and " +
+                                  std::to_string(k) + " (two processes wrote the same data)");
+      }
+      owner[i] = k;
+    }
+  }
+  for (uint32_t l = 0; l < tree.leaves.size(); ++l) {
+    const Leaf& leaf = tree.leaves[l];
+    for (uint64_t c = 0; c < Tree::chunk_count(leaf); ++c) {
+      if (owner[leaf.first_chunk + c] == UINT32_MAX) {
+        return Status::Corruption(std::string(target) + ": leaf " + tree.leaf_path(l) +
+                                  ": chunk " + std::to_string(c) +
+                                  " is in no segment (no process held that part)");
+      }
+    }
+  }
+  return owner;
+}
+
+Status verify_data(const std::vector<std::shared_ptr<Reader>>& segs) {
+  for (const auto& r : segs) {
+    auto rep = r->Verify();
+    if (!rep.ok()) return rep.status();
+    if (!rep->ok()) return rep->problems.front().status;
+  }
+  return Status::OK();
+}
+
+Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
+                   const std::vector<uint32_t>& owner, Sink& sink, const CommitOptions& options,
+                   WriteStats* stats) {
+  const Reader& first = *segs.front();
+  const FileInfo& fi = first.info();
+  // The header, byte for byte: every segment carries the same one.
+  std::vector<std::byte> header(fi.header_size);
+  ReadRange hr{fi.header_offset, header};
+  JTREE_RETURN_IF_ERROR(first.source()->read(std::span(&hr, 1)));
+  if (xxh3(header) != fi.header_hash) {
+    return Status::Corruption(first.name() + ": header checksum mismatch");
+  }
+  format::VersionInfo version;
+  JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
+
+  // Each segment's data, copied as a block; its chunks keep their offsets and checksums.
+  format::IndexData index;
+  std::vector<uint32_t> new_segment(segs.size(), UINT32_MAX);
+  uint64_t done = 0, total = 0;
+  for (const auto& r : segs) total += r->info().segments[0].size;
+  for (uint32_t k = 0; k < segs.size(); ++k) {
+    const SegmentSpan& seg = segs[k]->info().segments[0];
+    if (seg.size == 0) continue;
+    JTREE_RETURN_IF_ERROR(pad_to(sink, kSegmentAlignment));
+    new_segment[k] = static_cast<uint32_t>(index.segments.size());
+    index.segments.push_back({sink.position(), seg.size, seg.salt});
+    JTREE_RETURN_IF_ERROR(sink.append_from(segs[k]->name(), seg.file_offset, seg.size));
+    done += seg.size;
+    if (options.write.progress && !options.write.progress(done, total)) {
+      return Status::Aborted("commit cancelled");
+    }
+  }
+  const uint64_t n = fi.num_chunks;
+  index.chunks.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t k = owner[i];
+    const ChunkInfo c = segs[k]->chunk(i);
+    format::ChunkRecord& rec = index.chunks[i];
+    rec.segment = new_segment[k];
+    rec.offset = c.file_offset - segs[k]->info().segments[0].file_offset;
+    rec.stored_size = c.stored_size;
+    rec.checksum = c.checksum;
+    rec.encoding = static_cast<uint8_t>(c.encoding);
+    stats->chunks++;
+    stats->stored_bytes += c.stored_size;
+  }
+  GenerationInfo g;
+  g.header_offset = format::kPreambleSize;
+  g.header = header;
+  g.version = version;
+  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
+  stats->file_size = footer + format::kFooterSize;
+  stats->leaves = first.tree().leaves.size();
+  return sink.commit();
+}
+
+}  // namespace
+
+Result<WriteStats> commit_segments(std::string_view target, uint32_t process_count,
+                                   const CommitOptions& options) {
+  if (process_count == 0) return Status::InvalidArgument("commit of zero segments");
+  JTREE_ASSIGN_OR_RETURN(auto segs, open_segments(target, process_count));
+  JTREE_ASSIGN_OR_RETURN(auto owner, chunk_owners(segs, target));
+  if (options.verify_chunks) JTREE_RETURN_IF_ERROR(verify_data(segs));
+  SinkOptions so;
+  so.overwrite = options.write.overwrite;
+  so.sync = options.write.sync;
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink, create_sink(target, so));
+  WriteStats stats;
+  Status st = commit_into(segs, owner, *sink, options, &stats);
+  if (!st.ok()) {
+    sink->abort();
+    return st.WithPrefix(sink->name());
+  }
+  // The checkpoint is committed: the segments are no longer needed.
+  if (!options.keep_segments) {
+    for (const auto& r : segs) {
+      Status rm = remove_object(r->name());
+      if (!rm.ok() && !rm.IsNotFound()) return rm.WithPrefix("committed, but cleaning up");
+    }
+  }
+  return stats;
+}
+
+}  // namespace jtree

@@ -1,0 +1,246 @@
+// Many processes, one file: segment saves and the commit that merges them.
+#include <filesystem>
+
+#include <doctest/doctest.h>
+
+#include "test_util.h"
+#include "util/box_copy.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+
+namespace {
+
+constexpr uint32_t kProcs = 4;
+
+// The global arrays of the test save, and which part each process holds.
+struct Global {
+  std::vector<std::byte> a = random_array(DType::kFloat32, 64 * 48, 1);   // rows split 4 ways
+  std::vector<std::byte> b = random_array(DType::kBFloat16, 32 * 40, 2);  // columns split 4 ways
+  std::vector<std::byte> c = random_array(DType::kInt32, 16 * 16, 3);     // 2 x 2 blocks
+  std::vector<std::byte> r = random_array(DType::kFloat64, 1000, 4);      // replicated
+};
+
+// A copy of the shard `box` of a C-order array (what a device would hold).
+std::vector<std::byte> shard_of(const std::vector<std::byte>& full, const Shape& shape,
+                                const Box& box, size_t item) {
+  std::vector<std::byte> out(box.num_elements() * item);
+  copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
+              box.shape(), item);
+  return out;
+}
+
+struct Process {
+  std::vector<std::vector<std::byte>> buffers;  // the shards' data, kept alive for the save
+
+  Leaf sharded(DType dtype, const Shape& shape, const Shape& shard_shape,
+               const std::vector<std::byte>& full, const std::vector<Box>& boxes) {
+    auto in = std::make_shared<LeafInput>();
+    in->shard_shape = shard_shape;
+    in->shards.emplace();
+    const size_t item = dtype_info(dtype)->item_size;
+    for (const Box& box : boxes) {
+      buffers.push_back(shard_of(full, shape, box, item));
+      in->shards->push_back({box, ArrayView{buffers.back().data()}});
+    }
+    Leaf l;
+    l.kind = LeafKind::kArray;
+    l.dtype = dtype;
+    l.shape = shape;
+    l.storage = Storage::kChunked;
+    l.input = std::move(in);
+    return l;
+  }
+
+  // The tree process k saves; `holds(k)` decides which shards it has.
+  Tree tree(const Global& g, uint32_t k, const std::function<bool(uint32_t, uint32_t)>& holds) {
+    TreeBuilder b;
+    b.dict();
+    std::vector<Box> a_boxes, b_boxes, c_boxes;
+    for (uint32_t s = 0; s < 4; ++s) {
+      if (holds(k, s)) {
+        a_boxes.push_back({{16ull * s, 0}, {16ull * (s + 1), 48}});
+        b_boxes.push_back({{0, 10ull * s}, {32, 10ull * (s + 1)}});
+        c_boxes.push_back({{8ull * (s / 2), 8ull * (s % 2)}, {8ull * (s / 2 + 1), 8ull * (s % 2 + 1)}});
+      }
+    }
+    b.key("a").leaf(sharded(DType::kFloat32, {64, 48}, {16, 48}, g.a, a_boxes));
+    b.key("b").leaf(sharded(DType::kBFloat16, {32, 40}, {32, 10}, g.b, b_boxes));
+    b.key("c").leaf(sharded(DType::kInt32, {16, 16}, {8, 8}, g.c, c_boxes));
+    // Replicated: process 0 writes it; the others hold none of it.
+    Leaf r;
+    r.kind = LeafKind::kArray;
+    r.dtype = DType::kFloat64;
+    r.shape = {1000};
+    r.storage = Storage::kChunked;
+    auto in = std::make_shared<LeafInput>();
+    if (k == 0) in->source = ArrayView{g.r.data()};
+    else in->shards.emplace();
+    r.input = std::move(in);
+    b.key("r").leaf(r);
+    b.key("step").int_value(42);
+    b.key("name").str("multi");
+    b.end();
+    auto t = std::move(b).Finish();
+    REQUIRE(t.ok());
+    return std::move(*t);
+  }
+};
+
+WriteOptions small_chunks() {
+  WriteOptions wo;
+  wo.target_chunk_bytes = 1024;  // several chunks per shard
+  wo.inline_threshold = 0;
+  return wo;
+}
+
+bool owner_k(uint32_t k, uint32_t s) { return s == k; }
+
+void save_all(const std::string& target, const Global& g, uint64_t save_id,
+              const std::function<bool(uint32_t, uint32_t)>& holds = owner_k) {
+  for (uint32_t k = 0; k < kProcs; ++k) {
+    Process p;
+    auto st = save_segment(p.tree(g, k, holds), target, {k, kProcs, save_id}, small_chunks());
+    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  }
+}
+
+std::vector<std::byte> read_leaf(const Reader& r, const char* path) {
+  const uint32_t l = *r.find_leaf(path);
+  std::vector<std::byte> out(r.tree().leaves[l].memory_bytes());
+  REQUIRE(r.read(l, out).ok());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("four segments commit into one checkpoint that loads bit-exact") {
+  TempDir dir;
+  const std::string target = dir.file("ckpt.jtree");
+  Global g;
+  save_all(target, g, 77);
+  CHECK(dir.entries().size() == kProcs);
+  {  // A segment file is a valid file of its own; chunks of other processes are absent.
+    auto seg = Reader::Open(segment_path(target, 1, kProcs));
+    REQUIRE(seg.ok());
+    CHECK((*seg)->info().is_segment);
+    CHECK((*seg)->info().process_index == 1);
+    std::vector<std::byte> buf(64 * 48 * 4);
+    CHECK((*seg)->read(*(*seg)->find_leaf("a"), buf).IsNotFound());
+    std::vector<std::byte> rows(16 * 48 * 4);
+    CHECK((*seg)->read_box(*(*seg)->find_leaf("a"), {{16, 0}, {32, 48}}, rows).ok());
+  }
+  auto st = commit_segments(target, kProcs);
+  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  CHECK(dir.entries() == std::vector<std::string>{"ckpt.jtree"});  // segments removed
+  auto r = Reader::Open(target);
+  REQUIRE(r.ok());
+  CHECK_FALSE((*r)->info().is_segment);
+  CHECK((*r)->info().segments.size() == kProcs);
+  CHECK(read_leaf(**r, "a") == g.a);
+  CHECK(read_leaf(**r, "b") == g.b);
+  CHECK(read_leaf(**r, "c") == g.c);
+  CHECK(read_leaf(**r, "r") == g.r);
+  CHECK((*r)->tree().leaves[*(*r)->find_leaf("step")].int_value == 42);
+  auto rep = (*r)->Verify();
+  REQUIRE(rep.ok());
+  CHECK(rep->ok());
+  // Chunk grids follow the shards: every chunk of "b" lies in one 10-column shard.
+  const Leaf& lb = (*r)->tree().leaves[*(*r)->find_leaf("b")];
+  CHECK(10 % lb.chunk_shape[1] == 0);
+}
+
+TEST_CASE("commit failures leave no target and say what is wrong") {
+  TempDir dir;
+  const std::string target = dir.file("ckpt.jtree");
+  Global g;
+  SUBCASE("a missing segment") {
+    save_all(target, g, 1);
+    std::filesystem::remove(segment_path(target, 2, kProcs));
+    auto st = commit_segments(target, kProcs);
+    CHECK(st.status().IsNotFound());
+    CHECK(st.status().message().find("segment 2 of 4") != std::string::npos);
+  }
+  SUBCASE("a shard written by two processes") {
+    save_all(target, g, 1, [](uint32_t k, uint32_t s) { return s == k || (k == 3 && s == 0); });
+    auto st = commit_segments(target, kProcs);
+    CHECK(st.status().IsCorruption());
+    CHECK(st.status().message().find("is in segments 0 and 3") != std::string::npos);
+  }
+  SUBCASE("a shard written by nobody") {
+    save_all(target, g, 1, [](uint32_t k, uint32_t s) { return s == k && s != 2; });
+    auto st = commit_segments(target, kProcs);
+    CHECK(st.status().IsCorruption());
+    CHECK(st.status().message().find("is in no segment") != std::string::npos);
+  }
+  SUBCASE("a segment left over from another save") {
+    save_all(target, g, 1);
+    Process p;
+    REQUIRE(save_segment(p.tree(g, 3, owner_k), target, {3, kProcs, 999}, small_chunks()).ok());
+    auto st = commit_segments(target, kProcs);
+    CHECK(st.status().message().find("belongs to another save") != std::string::npos);
+  }
+  SUBCASE("a damaged segment") {
+    save_all(target, g, 1);
+    const std::string seg = segment_path(target, 1, kProcs);
+    auto bytes = read_file(seg);
+    bytes[200] ^= std::byte{1};  // inside the header
+    write_file(seg, bytes);
+    auto st = commit_segments(target, kProcs);
+    CHECK(st.status().IsCorruption());
+    CHECK(st.status().message().find(seg) != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists(target));
+}
+
+TEST_CASE("a commit can be run again; segments can be kept; data can be verified") {
+  TempDir dir;
+  const std::string target = dir.file("ckpt.jtree");
+  Global g;
+  save_all(target, g, 5);
+  CommitOptions keep;
+  keep.keep_segments = true;
+  keep.verify_chunks = true;
+  REQUIRE(commit_segments(target, kProcs, keep).ok());
+  CHECK(dir.entries().size() == kProcs + 1);
+  // Run again (as after a crash between the rename and the clean-up): same result.
+  REQUIRE(commit_segments(target, kProcs).ok());
+  CHECK(dir.entries() == std::vector<std::string>{"ckpt.jtree"});
+  CHECK(read_leaf(**Reader::Open(target), "c") == g.c);
+}
+
+TEST_CASE("one process holding every shard saves a complete file; gaps are refused") {
+  TempDir dir;
+  Global g;
+  Process all;
+  auto st = save(all.tree(g, 0, [](uint32_t, uint32_t) { return true; }), dir.file("one.jtree"),
+                 small_chunks());
+  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  CHECK(read_leaf(**Reader::Open(dir.file("one.jtree")), "b") == g.b);
+  Process some;
+  auto gap = save(some.tree(g, 0, [](uint32_t, uint32_t s) { return s != 1; }),
+                  dir.file("gap.jtree"), small_chunks());
+  CHECK(gap.status().IsInvalidArgument());
+  CHECK(gap.status().message().find("no data") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("gap.jtree")));
+}
+
+TEST_CASE("chunk shapes must follow the shards") {
+  TempDir dir;
+  std::vector<std::byte> data(64 * 4);
+  auto in = std::make_shared<LeafInput>();
+  in->shard_shape = {16};
+  in->shards = std::vector<Shard>{{Box{{0}, {16}}, ArrayView{data.data()}}};
+  in->options.chunk_shape = {12};  // does not divide 16
+  Leaf l;
+  l.kind = LeafKind::kArray;
+  l.dtype = DType::kFloat32;
+  l.shape = {64};
+  l.storage = Storage::kChunked;
+  l.input = in;
+  TreeBuilder b;
+  b.dict().key("x").leaf(l).end();
+  auto st = save_segment(std::move(*std::move(b).Finish()), dir.file("t.jtree"), {0, 4, 1});
+  CHECK(st.status().IsInvalidArgument());
+  CHECK(st.status().message().find("does not divide the shard extent") != std::string::npos);
+}
