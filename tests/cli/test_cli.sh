@@ -80,5 +80,12 @@ check "compact writes a new file" test -s "$dir/compact.jtree"
 check "the compacted file verifies" contains "$("$jtree" verify "$dir/compact.jtree")" "^OK: "
 check "compact of a damaged file fails" test "$(exit_code "$jtree" compact -o "$dir/x.jtree" "$dir/bad.jtree")" = 1
 
+# The examples users copy from keep working.
+out=$("$build/examples/save_and_load" "$dir/ex.jtree")
+check "example save_and_load reads its slice" contains "$out" "w\[10:12, 0:4\] = 1280 1281 1282 1283 / 1408 1409 1410 1411"
+out=$("$build/examples/multihost_save" "$dir/sharded.jtree")
+check "example multihost_save commits 4 segments" contains "$out" "from 4 segments; w\[700, 0\] = 2"
+check "the multi-host file verifies" contains "$("$jtree" verify "$dir/sharded.jtree")" "^OK: "
+
 if [ "$failures" -gt 0 ]; then echo "$failures CLI check(s) failed"; exit 1; fi
 echo "CLI tests passed"
