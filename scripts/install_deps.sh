@@ -11,8 +11,9 @@ groups[build]="build-essential cmake ninja-build pkg-config libzstd-dev libxxhas
   libflatbuffers-dev flatbuffers-compiler libcurl4-openssl-dev libssl-dev doctest-dev"
 # The Python package and its tests (the venv itself comes from scripts/python_env.sh).
 groups[python]="python3 python3-venv python3-dev"
-# Real servers for the remote tests: nginx for HTTP(S), Ceph RGW for S3, openssl for a CA.
-groups[remote]="nginx-light openssl"
+# Real servers for the remote tests: nginx for HTTP(S), Ceph RGW (mon, osd, radosgw) for S3,
+# openssl for a throwaway CA, bc and curl for the start-up scripts.
+groups[remote]="nginx-light openssl radosgw ceph-mon ceph-osd bc curl"
 # Sanitizers and fuzzers (clang's libFuzzer and runtimes).
 groups[safety]="clang libclang-rt-14-dev llvm"
 # Benchmark peers and plots from Debian.

@@ -70,6 +70,23 @@ TEST_CASE("append adds a generation, reuses data, and keeps older bytes intact")
   CHECK(rep.dead_bytes > 0);  // generation 0's header, index and footer
 }
 
+TEST_CASE("appends that replace every chunk keep the file readable (segments outnumber chunks)") {
+  TempDir dir;
+  const std::string path = dir.file("r.jtree");
+  auto a = random_bytes(512 * 512 * 4, 9);
+  save_base(path, a);
+  for (int g = 1; g <= 4; ++g) {
+    auto c = random_bytes(100000, 10 + g);  // one chunk, replaced each time
+    auto st = append_update(path, g, &c);
+    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    auto r = Reader::Open(path);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    if (g >= 2) CHECK((*r)->info().segments.size() > (*r)->info().num_chunks);
+    CHECK(*(*r)->read_bytes(*(*r)->find_leaf("c")) ==
+          std::string(reinterpret_cast<char*>(c.data()), c.size()));
+  }
+}
+
 TEST_CASE("a torn append leaves the previous generation readable, and the next append heals") {
   TempDir dir;
   const std::string path = dir.file("t.jtree");

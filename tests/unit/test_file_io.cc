@@ -969,10 +969,10 @@ TEST_CASE("dispatch: open_source and create_sink") {
     CAPTURE(url);
     auto s = open_source(url);
     CHECK(s.status().IsNotSupported());
-    CHECK(s.status().message() == url + ": the http(s)/s3 backend is not built yet");
+    CHECK(s.status().message() == url + ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
     auto k = create_sink(url);
     CHECK(k.status().IsNotSupported());
-    CHECK(k.status().message() == url + ": the http(s)/s3 backend is not built yet");
+    CHECK(k.status().message() == url + ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
   }
   auto ftp = open_source("ftp://host/x.jtree");
   CHECK(ftp.status().IsInvalidArgument());

@@ -1,6 +1,8 @@
 // Header encode/decode: every node and leaf kind survives; damage is Corruption; limits hold.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "format/header_codec.h"
 #include "format/validate.h"
 
@@ -153,6 +155,36 @@ TEST_CASE("every node and leaf kind survives encode/decode") {
   CHECK(*u.find("a\\/b\\\\c") == u.leaf_node(2));
   CHECK(*u.find("-7") == u.leaf_node(1));
   CHECK(u.path(u.leaf_node(3)) == "list/1");
+}
+
+TEST_CASE("negative zeros keep their sign (flatbuffers omits fields equal to the default)") {
+  Tree t;
+  Node root;
+  root.kind = NodeKind::kList;
+  root.num_children = 2;
+  t.nodes.push_back(root);
+  for (uint32_t i = 0; i < 2; ++i) {
+    Node n;
+    n.kind = NodeKind::kLeaf;
+    n.leaf = i;
+    t.nodes.push_back(n);
+  }
+  Leaf f;
+  f.kind = LeafKind::kFloat;
+  f.real = -0.0;
+  Leaf c;
+  c.kind = LeafKind::kComplex;
+  c.real = 0.0;
+  c.imag = -0.0;
+  t.leaves = {f, c};
+  REQUIRE(t.Finalize().ok());
+  auto bytes = encode_header(t, "unit test");
+  REQUIRE(bytes.ok());
+  auto d = decode_header(*bytes, Limits{}, nullptr);
+  REQUIRE(d.ok());
+  CHECK(std::signbit(d->leaves[0].real));
+  CHECK_FALSE(std::signbit(d->leaves[1].real));
+  CHECK(std::signbit(d->leaves[1].imag));
 }
 
 TEST_CASE("damaged headers are Corruption, never a crash") {

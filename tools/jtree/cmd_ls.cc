@@ -142,9 +142,10 @@ int cmd_ls(const Args& args) {
               rows.size(), human_bytes(stored).c_str(), human_bytes(raw).c_str(),
               ratio_string(stored, raw).c_str(), human_bytes(r.info().file_size).c_str(),
               static_cast<unsigned long long>(r.info().generation));
-  std::printf("read %llu requests, %s (of %s) to list it\n",
+  std::printf("read %llu requests, %s (of %s), %llu retries to list it\n",
               static_cast<unsigned long long>(io.read_requests), human_bytes(io.bytes_read).c_str(),
-              human_bytes(r.info().file_size).c_str());
+              human_bytes(r.info().file_size).c_str(),
+              static_cast<unsigned long long>(io.retries));
   return 0;
 }
 

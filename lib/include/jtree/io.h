@@ -67,6 +67,10 @@ class Source {
   /// How many reads this backend wants in flight at once: 0 means "as many as CPU threads"
   /// (local files); remote backends, whose reads wait on the network, ask for more.
   virtual int preferred_concurrency() const { return 0; }
+  /// The largest fetch this backend wants per request when the caller decodes what it fetched
+  /// (0: no preference). The Reader caps ReadOptions::max_fetch_bytes with it: remote backends
+  /// ask for a few MiB, so that decoding overlaps the transfers instead of waiting for them.
+  virtual uint64_t preferred_fetch_bytes() const { return 0; }
   /// The version of the object these reads are pinned to (an HTTP/S3 ETag, as first seen);
   /// empty when the backend has none (local files). Lets a writer that copies the object
   /// (an append to S3) insist on the same version.

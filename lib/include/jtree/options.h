@@ -29,6 +29,10 @@ struct Limits {
   uint64_t max_string_bytes = 1ull << 20;  ///< one key, type name or metadata key
   uint64_t max_leaf_bytes = 1ull << 40;    ///< memory bytes of one leaf (checked by APIs that
                                            ///< allocate a leaf for the caller)
+  /// Memory bytes that APIs allocating for the caller (Reader::read_bytes, the Python load) may
+  /// allocate in total through one open Reader: what one file can make a loader allocate.
+  /// Reads into the caller's own buffers are not counted (the caller sized them).
+  uint64_t max_total_bytes = 1ull << 42;
 };
 
 /// Options for opening a file.
@@ -37,9 +41,11 @@ struct OpenOptions {
   /// Map local files into memory and read raw chunks straight from the mapping.
   bool use_mmap = true;
   /// First reads issued in parallel when opening: the head (preamble + header) and the tail
-  /// (footer + index). Larger values save a round trip on big headers at a small cost.
+  /// (footer + index). Larger values save a round trip on big headers or indexes; smaller ones
+  /// fetch fewer bytes that are not metadata (a remote open fetches at most these two, then
+  /// only the missing rest of the header and index, in one more round trip).
   uint64_t head_read_bytes = 64 * 1024;
-  uint64_t tail_read_bytes = 256 * 1024;
+  uint64_t tail_read_bytes = 64 * 1024;
   /// http(s):// and s3:// settings (retries, deadline, concurrency, TLS, credentials...).
   RemoteOptions remote;
 };

@@ -141,6 +141,14 @@ class Reader {
   /// The payload of a Str/Bytes/ByteArray/CustomLeaf/Pickle (or UInt8) leaf as bytes.
   Result<std::string> read_bytes(uint32_t leaf, const ReadOptions& options = {}) const;
 
+  /// Accounts for `bytes` of memory that the caller is about to allocate for this file's data,
+  /// before allocating it: ResourceExhausted (naming `what`) when one allocation exceeds
+  /// Limits::max_leaf_bytes or all of them together, over this Reader's life, would exceed
+  /// Limits::max_total_bytes. read_bytes() calls it; so must loaders that allocate leaves for
+  /// their callers (the Python binding), so that a small hostile file cannot make them
+  /// allocate without bound. Thread-safe.
+  Status reserve_memory(uint64_t bytes, std::string_view what) const;
+
   /// A raw chunked leaf's bytes straight from the file mapping, without a copy: non-empty only
   /// for local mapped files whose leaf is stored raw in one chunk (checksum verified once when
   /// `verify` is set). The span lives as long as the Reader.

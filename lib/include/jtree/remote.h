@@ -71,6 +71,9 @@ struct RemoteOptions {
   /// Larger ranges are split into requests of at most this size, fetched in parallel (a retry
   /// then repeats only the failed piece).
   uint64_t max_request_bytes = 32ull << 20;
+  /// The Reader's largest fetch from a remote object (it caps ReadOptions::max_fetch_bytes):
+  /// small enough that decoding overlaps the transfers, large enough to keep requests few.
+  uint64_t fetch_bytes = 4ull << 20;
 
   // ---- TLS and HTTP ------------------------------------------------------------------------
   bool verify_tls = true;  ///< verify the server's certificate and name

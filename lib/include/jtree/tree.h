@@ -235,6 +235,7 @@ class Tree {
  private:
   std::vector<uint32_t> subtree_end_;
   std::vector<uint32_t> parent_;
+  std::vector<uint32_t> position_;  // index of each node among its parent's children
   std::vector<uint32_t> leaf_node_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <cmath>
+
 #include "jtree_generated.h"
 #include "util/thread_pool.h"
 
@@ -26,6 +28,16 @@ Offset<flatbuffers::Vector<uint8_t>> bytes_vector(FlatBufferBuilder& b, const st
   return b.CreateVector(reinterpret_cast<const uint8_t*>(s.data()), s.size());
 }
 
+// flatbuffers leaves out a field equal to its default, and -0.0 == 0.0: a negative zero is
+// written explicitly, or its sign would be lost.
+template <typename Add>
+void add_double(FlatBufferBuilder& b, double v, Add add) {
+  const bool negative_zero = v == 0.0 && std::signbit(v);
+  if (negative_zero) b.ForceDefaults(true);
+  add(v);
+  if (negative_zero) b.ForceDefaults(false);
+}
+
 Offset<fb::Leaf> encode_leaf(FlatBufferBuilder& b, const Leaf& l) {
   auto type_name = l.type_name.empty() ? 0 : b.CreateString(l.type_name);
   auto big_int = l.big_int.empty() ? 0 : bytes_vector(b, l.big_int);
@@ -41,10 +53,10 @@ Offset<fb::Leaf> encode_leaf(FlatBufferBuilder& b, const Leaf& l) {
       if (!big_int.IsNull()) lb.add_big_int(big_int);
       else lb.add_int_value(l.int_value);
       break;
-    case LeafKind::kFloat: lb.add_real(l.real); break;
+    case LeafKind::kFloat: add_double(b, l.real, [&](double v) { lb.add_real(v); }); break;
     case LeafKind::kComplex:
-      lb.add_real(l.real);
-      lb.add_imag(l.imag);
+      add_double(b, l.real, [&](double v) { lb.add_real(v); });
+      add_double(b, l.imag, [&](double v) { lb.add_imag(v); });
       break;
     case LeafKind::kBool: lb.add_bool_value(l.bool_value); break;
     default: break;

@@ -190,8 +190,14 @@ Status validate_index(const Tree& tree, const IndexData& index, uint64_t expecte
   if (index.segment_info.has_value() != (kind == FileKind::kSegment)) {
     return Status::Corruption("index: segment info present only in segment files");
   }
-  if (index.segments.size() > index.chunks.size() + 1) {
-    return Status::Corruption("index: more segments than chunks");
+  // A save writes at most one segment per chunk (+1: an empty one), and each append adds at most
+  // one segment while earlier ones stay listed (section 10.2) even when all their chunks were
+  // replaced: at most chunks + generation + 1 segments.
+  if (index.segments.size() > index.chunks.size() + 1 &&
+      index.segments.size() - index.chunks.size() - 1 > generation) {
+    return Status::Corruption("index: " + std::to_string(index.segments.size()) +
+                              " segments for " + std::to_string(index.chunks.size()) +
+                              " chunks in generation " + std::to_string(generation));
   }
   // Segments: inside the file after the preamble, clear of metadata and of each other.
   std::vector<std::pair<uint64_t, uint64_t>> spans;  // (offset, end)

@@ -3,7 +3,11 @@
 #include <string>
 #include <string_view>
 
+#include "io/fault_injection.h"
 #include "jtree/io.h"
+#ifdef JTREE_HAVE_REMOTE
+#include "io/remote/remote_io.h"
+#endif
 
 namespace jtree {
 namespace {
@@ -34,13 +38,21 @@ bool split_scheme(std::string_view s, std::string_view* scheme, std::string_view
   return true;
 }
 
-// Why a non-local URL cannot be opened in this build.
-Status remote_status(std::string_view url) {
+bool is_remote_scheme(std::string_view url) {
   std::string_view scheme, rest;
-  if (split_scheme(url, &scheme, &rest) &&
-      (iequals(scheme, "http") || iequals(scheme, "https") || iequals(scheme, "s3"))) {
-    return Status::NotSupported(std::string(url) + ": the http(s)/s3 backend is not built yet");
+  return split_scheme(url, &scheme, &rest) &&
+         (iequals(scheme, "http") || iequals(scheme, "https") || iequals(scheme, "s3"));
+}
+
+// Why a URL cannot be opened: an unknown scheme, or (in a build without JTREE_WITH_REMOTE) a
+// remote one.
+Status unsupported(std::string_view url) {
+  if (is_remote_scheme(url)) {
+    return Status::NotSupported(std::string(url) +
+                                ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
   }
+  std::string_view scheme, rest;
+  split_scheme(url, &scheme, &rest);
   return Status::InvalidArgument(std::string(url) + ": unsupported URL scheme \"" +
                                  std::string(scheme) + "\"");
 }
@@ -87,18 +99,67 @@ bool is_local_path(std::string_view path_or_url, std::string* local_path) {
   return true;
 }
 
-Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
-                                            const OpenOptions& options) {
+namespace {
+
+Result<std::shared_ptr<Source>> open_source_unhooked(std::string_view path_or_url,
+                                                     const OpenOptions& options) {
   std::string local;
   if (is_local_path(path_or_url, &local)) return open_file_source(local, options.use_mmap);
-  return remote_status(path_or_url);
+#ifdef JTREE_HAVE_REMOTE
+  if (is_remote_scheme(path_or_url)) return remote::open_remote_source(path_or_url, options.remote);
+#endif
+  return unsupported(path_or_url);
+}
+
+Result<std::unique_ptr<Sink>> create_sink_unhooked(std::string_view path_or_url,
+                                                   const SinkOptions& options) {
+  std::string local;
+  if (is_local_path(path_or_url, &local)) return create_file_sink(local, options);
+#ifdef JTREE_HAVE_REMOTE
+  if (is_remote_scheme(path_or_url)) return remote::create_remote_sink(path_or_url, options);
+#endif
+  return unsupported(path_or_url);
+}
+
+Result<std::unique_ptr<Sink>> open_append_sink_unhooked(std::string_view path_or_url,
+                                                        uint64_t keep_bytes,
+                                                        const SinkOptions& options,
+                                                        std::string_view expected_etag) {
+  std::string local;
+  if (is_local_path(path_or_url, &local)) {
+    return open_file_append_sink(local, keep_bytes, options.sync);
+  }
+#ifdef JTREE_HAVE_REMOTE
+  if (is_remote_scheme(path_or_url)) {
+    return remote::open_remote_append_sink(path_or_url, keep_bytes, options, expected_etag);
+  }
+#endif
+  return unsupported(path_or_url);
+}
+
+}  // namespace
+
+// What these open passes through the installed I/O hooks (fault injection in tests; none
+// otherwise): every public entry point (save, append, compact, Reader::Open) can be faulted.
+Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
+                                            const OpenOptions& options) {
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> s, open_source_unhooked(path_or_url, options));
+  return apply_io_hooks(std::move(s));
 }
 
 Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
                                           const SinkOptions& options) {
-  std::string local;
-  if (is_local_path(path_or_url, &local)) return create_file_sink(local, options);
-  return remote_status(path_or_url);
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, create_sink_unhooked(path_or_url, options));
+  return apply_io_hooks(std::move(s));
+}
+
+Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uint64_t keep_bytes,
+                                               const SinkOptions& options,
+                                               std::string_view expected_etag) {
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, open_append_sink_unhooked(
+                                                      path_or_url, keep_bytes, options,
+                                                      expected_etag));
+  return apply_io_hooks(std::move(s));
 }
 
 }  // namespace jtree

@@ -6,6 +6,9 @@
 
 #include "io/posix_file.h"
 #include "jtree/io.h"
+#ifdef JTREE_HAVE_REMOTE
+#include "io/remote/remote_io.h"
+#endif
 
 namespace jtree {
 
@@ -15,6 +18,9 @@ Status remove_object(std::string_view path_or_url) {
     if (::unlink(local.c_str()) != 0) return errno_status(local, "remove", errno);
     return Status::OK();
   }
+#ifdef JTREE_HAVE_REMOTE
+  if (remote::is_remote_url(path_or_url)) return remote::remove_remote_object(path_or_url);
+#endif
   return Status::NotSupported(std::string(path_or_url) +
                               ": removing objects is not supported for this URL scheme");
 }

@@ -14,19 +14,38 @@ namespace {
 using format::kFooterSize;
 using format::kPreambleSize;
 
-// Bytes [offset, offset + size) taken from the head or tail buffer when they hold them, or
-// nullopt when they must be fetched.
-std::optional<std::vector<std::byte>> from_buffers(const HeadTail& ht, uint64_t offset,
-                                                   uint64_t size) {
-  if (offset + size <= ht.head.size()) {
-    return std::vector<std::byte>(ht.head.begin() + offset, ht.head.begin() + offset + size);
+// A metadata region [offset, offset + size) with the bytes the head and tail buffers already
+// hold copied in; [missing_offset, missing_offset + missing_size) is what must still be fetched
+// (one range: the head can only cover the region's start, the tail only its end). Fetching just
+// that part keeps a remote open within the bytes it needs.
+struct Region {
+  uint64_t offset = 0;
+  std::vector<std::byte> bytes;
+  uint64_t missing_offset = 0;
+  uint64_t missing_size = 0;
+  std::span<std::byte> missing() {
+    return std::span(bytes).subspan(missing_offset - offset, missing_size);
+  }
+};
+Region from_buffers(const HeadTail& ht, uint64_t offset, uint64_t size) {
+  Region r;
+  r.offset = offset;
+  r.bytes.resize(size);
+  uint64_t lo = offset, hi = offset + size;  // not yet copied
+  if (lo < ht.head.size()) {
+    const uint64_t end = std::min<uint64_t>(hi, ht.head.size());
+    std::memcpy(r.bytes.data(), ht.head.data() + lo, end - lo);
+    lo = end;
   }
   const uint64_t tail_start = ht.size - ht.tail.size();
-  if (offset >= tail_start) {
-    auto b = ht.tail.begin() + (offset - tail_start);
-    return std::vector<std::byte>(b, b + size);
+  if (lo < hi && hi > tail_start) {
+    const uint64_t from = std::max(lo, tail_start);
+    std::memcpy(r.bytes.data() + (from - offset), ht.tail.data() + (from - tail_start), hi - from);
+    hi = from;
   }
-  return std::nullopt;
+  r.missing_offset = lo;
+  r.missing_size = hi - lo;
+  return r;
 }
 
 // Finds the footer of the newest committed generation: the one at the end of the file, or,
@@ -116,21 +135,14 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
 
   // Header and index: from the first reads when they cover them, else with one more request.
   // (Not from a file mapping: a mapping turns a concurrent truncation into SIGBUS.)
-  auto header_buf = from_buffers(ht, ft.header_offset, ft.header_size);
-  auto index_buf = from_buffers(ht, ft.index_offset, ft.index_size);
-  if (!header_buf || !index_buf) {
-    std::vector<ReadRange> ranges;
-    if (!header_buf) {
-      header_buf.emplace(ft.header_size);
-      ranges.push_back({ft.header_offset, *header_buf});
-    }
-    if (!index_buf) {
-      index_buf.emplace(ft.index_size);
-      ranges.push_back({ft.index_offset, *index_buf});
-    }
-    JTREE_RETURN_IF_ERROR(source.read(ranges));
+  Region header_buf = from_buffers(ht, ft.header_offset, ft.header_size);
+  Region index_buf = from_buffers(ht, ft.index_offset, ft.index_size);
+  std::vector<ReadRange> ranges;
+  for (Region* region : {&header_buf, &index_buf}) {
+    if (region->missing_size > 0) ranges.push_back({region->missing_offset, region->missing()});
   }
-  std::span<const std::byte> header = *header_buf, index = *index_buf;
+  if (!ranges.empty()) JTREE_RETURN_IF_ERROR(source.read(ranges));
+  std::span<const std::byte> header = header_buf.bytes, index = index_buf.bytes;
   if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
   if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
 

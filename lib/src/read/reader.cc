@@ -156,19 +156,19 @@ Result<Box> check_request(const Reader& r, const ReadRequest& req) {
                                    " leaves)");
   }
   const Leaf& leaf = t.leaves[req.leaf];
-  const std::string where = r.name() + ": leaf " + t.leaf_path(req.leaf);
+  auto where = [&] { return r.name() + ": leaf " + t.leaf_path(req.leaf); };  // errors only
   if (!leaf.is_payload()) {
-    return Status::InvalidArgument(where + ": a " + std::string(leaf_kind_name(leaf.kind)) +
+    return Status::InvalidArgument(where() + ": a " + std::string(leaf_kind_name(leaf.kind)) +
                                    " leaf holds no array data");
   }
   Box box = req.box ? *req.box : Box::All(leaf.shape);
   if (box.begin.size() != leaf.shape.size() || box.end.size() != leaf.shape.size()) {
-    return Status::InvalidArgument(where + ": slice of rank " + std::to_string(box.begin.size()) +
+    return Status::InvalidArgument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
                                    " for an array of rank " + std::to_string(leaf.shape.size()));
   }
   for (size_t d = 0; d < leaf.shape.size(); ++d) {
     if (box.begin[d] > box.end[d] || box.end[d] > leaf.shape[d]) {
-      return Status::InvalidArgument(where + ": slice [" + std::to_string(box.begin[d]) + ":" +
+      return Status::InvalidArgument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
                                      std::to_string(box.end[d]) + "] out of bounds for dimension " +
                                      std::to_string(d) + " of extent " +
                                      std::to_string(leaf.shape[d]));
@@ -176,7 +176,7 @@ Result<Box> check_request(const Reader& r, const ReadRequest& req) {
   }
   const uint64_t need = memory_bytes(leaf.dtype, box.num_elements());
   if (req.dst.size() != need) {
-    return Status::InvalidArgument(where + ": destination of " + std::to_string(req.dst.size()) +
+    return Status::InvalidArgument(where() + ": destination of " + std::to_string(req.dst.size()) +
                                    " bytes; the slice needs " + std::to_string(need));
   }
   return box;
@@ -208,7 +208,13 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     if (t.leaves[req.leaf].storage == Storage::kInline) read_inline(t.leaves[req.leaf], b, req.dst);
     boxes.push_back(std::move(b));
   }
-  auto planned = plan_reads(t, impl_->file.index, requests, boxes, options);
+  // Fetches no larger than the backend wants (remote ones: a few MiB, so that decoding
+  // overlaps the transfers).
+  ReadOptions fetch = options;
+  if (const uint64_t pref = impl_->source->preferred_fetch_bytes(); pref > 0) {
+    fetch.max_fetch_bytes = std::min(fetch.max_fetch_bytes, pref);
+  }
+  auto planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
   if (!planned.ok()) return planned.status().WithPrefix(name());
   const ReadPlan& plan = *planned;
   if (plan.units.empty()) return Status::OK();
@@ -326,7 +332,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     return Status::OK();
   };
 
-  const int parallelism = impl.fetch_parallelism(options);
+  const int parallelism = impl.fetch_parallelism(fetch);
   return parallel_for(pool_for(parallelism), plan.units.size(), parallelism, run_unit);
 }
 
@@ -342,15 +348,33 @@ Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options
   }
   if (l.storage == Storage::kInline) return l.inline_data;
   const uint64_t n = l.memory_bytes();
-  if (n > impl_->options.limits.max_leaf_bytes) {
-    return Status::ResourceExhausted(name() + ": leaf " + t.leaf_path(leaf) + " holds " +
-                                     std::to_string(n) + " bytes, over the limit of " +
-                                     std::to_string(impl_->options.limits.max_leaf_bytes));
-  }
+  JTREE_RETURN_IF_ERROR(reserve_memory(n, "leaf " + t.leaf_path(leaf)));
   std::string out(n, '\0');
   JTREE_RETURN_IF_ERROR(
       read(leaf, {reinterpret_cast<std::byte*>(out.data()), out.size()}, options));
   return out;
+}
+
+Status Reader::reserve_memory(uint64_t bytes, std::string_view what) const {
+  const Limits& limits = impl_->options.limits;
+  if (bytes > limits.max_leaf_bytes) {
+    return Status::ResourceExhausted(name() + ": " + std::string(what) + " needs " +
+                                     std::to_string(bytes) + " bytes, over the limit of " +
+                                     std::to_string(limits.max_leaf_bytes) + " per leaf");
+  }
+  // Compare-and-add: concurrent reservations never overshoot the total together.
+  uint64_t before = impl_->reserved_bytes.load(std::memory_order_relaxed);
+  do {
+    if (bytes > limits.max_total_bytes - std::min(before, limits.max_total_bytes)) {
+      return Status::ResourceExhausted(
+          name() + ": " + std::string(what) + " needs " + std::to_string(bytes) +
+          " bytes; with the " + std::to_string(before) +
+          " already allocated for this file that is over the limit of " +
+          std::to_string(limits.max_total_bytes) + " in total");
+    }
+  } while (!impl_->reserved_bytes.compare_exchange_weak(before, before + bytes,
+                                                        std::memory_order_relaxed));
+  return Status::OK();
 }
 
 Result<std::span<const std::byte>> Reader::mapped_leaf(uint32_t leaf, bool verify) const {

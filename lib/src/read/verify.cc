@@ -54,14 +54,17 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
         ReadRange r{c.file_offset, stored};
         Status io = impl.source->read(std::span(&r, 1));
         if (!io.ok()) return io;  // storage failures end the check: nothing more is knowable
-        const std::string where = "leaf " + t.leaf_path(leaf_id) + " chunk " +
-                                  std::to_string(local);
+        // Named only when something is wrong: building a path for every chunk costs more
+        // than checking it.
+        auto where = [&] {
+          return "leaf " + t.leaf_path(leaf_id) + " chunk " + std::to_string(local);
+        };
         if (xxh3(stored, c.seed) != c.checksum) {
-          add_problem(where, impl.checksum_error(c, leaf_id, local));
+          add_problem(where(), impl.checksum_error(c, leaf_id, local));
         } else {
           raw.resize(format::chunk_raw_size(leaf, local));
           Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
-          if (!dec.ok()) add_problem(where, dec.WithPrefix(impl.chunk_where(leaf_id, local)));
+          if (!dec.ok()) add_problem(where(), dec.WithPrefix(impl.chunk_where(leaf_id, local)));
         }
         std::lock_guard<std::mutex> lock(mu);
         report.chunks_checked++;

@@ -104,8 +104,9 @@ bool is_mapping(NodeKind k) {
   return k == NodeKind::kDict || k == NodeKind::kOrderedDict || k == NodeKind::kNamedTuple;
 }
 
-// Checks that the keys of one container's children are unique. Keys are hashed and sorted;
-// only equal hashes compare the keys themselves.
+// Checks that the keys of one container's children are unique: keys sorted (by hash, then by
+// value) and neighbours compared. Ties on the hash are broken by the keys themselves, so keys
+// crafted to collide cost O(n log n) comparisons, not O(n^2).
 bool keys_unique(const Tree& t, const std::vector<uint32_t>& kids) {
   if (kids.size() < 2) return true;
   std::vector<std::pair<size_t, uint32_t>> h;
@@ -116,10 +117,17 @@ bool keys_unique(const Tree& t, const std::vector<uint32_t>& kids) {
                                          : std::hash<int64_t>{}(k.i) * 2 + 1;
     h.emplace_back(v, c);
   }
-  std::sort(h.begin(), h.end());
+  auto key_less = [&](const Key& a, const Key& b) {
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.kind == Key::Kind::kStr ? a.str < b.str : a.i < b.i;
+  };
+  std::sort(h.begin(), h.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return key_less(t.nodes[a.second].key, t.nodes[b.second].key);
+  });
   for (size_t i = 1; i < h.size(); ++i) {
-    for (size_t j = i; j-- > 0 && h[j].first == h[i].first;) {
-      if (t.nodes[h[j].second].key == t.nodes[h[i].second].key) return false;
+    if (h[i].first == h[i - 1].first && t.nodes[h[i].second].key == t.nodes[h[i - 1].second].key) {
+      return false;
     }
   }
   return true;
@@ -133,6 +141,7 @@ Status Tree::Finalize(uint32_t max_depth) {
   if (n > UINT32_MAX - 1) return Status::InvalidArgument("tree has too many nodes");
   subtree_end_.assign(n, 0);
   parent_.assign(n, 0);
+  position_.assign(n, 0);
   leaf_node_.assign(leaves.size(), UINT32_MAX);
 
   struct Open {
@@ -147,10 +156,7 @@ Status Tree::Finalize(uint32_t max_depth) {
     std::vector<uint32_t> chain;
     for (uint32_t x = i; x != 0; x = parent_[x]) chain.push_back(x);
     for (size_t k = chain.size(); k-- > 0;) {
-      uint32_t x = chain[k];
-      uint32_t pos = 0;
-      for (uint32_t s = parent_[x] + 1; s < x && s < n; s = std::max(subtree_end_[s], s + 1)) ++pos;
-      append_path_component(p, nodes[x].key, pos);
+      append_path_component(p, nodes[chain[k]].key, position_[chain[k]]);
     }
     return Status::InvalidArgument("node " + std::to_string(i) + " (path '" + p + "'): " + what);
   };
@@ -164,6 +170,7 @@ Status Tree::Finalize(uint32_t max_depth) {
     if (i > 0) {
       Open& top = stack.back();
       parent_[i] = top.node;
+      position_[i] = nodes[top.node].num_children - top.remaining;
       --top.remaining;
       const NodeKind pk = nodes[top.node].kind;
       if (is_mapping(pk) && node.key.kind == Key::Kind::kNone) {
@@ -265,12 +272,9 @@ std::string Tree::path(uint32_t node) const {
   for (uint32_t x = node; x != 0; x = parent_[x]) chain.push_back(x);
   std::string p;
   for (size_t k = chain.size(); k-- > 0;) {
-    uint32_t x = chain[k];
-    uint32_t pos = 0;
-    if (nodes[x].key.kind == Key::Kind::kNone) {
-      for (uint32_t s = parent_[x] + 1; s < x; s = subtree_end_[s]) ++pos;
-    }
-    append_path_component(p, nodes[x].key, pos);
+    // The position, not a count of the siblings before: paths of every leaf of a list of a
+    // million stay linear in total.
+    append_path_component(p, nodes[chain[k]].key, position_[chain[k]]);
   }
   return p;
 }

@@ -9,6 +9,10 @@
 //  3. the other commit slot is pointed at the new footer; sync.
 // Until 2 completes the end of the file is not a valid footer and readers follow the slot of
 // step 1; after it, the new footer at the end wins.
+//
+// Objects that cannot change in place (s3://) get a new version instead: its first bytes are
+// the old object (copied on the server side), then the new generation; it replaces the old
+// object atomically on commit, so the commit slots are left as they were (no patch).
 #include "format/layout.h"
 #include "jtree/reader.h"
 #include "jtree/writer.h"
@@ -74,14 +78,29 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
     }
   }
 
-  // 1. A slot points at the current generation.
+  // 1. A slot points at the current generation, and none at a newer one: a slot left by an
+  //    append that was aborted after its last step (its generation truncated away) would
+  //    otherwise be the newest slot if this append is interrupted, and readers, who trust the
+  //    newest slot, would refuse the file instead of recovering this generation.
   std::vector<std::byte> preamble(format::kPreambleSize);
   ReadRange head{0, preamble};
   JTREE_RETURN_IF_ERROR(reader.source()->read(std::span(&head, 1)));
-  auto slot = format::newest_slot(preamble);
-  if (!slot || slot->generation != info.generation || slot->footer_offset != info.footer_offset) {
-    JTREE_RETURN_IF_ERROR(patch_slot(sink, info.generation, info.footer_offset));
-    JTREE_RETURN_IF_ERROR(sink.sync());
+  if (sink.can_patch()) {
+    bool current = false, patched = false;
+    for (const format::CommitSlot& s : format::valid_slots(preamble)) {
+      if (s.generation == info.generation && s.footer_offset == info.footer_offset) {
+        current = true;
+      } else if (s.generation > info.generation && s.generation % 2 != info.generation % 2) {
+        static const std::byte kEmpty[format::kSlotSize] = {};
+        JTREE_RETURN_IF_ERROR(sink.patch(format::kSlotOffset[s.generation % 2], kEmpty));
+        patched = true;
+      }
+    }
+    if (!current) {
+      JTREE_RETURN_IF_ERROR(patch_slot(sink, info.generation, info.footer_offset));
+      patched = true;
+    }
+    if (patched) JTREE_RETURN_IF_ERROR(sink.sync());
   }
 
   // 2. Chunks, header, index, footer.
@@ -104,11 +123,13 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
   g.version.required_features = info.required_features;
   g.version.optional_features = info.optional_features;
   JTREE_RETURN_IF_ERROR(sink.append(header));
-  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
+  // In place, the footer is written only once everything it points to is durable: a power
+  // loss must not leave a valid footer at the end over data that never reached the disk.
+  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g, sink.can_patch()));
   JTREE_RETURN_IF_ERROR(sink.sync());
 
   // 3. The other slot points at the new generation.
-  JTREE_RETURN_IF_ERROR(patch_slot(sink, g.generation, footer));
+  if (sink.can_patch()) JTREE_RETURN_IF_ERROR(patch_slot(sink, g.generation, footer));
   stats->generation = g.generation;
   stats->file_size = footer + format::kFooterSize;
   stats->leaves = tree.leaves.size();
@@ -118,33 +139,32 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
 }  // namespace
 
 Result<WriteStats> append(std::string_view path, Tree tree, const WriteOptions& options) {
-  std::string local;
-  if (!is_local_path(path, &local)) {
-    return Status::NotSupported(std::string(path) +
-                                ": appending in place needs a local file (remote objects are "
-                                "rewritten by save)");
-  }
+  const std::string target(path);  // a path or URL (s3:// objects get a new version)
   OpenOptions oo;
   oo.use_mmap = false;
-  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(local, oo));
+  oo.remote = options.remote;
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(target, oo));
   const FileInfo& info = reader->info();
   if (info.is_segment) {
-    return Status::InvalidArgument(local + ": cannot append to a segment file");
+    return Status::InvalidArgument(target + ": cannot append to a segment file");
   }
   if (info.min_write_version > format::kFormatVersion) {
-    return Status::NotSupported(local + ": file needs format version " +
+    return Status::NotSupported(target + ": file needs format version " +
                                 std::to_string(info.min_write_version) +
                                 " to write; this jtree writes version " +
                                 std::to_string(format::kFormatVersion));
   }
+  SinkOptions so;
+  so.sync = options.sync;
+  so.remote = options.remote;
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink,
-                         open_file_append_sink(local, info.footer_offset + format::kFooterSize,
-                                               options.sync));
+                         open_append_sink(target, info.footer_offset + format::kFooterSize, so,
+                                          reader->source()->etag()));
   WriteStats stats;
   Status st = append_into(*sink, *reader, tree, options, &stats);
   if (!st.ok()) {
     sink->abort();
-    return st.WithPrefix(local);
+    return st.WithPrefix(target);
   }
   return stats;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <string>
 
 #include "codec/checksum.h"
 #include "codec/chunk_codec.h"
@@ -33,6 +34,12 @@ Status pad_to(Sink& sink, uint64_t alignment) {
 }
 
 Status ChunkStream::begin() {
+  // Checked here, where every writer (save, append, compact, segments) starts its chunks: a
+  // zero would divide by zero in pad_to().
+  if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0 || alignment_ > (1u << 30)) {
+    return Status::InvalidArgument("write option alignment " + std::to_string(alignment_) +
+                                   " is not a power of two up to 1 GiB");
+  }
   JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
   start_ = sink_.position();
   return Status::OK();

@@ -72,6 +72,7 @@ Result<WriteStats> compact(std::string_view path, std::string_view out_path,
                            const WriteOptions& options) {
   OpenOptions oo;
   oo.use_mmap = false;
+  oo.remote = options.remote;
   JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(path, oo));
   if (reader->info().is_segment) {
     return Status::InvalidArgument(std::string(path) + ": cannot compact a segment file");
@@ -79,6 +80,7 @@ Result<WriteStats> compact(std::string_view path, std::string_view out_path,
   SinkOptions so;
   so.overwrite = out_path.empty() ? true : options.overwrite;
   so.sync = options.sync;
+  so.remote = options.remote;
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink,
                          create_sink(out_path.empty() ? path : out_path, so));
   WriteStats stats;

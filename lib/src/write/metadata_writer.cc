@@ -24,7 +24,8 @@ Status write_head(Sink& sink, std::span<const std::byte> header, const format::V
   return sink.append(header);
 }
 
-Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g) {
+Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g,
+                            bool sync_before_footer) {
   const std::vector<std::byte> bytes = format::encode_index(index);
   JTREE_RETURN_IF_ERROR(pad_to(sink, 8));
   format::Footer f;
@@ -38,6 +39,7 @@ Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const Ge
   f.prev_footer_offset = g.prev_footer_offset;
   f.version = g.version;
   JTREE_RETURN_IF_ERROR(sink.append(bytes));
+  if (sync_before_footer) JTREE_RETURN_IF_ERROR(sink.sync());
   const uint64_t footer_offset = sink.position();
   const auto foot = format::encode_footer(f);
   JTREE_RETURN_IF_ERROR(sink.append(foot));

@@ -28,8 +28,11 @@ struct GenerationInfo {
   format::VersionInfo version;
 };
 
-/// Appends the index (8-aligned) and the footer. Returns the footer's offset.
-Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g);
+/// Appends the index (8-aligned) and the footer. Returns the footer's offset. With
+/// `sync_before_footer`, everything before the footer is made durable first (in-place appends:
+/// a footer must never be durable before what it points to).
+Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g,
+                            bool sync_before_footer = false);
 
 /// The default writer string, "jtree <version>".
 std::string default_writer();

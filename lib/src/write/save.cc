@@ -81,6 +81,7 @@ Result<WriteStats> save(Tree tree, std::string_view path_or_url, const WriteOpti
   SinkOptions so;
   so.overwrite = options.overwrite;
   so.sync = options.sync;
+  so.remote = options.remote;
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink, create_sink(path_or_url, so));
   return save(std::move(tree), *sink, options);
 }
