@@ -1,0 +1,417 @@
+// jtree._jtree.Builder (see builder.h).
+//
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "builder.h"
+
+namespace jtpy {
+namespace {
+
+using jtree::Box;
+using jtree::DType;
+using jtree::Shape;
+using jtree::Status;
+
+
+// The jtree dtype of a DLPack dtype (used for objects the Python layer has no dtype name for).
+std::optional<DType> dtype_from_dlpack(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes != 1) return std::nullopt;
+  switch (static_cast<C>(t.code)) {
+    case C::Bool:
+      return t.bits == 8 ? std::optional(DType::kBool) : std::nullopt;
+    case C::Int:
+      switch (t.bits) {
+        case 8: return DType::kInt8;
+        case 16: return DType::kInt16;
+        case 32: return DType::kInt32;
+        case 64: return DType::kInt64;
+      }
+      return std::nullopt;
+    case C::UInt:
+      switch (t.bits) {
+        case 8: return DType::kUInt8;
+        case 16: return DType::kUInt16;
+        case 32: return DType::kUInt32;
+        case 64: return DType::kUInt64;
+      }
+      return std::nullopt;
+    case C::Float:
+      switch (t.bits) {
+        case 16: return DType::kFloat16;
+        case 32: return DType::kFloat32;
+        case 64: return DType::kFloat64;
+      }
+      return std::nullopt;
+    case C::Bfloat:
+      return t.bits == 16 ? std::optional(DType::kBFloat16) : std::nullopt;
+    case C::Complex:
+      if (t.bits == 64) return DType::kComplex64;
+      if (t.bits == 128) return DType::kComplex128;
+      return std::nullopt;
+    case C::Float8_E4M3FN: return DType::kFloat8E4M3FN;
+    case C::Float8_E4M3FNUZ: return DType::kFloat8E4M3FNUZ;
+    case C::Float8_E5M2: return DType::kFloat8E5M2;
+    case C::Float8_E5M2FNUZ: return DType::kFloat8E5M2FNUZ;
+    case C::Float8_E8M0FNU: return DType::kFloat8E8M0FNU;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Resolves the dtype (given by the Python layer, or from DLPack) and checks the element size.
+DType array_dtype(const AnyArray& a, int dtype_code) {
+  if (a.device_type() != nb::device::cpu::value) {
+    throw_value_error("array is not in host memory (DLPack device type " +
+                          std::to_string(a.device_type()) + "); copy it to the CPU first");
+  }
+  std::optional<DType> d;
+  if (dtype_code >= 0) {
+    if (!jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
+      throw_value_error("unknown jtree dtype code " + std::to_string(dtype_code));
+    }
+    d = static_cast<DType>(dtype_code);
+  } else {
+    d = dtype_from_dlpack(a.dtype());
+    if (!d) {
+      throw_type_error("DLPack dtype (code " + std::to_string(a.dtype().code) + ", " +
+                           std::to_string(a.dtype().bits) + " bits) has no jtree dtype");
+    }
+  }
+  const auto info = *jtree::dtype_info(*d);
+  if (a.itemsize() != info.item_size) {
+    throw_value_error("array of " + std::to_string(a.itemsize()) + "-byte elements for dtype " +
+                          std::string(info.name) + " (" + std::to_string(info.item_size) +
+                          " bytes)");
+  }
+  return *d;
+}
+
+Shape shape_of(const AnyArray& a) {
+  Shape s(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.shape(i);
+  return s;
+}
+
+std::vector<int64_t> byte_strides(const AnyArray& a) {
+  std::vector<int64_t> s(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.stride(i) * static_cast<int64_t>(a.itemsize());
+  return s;
+}
+
+// One shard of a sharded array: where it sits in the global array and where its elements are.
+struct Piece {
+  Shape begin, shape;
+  const std::byte* data = nullptr;
+  std::vector<int64_t> strides;  // bytes
+};
+
+// Copies the part of `box` that `p` holds into `dst` (C order over the box); returns the number
+// of elements copied.
+uint64_t copy_from_piece(const Piece& p, const Box& box, size_t item, std::byte* dst) {
+  const size_t r = box.begin.size();
+  Shape lo(r), ext(r);
+  uint64_t n = 1;
+  for (size_t d = 0; d < r; ++d) {
+    lo[d] = std::max(box.begin[d], p.begin[d]);
+    const uint64_t hi = std::min(box.end[d], p.begin[d] + p.shape[d]);
+    if (hi <= lo[d]) return 0;
+    ext[d] = hi - lo[d];
+    n *= ext[d];
+  }
+  // Byte strides of the destination (C order over the box's shape).
+  std::vector<int64_t> dst_strides(r);
+  int64_t acc = static_cast<int64_t>(item);
+  for (size_t d = r; d-- > 0;) {
+    dst_strides[d] = acc;
+    acc *= static_cast<int64_t>(box.end[d] - box.begin[d]);
+  }
+  const std::byte* src = p.data;
+  for (size_t d = 0; d < r; ++d) {
+    src += static_cast<int64_t>(lo[d] - p.begin[d]) * p.strides[d];
+    dst += static_cast<int64_t>(lo[d] - box.begin[d]) * dst_strides[d];
+  }
+  if (r == 0) {
+    std::memcpy(dst, src, item);
+    return 1;
+  }
+  const size_t last = r - 1;
+  const bool contiguous = p.strides[last] == static_cast<int64_t>(item);
+  std::vector<uint64_t> idx(r, 0);
+  for (;;) {
+    if (contiguous) {
+      std::memcpy(dst, src, ext[last] * item);
+    } else {
+      for (uint64_t i = 0; i < ext[last]; ++i) {
+        std::memcpy(dst + i * item, src + static_cast<int64_t>(i) * p.strides[last], item);
+      }
+    }
+    size_t d = last;
+    for (;;) {
+      if (d == 0) return n;
+      --d;
+      if (++idx[d] < ext[d]) {
+        src += p.strides[d];
+        dst += dst_strides[d];
+        break;
+      }
+      src -= static_cast<int64_t>(ext[d] - 1) * p.strides[d];
+      dst -= static_cast<int64_t>(ext[d] - 1) * dst_strides[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+jtree::Leaf scalar(jtree::LeafKind kind) {
+  jtree::Leaf l;
+  l.kind = kind;
+  l.storage = jtree::Storage::kNone;
+  return l;
+}
+
+jtree::LeafOptions leaf_options(std::vector<uint64_t> chunk_shape, int codec,
+                               std::optional<int> level) {
+  jtree::LeafOptions o;
+  o.chunk_shape = std::move(chunk_shape);
+  if (codec >= 0) o.codec = static_cast<jtree::Codec>(codec);
+  o.level = level;
+  return o;
+}
+
+}  // namespace
+
+void Builder::set_key(nb::handle key) {
+  jtree::Key k = key_from_py(key);
+  if (k.kind == jtree::Key::Kind::kStr) b_.key(std::move(k.str));
+  if (k.kind == jtree::Key::Kind::kInt) b_.key(k.i);
+}
+
+uint32_t Builder::add(nb::handle key, jtree::Leaf l) {
+  set_key(key);
+  uint32_t id = 0;
+  b_.leaf(std::move(l), &id);
+  return id;
+}
+
+void Builder::begin(int kind, nb::handle key, std::optional<std::string> type_name,
+                    std::optional<nb::bytes> aux) {
+  set_key(key);
+  switch (static_cast<jtree::NodeKind>(kind)) {
+    case jtree::NodeKind::kDict: b_.dict(); break;
+    case jtree::NodeKind::kList: b_.list(); break;
+    case jtree::NodeKind::kTuple: b_.tuple(); break;
+    case jtree::NodeKind::kOrderedDict: b_.ordered_dict(); break;
+    case jtree::NodeKind::kNamedTuple: b_.named_tuple(type_name.value_or("")); break;
+    case jtree::NodeKind::kCustom:
+      b_.custom(type_name.value_or(""), aux ? bytes_to_string(*aux) : std::string());
+      break;
+    default:
+      throw_value_error("begin(): not a container kind: " + std::to_string(kind));
+  }
+}
+
+void Builder::end() { b_.end(); }
+
+void Builder::none(nb::handle key) {
+  set_key(key);
+  b_.none();
+}
+
+uint32_t Builder::int_value(nb::handle key, int64_t v) {
+  jtree::Leaf l = scalar(jtree::LeafKind::kInt);
+  l.int_value = v;
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::big_int(nb::handle key, nb::bytes twos_complement_le) {
+  jtree::Leaf l = scalar(jtree::LeafKind::kInt);
+  l.big_int = bytes_to_string(twos_complement_le);
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::float_value(nb::handle key, double v) {
+  jtree::Leaf l = scalar(jtree::LeafKind::kFloat);
+  l.real = v;
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::bool_value(nb::handle key, bool v) {
+  jtree::Leaf l = scalar(jtree::LeafKind::kBool);
+  l.bool_value = v;
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::complex_value(nb::handle key, double re, double im) {
+  jtree::Leaf l = scalar(jtree::LeafKind::kComplex);
+  l.real = re;
+  l.imag = im;
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::payload(nb::handle key, int kind, nb::bytes data,
+                          std::optional<std::string> type_name) {
+  const auto k = static_cast<jtree::LeafKind>(kind);
+  if (k < jtree::LeafKind::kStr || k > jtree::LeafKind::kPickle) {
+    throw_value_error("payload(): not a payload leaf kind: " + std::to_string(kind));
+  }
+  jtree::Leaf l;
+  l.kind = k;
+  l.dtype = DType::kUInt8;
+  l.storage = jtree::Storage::kInline;  // the writer moves large payloads into chunks
+  l.inline_data = bytes_to_string(data);
+  l.shape = {l.inline_data.size()};
+  if (type_name) l.type_name = *type_name;
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::array(nb::handle key, AnyArray a, int dtype_code, bool byteswap,
+                        uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
+                        std::optional<int> level) {
+  const DType d = array_dtype(a, dtype_code);
+  jtree::Leaf l;
+  l.kind = jtree::LeafKind::kArray;
+  l.flags = flags;
+  l.dtype = d;
+  l.shape = shape_of(a);
+  l.storage = jtree::Storage::kChunked;  // the writer decides between inline and chunked
+  auto in = std::make_shared<jtree::LeafInput>();
+  in->source = jtree::ArrayView(a.data(), byte_strides(a), byteswap);
+  in->options = leaf_options(std::move(chunk_shape), codec, level);
+  l.input = std::move(in);
+  arrays_.push_back(std::move(a));
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape,
+                          nb::list pieces, uint32_t flags, std::vector<uint64_t> chunk_shape,
+                          int codec, std::optional<int> level) {
+  if (dtype_code < 0 || !jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
+    throw_value_error("sharded(): unknown dtype code " + std::to_string(dtype_code));
+  }
+  const DType d = static_cast<DType>(dtype_code);
+  const size_t item = jtree::dtype_info(d)->item_size;
+  auto ps = std::make_shared<std::vector<Piece>>();
+  for (nb::handle h : pieces) {
+    auto t = nb::cast<nb::tuple>(h);
+    if (t.size() != 2) throw_value_error("sharded(): pieces are (begin, array) pairs");
+    AnyArray a = nb::cast<AnyArray>(t[1]);
+    array_dtype(a, dtype_code);
+    Piece p;
+    p.begin = nb::cast<std::vector<uint64_t>>(t[0]);
+    p.shape = shape_of(a);
+    if (p.begin.size() != shape.size() || p.shape.size() != shape.size()) {
+      throw_value_error("sharded(): a shard's rank differs from the array's");
+    }
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (p.begin[i] > shape[i] || p.shape[i] > shape[i] - p.begin[i]) {
+        throw_value_error("sharded(): a shard lies outside the array");
+      }
+    }
+    p.data = static_cast<const std::byte*>(a.data());
+    p.strides = byte_strides(a);
+    ps->push_back(std::move(p));
+    arrays_.push_back(std::move(a));
+  }
+  jtree::FillFn fill = [ps, item](const Box& box, std::span<std::byte> dst) -> Status {
+    uint64_t covered = 0;
+    for (const Piece& p : *ps) covered += copy_from_piece(p, box, item, dst.data());
+    if (covered != box.num_elements()) {
+      return Status::InvalidArgument("the shards held by this process cover " +
+                                     std::to_string(covered) + " of the " +
+                                     std::to_string(box.num_elements()) +
+                                     " elements of a chunk");
+    }
+    return Status::OK();
+  };
+  jtree::Leaf l;
+  l.kind = jtree::LeafKind::kArray;
+  l.flags = flags;
+  l.dtype = d;
+  l.shape = std::move(shape);
+  l.storage = jtree::Storage::kChunked;
+  auto in = std::make_shared<jtree::LeafInput>();
+  in->fill = std::move(fill);
+  in->options = leaf_options(std::move(chunk_shape), codec, level);
+  l.input = std::move(in);
+  return add(key, std::move(l));
+}
+
+uint32_t Builder::reuse(nb::handle key, uint32_t old_leaf) {
+  return add(key, jtree::Leaf::Reuse(old_leaf));
+}
+
+void Builder::tied(nb::handle key, uint32_t leaf) {
+  set_key(key);
+  b_.tied(leaf);
+}
+
+void Builder::metadata(std::string k, nb::bytes v) {
+  b_.metadata(std::move(k), bytes_to_string(v));
+}
+
+jtree::Tree Builder::take() {
+  if (taken_) throw_value_error("this Builder's tree was already written");
+  taken_ = true;
+  return value_or_raise(std::move(b_).Finish());
+}
+
+void register_builder(nb::module_& m) {
+  m.def(
+      "dlpack_info",
+      [](AnyArray a) {
+        const DType d = array_dtype(a, -1);
+        return nb::make_tuple(static_cast<int>(d), shape_of(a));
+      },
+      nb::arg("array"),
+      "(dtype code, shape) of an array imported through DLPack or the buffer protocol.");
+  nb::class_<Builder>(m, "Builder",
+                      "Builds a tree for save/append in preorder (see jtree::TreeBuilder); keys "
+                      "are None, str or int.")
+      .def(nb::init<>())
+      .def("begin", &Builder::begin, nb::arg("kind"), nb::arg("key").none(),
+           nb::arg("type_name").none() = nb::none(), nb::arg("aux").none() = nb::none(),
+           "Opens a container node of NodeKind `kind`.")
+      .def("end", &Builder::end, "Closes the innermost open container.")
+      .def("none", &Builder::none, nb::arg("key").none(), "Adds a None node.")
+      .def("int_value", &Builder::int_value, nb::arg("key").none(), nb::arg("value"),
+           "Adds an int leaf (int64); returns its leaf id.")
+      .def("big_int", &Builder::big_int, nb::arg("key").none(), nb::arg("twos_complement_le"),
+           "Adds an int leaf beyond int64, as two's complement little-endian bytes.")
+      .def("float_value", &Builder::float_value, nb::arg("key").none(), nb::arg("value"),
+           "Adds a float leaf.")
+      .def("bool_value", &Builder::bool_value, nb::arg("key").none(), nb::arg("value"),
+           "Adds a bool leaf.")
+      .def("complex_value", &Builder::complex_value, nb::arg("key").none(), nb::arg("real"),
+           nb::arg("imag"), "Adds a complex leaf.")
+      .def("payload", &Builder::payload, nb::arg("key").none(), nb::arg("kind"), nb::arg("data"),
+           nb::arg("type_name").none() = nb::none(),
+           "Adds a Str/Bytes/ByteArray/CustomLeaf/Pickle leaf (payload copied).")
+      .def("array", &Builder::array, nb::arg("key").none(), nb::arg("array"),
+           nb::arg("dtype") = -1, nb::arg("byteswap") = false, nb::arg("flags") = 0,
+           nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
+           nb::arg("level").none() = nb::none(),
+           "Adds an array leaf read (later, by the writer) from the array's memory; returns "
+           "its leaf id. dtype -1: from the array's DLPack dtype.")
+      .def("sharded", &Builder::sharded, nb::arg("key").none(), nb::arg("dtype"),
+           nb::arg("shape"), nb::arg("pieces"), nb::arg("flags") = 0,
+           nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
+           nb::arg("level").none() = nb::none(),
+           "Adds an array leaf held as shards: pieces = [(begin, array), ...].")
+      .def("reuse", &Builder::reuse, nb::arg("key").none(), nb::arg("old_leaf"),
+           "Adds a leaf that keeps leaf `old_leaf` of the file being appended to.")
+      .def("tied", &Builder::tied, nb::arg("key").none(), nb::arg("leaf"),
+           "Adds another node referring to leaf `leaf` (stored once).")
+      .def("metadata", &Builder::metadata, nb::arg("key"), nb::arg("value"),
+           "Adds a user metadata entry.");
+}
+
+}  // namespace jtpy

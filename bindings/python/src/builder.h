@@ -1,0 +1,63 @@
+// jtree._jtree.Builder: a jtree::TreeBuilder driven from Python, plus the arrays it points at.
+//
+// Arrays arrive as nb::ndarray: nanobind imports NumPy arrays, PyTorch tensors, JAX arrays,
+// CuPy arrays and anything else with __dlpack__ (or the buffer protocol) as a pointer, shape,
+// strides and dtype without copying, whatever the framework. That is why the module uses
+// nanobind: one code path for every framework, no copies, no framework headers. The Builder
+// keeps each ndarray (and so its owner) alive until the tree has been written; the writer then
+// reads the elements straight from the caller's memory (strided and byte-swapped as needed).
+#pragma once
+
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.h"
+
+namespace jtpy {
+
+using AnyArray = nb::ndarray<nb::ro>;
+
+class Builder {
+ public:
+  void begin(int kind, nb::handle key, std::optional<std::string> type_name,
+             std::optional<nb::bytes> aux);
+  void end();
+  void none(nb::handle key);
+  uint32_t int_value(nb::handle key, int64_t v);
+  uint32_t big_int(nb::handle key, nb::bytes twos_complement_le);
+  uint32_t float_value(nb::handle key, double v);
+  uint32_t bool_value(nb::handle key, bool v);
+  uint32_t complex_value(nb::handle key, double re, double im);
+  /// Str, Bytes, ByteArray, CustomLeaf, Pickle: the payload is copied into the tree.
+  uint32_t payload(nb::handle key, int kind, nb::bytes data, std::optional<std::string> type_name);
+  /// An array leaf whose elements the writer reads from the array's memory.
+  uint32_t array(nb::handle key, AnyArray a, int dtype_code, bool byteswap, uint32_t flags,
+                 std::vector<uint64_t> chunk_shape, int codec, std::optional<int> level);
+  /// A sharded array given as its shards: `pieces` is a list of (begin, ndarray), each the part
+  /// of the global array starting at `begin`. Every chunk is filled from the shards it overlaps
+  /// (exactly one when `chunk_shape` divides the shard shape), so the global array is never
+  /// assembled in memory.
+  uint32_t sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape, nb::list pieces,
+                   uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
+                   std::optional<int> level);
+  /// A leaf keeping leaf #old_leaf of the file being appended to (partial writes).
+  uint32_t reuse(nb::handle key, uint32_t old_leaf);
+  void tied(nb::handle key, uint32_t leaf);
+  void metadata(std::string k, nb::bytes v);
+  /// The finished tree, taken once (the writer consumes it).
+  jtree::Tree take();
+
+ private:
+  void set_key(nb::handle key);
+  uint32_t add(nb::handle key, jtree::Leaf l);
+
+  jtree::TreeBuilder b_;
+  std::vector<AnyArray> arrays_;  // keeps the arrays' owners alive while the tree is written
+  bool taken_ = false;
+};
+
+}  // namespace jtpy

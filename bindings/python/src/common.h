@@ -1,0 +1,65 @@
+// Shared helpers of the native module jtree._jtree: Status -> Python exception, keys and
+// strings between Python and C++.
+//
+// The module only translates. Every format decision (inline or chunked, chunk grid, codecs,
+// validation) is the C++ library's; the pure-Python layer (python/jtree) walks Python objects.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "jtree/jtree.h"
+
+namespace nb = nanobind;
+
+namespace jtpy {
+
+/// Installs the exception classes, one per jtree::StatusCode (index = code); done once by
+/// jtree/_errors.py when the package is imported.
+void set_error_classes(nb::handle classes);
+
+/// Python's built-in exceptions with a std::string message (for misuse of the module itself;
+/// errors from the library go through raise_status).
+[[noreturn]] inline void throw_value_error(const std::string& m) {
+  throw nb::value_error(m.c_str());
+}
+[[noreturn]] inline void throw_type_error(const std::string& m) {
+  throw nb::type_error(m.c_str());
+}
+[[noreturn]] inline void throw_index_error(const std::string& m) {
+  throw nb::index_error(m.c_str());
+}
+
+/// Raises the exception class of `st`'s code with its message. Call with the GIL held.
+[[noreturn]] void raise_status(const jtree::Status& st);
+
+inline void check(const jtree::Status& st) {
+  if (!st.ok()) raise_status(st);
+}
+
+template <typename T>
+T value_or_raise(jtree::Result<T>&& r) {
+  if (!r.ok()) raise_status(r.status());
+  return std::move(r).value();
+}
+
+/// A Python str from UTF-8 bytes read from a file. Invalid UTF-8 (a damaged or hostile file)
+/// becomes lone surrogates (PEP 383) rather than an exception: keys stay printable.
+nb::str decode_utf8(std::string_view s);
+
+/// Python key (None, str or int) <-> jtree::Key. Raises TypeError for anything else; ints
+/// outside int64 raise OverflowError (the Python layer checks both first, with the key path).
+jtree::Key key_from_py(nb::handle key);
+nb::object key_to_py(const jtree::Key& key);
+
+/// Bytes of a Python bytes object as a std::string (a copy: the tree owns its payloads).
+std::string bytes_to_string(nb::handle b);
+
+void register_builder(nb::module_& m);
+void register_reader(nb::module_& m);
+void register_writer(nb::module_& m);
+
+}  // namespace jtpy

@@ -1,0 +1,38 @@
+// The native module jtree._jtree: the C++ library for the pure-Python package jtree.
+//
+// It only translates (Python objects <-> jtree::Tree, Status -> exceptions, arrays <-> memory
+// through nb::ndarray); see python/jtree for the API users call.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "common.h"
+
+NB_MODULE(_jtree, m) {
+  m.doc() = "jtree's C++ library, for the jtree package (not a public API)";
+
+  m.def("_set_error_classes", &jtpy::set_error_classes, nb::arg("classes"),
+        "Installs the exception class of each status code (a sequence indexed by code).");
+
+  m.def("version", [] { return std::string(jtree::version_string()); },
+        "jtree's version, e.g. '0.1.0'.");
+  m.attr("FORMAT_VERSION") = jtree::kFormatVersion;
+
+  // [(code, name, item_size, stored_bits)] of every dtype this build knows.
+  m.def(
+      "dtypes",
+      [] {
+        nb::list out;
+        for (int c = 1; c < jtree::kDTypeCodeEnd; ++c) {
+          auto info = jtree::dtype_info(static_cast<jtree::DType>(c));
+          if (!info) continue;
+          out.append(nb::make_tuple(c, nb::str(info->name.data(), info->name.size()),
+                                    info->item_size, info->stored_bits));
+        }
+        return out;
+      },
+      "The dtype table: [(code, name, item_size, stored_bits)].");
+
+  jtpy::register_builder(m);
+  jtpy::register_reader(m);
+  jtpy::register_writer(m);
+}

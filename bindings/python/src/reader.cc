@@ -1,0 +1,260 @@
+// jtree._jtree.Reader: jtree::Reader for Python. The structure comes out as plain tuples (the
+// Python layer builds objects from them); leaves are read straight into caller-allocated
+// buffers (NumPy arrays, torch tensors: anything nb::ndarray imports) with the GIL released.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <complex>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common.h"
+
+namespace jtpy {
+namespace {
+
+using ByteBuffer = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig>;
+
+nb::tuple shape_tuple(const jtree::Shape& s) {
+  nb::list l;
+  for (uint64_t e : s) l.append(nb::int_(e));
+  return nb::tuple(l);
+}
+
+nb::object bytes_or_none(const std::string& s, bool present) {
+  if (!present) return nb::none();
+  return nb::bytes(s.data(), s.size());
+}
+
+// Limits from a dict of field names (None or {}: the defaults).
+jtree::Limits limits_from(const std::optional<nb::dict>& d) {
+  jtree::Limits l;
+  if (!d) return l;
+  for (auto [k, v] : *d) {
+    const std::string name = nb::cast<std::string>(k);
+    if (name == "max_header_bytes") l.max_header_bytes = nb::cast<uint64_t>(v);
+    else if (name == "max_index_bytes") l.max_index_bytes = nb::cast<uint64_t>(v);
+    else if (name == "max_nodes") l.max_nodes = nb::cast<uint64_t>(v);
+    else if (name == "max_leaves") l.max_leaves = nb::cast<uint64_t>(v);
+    else if (name == "max_depth") l.max_depth = nb::cast<uint32_t>(v);
+    else if (name == "max_rank") l.max_rank = nb::cast<uint32_t>(v);
+    else if (name == "max_chunk_bytes") l.max_chunk_bytes = nb::cast<uint64_t>(v);
+    else if (name == "max_string_bytes") l.max_string_bytes = nb::cast<uint64_t>(v);
+    else if (name == "max_leaf_bytes") l.max_leaf_bytes = nb::cast<uint64_t>(v);
+    else raise_status(jtree::Status::InvalidArgument("unknown limit '" + name + "'"));
+  }
+  return l;
+}
+
+class PyReader {
+ public:
+  explicit PyReader(std::shared_ptr<jtree::Reader> r) : r_(std::move(r)) {}
+
+  static PyReader open(const std::string& path, bool use_mmap, std::optional<nb::dict> limits) {
+    jtree::OpenOptions o;
+    o.use_mmap = use_mmap;
+    o.limits = limits_from(limits);
+    std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
+    {
+      nb::gil_scoped_release release;
+      r.emplace(jtree::Reader::Open(path, o));
+    }
+    return PyReader(value_or_raise(std::move(*r)));
+  }
+
+  const std::string& name() const { return r_->name(); }
+
+  // [(kind, key, num_children, type_name | None, aux_data | None, leaf)] in preorder.
+  nb::list nodes() const {
+    nb::list out;
+    for (const jtree::Node& n : r_->tree().nodes) {
+      const bool named =
+          n.kind == jtree::NodeKind::kNamedTuple || n.kind == jtree::NodeKind::kCustom;
+      out.append(nb::make_tuple(static_cast<int>(n.kind), key_to_py(n.key), n.num_children,
+                                named ? nb::object(decode_utf8(n.type_name)) : nb::none(),
+                                bytes_or_none(n.aux_data, n.kind == jtree::NodeKind::kCustom),
+                                n.leaf));
+    }
+    return out;
+  }
+
+  // [(kind, flags, dtype, shape, storage, value, type_name | None, chunk_shape, codec, filter)]
+  // value: int (Int: int64, or bytes when big_int), float, bool, complex; None for payloads.
+  nb::list leaves() const {
+    nb::list out;
+    for (const jtree::Leaf& l : r_->tree().leaves) {
+      nb::object value = nb::none();
+      switch (l.kind) {
+        case jtree::LeafKind::kInt:
+          value = l.big_int.empty() ? nb::object(nb::int_(l.int_value))
+                                    : nb::object(nb::bytes(l.big_int.data(), l.big_int.size()));
+          break;
+        case jtree::LeafKind::kFloat: value = nb::float_(l.real); break;
+        case jtree::LeafKind::kBool: value = nb::bool_(l.bool_value); break;
+        case jtree::LeafKind::kComplex:
+          value = nb::steal(PyComplex_FromDoubles(l.real, l.imag));
+          break;
+        default: break;
+      }
+      out.append(nb::make_tuple(
+          static_cast<int>(l.kind), l.flags, static_cast<int>(l.dtype), shape_tuple(l.shape),
+          static_cast<int>(l.storage), value,
+          l.kind == jtree::LeafKind::kCustomLeaf ? nb::object(decode_utf8(l.type_name))
+                                                 : nb::object(nb::none()),
+          shape_tuple(l.chunk_shape), static_cast<int>(l.codec), static_cast<int>(l.filter)));
+    }
+    return out;
+  }
+
+  nb::list metadata() const {
+    nb::list out;
+    for (const auto& [k, v] : r_->tree().metadata) {
+      out.append(nb::make_tuple(decode_utf8(k), nb::bytes(v.data(), v.size())));
+    }
+    return out;
+  }
+
+  nb::dict info() const {
+    const jtree::FileInfo& i = r_->info();
+    nb::dict d;
+    d["file_size"] = i.file_size;
+    d["generation"] = i.generation;
+    d["writer"] = decode_utf8(i.writer);
+    d["writer_version"] = i.writer_version;
+    d["min_read_version"] = i.min_read_version;
+    d["num_chunks"] = i.num_chunks;
+    d["stored_bytes"] = i.stored_bytes;
+    d["raw_bytes"] = i.raw_bytes;
+    d["inline_bytes"] = i.inline_bytes;
+    d["segments"] = i.segments.size();
+    d["recovered"] = i.recovered;
+    return d;
+  }
+
+  nb::dict io_stats() const {
+    const jtree::IoStats s = r_->io_stats();
+    nb::dict d;
+    d["read_requests"] = s.read_requests;
+    d["bytes_read"] = s.bytes_read;
+    d["retries"] = s.retries;
+    return d;
+  }
+
+  // [(file_offset, stored_size, raw_size)] of a chunked leaf's chunks.
+  nb::list chunks(uint32_t leaf) const {
+    const jtree::Tree& t = r_->tree();
+    if (leaf >= t.leaves.size()) throw_index_error("leaf number out of range");
+    const jtree::Leaf& l = t.leaves[leaf];
+    nb::list out;
+    for (uint64_t k = 0; k < jtree::Tree::chunk_count(l); ++k) {
+      const jtree::ChunkInfo c = r_->chunk(l.first_chunk + k);
+      out.append(nb::make_tuple(c.file_offset, c.stored_size, c.raw_size));
+    }
+    return out;
+  }
+
+  std::string path(uint32_t node) const {
+    if (node >= r_->tree().nodes.size()) throw_index_error("node number out of range");
+    return r_->tree().path(node);
+  }
+
+  // requests: [(leaf, begin | None, end | None, dst)], dst a 1-d C-contiguous uint8 buffer of
+  // exactly the bytes the leaf (or box) takes in memory. One pass: chunk ranges of all requests
+  // are coalesced and fetched and decoded in parallel, the GIL released.
+  void read_many(nb::list requests, bool verify, int threads, uint64_t max_bytes_in_flight) const {
+    std::vector<jtree::ReadRequest> reqs;
+    std::vector<ByteBuffer> keep;
+    reqs.reserve(requests.size());
+    keep.reserve(requests.size());
+    for (nb::handle h : requests) {
+      auto t = nb::cast<nb::tuple>(h);
+      if (t.size() != 4) throw_value_error("read_many: requests are (leaf, begin, end, dst)");
+      jtree::ReadRequest r;
+      r.leaf = nb::cast<uint32_t>(t[0]);
+      if (!t[1].is_none()) {
+        jtree::Box b;
+        b.begin = nb::cast<std::vector<uint64_t>>(t[1]);
+        b.end = nb::cast<std::vector<uint64_t>>(t[2]);
+        r.box = std::move(b);
+      }
+      ByteBuffer dst = nb::cast<ByteBuffer>(t[3]);
+      if (dst.device_type() != nb::device::cpu::value) {
+        throw_value_error("read_many: destination is not in host memory");
+      }
+      r.dst = std::span<std::byte>(reinterpret_cast<std::byte*>(dst.data()), dst.shape(0));
+      keep.push_back(std::move(dst));
+      reqs.push_back(std::move(r));
+    }
+    jtree::ReadOptions o;
+    o.verify_checksums = verify;
+    o.threads = threads;
+    if (max_bytes_in_flight > 0) o.max_bytes_in_flight = max_bytes_in_flight;
+    jtree::Status st;
+    {
+      nb::gil_scoped_release release;
+      st = r_->read_many(reqs, o);
+    }
+    check(st);
+  }
+
+  // {"ok": bool, "chunks_checked", "bytes_checked", "dead_bytes", "problems": [(where, msg)],
+  //  "notes": [...]}
+  nb::dict verify(int threads) const {
+    jtree::ReadOptions o;
+    o.threads = threads;
+    std::optional<jtree::Result<jtree::VerifyReport>> r;
+    {
+      nb::gil_scoped_release release;
+      r.emplace(r_->Verify(o));
+    }
+    jtree::VerifyReport rep = value_or_raise(std::move(*r));
+    nb::dict d;
+    d["ok"] = rep.ok();
+    d["chunks_checked"] = rep.chunks_checked;
+    d["bytes_checked"] = rep.bytes_checked;
+    d["dead_bytes"] = rep.dead_bytes;
+    nb::list problems;
+    for (const auto& p : rep.problems) {
+      problems.append(nb::make_tuple(decode_utf8(p.where), decode_utf8(p.status.ToString())));
+    }
+    d["problems"] = problems;
+    nb::list notes;
+    for (const auto& n : rep.notes) notes.append(decode_utf8(n));
+    d["notes"] = notes;
+    return d;
+  }
+
+ private:
+  std::shared_ptr<jtree::Reader> r_;
+};
+
+}  // namespace
+
+void register_reader(nb::module_& m) {
+  nb::class_<PyReader>(m, "Reader", "An open .jtree file (jtree::Reader); thread-safe.")
+      .def_static("open", &PyReader::open, nb::arg("path"), nb::arg("use_mmap") = true,
+                  nb::arg("limits").none() = nb::none(),
+                  "Opens a path or URL: reads the header and index, no chunk data.")
+      .def_prop_ro("name", &PyReader::name)
+      .def("nodes", &PyReader::nodes,
+           "The nodes in preorder: [(kind, key, num_children, type_name, aux_data, leaf)].")
+      .def("leaves", &PyReader::leaves,
+           "The leaves: [(kind, flags, dtype, shape, storage, value, type_name, chunk_shape, "
+           "codec, filter)].")
+      .def("metadata", &PyReader::metadata, "User metadata: [(key, value bytes)].")
+      .def("info", &PyReader::info, "Facts about the file (jtree::FileInfo) as a dict.")
+      .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")
+      .def("chunks", &PyReader::chunks, nb::arg("leaf"),
+           "[(file_offset, stored_size, raw_size)] of a chunked leaf's chunks.")
+      .def("path", &PyReader::path, nb::arg("node"), "The key path of a node (jtree::Tree::path).")
+      .def("read_many", &PyReader::read_many, nb::arg("requests"), nb::arg("verify") = true,
+           nb::arg("threads") = 0, nb::arg("max_bytes_in_flight") = 0,
+           "Reads leaves or boxes into byte buffers in one pass, the GIL released.")
+      .def("verify", &PyReader::verify, nb::arg("threads") = 0,
+           "Checks every checksum and decodes every chunk (jtree::Reader::Verify).");
+}
+
+}  // namespace jtpy

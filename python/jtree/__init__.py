@@ -1,0 +1,36 @@
+"""jtree: save and load trees of arrays (ML checkpoints) as one seekable .jtree file.
+
+    import jtree
+    jtree.save({"params": {"w": w, "b": b}, "step": 1000}, "ckpt.jtree")
+    tree = jtree.load("ckpt.jtree")                       # NumPy arrays (framework="torch"/"jax")
+    spec = jtree.load_pytreedef("ckpt.jtree")             # structure only: no array data read
+    part = jtree.load("ckpt.jtree", {"params": {"w": None, "b": ...}, "step": True})
+    part = jtree.load("ckpt.jtree", keys="params/*")      # key-path patterns
+    fut = jtree.nonblocking_save(tree, "ckpt.jtree"); fut.result()
+    jtree.save({"step": 1001}, "ckpt.jtree", partial_write=True)
+    with jtree.open("ckpt.jtree") as f:
+        rows = f["params"]["emb"][1000:2000, :64]         # reads only the chunks needed
+
+The C++ library does the work (format, compression, checksums, parallel I/O) with the GIL
+released; this package walks Python objects and translates. See python/README.md.
+"""
+from . import _jtree
+from ._api import (Future, WriteStats, compact, load, load_pytreedef, nonblocking_load,
+                   nonblocking_save, open, save)
+from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, Error,
+                      InvalidArgumentError, NotFoundError, NotSupportedError,
+                      PermissionDeniedError, ResourceExhaustedError, StorageError)
+from ._file import File, LazyArray, Node
+from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
+from ._structure import LeafSpec
+
+__version__ = _jtree.version()
+
+__all__ = [
+    "save", "load", "load_pytreedef", "nonblocking_save", "nonblocking_load", "open", "compact",
+    "register_pytree_node_serialization", "register_pytree_leaf_serialization",
+    "Future", "WriteStats", "File", "Node", "LazyArray", "LeafSpec",
+    "Error", "CorruptionError", "StorageError", "InvalidArgumentError", "NotSupportedError",
+    "NotFoundError", "AlreadyExistsError", "PermissionDeniedError", "AbortedError",
+    "ResourceExhaustedError",
+]

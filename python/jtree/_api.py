@@ -1,0 +1,345 @@
+"""The public functions: save, load, load_pytreedef, their non-blocking forms, open, compact."""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from typing import Any, Dict, Generator, NamedTuple, Optional, Tuple, Union
+
+from . import _jtree
+from ._errors import InvalidArgumentError, NotFoundError
+from ._file import File
+from ._load import ALL, Loader, LoadOptions, spec_tree
+from ._save import Emitter, SaveOptions, flatten, merge
+from ._save import spec_tree as save_spec_tree
+from ._structure import CODEC_RAW, CODEC_ZSTD, FileNode
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class WriteStats(NamedTuple):
+    """What a save wrote: leaves in the tree, chunks and bytes written by this call (raw
+    and stored), the file's size and its generation (0 for a new file, +1 per partial write)."""
+
+    leaves: int
+    chunks: int
+    raw_bytes: int
+    stored_bytes: int
+    file_size: int
+    generation: int
+
+
+# ---- background work -------------------------------------------------------------------------
+
+_executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_executor_lock = threading.Lock()
+# Writes to one path run in the order they were asked for: each waits for the previous one.
+_last_write: Dict[str, concurrent.futures.Future] = {}
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(max_workers=4,
+                                                              thread_name_prefix="jtree")
+        return _executor
+
+
+def _path_key(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _in_order(path: str, work, background: bool) -> concurrent.futures.Future:
+    """Runs `work` after every earlier write to the same path (in the pool, or here)."""
+    key = _path_key(path)
+    mine: concurrent.futures.Future = concurrent.futures.Future()
+    with _executor_lock:
+        prev = _last_write.get(key)
+        _last_write[key] = mine
+
+    def run() -> None:
+        try:
+            if prev is not None:
+                concurrent.futures.wait([prev])
+            result = work()
+        except BaseException as e:  # noqa: BLE001  (handed to the caller through the future)
+            mine.set_exception(e)
+        else:
+            mine.set_result(result)
+        finally:
+            with _executor_lock:
+                if _last_write.get(key) is mine:
+                    del _last_write[key]
+
+    if background:
+        _pool().submit(run)
+    else:
+        run()
+    return mine
+
+
+class Future:
+    """The result of a non-blocking save or load: ``done()``, ``result(timeout)``,
+    ``exception(timeout)``, ``add_done_callback(fn)``, ``await``-able; ``pytree`` is the
+    structure (a :class:`LeafSpec` per leaf), available at once."""
+
+    def __init__(self, future: concurrent.futures.Future, pytree: Any):
+        self._future = future
+        self._pytree = pytree
+
+    @property
+    def pytree(self) -> Any:
+        """The tree's structure, known before any data is written or read."""
+        return self._pytree
+
+    def done(self) -> bool:
+        """True once the save or load has finished (successfully or not)."""
+        return self._future.done()
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Waits for the end; returns the loaded tree (load) or the :class:`WriteStats`
+        (save), or raises the operation's error."""
+        return self._future.result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """Waits for the end; the operation's error, or None."""
+        return self._future.exception(timeout)
+
+    def add_done_callback(self, fn) -> None:
+        """Calls ``fn(self)`` when the operation ends (at once if it has)."""
+        self._future.add_done_callback(lambda _f: fn(self))
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return asyncio.wrap_future(self._future).__await__()
+
+    def __repr__(self) -> str:
+        return f"<jtree.Future {'done' if self.done() else 'pending'}>"
+
+
+# ---- save --------------------------------------------------------------------------------------
+
+def _codec(compression: Optional[str]) -> int:
+    if compression in (None, "none", "raw"):
+        return CODEC_RAW
+    if compression == "zstd":
+        return CODEC_ZSTD
+    raise InvalidArgumentError(f"compression must be 'zstd' or None, not {compression!r}")
+
+
+class _SaveJob:
+    """A flattened tree (arrays referenced or snapshotted) and how to write it."""
+
+    def __init__(self, tree: Any, path: PathLike, *, partial_write: bool, snapshot: bool,
+                 overwrite: bool, overwrite_foreign: bool, allow_pickle: bool,
+                 compression: Optional[str], level: Optional[int], chunk_bytes: Optional[int],
+                 inline_threshold: Optional[int], threads: int, sync: bool,
+                 metadata: Optional[Dict[str, Union[str, bytes]]]):
+        self.path = os.fspath(path)
+        self.codec = _codec(compression)
+        self.level = level
+        self.partial = partial_write
+        self.args = dict(chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
+                         threads=threads, overwrite=overwrite,
+                         overwrite_foreign=overwrite_foreign, sync=sync)
+        self.metadata = {k: v.encode("utf-8") if isinstance(v, str) else bytes(v)
+                         for k, v in (metadata or {}).items()}
+        self.root, self.keepalive = flatten(
+            tree, SaveOptions(allow_pickle=allow_pickle, snapshot=snapshot,
+                              chunk_bytes=chunk_bytes, file=self.path))
+
+    def write(self) -> WriteStats:
+        root = self.root
+        append = False
+        metadata: Dict[str, bytes] = {}
+        if self.partial:
+            try:
+                f = File(self.path, use_mmap=False)
+            except NotFoundError:
+                f = None
+            if f is not None:
+                root = merge(root, f._root, self.path)
+                metadata = f.metadata
+                append = True
+        metadata.update(self.metadata)
+        b = Emitter(self.path, self.codec, self.level).run(root)
+        for k, v in metadata.items():
+            b.metadata(k, v)
+        stats = _jtree.write(b, self.path, codec=self.codec, level=self.level, append=append,
+                             **self.args)
+        return WriteStats(**stats)
+
+
+def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: bool = True,
+         overwrite_foreign: bool = False, allow_pickle: bool = False,
+         compression: Optional[str] = "zstd", level: Optional[int] = None,
+         chunk_bytes: Optional[int] = None, inline_threshold: Optional[int] = None,
+         threads: int = 0, sync: bool = True,
+         metadata: Optional[Dict[str, Union[str, bytes]]] = None) -> WriteStats:
+    """Saves a tree of arrays and values as one .jtree file.
+
+    ``tree`` is any nesting of dict (order kept), list, tuple, namedtuple, OrderedDict and None,
+    with leaves that are arrays (NumPy, PyTorch, JAX -- sharded ones shard by shard -- or
+    anything with ``__dlpack__``), Python int/float/bool/complex/str/bytes/bytearray, NumPy
+    scalars, or registered custom types. Anything else is refused with its type and key path,
+    unless ``allow_pickle=True``. The same array object appearing twice is stored once.
+
+    ``path`` is a local path (or a URL when the build has that backend). The file is replaced
+    atomically; a file that is not a .jtree file is refused unless ``overwrite_foreign=True``,
+    and any existing file unless ``overwrite`` (default True).
+
+    ``partial_write=True`` adds or replaces leaves of an existing file in place (a new
+    generation appended to it): the file keeps what it has wherever ``tree`` holds None, and
+    takes ``tree``'s values (arrays, scalars, whole subtrees) elsewhere; new dict keys are
+    added. A missing file is simply created.
+
+    ``compression`` is "zstd" (default) or None; ``level`` the zstd level; ``chunk_bytes`` the
+    target chunk size (default 4 MiB); ``inline_threshold`` the size up to which payloads go in
+    the header; ``threads`` the compression threads (0: all cores); ``sync=False`` skips the
+    fsync; ``metadata`` is stored as user metadata. Returns the :class:`WriteStats`.
+    Errors: :class:`jtree.Error` subclasses naming the file and the key path.
+    """
+    job = _SaveJob(tree, path, partial_write=partial_write, snapshot=False, overwrite=overwrite,
+                   overwrite_foreign=overwrite_foreign, allow_pickle=allow_pickle,
+                   compression=compression, level=level, chunk_bytes=chunk_bytes,
+                   inline_threshold=inline_threshold, threads=threads, sync=sync,
+                   metadata=metadata)
+    return _in_order(job.path, job.write, background=False).result()
+
+
+def nonblocking_save(tree: Any, path: PathLike, **options: Any) -> Future:
+    """Starts :func:`save` in the background and returns a :class:`Future` at once.
+
+    Before returning it walks the tree and takes a snapshot of every mutable array (NumPy
+    arrays and torch tensors are copied; JAX arrays are immutable and only referenced), so the
+    caller may change its arrays right away. The write then runs in a background thread with
+    its memory bounded by the writer's bytes in flight. Saves to the same path run in the order
+    they were started. ``future.pytree`` is the saved structure; ``future.result()`` the
+    :class:`WriteStats`. Options are those of :func:`save`.
+    """
+    job = _SaveJob(tree, path, snapshot=True, **_save_defaults(options))
+    fut = _in_order(job.path, job.write, background=True)
+    return Future(fut, save_spec_tree(job.root))
+
+
+def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
+    defaults = dict(partial_write=False, overwrite=True, overwrite_foreign=False,
+                    allow_pickle=False, compression="zstd", level=None, chunk_bytes=None,
+                    inline_threshold=None, threads=0, sync=True, metadata=None)
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise TypeError(f"nonblocking_save() got unexpected options {sorted(unknown)}")
+    defaults.update(options)
+    return defaults
+
+
+# ---- load --------------------------------------------------------------------------------------
+
+_LOAD_OPTIONS = ("keys", "framework", "cast", "pad_truncate", "allow_pickle", "strict", "verify",
+                 "threads", "shardings")
+
+
+def _open(path: Union[PathLike, File], options: Dict[str, Any]) -> File:
+    """An open File for a path (or the File given)."""
+    if isinstance(path, File):
+        return path
+    kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict")
+          if options.get(k) is not None}
+    return File(path, **kw)
+
+
+def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
+         framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
+         out: Any = None, allow_pickle: Optional[bool] = None, strict: Optional[bool] = None,
+         verify: Optional[bool] = None, threads: Optional[int] = None,
+         shardings: Any = None) -> Any:
+    """Loads a .jtree file (a path, a URL, or a :class:`File` from :func:`jtree.open`).
+
+    Arrays come back as NumPy arrays (bfloat16, float8, float4 and int4 as ml_dtypes types),
+    or as ``framework="torch"`` tensors or ``"jax"`` arrays; other leaves as the Python values
+    saved; containers as saved (namedtuples as classes made here, never imported).
+
+    ``pytree`` selects and shapes what is loaded: a tree matching the file's structure (or a
+    part of it: a dict may name only some keys) whose ``None`` or ``...`` leaves are skipped
+    (never read; returned as given) and whose other leaves are loaded. An array-like leaf
+    (NumPy array, torch tensor, jax.Array, jax.ShapeDtypeStruct, :class:`LeafSpec`) also gives
+    the dtype to cast to, the shape (different shapes need ``pad_truncate=True``: zeros pad,
+    extra elements are dropped), the framework, and for JAX the sharding.
+    ``keys`` selects leaves by key-path patterns such as ``"params/*/kernel"`` or
+    ``["step", "**/bias"]``; the others come back as None and are never read.
+
+    ``cast`` converts arrays on load: a dtype (every floating-point array), a mapping
+    ``{stored: wanted}``, or a function ``(key_path, stored_dtype_name) -> dtype or None``.
+    ``out`` is a tree of preallocated arrays (NumPy or torch) to fill in place (instead of
+    ``pytree``); the result holds those arrays. ``shardings`` (JAX) is a Sharding for every
+    array, or a function ``(key_path, LeafSpec) -> Sharding``: each device's slice is read on
+    its own. ``strict=False`` loads custom nodes and leaves this process has not registered as
+    plain dicts/lists and bytes; pickled leaves need ``allow_pickle=True``. ``verify=False``
+    skips checksum verification; ``threads`` bounds the decoding threads (0: all cores). These
+    four default to the :class:`File`'s settings (from :func:`jtree.open`), else to
+    allow_pickle=False, strict=True, verify=True, threads=0.
+    """
+    if out is not None and pytree is not None:
+        raise InvalidArgumentError("load(): give pytree= or out=, not both")
+    options = dict(keys=keys, framework=framework, cast=cast, pad_truncate=pad_truncate,
+                   shardings=shardings)
+    # None: the File's setting (or the default).
+    options.update({k: v for k, v in dict(allow_pickle=allow_pickle, strict=strict,
+                                          verify=verify, threads=threads).items() if v is not None})
+    LoadOptions(**options)  # bad options are reported before the file is opened
+    f = _open(path, options)
+    return load_subtree(f, f._root, (), out if out is not None else pytree,
+                        fill_out=out is not None, **options)
+
+
+def load_subtree(f: File, node: FileNode, path: Tuple[Any, ...], pytree: Any,
+                 fill_out: bool = False, **options: Any) -> Any:
+    """load() of one subtree of an open file."""
+    opts = f._options(fill_out=fill_out, **options)
+    return Loader(f, opts).run(node, ALL if pytree is None else pytree, path)
+
+
+def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True) -> Any:
+    """The structure of a .jtree file: its containers, with a :class:`LeafSpec` (kind, shape,
+    dtype) in place of each leaf. Reads the header only, never array data. The result can be
+    edited (``None`` to skip a leaf, another dtype to cast) and passed to :func:`load` as
+    ``pytree``."""
+    f = _open(path, {"strict": strict})
+    return spec_tree(f._root, strict=strict, file=f.name)
+
+
+def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options: Any) -> Future:
+    """Starts :func:`load` in the background; returns a :class:`Future` whose ``pytree`` (the
+    file's structure) is available at once (the file is opened before returning), and whose
+    ``result()`` is the loaded tree. Options are those of :func:`load`."""
+    unknown = set(options) - set(_LOAD_OPTIONS) - {"out"}
+    if unknown:
+        raise TypeError(f"nonblocking_load() got unexpected options {sorted(unknown)}")
+    f = _open(path, options)
+    strict = options.get("strict")
+    structure = spec_tree(f._root, strict=f.strict if strict is None else strict, file=f.name)
+    fut = _pool().submit(load, f, pytree, **options)
+    return Future(fut, structure)
+
+
+def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
+         allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
+         limits: Optional[Dict[str, int]] = None) -> File:
+    """Opens a .jtree file lazily: reads its header and index only. Index the result like the
+    saved tree (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose
+    slices (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
+    parser limits for untrusted files (keys of jtree::Limits: max_nodes, max_depth, ...).
+    A context manager."""
+    return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
+                use_mmap=use_mmap, limits=limits)
+
+
+def compact(path: PathLike, out_path: Optional[PathLike] = None, *,
+            sync: bool = True) -> WriteStats:
+    """Rewrites a file without the bytes earlier generations left behind (after partial
+    writes), in place (atomically) or into ``out_path``."""
+    p = os.fspath(path)
+    out = os.fspath(out_path) if out_path else ""
+    return _in_order(p, lambda: WriteStats(**_jtree.compact(p, out, sync)),
+                     background=False).result()

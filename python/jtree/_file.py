@@ -1,0 +1,386 @@
+"""``jtree.open``: a .jtree file opened lazily. Only the header and index are read on open;
+indexing walks the structure, and slicing an array leaf reads only the chunks it overlaps."""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _dtypes, _jtree
+from . import _keypath as kp
+from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
+                      error)
+from ._load import ALL, Loader, LoadOptions, spec_tree
+from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
+                         FileNode, LeafSpec, file_tree)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class File:
+    """An open .jtree file (see :func:`jtree.open`). Thread-safe; a context manager.
+
+    ``f[key]`` is the root container's child: a :class:`Node` for containers, a
+    :class:`LazyArray` for arrays (sliced on demand), the value itself for other leaves.
+    """
+
+    def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
+                 allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
+                 limits: Optional[Dict[str, int]] = None):
+        self.name: str = os.fspath(path)
+        self._reader = _jtree.Reader.open(self.name, use_mmap, limits)
+        self._root, self._leaves = file_tree(self._reader)
+        self.verify_checksums = verify
+        self.threads = threads
+        self.allow_pickle = allow_pickle
+        self.strict = strict
+
+    # -- the structure --
+
+    @property
+    def root(self) -> Any:
+        """The root: a Node, a LazyArray or a value."""
+        return _view(self, self._root, ())
+
+    def __getitem__(self, key: Any) -> Any:
+        root = self.root
+        if isinstance(root, (Node, LazyArray)):
+            return root[key]
+        raise error(InvalidArgumentError, self.name, "", f"the root is a {type(root).__name__}; "
+                                                         f"it cannot be indexed")
+
+    def __contains__(self, key: Any) -> bool:
+        root = self.root
+        return isinstance(root, Node) and key in root
+
+    def keys(self) -> List[Any]:
+        """The root container's keys (positions for lists and tuples)."""
+        root = self.root
+        return root.keys() if isinstance(root, Node) else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        root = self.root
+        return len(root) if isinstance(root, Node) else 0
+
+    def at(self, key_path: str) -> Any:
+        """The node at a key path such as ``"params/layers/0/w"`` (see jtree._keypath)."""
+        node = self._root
+        path: Tuple[Any, ...] = ()
+        for part in kp.split(key_path):
+            child = _child_by_component(node, part)
+            if child is None:
+                raise error(NotFoundError, self.name, kp.join(path),
+                            f"no child {part!r} (key path {key_path!r})")
+            node, path = child[0], path + (child[1],)
+        return _view(self, node, path)
+
+    def structure(self, strict: Optional[bool] = None) -> Any:
+        """The tree with a :class:`LeafSpec` per leaf (what :func:`jtree.load_pytreedef` gives)."""
+        return spec_tree(self._root, strict=self.strict if strict is None else strict,
+                         file=self.name)
+
+    def load(self, pytree: Any = None, **options: Any) -> Any:
+        """Loads the whole tree or part of it: :func:`jtree.load` on this open file."""
+        from ._api import load  # noqa: PLC0415
+
+        return load(self, pytree, **options)
+
+    # -- the file --
+
+    @property
+    def metadata(self) -> Dict[str, bytes]:
+        """User metadata saved with ``jtree.save(..., metadata=...)``."""
+        return dict(self._reader.metadata())
+
+    def info(self) -> Dict[str, Any]:
+        """Facts about the file: size, generation, chunks, stored and raw bytes, writer."""
+        return self._reader.info()
+
+    def io_stats(self) -> Dict[str, int]:
+        """The storage backend's counters since the file was opened: ``read_requests`` and
+        ``bytes_read`` (every read, the header and index included)."""
+        return self._reader.io_stats()
+
+    def verify(self) -> Dict[str, Any]:
+        """Checks every checksum and decodes every chunk; ``{"ok": bool, "problems": [...]}``."""
+        return self._reader.verify(self.threads)
+
+    def close(self) -> None:
+        """Releases the file (views taken from it stop working)."""
+        self._reader = _Closed(self.name)
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"jtree.File({self.name!r})"
+
+    def _options(self, **kw: Any) -> LoadOptions:
+        kw.setdefault("verify", self.verify_checksums)
+        kw.setdefault("threads", self.threads)
+        kw.setdefault("allow_pickle", self.allow_pickle)
+        kw.setdefault("strict", self.strict)
+        return LoadOptions(**kw)
+
+
+class _Closed:
+    """Stands for the reader of a closed File: any use raises."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise error(InvalidArgumentError, self.name, None, "the file is closed")
+
+
+def _child_by_component(node: FileNode, part: str) -> Optional[Tuple[FileNode, Any]]:
+    """The child named by one (unescaped) key-path component, and its key or position."""
+    for i, c in enumerate(node.children):
+        name = c.key if c.key is not None else i
+        if (name if isinstance(name, str) else str(name)) == part:
+            return c, name
+    return None
+
+
+def _view(f: File, node: FileNode, path: Tuple[Any, ...]) -> Any:
+    if node.kind == NONE:
+        return None
+    if node.kind == LEAF:
+        leaf = node.leaf
+        assert leaf is not None
+        if leaf.kind == ARRAY:
+            return LazyArray(f, node, path)
+        return Loader(f, f._options()).run(node, ALL, path)
+    return Node(f, node, path)
+
+
+class Node:
+    """A container of an open file: indexed like the container it stands for (keys for dicts,
+    namedtuples and keyed custom nodes; positions for lists, tuples and other custom nodes)."""
+
+    def __init__(self, f: File, node: FileNode, path: Tuple[Any, ...]):
+        self._f, self._node, self._path = f, node, path
+        self._by_key: Optional[Dict[Any, int]] = None
+
+    @property
+    def kind(self) -> str:
+        """"dict", "list", "tuple", "namedtuple", "OrderedDict" or "custom"."""
+        return NODE_KIND_NAMES[self._node.kind]
+
+    @property
+    def type_name(self) -> Optional[str]:
+        """The saved type name of a namedtuple or custom node."""
+        return self._node.type_name
+
+    @property
+    def path(self) -> str:
+        """This node's key path in the file."""
+        return kp.join(self._path)
+
+    def keyed(self) -> bool:
+        """True when children are indexed by key (dicts, namedtuples, keyed custom nodes)."""
+        return self._node.keyed() or self._node.kind in (DICT, ORDEREDDICT, NAMEDTUPLE)
+
+    def keys(self) -> List[Any]:
+        """The children's keys, or their positions."""
+        if self.keyed():
+            return [c.key for c in self._node.children]
+        return list(range(len(self._node.children)))
+
+    def __len__(self) -> int:
+        return len(self._node.children)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.keyed():
+            return iter(self.keys())
+        return (self[i] for i in range(len(self)))
+
+    def __contains__(self, key: Any) -> bool:
+        if self.keyed():
+            return key in self._index()
+        return isinstance(key, int) and -len(self) <= key < len(self)
+
+    def _index(self) -> Dict[Any, int]:
+        if self._by_key is None:
+            self._by_key = {c.key: i for i, c in enumerate(self._node.children)}
+        return self._by_key
+
+    def __getitem__(self, key: Any) -> Any:
+        children = self._node.children
+        if self.keyed():
+            i = self._index().get(key)
+            if i is None:
+                raise error(NotFoundError, self._f.name, self.path,
+                            f"no key {key!r} in this {self.kind}")
+        else:
+            if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
+                raise error(IndexKindError, self._f.name, self.path,
+                            f"a {self.kind} is indexed by position, not {key!r}")
+            i = int(key) + (len(children) if key < 0 else 0)
+            if not 0 <= i < len(children):
+                raise error(IndexOutOfRangeError, self._f.name, self.path,
+                            f"position {key} out of range for a {self.kind} of {len(children)}")
+        c = children[i]
+        return _view(self._f, c, self._path + (c.key if c.key is not None else i,))
+
+    def load(self, pytree: Any = None, **options: Any) -> Any:
+        """Loads this subtree (options as :func:`jtree.load`)."""
+        from ._api import load_subtree  # noqa: PLC0415
+
+        return load_subtree(self._f, self._node, self._path, pytree, **options)
+
+    def __repr__(self) -> str:
+        return (f"<jtree.Node {self.kind} at {self.path!r} of {self._f.name!r}: "
+                f"{len(self)} children>")
+
+
+class LazyArray:
+    """An array leaf of an open file, read on demand: ``a[1000:2000, :64]`` reads only the
+    chunks the slice overlaps. Indexing takes ints, slices (any step), ``...`` and ``None``
+    and returns NumPy arrays; ``np.asarray(a)`` or ``a.read()`` reads it whole."""
+
+    def __init__(self, f: File, node: FileNode, path: Tuple[Any, ...]):
+        assert node.leaf is not None
+        self._f, self._node, self._leaf, self._path = f, node, node.leaf, path
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The array's shape."""
+        return self._leaf.shape
+
+    @property
+    def dtype(self) -> Any:
+        """The NumPy dtype (ml_dtypes types need ml_dtypes; else the dtype's name)."""
+        return self._leaf.spec().dtype
+
+    @property
+    def ndim(self) -> int:
+        """The array's rank."""
+        return len(self._leaf.shape)
+
+    @property
+    def size(self) -> int:
+        """The number of elements."""
+        n = 1
+        for d in self._leaf.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in memory (one byte per element for the 4-bit types)."""
+        return self._leaf.nbytes
+
+    @property
+    def chunk_shape(self) -> Tuple[int, ...]:
+        """The chunk grid's cell (empty for leaves stored inline in the header)."""
+        return self._leaf.chunk_shape
+
+    @property
+    def path(self) -> str:
+        """This leaf's key path in the file."""
+        return kp.join(self._path)
+
+    @property
+    def spec(self) -> LeafSpec:
+        """The leaf's :class:`LeafSpec`."""
+        return self._leaf.spec()
+
+    def __len__(self) -> int:
+        if not self._leaf.shape:
+            raise error(IndexKindError, self._f.name, self.path, "len() of a 0-d array")
+        return self._leaf.shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        """The elements a basic index selects, as a NumPy array (reads only their chunks)."""
+        where = self.path
+        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
+        npdt = _dtypes.numpy_dtype(self._leaf.dtype, self._f.name, where)
+        arr = np.empty(tuple(e - b for b, e in zip(begin, end)), npdt)
+        if arr.size:
+            self._f._reader.read_many([(self._leaf.index, begin, end, _dtypes.numpy_bytes(arr))],
+                                      self._f.verify_checksums, self._f.threads)
+        return arr[post]
+
+    def read(self, **options: Any) -> Any:
+        """The whole array (options of :func:`jtree.load`: framework=, cast=, ...)."""
+        from ._api import load_subtree  # noqa: PLC0415
+
+        return load_subtree(self._f, self._node, self._path, None, **options)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = np.asarray(self[...])
+        return a.astype(dtype) if dtype is not None else a
+
+    def __repr__(self) -> str:
+        return (f"<jtree.LazyArray {self._leaf.dtype}{list(self._leaf.shape)} at {self.path!r} "
+                f"of {self._f.name!r}>")
+
+
+def _box_of(index: Any, shape: Tuple[int, ...], file: Optional[str] = None,
+            key_path: str = "") -> Tuple[List[int], List[int], Tuple[Any, ...]]:
+    """(begin, end, post): the box of the array a basic index touches, and the index that
+    selects the result from that box (steps, dropped dimensions, new axes)."""
+
+    def bad(cls: type, msg: str) -> Exception:
+        return error(cls, file, key_path, msg)
+
+    idx = index if isinstance(index, tuple) else (index,)
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise bad(IndexOutOfRangeError, "an index can only have a single ellipsis ('...')")
+    real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if real > len(shape):
+        raise bad(IndexOutOfRangeError,
+                  f"too many indices: {real} for an array of rank {len(shape)}")
+    fill = (slice(None),) * (len(shape) - real)
+    if any(i is Ellipsis for i in idx):
+        p = next(k for k, i in enumerate(idx) if i is Ellipsis)
+        idx = idx[:p] + fill + idx[p + 1:]
+    else:
+        idx = idx + fill
+    begin: List[int] = []
+    end: List[int] = []
+    post: List[Any] = []
+    d = 0
+    for i in idx:
+        if i is None:
+            post.append(None)
+            continue
+        n = shape[d]
+        if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            j = int(i) + (n if i < 0 else 0)
+            if not 0 <= j < n:
+                raise bad(IndexOutOfRangeError,
+                          f"index {i} is out of bounds for axis {d} with size {n}")
+            begin.append(j)
+            end.append(j + 1)
+            post.append(0)
+        elif isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            count = len(range(start, stop, step))
+            if count == 0:
+                begin.append(0)
+                end.append(0)
+                post.append(slice(0, 0))
+            elif step > 0:
+                begin.append(start)
+                end.append(start + (count - 1) * step + 1)
+                post.append(slice(None, None, step))
+            else:
+                low = start + (count - 1) * step
+                begin.append(low)
+                end.append(start + 1)
+                post.append(slice(start - low, None, step))
+        else:
+            raise bad(IndexKindError, f"jtree arrays are indexed by ints, slices, '...' and None, "
+                                      f"not {type(i).__name__} (read the array first for other "
+                                      f"indexing)")
+        d += 1
+    return begin, end, tuple(post)

@@ -1,0 +1,522 @@
+"""Loading: the file's tree (+ a target tree, key-path patterns, options) -> Python objects.
+
+One pass plans the load: it walks the file's tree beside the target, checks that they match,
+decides for each chosen leaf where its bytes go (a freshly allocated NumPy array or torch
+tensor of the right dtype and shape, a caller's ``out`` array, a buffer to cast or pad from),
+and returns a function that builds the result. Then every chosen leaf is read in one
+``read_many`` (chunk ranges coalesced, fetched and decoded in parallel, the GIL released),
+straight into those buffers. Leaves that are not chosen are never read.
+"""
+from __future__ import annotations
+
+import collections
+import collections.abc
+import pickle
+import sys
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _dtypes, _registry
+from . import _keypath as kp
+from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
+                      error)
+from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
+                         FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE, NODE_KIND_NAMES, NONE,
+                         ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf, FileNode, LeafSpec,
+                         allow_deep_trees, namedtuple_type)
+
+Thunk = Callable[[], Any]
+FRAMEWORKS = ("numpy", "torch", "jax")
+
+
+class _All:
+    """The target meaning 'everything below, as stored'."""
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+
+ALL = _All()
+
+
+def _const(v: Any) -> Thunk:
+    return lambda: v
+
+
+def _memo(f: Thunk) -> Thunk:
+    box: List[Any] = []
+
+    def get() -> Any:
+        if not box:
+            box.append(f())
+        return box[0]
+
+    return get
+
+
+def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
+                      keys: Sequence[Any], children: List[Any], *, strict: bool,
+                      nt_class: Optional[type] = None, file: Optional[str] = None,
+                      key_path: str = "") -> Any:
+    """The Python container for a file node, given its (already built) children."""
+    if kind == DICT:
+        return dict(zip(keys, children))
+    if kind == ORDEREDDICT:
+        return collections.OrderedDict(zip(keys, children))
+    if kind == LIST:
+        return list(children)
+    if kind == TUPLE:
+        return tuple(children)
+    if kind == NAMEDTUPLE:
+        cls = nt_class or namedtuple_type(type_name or "NamedTuple", tuple(keys))
+        return cls(*children)
+    if kind == CUSTOM:
+        entry = _registry.node_for_name(type_name or "")
+        keyed = bool(keys) and keys[0] is not None
+        if entry is None:
+            if strict:
+                raise _unregistered_node(type_name, file, key_path)
+            return dict(zip(keys, children)) if keyed else list(children)
+        aux_value = entry.deserialize_auxdata(aux or b"")
+        return _registry.unflatten_node(entry, aux_value, children, list(keys) if keyed else None)
+    raise AssertionError(f"not a container kind: {kind}")
+
+
+def _unregistered_node(type_name: Optional[str], file: Optional[str], key_path: str):
+    return error(NotSupportedError, file, key_path,
+                 f"the file holds a custom node {type_name!r} that is not registered in this "
+                 f"process: register it with jtree.register_pytree_node_serialization("
+                 f"cls, serialized_name={type_name!r}, ...), or pass strict=False to load it "
+                 f"as a plain dict or list")
+
+
+def spec_tree(node: FileNode, *, strict: bool, file: Optional[str],
+              path: Tuple[Any, ...] = ()) -> Any:
+    """The file's structure with a LeafSpec in place of each leaf (load_pytreedef)."""
+    allow_deep_trees()
+    if node.kind == NONE:
+        return None
+    if node.kind == LEAF:
+        return node.leaf.spec()  # type: ignore[union-attr]
+    children = [spec_tree(c, strict=strict, file=file,
+                          path=path + (c.key if c.key is not None else i,))
+                for i, c in enumerate(node.children)]
+    return rebuild_container(node.kind, node.type_name, node.aux, [c.key for c in node.children],
+                             children, strict=strict, file=file, key_path=kp.join(path))
+
+
+class LoadOptions:
+    def __init__(self, *, framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
+                 allow_pickle: bool = False, strict: bool = True, verify: bool = True,
+                 threads: int = 0, shardings: Any = None, keys: Any = None,
+                 fill_out: bool = False):
+        if framework not in FRAMEWORKS:
+            raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
+        self.framework = framework
+        self.cast = cast
+        self.pad_truncate = pad_truncate
+        self.allow_pickle = allow_pickle
+        self.strict = strict
+        self.verify = verify
+        self.threads = threads
+        self.shardings = shardings
+        self.keys = kp.PatternSet(keys) if keys is not None else None
+        self.fill_out = fill_out
+
+
+def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = None) -> str:
+    """The jtree name of a dtype given as a NumPy/ml_dtypes dtype, a torch dtype or a name."""
+    if isinstance(d, str) and d in _dtypes.TABLE:
+        return d
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(d, torch.dtype):
+        name = _dtypes.name_of_torch(d)
+    else:
+        try:
+            name = _dtypes.name_of_numpy(np.dtype(d))
+        except TypeError:
+            name = None
+    if name is None:
+        raise error(InvalidArgumentError, file, key_path, f"{d!r} is not a dtype jtree has")
+    return name
+
+
+class Loader:
+    """One load: plan (``plan``), read (``read``), build (the returned thunk)."""
+
+    def __init__(self, file: Any, opts: LoadOptions):
+        self.file = file            # a jtree.File
+        self.name = file.name
+        self.o = opts
+        self.requests: List[Tuple[int, Any, Any, Any]] = []
+        self.cache: Dict[Any, Thunk] = {}
+
+    def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
+        allow_deep_trees()
+        build = self.plan(root, target, path)
+        self.read()
+        return build()
+
+    def err(self, cls: type, path: Tuple[Any, ...], msg: str):
+        return error(cls, self.name, kp.join(path), msg)
+
+    # ---- reading ----
+
+    def request(self, leaf: FileLeaf, begin: Sequence[int], end: Sequence[int], dst: Any) -> None:
+        """Queue a read of box [begin, end) of a leaf into dst (a flat uint8 view)."""
+        n = 1
+        for b, e in zip(begin, end):
+            n *= e - b
+        if n == 0:
+            return
+        whole = all(b == 0 for b in begin) and tuple(end) == leaf.shape
+        self.requests.append((leaf.index, None if whole else list(begin),
+                              None if whole else list(end), dst))
+
+    def read(self) -> None:
+        if self.requests:
+            self.file._reader.read_many(self.requests, self.o.verify, self.o.threads)
+            self.requests = []
+
+    # ---- planning ----
+
+    def selected(self, path: Tuple[Any, ...]) -> bool:
+        return self.o.keys is None or self.o.keys.selects([str(p) for p in path])
+
+    def plan(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        if target is None or target is Ellipsis:
+            return _const(target)
+        if node.kind == NONE:
+            return _const(None)
+        if node.kind == LEAF:
+            if not self.selected(path):
+                return _const(None)
+            return self.leaf(node.leaf, target, path)  # type: ignore[arg-type]
+        return self.container(node, target, path)
+
+    def container(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        pairs, nt_class = self.match(node, target, path)
+        # Unkeyed children are never filtered out, so their position in `pairs` is theirs.
+        thunks = [self.plan(c, t, path + (c.key if c.key is not None else i,))
+                  for i, (c, t) in enumerate(pairs)]
+        keys = [c.key for c, _ in pairs]
+        kind, type_name, aux, strict = node.kind, node.type_name, node.aux, self.o.strict
+        where = kp.join(path)
+        if kind == CUSTOM and strict and _registry.node_for_name(type_name or "") is None:
+            raise _unregistered_node(type_name, self.name, where)
+        name = self.name
+
+        def build() -> Any:
+            return rebuild_container(kind, type_name, aux, keys, [t() for t in thunks],
+                                     strict=strict, nt_class=nt_class, file=name, key_path=where)
+
+        return build
+
+    def match(self, node: FileNode, target: Any,
+              path: Tuple[Any, ...]) -> Tuple[List[Tuple[FileNode, Any]], Optional[type]]:
+        """The children to load with their targets, and the namedtuple class to build."""
+        children = node.children
+        if target is ALL or target is True:
+            return [(c, ALL) for c in children], None
+        t = type(target)
+        nt_class = t if isinstance(target, tuple) and hasattr(t, "_fields") else None
+        if nt_class is not None and node.kind == NAMEDTUPLE:
+            if tuple(t._fields) != tuple(c.key for c in children):
+                raise self.err(InvalidArgumentError, path,
+                               f"the target namedtuple {t.__qualname__} has fields {t._fields}; "
+                               f"the file's has {tuple(c.key for c in children)}")
+            return list(zip(children, target)), nt_class
+        if isinstance(target, collections.abc.Mapping):
+            if not node.keyed() and children:
+                raise self.mismatch(node, target, path)
+            by_key = {c.key: c for c in children}
+            missing = [k for k in target if k not in by_key]
+            if missing:
+                raise self.err(NotFoundError, path + (missing[0],),
+                               f"the target names key {missing[0]!r}, which the file does not "
+                               f"have here (it has {list(by_key)[:20]})")
+            if node.kind in (DICT, ORDEREDDICT):  # a partial dict: only the target's keys
+                return [(c, target[c.key]) for c in children if c.key in target], None
+            return [(c, target.get(c.key)) for c in children], None
+        if isinstance(target, (list, tuple)):
+            if node.kind in (DICT, ORDEREDDICT):  # by key only
+                raise self.mismatch(node, target, path)
+            if len(target) != len(children):
+                raise self.err(InvalidArgumentError, path,
+                               f"the target has {len(target)} children here; the file's "
+                               f"{NODE_KIND_NAMES[node.kind]} has {len(children)}")
+            return list(zip(children, target)), None
+        entry = _registry.node_for_type(t)
+        if entry is not None:
+            values, keys, _aux = _registry.flatten_node(entry, target, self.name, kp.join(path))
+            if keys is not None and node.keyed():
+                return self.match(node, dict(zip(keys, values)), path)
+            return self.match(node, list(values), path)
+        raise self.mismatch(node, target, path)
+
+    def mismatch(self, node: FileNode, target: Any, path: Tuple[Any, ...]):
+        return self.err(InvalidArgumentError, path,
+                        f"the file has a {NODE_KIND_NAMES[node.kind]} here; the target a "
+                        f"{type(target).__qualname__}")
+
+    def leaf(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        k = fl.kind
+        if k in (INT, FLOAT, BOOL, COMPLEX):
+            return _const(fl.value)
+        if k == ARRAY:
+            return self.array(fl, target, path)
+        key = ("payload", fl.index)
+        if key not in self.cache:
+            self.cache[key] = self.payload(fl, path)
+        return self.cache[key]
+
+    def payload(self, fl: FileLeaf, path: Tuple[Any, ...]) -> Thunk:
+        k = fl.kind
+        entry = None
+        if k == PICKLE and not self.o.allow_pickle:
+            raise self.err(InvalidArgumentError, path,
+                           "the leaf is a pickled object; pass allow_pickle=True to unpickle it "
+                           "(only for files you trust: unpickling runs code)")
+        if k == CUSTOM_LEAF:
+            entry = _registry.leaf_for_name(fl.type_name or "")
+            if entry is None and self.o.strict:
+                raise self.err(NotSupportedError, path,
+                               f"the file holds a custom leaf {fl.type_name!r} that is not "
+                               f"registered in this process: register it with "
+                               f"jtree.register_pytree_leaf_serialization(cls, serialized_name="
+                               f"{fl.type_name!r}, ...), or pass strict=False to get its bytes")
+        buf = bytearray(fl.nbytes)
+        self.request(fl, (0,), (fl.nbytes,), np.frombuffer(buf, np.uint8))
+        name = self.name
+        where = kp.join(path)
+
+        def build() -> Any:
+            if k == STR:
+                try:
+                    return buf.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise error(CorruptionError, name, where,
+                                f"str leaf is not UTF-8: {e}") from None
+            if k == BYTES:
+                return bytes(buf)
+            if k == BYTEARRAY:
+                return buf
+            if k == CUSTOM_LEAF:
+                return entry.deserialize_leaf(bytes(buf)) if entry is not None else bytes(buf)
+            return pickle.loads(buf)
+
+        return _memo(build)
+
+    # ---- arrays ----
+
+    def array(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        where = kp.join(path)
+        framework = self.o.framework
+        want: Optional[str] = None
+        shape = fl.shape
+        sharding = None
+        device = None
+        out = None
+        torch = sys.modules.get("torch")
+        jax = sys.modules.get("jax")
+        t = target
+        if isinstance(t, LeafSpec):
+            if t.kind != "array":
+                raise self.err(InvalidArgumentError, path,
+                               f"the target is a {t.kind} LeafSpec; the file has an array here")
+            want, shape = dtype_name(t.dtype, self.name, where), tuple(t.shape)
+        elif isinstance(t, np.ndarray):
+            framework, want, shape = "numpy", dtype_name(t.dtype, self.name, where), t.shape
+            out = t if self.o.fill_out else None
+        elif torch is not None and isinstance(t, torch.Tensor):
+            framework, want, shape = "torch", dtype_name(t.dtype, self.name, where), tuple(t.shape)
+            device = t.device
+            out = t if self.o.fill_out else None
+        elif jax is not None and isinstance(t, (jax.Array, jax.ShapeDtypeStruct)):
+            framework, want, shape = "jax", dtype_name(t.dtype, self.name, where), tuple(t.shape)
+            sharding = getattr(t, "sharding", None)
+        if want is None:
+            want = self.cast_for(fl.dtype, path)
+        if shape != fl.shape:
+            if len(shape) != len(fl.shape):
+                raise self.err(InvalidArgumentError, path,
+                               f"the file holds shape {fl.shape}; the target asks for {shape} "
+                               f"(another rank)")
+            if not self.o.pad_truncate:
+                raise self.err(InvalidArgumentError, path,
+                               f"the file holds shape {fl.shape}; the target asks for {shape}: "
+                               f"pass pad_truncate=True to pad with zeros or truncate")
+        if framework == "jax" and sharding is None and self.o.shardings is not None:
+            s = self.o.shardings
+            sharding = s(where, fl.spec()) if callable(s) else s
+        scalar = bool(fl.flags & FLAG_SCALAR) and shape == ()
+
+        key = (fl.index, framework, want, shape, id(sharding), str(device), id(out))
+        if out is None and key in self.cache:
+            return self.cache[key]
+        if framework == "numpy":
+            get = self.numpy(fl, want, shape, out, path)
+            thunk = _memo((lambda: get()[()]) if scalar else get)
+        elif framework == "torch":
+            thunk = _memo(self.torch(fl, want, shape, device, out, path))
+        else:
+            thunk = _memo(self.jax(fl, want, shape, sharding, path))
+        self.cache[key] = thunk
+        return thunk
+
+    def cast_for(self, stored: str, path: Tuple[Any, ...]) -> str:
+        c = self.o.cast
+        where = kp.join(path)
+        if c is None:
+            return stored
+        if callable(c) and not isinstance(c, type):
+            got = c(where, stored)
+            return stored if got is None else dtype_name(got, self.name, where)
+        if isinstance(c, collections.abc.Mapping):
+            for k, v in c.items():
+                if dtype_name(k, self.name, where) == stored:
+                    return dtype_name(v, self.name, where)
+            return stored
+        # One dtype: every floating-point array becomes it.
+        return dtype_name(c, self.name, where) if _dtypes.is_floating(stored) else stored
+
+    def stored_numpy_dtype(self, fl: FileLeaf, path: Tuple[Any, ...]) -> np.dtype:
+        if fl.dtype == "bfloat16" and _dtypes.ml_dtypes() is None:
+            return np.dtype(np.uint16)  # converted by numpy_cast (bit pattern)
+        return _dtypes.numpy_dtype(fl.dtype, self.name, kp.join(path))
+
+    def numpy_cast(self, a: np.ndarray, stored: str, want: str,
+                   path: Tuple[Any, ...]) -> np.ndarray:
+        if stored == want:
+            return a
+        if stored == "bfloat16" and _dtypes.ml_dtypes() is None:
+            if want not in ("float32", "float64"):
+                _dtypes.numpy_dtype(stored, self.name, kp.join(path))  # raises the clear error
+            f32 = (a.astype(np.uint32) << 16).view(np.float32)
+            return f32 if want == "float32" else f32.astype(np.float64)
+        return a.astype(_dtypes.numpy_dtype(want, self.name, kp.join(path)))
+
+    def numpy(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], out: Optional[np.ndarray],
+              path: Tuple[Any, ...]) -> Thunk:
+        # Both raise the clear error now, before anything is read, when ml_dtypes is missing.
+        want_np = out.dtype if out is not None else _dtypes.numpy_dtype(want, self.name,
+                                                                        kp.join(path))
+        stored_np = self.stored_numpy_dtype(fl, path)
+        box = tuple((0, n) for n in shape)
+        if want == fl.dtype and stored_np == want_np:
+            if out is None:
+                return self.host_box(fl, box, path)  # straight into the returned array
+            if out.flags.c_contiguous and out.flags.writeable and out.shape == shape:
+                return self.host_box(fl, box, path, dst=out)  # straight into the caller's
+        get = self.host_box(fl, box, path)
+        stored = fl.dtype
+
+        def done() -> np.ndarray:
+            a = self.numpy_cast(get(), stored, want, path)
+            if out is None:
+                return a
+            np.copyto(out, a, casting="unsafe")
+            return out
+
+        return done
+
+    def torch(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], device: Any, out: Any,
+              path: Tuple[Any, ...]) -> Thunk:
+        import torch  # noqa: PLC0415
+
+        where = kp.join(path)
+        want_t = _dtypes.torch_dtype(want, self.name, where)
+
+        def finish(t: Any) -> Any:
+            if t.dtype != want_t:
+                t = t.to(want_t)
+            if out is not None:
+                if t is not out:
+                    out.copy_(t)
+                return out
+            if device is not None and t.device != device:
+                t = t.to(device)
+            return t
+
+        box = tuple((0, n) for n in shape)
+        if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
+            get = self.host_box(fl, box, path)
+            stored = fl.dtype
+            return lambda: finish(torch.from_numpy(
+                np.ascontiguousarray(self.numpy_cast(get(), stored, want, path))))
+        stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
+        inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
+        zeros = (0,) * len(shape)
+        if inner == shape:
+            direct = (out is not None and out.dtype == stored_t and out.device.type == "cpu"
+                      and tuple(out.shape) == shape and out.is_contiguous())
+            t = out if direct else torch.empty(shape, dtype=stored_t)
+            self.request(fl, zeros, shape, _dtypes.torch_bytes(t))
+            return lambda: finish(t)
+        full = torch.zeros(shape, dtype=stored_t)
+        tmp = torch.empty(inner, dtype=stored_t)
+        self.request(fl, zeros, inner, _dtypes.torch_bytes(tmp))
+
+        def padded() -> Any:
+            full[tuple(slice(0, n) for n in inner)] = tmp
+            return finish(full)
+
+        return padded
+
+    def jax(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], sharding: Any,
+            path: Tuple[Any, ...]) -> Thunk:
+        import jax  # noqa: PLC0415
+
+        stored = fl.dtype
+        if sharding is None:
+            get = self.host_box(fl, tuple((0, n) for n in shape), path)
+            return lambda: jax.device_put(self.numpy_cast(get(), stored, want, path))
+        # Each device's slice is read on its own (replicas once): the global array is never
+        # assembled in host memory.
+        index_map = sharding.addressable_devices_indices_map(shape)
+        boxes: Dict[Tuple[Tuple[int, int], ...], Thunk] = {}
+        per_device = []
+        for dev, index in index_map.items():
+            box = tuple(_slice_bounds(s, n) for s, n in zip(index, shape))
+            if box not in boxes:
+                boxes[box] = self.host_box(fl, box, path)
+            per_device.append((dev, box))
+
+        def build() -> Any:
+            host = {b: self.numpy_cast(g(), stored, want, path) for b, g in boxes.items()}
+            arrays = [jax.device_put(host[b], d) for d, b in per_device]
+            return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
+
+        return build
+
+    def host_box(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], path: Tuple[Any, ...],
+                 dst: Optional[np.ndarray] = None) -> Thunk:
+        """Box [begin, end) of a leaf as a NumPy array of the stored dtype, zeros where the box
+        lies outside the stored shape (padding); read straight into `dst` (or a new array)
+        when no padding is needed."""
+        npdt = self.stored_numpy_dtype(fl, path)
+        shape = tuple(e - b for b, e in box)
+        inner_end = tuple(max(b, min(e, n)) for (b, e), n in zip(box, fl.shape))
+        begin = tuple(b for b, _ in box)
+        inner = tuple(ie - b for ie, b in zip(inner_end, begin))
+        if inner == shape:
+            arr = dst if dst is not None else np.empty(shape, npdt)
+            self.request(fl, begin, inner_end, _dtypes.numpy_bytes(arr))
+            return lambda: arr
+        arr = np.zeros(shape, npdt)
+        tmp = np.empty(inner, npdt)
+        self.request(fl, begin, inner_end, _dtypes.numpy_bytes(tmp))
+
+        def done() -> np.ndarray:
+            arr[tuple(slice(0, n) for n in inner)] = tmp
+            return arr
+
+        return done
+
+
+def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:
+    start, stop, step = s.indices(n)
+    if step != 1:
+        raise InvalidArgumentError(f"sharding index with step {step}")
+    return start, stop

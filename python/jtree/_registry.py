@@ -1,0 +1,237 @@
+"""Custom node and leaf types: how a type is saved under a name and restored from it.
+
+A *node* type has children (saved as a subtree) and auxiliary data (saved as bytes by the
+registered serializer). With JAX installed, a type registered with ``jax.tree_util`` flattens
+and unflattens through JAX (with its key paths); without JAX, pass ``flatten_func`` and
+``unflatten_func``. A *leaf* type is saved whole as bytes.
+
+Files name types only by their registered name: loading never imports a module named by a
+file.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from ._errors import InvalidArgumentError, error
+
+Children = Union[List[Any], Dict[Union[str, int], Any]]
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    cls: type
+    name: str
+    serialize_auxdata: Callable[[Any], Union[bytes, str]]
+    deserialize_auxdata: Callable[[bytes], Any]
+    flatten_func: Optional[Callable[[Any], Tuple[Children, Any]]]
+    unflatten_func: Optional[Callable[[Any, Children], Any]]
+
+
+@dataclass(frozen=True)
+class LeafEntry:
+    cls: type
+    name: str
+    serialize_leaf: Callable[[Any], Union[bytes, str]]
+    deserialize_leaf: Callable[[bytes], Any]
+
+
+_lock = threading.Lock()
+_nodes_by_type: Dict[type, NodeEntry] = {}
+_nodes_by_name: Dict[str, NodeEntry] = {}
+_leaves_by_type: Dict[type, LeafEntry] = {}
+_leaves_by_name: Dict[str, LeafEntry] = {}
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"serialized_name must be a non-empty str, not {name!r}")
+    return name
+
+
+def register_pytree_node_serialization(
+    nodetype: Optional[type] = None, *,
+    serialized_name: str,
+    serialize_auxdata: Callable[[Any], Union[bytes, str]],
+    deserialize_auxdata: Callable[[bytes], Any],
+    flatten_func: Optional[Callable[[Any], Tuple[Children, Any]]] = None,
+    unflatten_func: Optional[Callable[[Any, Children], Any]] = None,
+) -> Any:
+    """Registers how a pytree node type is saved: under ``serialized_name``, its auxiliary
+    data through ``serialize_auxdata`` (returning bytes, or str stored as UTF-8) and
+    ``deserialize_auxdata`` (given those bytes), its children as a subtree.
+
+    The children come from ``jax.tree_util`` when the type is registered there (its key
+    paths become the children's keys), or from ``flatten_func(obj) -> (children, aux_data)``
+    and ``unflatten_func(aux_data, children) -> obj``, where ``children`` is a list, or a dict
+    whose keys (str or int) name the children. Registering a name again replaces it.
+
+    Usable as a decorator, also through ``functools.partial``; returns ``nodetype``.
+    """
+    if nodetype is None:
+        return lambda cls: register_pytree_node_serialization(
+            cls, serialized_name=serialized_name, serialize_auxdata=serialize_auxdata,
+            deserialize_auxdata=deserialize_auxdata, flatten_func=flatten_func,
+            unflatten_func=unflatten_func)
+    if not isinstance(nodetype, type):
+        raise InvalidArgumentError(
+            f"register_pytree_node_serialization: {nodetype!r} is not a type")
+    if (flatten_func is None) != (unflatten_func is None):
+        raise InvalidArgumentError(
+            "register_pytree_node_serialization: give both flatten_func and unflatten_func, or "
+            "neither (then JAX's registration is used)")
+    if flatten_func is None and "jax" not in sys.modules:
+        try:
+            import jax  # noqa: F401, PLC0415
+        except ImportError:
+            raise InvalidArgumentError(
+                f"register_pytree_node_serialization({nodetype.__qualname__}): JAX is not "
+                f"installed, so flatten_func and unflatten_func are needed") from None
+    entry = NodeEntry(nodetype, _check_name(serialized_name), serialize_auxdata,
+                      deserialize_auxdata, flatten_func, unflatten_func)
+    with _lock:
+        old = _nodes_by_name.pop(entry.name, None)
+        if old is not None:
+            _nodes_by_type.pop(old.cls, None)
+        _nodes_by_type[nodetype] = entry
+        _nodes_by_name[entry.name] = entry
+    return nodetype
+
+
+def register_pytree_leaf_serialization(
+    leaftype: Optional[type] = None, *,
+    serialized_name: str,
+    serialize_leaf: Callable[[Any], Union[bytes, str]],
+    deserialize_leaf: Callable[[bytes], Any],
+) -> Any:
+    """Registers a leaf type saved whole: ``serialize_leaf(obj)`` gives bytes (or str, stored
+    as UTF-8), ``deserialize_leaf(data)`` rebuilds the object from those bytes. The file names
+    the type by ``serialized_name``. Registering a name again replaces it.
+
+    Usable as a decorator, also through ``functools.partial``; returns ``leaftype``.
+    """
+    if leaftype is None:
+        return lambda cls: register_pytree_leaf_serialization(
+            cls, serialized_name=serialized_name, serialize_leaf=serialize_leaf,
+            deserialize_leaf=deserialize_leaf)
+    if not isinstance(leaftype, type):
+        raise InvalidArgumentError(
+            f"register_pytree_leaf_serialization: {leaftype!r} is not a type")
+    entry = LeafEntry(leaftype, _check_name(serialized_name), serialize_leaf, deserialize_leaf)
+    with _lock:
+        old = _leaves_by_name.pop(entry.name, None)
+        if old is not None:
+            _leaves_by_type.pop(old.cls, None)
+        _leaves_by_type[leaftype] = entry
+        _leaves_by_name[entry.name] = entry
+    return leaftype
+
+
+def node_for_type(t: type) -> Optional[NodeEntry]:
+    return _nodes_by_type.get(t)
+
+
+def node_for_name(name: str) -> Optional[NodeEntry]:
+    return _nodes_by_name.get(name)
+
+
+def leaf_for_type(t: type) -> Optional[LeafEntry]:
+    return _leaves_by_type.get(t)
+
+
+def leaf_for_name(name: str) -> Optional[LeafEntry]:
+    return _leaves_by_name.get(name)
+
+
+def as_bytes(value: Any, what: str, file: Optional[str], key_path: Optional[str]) -> bytes:
+    """A serializer's result as bytes (str is stored as UTF-8)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise error(InvalidArgumentError, file, key_path,
+                f"{what} returned {type(value).__name__}; it must return bytes or str")
+
+
+# ---- flattening one level -------------------------------------------------------------------
+
+def _jax():
+    return sys.modules.get("jax")
+
+
+def flatten_node(entry: NodeEntry, obj: Any, file: Optional[str],
+                 key_path: str) -> Tuple[List[Any], Optional[List[Union[str, int]]], Any]:
+    """(children, keys or None, aux_data) of a registered node."""
+    if entry.flatten_func is not None:
+        children, aux = entry.flatten_func(obj)
+        if isinstance(children, dict):
+            keys = list(children.keys())
+            for k in keys:
+                if type(k) not in (str, int):
+                    raise error(InvalidArgumentError, file, key_path,
+                                f"flatten_func of {entry.cls.__qualname__} gave a key of type "
+                                f"{type(k).__name__}; keys must be str or int")
+            return list(children.values()), keys, aux
+        return list(children), None, aux
+    jax = _jax()
+    if jax is None:
+        raise error(InvalidArgumentError, file, key_path,
+                    f"{entry.cls.__qualname__} was registered without flatten_func, and JAX is "
+                    f"not imported to flatten it")
+    pairs, treedef = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda y: y is not obj)
+    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+        raise error(InvalidArgumentError, file, key_path,
+                    f"{entry.cls.__qualname__} is registered for serialization as "
+                    f"{entry.name!r} but not as a pytree node with jax.tree_util (or pass "
+                    f"flatten_func/unflatten_func)")
+    _, aux = treedef.node_data()
+    children = [v for _, v in pairs]
+    keys = _jax_keys([p for p, _ in pairs])
+    return children, keys, aux
+
+
+def _jax_keys(paths: List[Tuple[Any, ...]]) -> Optional[List[Union[str, int]]]:
+    jax = _jax()
+    keys: List[Union[str, int]] = []
+    for p in paths:
+        if len(p) != 1:
+            return None
+        e = p[0]
+        if isinstance(e, jax.tree_util.GetAttrKey):
+            keys.append(e.name)
+        elif isinstance(e, jax.tree_util.DictKey) and type(e.key) in (str, int):
+            keys.append(e.key)
+        else:
+            return None
+    return keys if len(set(keys)) == len(keys) else None
+
+
+def unflatten_node(entry: NodeEntry, aux: Any, children: List[Any],
+                   keys: Optional[List[Union[str, int]]]) -> Any:
+    if entry.unflatten_func is not None:
+        arg: Children = dict(zip(keys, children)) if keys is not None else list(children)
+        return entry.unflatten_func(aux, arg)
+    jax = _jax()
+    if jax is None:
+        import jax  # noqa: PLC0415  (registered without flatten_func: JAX was there then)
+    tu = jax.tree_util
+    leaf = tu.tree_structure(0)
+    treedef = tu.PyTreeDef.from_node_data_and_children(
+        tu.default_registry, (entry.cls, aux), [leaf] * len(children))
+    return tu.tree_unflatten(treedef, children)
+
+
+def is_jax_node(obj: Any) -> bool:
+    """True when JAX is imported and treats ``obj`` as a pytree node (not a leaf)."""
+    jax = _jax()
+    if jax is None:
+        return False
+    try:
+        treedef = jax.tree_util.tree_structure(obj, is_leaf=lambda y: y is not obj)
+    except Exception:  # noqa: BLE001  (a broken flatten: not ours to report here)
+        return False
+    return not (treedef.num_nodes == 1 and treedef.num_leaves == 1)

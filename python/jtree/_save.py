@@ -1,0 +1,506 @@
+"""Saving: Python objects -> a tree of nodes -> the native Builder -> jtree::save / append.
+
+``flatten`` walks the caller's objects once, in the caller's thread, and decides what each one
+is (container, scalar, array, registered type); arrays are referenced, not copied, unless a
+snapshot is asked for (non-blocking saves). ``emit`` then drives the native Builder, possibly
+merged with a file's current tree (``partial_write``), and the library writes.
+"""
+from __future__ import annotations
+
+import collections
+import math
+import pickle
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import _dtypes, _jtree, _registry
+from . import _keypath as kp
+from ._errors import Error, InvalidArgumentError, NotSupportedError, error
+from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
+                         FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
+                         NODE_KIND_NAMES, NONE,
+                         ORDEREDDICT, PICKLE, STR, TUPLE, FileNode, LeafSpec, allow_deep_trees,
+                         dtype_for_spec, namedtuple_type_name)
+
+# The readers' default depth limit (jtree::Limits::max_depth): deeper files would be refused.
+MAX_DEPTH = 512
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Where an array leaf's elements come from.
+HOST, SHARDED = "host", "sharded"
+
+
+class SLeaf:
+    """A leaf to write. ``data`` depends on ``kind``: the Python value (scalars), bytes
+    (payloads), or for arrays (HOST, array, byteswap) or (SHARDED, [(begin, shard)...],
+    chunk_shape)."""
+
+    __slots__ = ("kind", "data", "dtype", "shape", "flags", "type_name")
+
+    def __init__(self, kind: int, data: Any, dtype: str = "", shape: Tuple[int, ...] = (),
+                 flags: int = 0, type_name: Optional[str] = None):
+        self.kind, self.data, self.dtype, self.shape = kind, data, dtype, shape
+        self.flags, self.type_name = flags, type_name
+
+    def spec(self) -> LeafSpec:
+        if self.kind == ARRAY:
+            n = math.prod(self.shape)
+            return LeafSpec("array", self.shape, dtype_for_spec(self.dtype),
+                            n * _dtypes.TABLE[self.dtype][1], bool(self.flags & FLAG_SCALAR))
+        size = len(self.data) if isinstance(self.data, (bytes, bytearray)) else 0
+        return LeafSpec(LEAF_KIND_NAMES[self.kind], (), None, size, False, self.type_name)
+
+
+class SNode:
+    """A node to write: a container with children, None, a leaf, or (``keep``) a subtree of
+    the file being appended to."""
+
+    __slots__ = ("kind", "key", "children", "type_name", "aux", "leaf", "keep")
+
+    def __init__(self, kind: int, key: Any = None, children: Optional[List["SNode"]] = None,
+                 type_name: Optional[str] = None, aux: Optional[bytes] = None,
+                 leaf: Optional[SLeaf] = None, keep: Optional[FileNode] = None):
+        self.kind, self.key, self.children = kind, key, children if children is not None else []
+        self.type_name, self.aux, self.leaf, self.keep = type_name, aux, leaf, keep
+
+
+class SaveOptions:
+    """What flatten needs to know besides the objects."""
+
+    def __init__(self, *, allow_pickle: bool = False, snapshot: bool = False,
+                 chunk_bytes: Optional[int] = None, file: Optional[str] = None):
+        self.allow_pickle = allow_pickle
+        self.snapshot = snapshot
+        self.chunk_bytes = chunk_bytes or (4 << 20)
+        self.file = file
+
+
+# ---- flatten -----------------------------------------------------------------------------------
+
+class _Flattener:
+    def __init__(self, opts: SaveOptions):
+        self.o = opts
+        # Tied arrays: one SLeaf for objects that are the same array (same memory and view).
+        self.ties: Dict[Any, SLeaf] = {}
+        # Objects whose addresses key `ties`: alive until the save ends, so none is reused.
+        self.keepalive: List[Any] = []
+
+    def err(self, cls: type, path: Tuple[Any, ...], msg: str) -> Error:
+        return error(cls, self.o.file, kp.join(path), msg)
+
+    def visit(self, x: Any, key: Any, path: Tuple[Any, ...], depth: int) -> SNode:
+        if depth > MAX_DEPTH:
+            raise self.err(InvalidArgumentError, path,
+                           f"the tree is nested deeper than {MAX_DEPTH} levels")
+        t = type(x)
+        if x is None:
+            return SNode(NONE, key)
+        if t is bool:
+            return SNode(LEAF, key, leaf=SLeaf(BOOL, x))
+        if t is int:
+            return SNode(LEAF, key, leaf=SLeaf(INT, x))
+        if t is float:
+            return SNode(LEAF, key, leaf=SLeaf(FLOAT, x))
+        if t is complex:
+            return SNode(LEAF, key, leaf=SLeaf(COMPLEX, x))
+        if t is str:
+            try:
+                data = x.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise self.err(InvalidArgumentError, path,
+                               f"str is not valid Unicode: {e}") from None
+            return SNode(LEAF, key, leaf=SLeaf(STR, data))
+        if t is bytes:
+            return SNode(LEAF, key, leaf=SLeaf(BYTES, x))
+        if t is bytearray:
+            return SNode(LEAF, key, leaf=SLeaf(BYTEARRAY, bytes(x)))
+
+        leaf_entry = _registry.leaf_for_type(t)
+        if leaf_entry is not None:
+            data = _registry.as_bytes(leaf_entry.serialize_leaf(x), "serialize_leaf",
+                                      self.o.file, kp.join(path))
+            return SNode(LEAF, key, leaf=SLeaf(CUSTOM_LEAF, data, type_name=leaf_entry.name))
+        node_entry = _registry.node_for_type(t)
+        if node_entry is not None:
+            return self.custom(x, node_entry, key, path, depth)
+
+        if t is dict or t is collections.OrderedDict:
+            children = []
+            for k, v in x.items():
+                self.check_key(k, path)
+                children.append(self.visit(v, k, path + (k,), depth + 1))
+            return SNode(DICT if t is dict else ORDEREDDICT, key, children)
+        if t is list or t is tuple:
+            return SNode(LIST if t is list else TUPLE, key,
+                         [self.visit(v, None, path + (i,), depth + 1) for i, v in enumerate(x)])
+        if isinstance(x, tuple) and isinstance(getattr(t, "_fields", None), tuple):
+            return SNode(NAMEDTUPLE, key,
+                         [self.visit(v, f, path + (f,), depth + 1) for f, v in zip(t._fields, x)],
+                         type_name=namedtuple_type_name(t))
+
+        leaf = self.array(x, path)
+        if leaf is not None:
+            return SNode(LEAF, key, leaf=leaf)
+        if self.o.allow_pickle:
+            return SNode(LEAF, key, leaf=SLeaf(PICKLE, pickle.dumps(x, protocol=5)))
+        if _registry.is_jax_node(x):
+            raise self.err(InvalidArgumentError, path,
+                           f"{t.__module__}.{t.__qualname__} is a JAX pytree node whose "
+                           f"serialization is not registered: call "
+                           f"jtree.register_pytree_node_serialization({t.__qualname__}, ...)")
+        raise self.err(InvalidArgumentError, path,
+                       f"cannot save an object of type {t.__module__}.{t.__qualname__}: it is "
+                       f"not an array, a built-in value or container, nor a registered type "
+                       f"(jtree.register_pytree_leaf_serialization / "
+                       f"register_pytree_node_serialization); allow_pickle=True would pickle it")
+
+    def check_key(self, k: Any, path: Tuple[Any, ...]) -> None:
+        if type(k) is str:
+            return
+        if type(k) is int and _INT64_MIN <= k <= _INT64_MAX:
+            return
+        raise self.err(InvalidArgumentError, path,
+                       f"dict key {k!r} of type {type(k).__name__}: keys must be str or int "
+                       f"(in the int64 range)")
+
+    def custom(self, x: Any, entry: "_registry.NodeEntry", key: Any, path: Tuple[Any, ...],
+               depth: int) -> SNode:
+        where = kp.join(path)
+        children, keys, aux = _registry.flatten_node(entry, x, self.o.file, where)
+        aux_bytes = _registry.as_bytes(entry.serialize_auxdata(aux), "serialize_auxdata",
+                                       self.o.file, where)
+        nodes = []
+        for i, c in enumerate(children):
+            k = keys[i] if keys is not None else None
+            nodes.append(self.visit(c, k, path + (k if keys is not None else i,), depth + 1))
+        return SNode(CUSTOM, key, nodes, type_name=entry.name, aux=aux_bytes)
+
+    # -- arrays --
+
+    def array(self, x: Any, path: Tuple[Any, ...]) -> Optional[SLeaf]:
+        if isinstance(x, np.ndarray):
+            return self.numpy(x, path, 0)
+        if isinstance(x, np.generic):
+            return self.numpy(np.asarray(x), path, FLAG_SCALAR)
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(x, torch.Tensor):
+            return self.torch(x, path)
+        jax = sys.modules.get("jax")
+        if jax is not None and isinstance(x, jax.Array):
+            return self.jax_array(x, path)
+        if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+            return self.dlpack(x, path)
+        return None
+
+    def tie(self, key: Any, make) -> SLeaf:
+        leaf = self.ties.get(key)
+        if leaf is None:
+            leaf = self.ties[key] = make()
+        return leaf
+
+    def numpy(self, x: np.ndarray, path: Tuple[Any, ...], flags: int) -> Optional[SLeaf]:
+        if isinstance(x, np.ma.MaskedArray):
+            if self.o.allow_pickle:
+                return None
+            raise self.err(InvalidArgumentError, path, "masked arrays are not supported "
+                           "(save .data and .mask separately, or allow_pickle=True)")
+        name = _dtypes.name_of_numpy(x.dtype)
+        if name is None:
+            if self.o.allow_pickle:
+                return None  # pickled whole
+            raise self.err(InvalidArgumentError, path,
+                           f"NumPy dtype {x.dtype} has no jtree dtype (supported: "
+                           f"{', '.join(sorted(_dtypes.TABLE))})")
+
+        def make() -> SLeaf:
+            view, byteswap = _dtypes.host_view(x)
+            if self.o.snapshot:
+                view = view.copy(order="K")
+            return SLeaf(ARRAY, (HOST, view, byteswap), name, tuple(x.shape), flags)
+
+        if x.size == 0 or flags:
+            return make()
+        self.keepalive.append(x)
+        key = ("np", x.__array_interface__["data"][0], x.shape, x.strides, x.dtype.str)
+        return self.tie(key, make)
+
+    def torch(self, x: Any, path: Tuple[Any, ...]) -> SLeaf:
+        import torch  # noqa: PLC0415
+
+        if x.layout != torch.strided:
+            raise self.err(InvalidArgumentError, path,
+                           f"torch tensors with layout {x.layout} are not supported "
+                           f"(use .to_dense())")
+        name = _dtypes.name_of_torch(x.dtype)
+        if name is None:
+            raise self.err(InvalidArgumentError, path, f"torch dtype {x.dtype} has no jtree dtype")
+        try:
+            t = x.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()  # a copy: the library reads host memory
+            t = t.resolve_conj().resolve_neg()
+        except Exception as e:  # noqa: BLE001  (meta tensors, devices that cannot copy)
+            raise self.err(InvalidArgumentError, path,
+                           f"cannot read this torch tensor from {x.device}: {e}") from None
+
+        def make() -> SLeaf:
+            v = t.clone() if self.o.snapshot else t
+            return SLeaf(ARRAY, (HOST, _dtypes.torch_raw_view(v), False), name, tuple(v.shape))
+
+        if t.numel() == 0:
+            return make()
+        self.keepalive.append(t)
+        key = ("torch", t.data_ptr(), tuple(t.shape), tuple(t.stride()), name)
+        return self.tie(key, make)
+
+    def jax_array(self, x: Any, path: Tuple[Any, ...]) -> SLeaf:
+        if not x.is_fully_addressable:
+            raise self.err(NotSupportedError, path,
+                           "this jax.Array spans several processes; multi-process saves are not "
+                           "supported by the Python package yet")
+        shape = tuple(int(d) for d in x.shape)
+
+        def make() -> SLeaf:
+            shards = [s for s in x.addressable_shards if s.replica_id == 0]
+            if len(shards) == 1 and tuple(shards[0].data.shape) == shape:
+                host = np.asarray(shards[0].data)  # zero-copy on CPU; immutable: no snapshot
+                name = _dtypes.name_of_numpy(host.dtype)
+                if name is None:
+                    raise self.err(InvalidArgumentError, path,
+                                   f"jax dtype {x.dtype} has no jtree dtype (typed PRNG keys: "
+                                   f"save jax.random.key_data(k))")
+                view, byteswap = _dtypes.host_view(host)
+                return SLeaf(ARRAY, (HOST, view, byteswap), name, shape)
+            return self.sharded(x, shards, shape, path)
+
+        self.keepalive.append(x)
+        try:
+            return self.tie(("jax", id(x)), make)
+        except Error:
+            raise
+        except Exception as e:  # noqa: BLE001  (deleted or donated buffers)
+            raise self.err(InvalidArgumentError, path, f"cannot read this jax.Array: {e}") from None
+
+    def sharded(self, x: Any, shards: List[Any], shape: Tuple[int, ...],
+                path: Tuple[Any, ...]) -> SLeaf:
+        pieces = []
+        name = None
+        for s in shards:
+            host = np.asarray(s.data)
+            name = _dtypes.name_of_numpy(host.dtype)
+            if name is None:
+                raise self.err(InvalidArgumentError, path,
+                               f"jax dtype {x.dtype} has no jtree dtype")
+            begin = tuple(int(sl.start or 0) for sl in s.index)
+            pieces.append((begin, _dtypes.host_view(host)[0]))
+        assert name is not None
+        chunk = shard_chunk_shape(shape, [p[0] for p in pieces],
+                                  tuple(int(d) for d in x.sharding.shard_shape(x.shape)),
+                                  _dtypes.TABLE[name][2], self.o.chunk_bytes)
+        return SLeaf(ARRAY, (SHARDED, pieces, chunk), name, shape)
+
+    def dlpack(self, x: Any, path: Tuple[Any, ...]) -> Optional[SLeaf]:
+        """Any other array with __dlpack__ (CuPy, ...): read in place when it is in host
+        memory, else (or for a snapshot) copied into a NumPy array through DLPack."""
+        on_host = x.__dlpack_device__()[0] == 1  # kDLCPU
+        if on_host and not self.o.snapshot:
+            try:
+                code, shape = _jtree.dlpack_info(x)
+            except (TypeError, ValueError) as e:
+                raise self.err(InvalidArgumentError, path,
+                               f"cannot save a {type(x).__qualname__} through DLPack: "
+                               f"{e}") from None
+            return SLeaf(ARRAY, (HOST, x, False), _dtypes.NAME_OF[code], tuple(shape))
+        try:
+            host = np.from_dlpack(x, device="cpu", copy=True)
+        except Exception as e:  # noqa: BLE001
+            raise self.err(InvalidArgumentError, path,
+                           f"cannot copy a {type(x).__qualname__} into host memory through "
+                           f"DLPack ({e}); convert it to NumPy first") from None
+        return self.numpy(host, path, 0)
+
+
+def shard_chunk_shape(shape: Tuple[int, ...], begins: List[Tuple[int, ...]],
+                      shard_shape: Tuple[int, ...], stored_bits: int,
+                      target_bytes: int) -> Tuple[int, ...]:
+    """A chunk shape whose grid is aligned with the shards (every chunk inside one shard):
+    each extent divides the shard extent, leading dimensions cut first down to about
+    ``target_bytes`` per chunk."""
+    chunk = []
+    for d, n in enumerate(shape):
+        g = shard_shape[d] if shard_shape[d] > 0 else n
+        for b in begins:  # shards always start on multiples of the shard shape; be sure
+            g = math.gcd(g, b[d])
+        chunk.append(max(g, 1))
+    for d in range(len(chunk)):
+        row_bits = math.prod(chunk[d + 1:]) * stored_bits
+        if math.prod(chunk) * stored_bits <= target_bytes * 8:
+            break
+        max_rows = max(1, (target_bytes * 8) // max(row_bits, 1))
+        chunk[d] = _largest_divisor_at_most(chunk[d], max_rows)
+    return tuple(chunk)
+
+
+def _largest_divisor_at_most(n: int, limit: int) -> int:
+    best = 1
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            if i <= limit:
+                best = max(best, i)
+            if n // i <= limit:
+                best = max(best, n // i)
+        i += 1
+    return best
+
+
+def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, List[Any]]:
+    """The tree to write, and the objects that must stay alive until it is written."""
+    allow_deep_trees()
+    f = _Flattener(opts)
+    root = f.visit(tree, None, (), 0)
+    return root, f.keepalive
+
+
+def spec_tree(node: SNode) -> Any:
+    """The structure of a tree about to be written, with LeafSpecs for leaves (the ``pytree``
+    of a non-blocking save)."""
+    from ._load import rebuild_container  # noqa: PLC0415
+
+    if node.kind == NONE:
+        return None
+    if node.kind == LEAF:
+        return node.leaf.spec()  # type: ignore[union-attr]
+    if node.keep is not None:
+        return None
+    children = [spec_tree(c) for c in node.children]
+    keys = [c.key for c in node.children]
+    return rebuild_container(node.kind, node.type_name, node.aux, keys, children, strict=False)
+
+
+# ---- partial writes: merge an update with the file's tree -------------------------------------
+
+_DICTS = (DICT, ORDEREDDICT)
+_SEQS = (LIST, TUPLE)
+
+
+def merge(update: SNode, old: FileNode, file: str, path: Tuple[Any, ...] = ()) -> SNode:
+    """The tree to append: ``update`` where it has values, the file's nodes where it has None."""
+    if update.kind == NONE:
+        return SNode(old.kind, update.key, keep=old)
+    if update.kind == LEAF or old.kind in (LEAF, NONE):
+        return update
+    if update.kind in _DICTS and old.kind in _DICTS:
+        new = {c.key: c for c in update.children}
+        children = []
+        for oc in old.children:
+            uc = new.pop(oc.key, None)
+            children.append(merge(uc, oc, file, path + (oc.key,)) if uc is not None
+                            else SNode(oc.kind, oc.key, keep=oc))
+        children.extend(new.values())
+        return SNode(update.kind, update.key, children)
+    same_family = ((update.kind in _SEQS and old.kind in _SEQS)
+                   or (update.kind == old.kind == NAMEDTUPLE)
+                   or (update.kind == old.kind == CUSTOM and update.type_name == old.type_name))
+    if not same_family:
+        return update  # another kind of container: the update replaces it
+    if len(update.children) != len(old.children) or any(
+            u.key != o.key for u, o in zip(update.children, old.children)):
+        raise error(InvalidArgumentError, file, kp.join(path),
+                    f"partial_write: the file has a {NODE_KIND_NAMES[old.kind]} of "
+                    f"{len(old.children)} children here and the update a "
+                    f"{NODE_KIND_NAMES[update.kind]} of {len(update.children)} with other keys "
+                    f"or length; write the whole container to replace it")
+    children = [merge(u, o, file, path + (o.key if o.key is not None else i,))
+                for i, (u, o) in enumerate(zip(update.children, old.children))]
+    return SNode(update.kind, update.key, children, update.type_name, update.aux)
+
+
+# ---- emit into the native Builder ------------------------------------------------------------
+
+class Emitter:
+    def __init__(self, file: Optional[str], codec: int, level: Optional[int]):
+        self.b = _jtree.Builder()
+        self.file = file
+        self.codec, self.level = codec, level
+        self.ids: Dict[int, int] = {}        # id(SLeaf) -> leaf id
+        self.reused: Dict[int, int] = {}     # old leaf index -> leaf id
+
+    def run(self, root: SNode) -> Any:
+        allow_deep_trees()
+        self.node(root, None, ())
+        return self.b
+
+    def node(self, n: SNode, key: Any, path: Tuple[Any, ...]) -> None:
+        try:
+            self._node(n, key, path)
+        except Error:
+            raise
+        except (TypeError, ValueError, OverflowError, UnicodeError) as e:
+            raise error(InvalidArgumentError, self.file, kp.join(path), str(e)) from None
+
+    def _node(self, n: SNode, key: Any, path: Tuple[Any, ...]) -> None:
+        b = self.b
+        if n.keep is not None:
+            self.keep(n.keep, key, path)
+        elif n.kind == NONE:
+            b.none(key)
+        elif n.kind == LEAF:
+            self.leaf(n.leaf, key)  # type: ignore[arg-type]
+        else:
+            b.begin(n.kind, key, n.type_name, n.aux)
+            for i, c in enumerate(n.children):
+                self.node(c, c.key, path + (c.key if c.key is not None else i,))
+            b.end()
+
+    def keep(self, old: FileNode, key: Any, path: Tuple[Any, ...]) -> None:
+        b = self.b
+        if old.kind == NONE:
+            b.none(key)
+        elif old.kind == LEAF:
+            i = old.leaf.index  # type: ignore[union-attr]
+            if i in self.reused:
+                b.tied(key, self.reused[i])
+            else:
+                self.reused[i] = b.reuse(key, i)
+        else:
+            b.begin(old.kind, key, old.type_name, old.aux)
+            for c in old.children:
+                self.keep(c, c.key, path)
+            b.end()
+
+    def leaf(self, leaf: SLeaf, key: Any) -> None:
+        b = self.b
+        lid = self.ids.get(id(leaf))
+        if lid is not None:
+            b.tied(key, lid)
+            return
+        k = leaf.kind
+        if k == INT:
+            v = leaf.data
+            if _INT64_MIN <= v <= _INT64_MAX:
+                lid = b.int_value(key, v)
+            else:
+                lid = b.big_int(key, v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True))
+        elif k == FLOAT:
+            lid = b.float_value(key, leaf.data)
+        elif k == BOOL:
+            lid = b.bool_value(key, leaf.data)
+        elif k == COMPLEX:
+            lid = b.complex_value(key, leaf.data.real, leaf.data.imag)
+        elif k == ARRAY:
+            lid = self.array(leaf, key)
+        else:
+            lid = b.payload(key, k, leaf.data, leaf.type_name)
+        self.ids[id(leaf)] = lid
+
+    def array(self, leaf: SLeaf, key: Any) -> int:
+        src = leaf.data[0]
+        code = _dtypes.code_of_name(leaf.dtype)
+        if src == HOST:
+            _, arr, byteswap = leaf.data
+            return self.b.array(key, arr, code, byteswap, leaf.flags, [], self.codec, self.level)
+        _, pieces, chunk = leaf.data
+        return self.b.sharded(key, code, list(leaf.shape), pieces, leaf.flags, list(chunk),
+                              self.codec, self.level)

@@ -1,0 +1,192 @@
+"""The tree as the library describes it: node and leaf kinds, the file's structure, and
+:class:`LeafSpec`, what ``load_pytreedef`` puts in place of each leaf."""
+from __future__ import annotations
+
+import collections
+import keyword
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _dtypes
+
+# jtree::NodeKind
+DICT, LIST, TUPLE, NAMEDTUPLE, ORDEREDDICT, NONE, CUSTOM, LEAF = 1, 2, 3, 4, 5, 6, 7, 8
+NODE_KIND_NAMES = {DICT: "dict", LIST: "list", TUPLE: "tuple", NAMEDTUPLE: "namedtuple",
+                   ORDEREDDICT: "OrderedDict", NONE: "None", CUSTOM: "custom", LEAF: "leaf"}
+
+# jtree::LeafKind
+ARRAY, INT, FLOAT, BOOL, COMPLEX, STR, BYTES, BYTEARRAY, CUSTOM_LEAF, PICKLE = range(1, 11)
+LEAF_KIND_NAMES = {ARRAY: "array", INT: "int", FLOAT: "float", BOOL: "bool", COMPLEX: "complex",
+                   STR: "str", BYTES: "bytes", BYTEARRAY: "bytearray", CUSTOM_LEAF: "custom",
+                   PICKLE: "pickle"}
+PAYLOAD_KINDS = frozenset([STR, BYTES, BYTEARRAY, CUSTOM_LEAF, PICKLE])
+
+# jtree::Leaf flags bit 0: a NumPy scalar, not a 0-d array.
+FLAG_SCALAR = 1
+
+# jtree::Codec
+CODEC_RAW, CODEC_ZSTD = 0, 1
+
+# Trees nest up to 512 levels (jtree::Limits::max_depth); walking one takes a few Python frames
+# per level, more than the default recursion limit of 1000 allows. The limit is raised (never
+# lowered) by the recursive walks; it is per interpreter, so it is not put back.
+_RECURSION_LIMIT = 8 * 512 + 1000
+
+
+def allow_deep_trees() -> None:
+    if sys.getrecursionlimit() < _RECURSION_LIMIT:
+        sys.setrecursionlimit(_RECURSION_LIMIT)
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """What a leaf is, without its data: the leaves of :func:`jtree.load_pytreedef`.
+
+    ``kind`` is one of "array", "int", "float", "bool", "complex", "str", "bytes",
+    "bytearray", "custom" (a registered leaf type, named by ``type_name``) and "pickle".
+    Arrays have ``shape`` and ``dtype`` (a NumPy dtype; the name string when ml_dtypes is
+    missing); ``scalar`` marks a NumPy scalar. ``nbytes`` is the size in memory.
+
+    A LeafSpec in a target tree given to :func:`jtree.load` means "load this leaf"; a changed
+    ``dtype`` or ``shape`` (``dataclasses.replace``) asks for a cast or a pad/truncate.
+    """
+
+    kind: str
+    shape: Tuple[int, ...] = ()
+    dtype: Any = None
+    nbytes: int = 0
+    scalar: bool = False
+    type_name: Optional[str] = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind == "array"
+
+    def __repr__(self) -> str:
+        if self.kind == "array":
+            name = self.dtype if isinstance(self.dtype, str) else np.dtype(self.dtype).name
+            dims = ", ".join(str(d) for d in self.shape)
+            return f"{'Scalar' if self.scalar else 'Array'}({name}[{dims}])"
+        if self.kind == "custom":
+            return f"Custom({self.type_name}, {self.nbytes} bytes)"
+        if self.kind in ("str", "bytes", "bytearray", "pickle"):
+            return f"{self.kind}[{self.nbytes}]"
+        return self.kind
+
+
+def dtype_for_spec(name: str) -> Any:
+    """The NumPy dtype of a jtree dtype name, or the name when ml_dtypes is missing."""
+    if name in _dtypes.NUMPY_NATIVE:
+        return np.dtype(name)
+    m = _dtypes.ml_dtypes()
+    return np.dtype(getattr(m, name)) if m is not None and hasattr(m, name) else name
+
+
+@dataclass
+class FileLeaf:
+    """A leaf as the file describes it (from the native Reader)."""
+
+    index: int
+    kind: int
+    flags: int
+    dtype: str          # jtree dtype name ("" for scalar kinds)
+    shape: Tuple[int, ...]
+    value: Any          # Int/Float/Bool/Complex: the Python value
+    type_name: Optional[str]
+    chunk_shape: Tuple[int, ...]
+    nbytes: int
+
+    def spec(self) -> LeafSpec:
+        kind = LEAF_KIND_NAMES[self.kind]
+        if self.kind == ARRAY:
+            return LeafSpec(kind, self.shape, dtype_for_spec(self.dtype), self.nbytes,
+                            bool(self.flags & FLAG_SCALAR))
+        return LeafSpec(kind, (), None, self.nbytes, False, self.type_name)
+
+
+@dataclass
+class FileNode:
+    """A node of the file's tree; ``index`` is its preorder number."""
+
+    index: int
+    kind: int
+    key: Union[str, int, None]
+    type_name: Optional[str]
+    aux: Optional[bytes]
+    leaf: Optional[FileLeaf]
+    children: List["FileNode"] = field(default_factory=list)
+
+    def keyed(self) -> bool:
+        return bool(self.children) and self.children[0].key is not None
+
+
+def file_tree(reader: Any) -> Tuple[FileNode, List[FileLeaf]]:
+    """The file's tree from a native Reader: its root node and its leaves."""
+    leaves: List[FileLeaf] = []
+    for i, (kind, flags, dtype, shape, _storage, value, type_name, chunk_shape, _codec,
+            _filter) in enumerate(reader.leaves()):
+        name = _dtypes.NAME_OF.get(dtype, "")
+        if kind == INT and isinstance(value, bytes):
+            value = int.from_bytes(value, "little", signed=True)
+        nbytes = 0
+        if name:
+            n = 1
+            for d in shape:
+                n *= d
+            nbytes = n * _dtypes.TABLE[name][1]
+        leaves.append(FileLeaf(i, kind, flags, name, tuple(shape), value, type_name,
+                               tuple(chunk_shape), nbytes))
+    nodes = reader.nodes()
+    built: List[FileNode] = []
+    for i, (kind, key, _n, type_name, aux, leaf) in enumerate(nodes):
+        built.append(FileNode(i, kind, key, type_name, aux, leaves[leaf] if kind == LEAF else None))
+    # Preorder with child counts (validated by the library) -> children lists.
+    stack: List[Tuple[FileNode, int]] = []
+    for i, (kind, _key, n, *_rest) in enumerate(nodes):
+        node = built[i]
+        if stack:
+            parent, left = stack[-1]
+            parent.children.append(node)
+            if left == 1:
+                stack.pop()
+            else:
+                stack[-1] = (parent, left - 1)
+        if kind not in (LEAF, NONE) and n > 0:
+            stack.append((node, n))
+    return built[0], leaves
+
+
+# ---- namedtuples without imports ------------------------------------------------------------
+
+_nt_lock = threading.Lock()
+_nt_cache: Dict[Tuple[str, Tuple[str, ...]], type] = {}
+
+
+def namedtuple_type(type_name: str, fields: Tuple[str, ...]) -> type:
+    """A namedtuple class for a file's namedtuple node, created here (never imported): named
+    after the last component of the saved type name, with the saved field names."""
+    key = (type_name, fields)
+    with _nt_lock:
+        cls = _nt_cache.get(key)
+        if cls is None:
+            name = type_name.rsplit(".", 1)[-1]
+            if not name.isidentifier() or keyword.iskeyword(name):
+                name = "NamedTuple"
+            cls = collections.namedtuple(name, fields, rename=True)  # type: ignore[misc]
+            cls.__module__ = "jtree.namedtuples"
+            cls.__jtree_type_name__ = type_name  # type: ignore[attr-defined]
+            _nt_cache[key] = cls
+        return cls
+
+
+def namedtuple_type_name(cls: type) -> str:
+    """The name a namedtuple class is saved under."""
+    return getattr(cls, "__jtree_type_name__", None) or f"{cls.__module__}.{cls.__qualname__}"
