@@ -1,0 +1,243 @@
+#include "io/remote/range_handler.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/remote/content_range.h"
+
+namespace jtree::remote {
+namespace {
+
+std::string range_text(uint64_t first, uint64_t end) {
+  return std::to_string(first) + "-" + std::to_string(end - 1);
+}
+
+}  // namespace
+
+RangeHandler::RangeHandler(ObjectPin& pin, uint64_t first, uint64_t length,
+                           std::vector<Piece> pieces)
+    : pin_(pin), mode_(Mode::kRange), first_(first), length_(length), pieces_(std::move(pieces)) {}
+
+RangeHandler::RangeHandler(ObjectPin& pin, Mode mode, uint64_t length, std::vector<std::byte>* out)
+    : pin_(pin), mode_(mode), first_(0), length_(length), out_(out) {}
+
+std::string RangeHandler::range_header() const {
+  if (mode_ == Mode::kSuffix) return "Range: bytes=-" + std::to_string(length_);
+  return "Range: bytes=" + range_text(first_, first_ + length_);
+}
+
+void RangeHandler::reset() {
+  ResponseHandler::reset();
+  status_ = 0;
+  total_.reset();
+  origin_ = received_ = 0;
+  expected_.reset();
+  want_first_ = want_end_ = 0;
+  cursor_ = 0;
+  ring_ = false;
+  ring_buf_.clear();
+  suffix_misserved_ = false;
+}
+
+Status RangeHandler::fail(Status st, bool transient) {
+  transient_error = transient;
+  return st;
+}
+
+Status RangeHandler::on_head(const ResponseHead& head) {
+  status_ = head.status;
+  // Ranges of an encoded representation are not ranges of the file.
+  if (const std::string* enc = head.find("content-encoding");
+      enc != nullptr && !enc->empty() && *enc != "identity") {
+    return fail(Status::IOError("the server sent Content-Encoding \"" + enc->substr(0, 40) +
+                                "\", which jtree did not ask for"));
+  }
+  const std::string* cr_text = head.find("content-range");
+  std::optional<ContentRange> cr;
+  if (cr_text != nullptr) {
+    auto parsed = parse_content_range(*cr_text);
+    if (!parsed.ok()) return fail(Status::IOError("HTTP " + std::to_string(status_) + ": " +
+                                                  parsed.status().message()));
+    cr = *parsed;
+  }
+
+  if (status_ == 416) {
+    if (cr && cr->total) {
+      total_ = cr->total;
+    } else if (mode_ != Mode::kRange) {
+      // A range from byte 0, or a non-empty suffix, is unsatisfiable only for an empty
+      // object (RFC 9110, 14.1.2); some servers (Ceph RGW) do not say so in Content-Range.
+      total_ = 0;
+    } else {
+      return fail(Status::IOError("HTTP 416 (range not satisfiable) without the object's size"));
+    }
+    JTREE_RETURN_IF_ERROR(fail(pin_.check(head, total_)));
+    if (mode_ != Mode::kRange && *total_ == 0) {
+      if (out_ != nullptr) out_->clear();
+      return Status::OK();  // an empty object: nothing to read
+    }
+    return fail(Status::IOError("HTTP 416: range " + range_text(first_, first_ + length_) +
+                                " not satisfiable; the object has " + std::to_string(*total_) +
+                                " bytes"));
+  }
+
+  if (status_ == 206) {
+    if (!cr || !cr->has_range) {
+      return fail(Status::IOError("HTTP 206 without a usable Content-Range"));
+    }
+    total_ = cr->total;
+    if (!total_) total_ = pin_.size();
+    JTREE_RETURN_IF_ERROR(fail(pin_.check(head, cr->total)));
+    origin_ = cr->first;
+    expected_ = cr->length();
+    if (auto cl = head.content_length(); cl && *cl != *expected_) {
+      return fail(Status::IOError("Content-Length " + std::to_string(*cl) +
+                                  " disagrees with Content-Range " + *cr_text));
+    }
+  } else {  // 200: the whole object; the server ignored the Range header.
+    expected_ = head.content_length();
+    total_ = expected_;
+    JTREE_RETURN_IF_ERROR(fail(pin_.check(head, total_)));
+    origin_ = 0;
+  }
+
+  // What we want of the object, now that its size may be known.
+  switch (mode_) {
+    case Mode::kRange:
+      want_first_ = first_;
+      want_end_ = first_ + length_;
+      if (total_ && *total_ < want_end_) {
+        return fail(Status::IOError("the object has " + std::to_string(*total_) +
+                                    " bytes; bytes " + range_text(want_first_, want_end_) +
+                                    " were asked for"));
+      }
+      break;
+    case Mode::kHead:
+      want_first_ = 0;
+      want_end_ = total_ ? std::min(length_, *total_) : length_;
+      break;
+    case Mode::kSuffix:
+      if (!total_) {
+        if (status_ == 206) return fail(Status::IOError("a suffix range without the object's size"));
+        ring_ = true;  // 200 of unknown length: keep the last bytes as they pass
+        break;
+      }
+      want_end_ = *total_;
+      want_first_ = want_end_ - std::min(length_, *total_);
+      break;
+  }
+  if (status_ == 206) {
+    const uint64_t last_end = origin_ + *expected_;
+    const bool covers = origin_ <= want_first_ && last_end >= want_end_;
+    if (mode_ == Mode::kSuffix && !covers) {
+      suffix_misserved_ = true;  // the caller asks again with an explicit range
+      return fail(Status::IOError("a suffix range \"bytes=-" + std::to_string(length_) +
+                                  "\" was answered with " + *cr_text));
+    }
+    // Bytes before our first one are fine (skipped); missing ones are not. (A head request
+    // may end early: the object is shorter.)
+    const bool short_head = mode_ == Mode::kHead && origin_ == 0 && total_ &&
+                            last_end == std::min(want_end_, *total_);
+    if (!covers && !short_head) {
+      return fail(Status::IOError("the server sent bytes " + *cr_text + " for a request of " +
+                                  range_text(want_first_, want_end_)));
+    }
+  }
+  if (out_ != nullptr && !ring_) out_->assign(want_end_ - want_first_, std::byte{0});
+  return Status::OK();
+}
+
+void RangeHandler::place(uint64_t pos, std::span<const std::byte> data) {
+  // Clip to the wanted range.
+  const uint64_t end = pos + data.size();
+  const uint64_t a = std::max(pos, want_first_), b = std::min(end, want_end_);
+  if (a >= b) return;
+  data = data.subspan(a - pos, b - a);
+  pos = a;
+  if (mode_ != Mode::kRange) {
+    std::memcpy(out_->data() + (pos - want_first_), data.data(), data.size());
+    return;
+  }
+  while (!data.empty() && cursor_ < pieces_.size()) {
+    const Piece& p = pieces_[cursor_];
+    const uint64_t p_end = p.offset + p.dst.size();
+    if (pos >= p_end) {
+      ++cursor_;
+      continue;
+    }
+    if (pos < p.offset) {  // a gap between coalesced pieces: discard
+      const uint64_t skip = std::min<uint64_t>(p.offset - pos, data.size());
+      data = data.subspan(skip);
+      pos += skip;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(p_end - pos, data.size());
+    std::memcpy(p.dst.data() + (pos - p.offset), data.data(), n);
+    data = data.subspan(n);
+    pos += n;
+  }
+}
+
+Status RangeHandler::on_body(std::span<const std::byte> data) {
+  if (expected_ && data.size() > *expected_ - received_) {
+    return fail(Status::IOError("the body is longer than the " + std::to_string(*expected_) +
+                                " bytes announced"));
+  }
+  if (ring_) {
+    ring_buf_.insert(ring_buf_.end(), data.begin(), data.end());
+    // Keep the last `length_` bytes; trim in batches so that the copying stays linear.
+    if (ring_buf_.size() > 2 * length_ + (1u << 20)) {
+      ring_buf_.erase(ring_buf_.begin(),
+                      ring_buf_.begin() + static_cast<ptrdiff_t>(ring_buf_.size() - length_));
+    }
+  } else {
+    place(position(), data);
+  }
+  received_ += data.size();
+  return Status::OK();
+}
+
+bool RangeHandler::satisfied() const {
+  // Stop early only when more is still coming (an exact answer is read to its end, so that
+  // the connection can be reused).
+  if (ring_ || status_ == 416) return false;
+  return position() >= want_end_ && (!expected_ || received_ < *expected_);
+}
+
+Status RangeHandler::on_done() {
+  if (status_ == 416) return Status::OK();
+  if (ring_) {  // a 200 of unknown length, read to its end: its length is the size
+    total_ = received_;
+    JTREE_RETURN_IF_ERROR(fail(pin_.check({}, total_)));
+    const uint64_t n = std::min<uint64_t>(length_, ring_buf_.size());
+    out_->assign(ring_buf_.end() - static_cast<ptrdiff_t>(n), ring_buf_.end());
+    return Status::OK();
+  }
+  const bool stopped = satisfied();
+  if (!stopped && expected_ && received_ < *expected_) {
+    return fail(Status::IOError("the body ended after " + std::to_string(received_) + " of " +
+                                std::to_string(*expected_) + " bytes announced"),
+                true);
+  }
+  if (mode_ == Mode::kHead && !total_ && position() < want_end_) {
+    // A 200 of unknown length that ended before `length_` bytes: the object is that short.
+    total_ = received_;
+    JTREE_RETURN_IF_ERROR(fail(pin_.check({}, total_)));
+    want_end_ = received_;
+    out_->resize(received_);
+    return Status::OK();
+  }
+  if (position() < want_end_) {
+    return fail(Status::IOError("the body ended at offset " + std::to_string(position()) +
+                                " before the end of the range " +
+                                range_text(want_first_, want_end_)),
+                true);
+  }
+  if (mode_ == Mode::kHead && total_ && origin_ == 0 && want_end_ > *total_) {
+    want_end_ = *total_;
+    out_->resize(want_end_);
+  }
+  return Status::OK();
+}
+
+}  // namespace jtree::remote
