@@ -13,6 +13,9 @@ jobs=$(nproc)
 
 ./scripts/install_deps.sh build remote
 ./scripts/python_env.sh remote
+# The Python package, for the Python-level remote tests (incremental in build-pip/).
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps . \
+  2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 
 echo "== build (warnings are errors) ======================================================"
 targets=(test_remote_units test_remote_servers jtree_remote_tool jtree_cli)
@@ -41,7 +44,7 @@ if [ "${JTREE_REMOTE_SANITIZE:-0}" = 1 ]; then
   ctest --test-dir build-remote-asan -L remote --output-on-failure
 fi
 
-echo "== boto3 / botocore cross-checks and the CLI ========================================"
+echo "== Python package, boto3 / botocore cross-checks and the CLI ========================================"
 JTREE_REMOTE_TOOL=$PWD/build-remote/tests/remote/jtree_remote_tool \
 JTREE_CLI=$PWD/build-remote/tools/jtree/jtree \
   .venv/bin/python -m pytest -q -p no:cacheprovider tests/remote

@@ -195,7 +195,6 @@ struct EventLoop {
   std::vector<UniqueEasy> idle;    // loop thread only
   std::vector<Transfer*> active;   // added to the multi handle (loop thread only)
   std::string user_agent;
-  std::string env_ca_file, env_ca_path;
 
   EventLoop() {
     multi = curl_multi_init();
@@ -207,9 +206,6 @@ struct EventLoop {
     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     user_agent = "jtree/" + std::string(version_string());
-    env_ca_file = env_or_empty("CURL_CA_BUNDLE");
-    if (env_ca_file.empty()) env_ca_file = env_or_empty("SSL_CERT_FILE");
-    env_ca_path = env_or_empty("SSL_CERT_DIR");
     std::thread([this] { loop(); }).detach();
   }
 
@@ -264,8 +260,12 @@ struct EventLoop {
     }
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, tr.verify_tls ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, tr.verify_tls ? 2L : 0L);
-    const std::string& ca_file = tr.ca_file.empty() ? env_ca_file : tr.ca_file;
-    const std::string& ca_path = tr.ca_path.empty() ? env_ca_path : tr.ca_path;
+    // The environment is read per transfer, not once per process: a program (or a Python
+    // user through os.environ) may point at its CA bundle after the first request.
+    std::string ca_file = tr.ca_file, ca_path = tr.ca_path;
+    if (ca_file.empty()) ca_file = env_or_empty("CURL_CA_BUNDLE");
+    if (ca_file.empty()) ca_file = env_or_empty("SSL_CERT_FILE");
+    if (ca_path.empty()) ca_path = env_or_empty("SSL_CERT_DIR");
     if (!ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, ca_file.c_str());
     if (!ca_path.empty()) curl_easy_setopt(e, CURLOPT_CAPATH, ca_path.c_str());
 
