@@ -21,7 +21,8 @@ declare -A groups
 groups[test]="pytest jax jaxlib torch==2.13.0"
 groups[remote]="boto3 pytest"
 groups[safety]="atheris pytest"
-groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil"
+# flatbuffers: JAX's pytree_serialization (a peer) imports it.
+groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil flatbuffers"
 
 pkgs=("${base[@]}")
 for g in "$@"; do
