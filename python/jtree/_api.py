@@ -7,8 +7,11 @@ import os
 import threading
 from typing import Any, Dict, Generator, NamedTuple, Optional, Tuple, Union
 
+import numpy as np
+
 from . import _jtree
-from ._errors import InvalidArgumentError, NotFoundError
+from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, InvalidArgumentError,
+                      NotFoundError, NotSupportedError, error)
 from ._file import File
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._save import Emitter, SaveOptions, flatten, merge
@@ -145,11 +148,17 @@ class _SaveJob:
                          overwrite_foreign=overwrite_foreign, sync=sync)
         self.metadata = {k: v.encode("utf-8") if isinstance(v, str) else bytes(v)
                          for k, v in (metadata or {}).items()}
-        self.root, self.keepalive = flatten(
+        self.root, self.keepalive, self.segmented = flatten(
             tree, SaveOptions(allow_pickle=allow_pickle, snapshot=snapshot,
                               chunk_bytes=chunk_bytes, file=self.path))
+        if self.segmented and partial_write:
+            raise error(NotSupportedError, self.path, None,
+                        "partial_write of jax.Arrays spread over several processes is not "
+                        "supported: save the whole tree")
 
     def write(self) -> WriteStats:
+        if self.segmented:
+            return self.write_segmented()
         root = self.root
         append = False
         metadata: Dict[str, bytes] = {}
@@ -157,6 +166,15 @@ class _SaveJob:
             try:
                 f = File(self.path, use_mmap=False)
             except NotFoundError:
+                f = None
+            except CorruptionError as e:
+                # Not a jtree file (or a damaged one): nothing to add leaves to. Replaced by a
+                # new file only when the caller said so, like save() without partial_write.
+                if not self.args["overwrite_foreign"]:
+                    raise error(AlreadyExistsError, self.path, None,
+                                f"partial_write: the file exists but cannot be read as a jtree "
+                                f"file ({e}); pass overwrite_foreign=True to replace it with "
+                                f"this tree") from e
                 f = None
             if f is not None:
                 root = merge(root, f._root, self.path)
@@ -169,6 +187,64 @@ class _SaveJob:
         stats = _jtree.write(b, self.path, codec=self.codec, level=self.level, append=append,
                              **self.args)
         return WriteStats(**stats)
+
+    def write_segmented(self) -> WriteStats:
+        """A multi-process save (every process of the JAX job calls it with the same tree):
+        each process writes the replica-0 shards it holds into its segment next to the target,
+        then, after a barrier, process 0 assembles the file; a second barrier makes every
+        process return once the file is there (or raise if any step failed anywhere)."""
+        import jax  # noqa: PLC0415  (a jax.Array is in the tree)
+        from jax.experimental import multihost_utils as mu  # noqa: PLC0415
+
+        index, count = jax.process_index(), jax.process_count()
+        # One id per save, the same in every process: the commit refuses stale segments.
+        words = mu.broadcast_one_to_all(np.frombuffer(os.urandom(8), np.uint32).copy())
+        save_id = int(words[0]) | (int(words[1]) << 32)
+        a = self.args
+        failure: Optional[BaseException] = None
+        try:
+            b = Emitter(self.path, self.codec, self.level).run(self.root)
+            for k, v in self.metadata.items():
+                b.metadata(k, v)
+            _jtree.save_segment(
+                b, self.path, process_index=index, process_count=count, save_id=save_id,
+                codec=self.codec, level=self.level, chunk_bytes=a["chunk_bytes"],
+                inline_threshold=a["inline_threshold"], threads=a["threads"], sync=a["sync"])
+        except Exception as e:  # noqa: BLE001  (reported after the barrier, in every process)
+            failure = e
+        ok = np.asarray(mu.process_allgather(np.array([failure is None], np.int32)))
+        if failure is not None:
+            raise failure
+        if not ok.all():
+            raise error(AbortedError, self.path, None,
+                        f"multi-process save: processes {np.flatnonzero(ok == 0).tolist()} "
+                        f"failed to write their segments")
+        if index == 0:
+            try:
+                _jtree.commit_segments(
+                    self.path, count, overwrite=a["overwrite"],
+                    overwrite_foreign=a["overwrite_foreign"], sync=a["sync"])
+            except Exception as e:  # noqa: BLE001
+                failure = e
+        committed = np.asarray(mu.broadcast_one_to_all(np.array([failure is None], np.int32)))
+        if not committed.all() and "://" not in self.path:
+            try:  # no leftovers: each process removes its own segment
+                os.remove(_jtree.segment_path(self.path, index, count))
+            except OSError:
+                pass
+            mu.sync_global_devices("jtree: segments removed")
+        if failure is not None:
+            raise failure
+        if not committed.all():
+            raise error(AbortedError, self.path, None,
+                        "multi-process save: process 0 failed to assemble the file")
+        # The same statistics in every process: the whole file's (the commit copies segments,
+        # so its own counters say little).
+        f = File(self.path, use_mmap=False)
+        info = f.info()
+        return WriteStats(leaves=len(f._leaves), chunks=info["num_chunks"],
+                          raw_bytes=info["raw_bytes"], stored_bytes=info["stored_bytes"],
+                          file_size=info["file_size"], generation=info["generation"])
 
 
 def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: bool = True,
@@ -185,6 +261,12 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     scalars, or registered custom types. Anything else is refused with its type and key path,
     unless ``allow_pickle=True``. The same array object appearing twice is stored once.
 
+    In a JAX job of several processes, a ``jax.Array`` spread over them makes the save
+    collective: every process calls ``save`` with the same tree and path (a file system all
+    of them see), each writes the replica-0 shards it holds into a segment next to the
+    target, and process 0 assembles the one file after a barrier (``partial_write`` is not
+    supported there; ``nonblocking_save`` runs these steps before returning).
+
     ``path`` is a local path (or a URL when the build has that backend). The file is replaced
     atomically; a file that is not a .jtree file is refused unless ``overwrite_foreign=True``,
     and any existing file unless ``overwrite`` (default True).
@@ -192,7 +274,8 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     ``partial_write=True`` adds or replaces leaves of an existing file in place (a new
     generation appended to it): the file keeps what it has wherever ``tree`` holds None, and
     takes ``tree``'s values (arrays, scalars, whole subtrees) elsewhere; new dict keys are
-    added. A missing file is simply created.
+    added. A missing file is simply created; a file that cannot be read as a jtree file is
+    refused (:class:`AlreadyExistsError`) unless ``overwrite_foreign=True``.
 
     ``compression`` is "zstd" (default) or None; ``level`` the zstd level; ``chunk_bytes`` the
     target chunk size (default 4 MiB); ``inline_threshold`` the size up to which payloads go in
@@ -219,7 +302,9 @@ def nonblocking_save(tree: Any, path: PathLike, **options: Any) -> Future:
     :class:`WriteStats`. Options are those of :func:`save`.
     """
     job = _SaveJob(tree, path, snapshot=True, **_save_defaults(options))
-    fut = _in_order(job.path, job.write, background=True)
+    # A multi-process save runs its barriers here, in the caller's thread, in the same order in
+    # every process; the future is then already done.
+    fut = _in_order(job.path, job.write, background=not job.segmented)
     return Future(fut, save_spec_tree(job.root))
 
 
@@ -262,7 +347,9 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
 
     ``pytree`` selects and shapes what is loaded: a tree matching the file's structure (or a
     part of it: a dict may name only some keys) whose ``None`` or ``...`` leaves are skipped
-    (never read; returned as given) and whose other leaves are loaded. An array-like leaf
+    (never read; returned as given), whose ``False`` leaves are skipped too (returned as None:
+    a boolean mask such as ``jax.tree.map(lambda s: s.is_array, spec)`` works), and whose other
+    leaves (``True``, a :class:`LeafSpec`, an array...) are loaded. An array-like leaf
     (NumPy array, torch tensor, jax.Array, jax.ShapeDtypeStruct, :class:`LeafSpec`) also gives
     the dtype to cast to, the shape (different shapes need ``pad_truncate=True``: zeros pad,
     extra elements are dropped), the framework, and for JAX the sharding.

@@ -11,6 +11,8 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Iterable, List, Sequence, Tuple, Union
 
+from ._errors import InvalidArgumentError
+
 Key = Union[str, int]
 
 
@@ -37,7 +39,8 @@ def split(path: str) -> List[str]:
         c = path[i]
         if c == "\\":
             if i + 1 == len(path):
-                raise ValueError(f"key path {path!r} ends with an unfinished escape '\\'")
+                raise InvalidArgumentError(
+                    f"key path {path!r} ends with an unfinished escape '\\'")
             cur.append(path[i + 1])
             i += 2
             continue
@@ -57,6 +60,10 @@ class PatternSet:
     def __init__(self, patterns: Union[str, Sequence[str]]):
         if isinstance(patterns, str):
             patterns = [patterns]
+        if not isinstance(patterns, (list, tuple)) or not all(
+                isinstance(p, str) for p in patterns):
+            raise InvalidArgumentError(
+                f"keys must be a key-path pattern (str) or a list of them, not {patterns!r}")
         self.patterns: List[Tuple[str, ...]] = [tuple(split(p)) for p in patterns]
 
     def selects(self, parts: Sequence[str]) -> bool:

@@ -187,6 +187,8 @@ class Loader:
     def plan(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:
         if target is None or target is Ellipsis:
             return _const(target)
+        if target is False:  # a boolean mask: False skips (the result holds None)
+            return _const(None)
         if node.kind == NONE:
             return _const(None)
         if node.kind == LEAF:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _dtypes, _jtree, _registry
 from . import _keypath as kp
-from ._errors import Error, InvalidArgumentError, NotSupportedError, error
+from ._errors import Error, InvalidArgumentError, error
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE,
@@ -34,7 +34,7 @@ HOST, SHARDED = "host", "sharded"
 class SLeaf:
     """A leaf to write. ``data`` depends on ``kind``: the Python value (scalars), bytes
     (payloads), or for arrays (HOST, array, byteswap) or (SHARDED, [(begin, shard)...],
-    chunk_shape)."""
+    chunk_shape, shard_shape, segment)."""
 
     __slots__ = ("kind", "data", "dtype", "shape", "flags", "type_name")
 
@@ -85,6 +85,8 @@ class _Flattener:
         self.ties: Dict[Any, SLeaf] = {}
         # Objects whose addresses key `ties`: alive until the save ends, so none is reused.
         self.keepalive: List[Any] = []
+        # A jax.Array spread over several processes was met: a multi-process save.
+        self.segmented = False
 
     def err(self, cls: type, path: Tuple[Any, ...], msg: str) -> Error:
         return error(cls, self.o.file, kp.join(path), msg)
@@ -255,11 +257,21 @@ class _Flattener:
         return self.tie(key, make)
 
     def jax_array(self, x: Any, path: Tuple[Any, ...]) -> SLeaf:
-        if not x.is_fully_addressable:
-            raise self.err(NotSupportedError, path,
-                           "this jax.Array spans several processes; multi-process saves are not "
-                           "supported by the Python package yet")
         shape = tuple(int(d) for d in x.shape)
+        if not x.is_fully_addressable:
+            # Spread over several processes: a multi-process save, where each process writes
+            # the replica-0 shards it holds into its segment of the file.
+            self.segmented = True
+            self.keepalive.append(x)
+            try:
+                return self.tie(("jax", id(x)), lambda: self.sharded(
+                    x, [s for s in x.addressable_shards if s.replica_id == 0], shape, path,
+                    segment=True))
+            except Error:
+                raise
+            except Exception as e:  # noqa: BLE001  (deleted or donated buffers)
+                raise self.err(InvalidArgumentError, path,
+                               f"cannot read this jax.Array: {e}") from None
 
         def make() -> SLeaf:
             shards = [s for s in x.addressable_shards if s.replica_id == 0]
@@ -283,22 +295,26 @@ class _Flattener:
             raise self.err(InvalidArgumentError, path, f"cannot read this jax.Array: {e}") from None
 
     def sharded(self, x: Any, shards: List[Any], shape: Tuple[int, ...],
-                path: Tuple[Any, ...]) -> SLeaf:
+                path: Tuple[Any, ...], segment: bool = False) -> SLeaf:
+        try:
+            name = _dtypes.name_of_numpy(np.dtype(x.dtype))
+        except TypeError:  # typed PRNG keys and other extended dtypes
+            name = None
+        if name is None:
+            raise self.err(InvalidArgumentError, path,
+                           f"jax dtype {x.dtype} has no jtree dtype (typed PRNG keys: save "
+                           f"jax.random.key_data(k))")
         pieces = []
-        name = None
         for s in shards:
             host = np.asarray(s.data)
-            name = _dtypes.name_of_numpy(host.dtype)
-            if name is None:
-                raise self.err(InvalidArgumentError, path,
-                               f"jax dtype {x.dtype} has no jtree dtype")
             begin = tuple(int(sl.start or 0) for sl in s.index)
             pieces.append((begin, _dtypes.host_view(host)[0]))
-        assert name is not None
-        chunk = shard_chunk_shape(shape, [p[0] for p in pieces],
-                                  tuple(int(d) for d in x.sharding.shard_shape(x.shape)),
+        shard_shape = tuple(int(d) for d in x.sharding.shard_shape(x.shape))
+        # Shards start on multiples of the shard shape: the grid is the same in every process.
+        chunk = shard_chunk_shape(shape, [p[0] for p in pieces], shard_shape,
                                   _dtypes.TABLE[name][2], self.o.chunk_bytes)
-        return SLeaf(ARRAY, (SHARDED, pieces, chunk), name, shape)
+        return SLeaf(ARRAY, (SHARDED, pieces, chunk, shard_shape if segment else (), segment),
+                     name, shape)
 
     def dlpack(self, x: Any, path: Tuple[Any, ...]) -> Optional[SLeaf]:
         """Any other array with __dlpack__ (CuPy, ...): read in place when it is in host
@@ -355,12 +371,13 @@ def _largest_divisor_at_most(n: int, limit: int) -> int:
     return best
 
 
-def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, List[Any]]:
-    """The tree to write, and the objects that must stay alive until it is written."""
+def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, List[Any], bool]:
+    """The tree to write, the objects that must stay alive until it is written, and whether
+    it holds jax.Arrays spread over several processes (a multi-process save)."""
     allow_deep_trees()
     f = _Flattener(opts)
     root = f.visit(tree, None, (), 0)
-    return root, f.keepalive
+    return root, f.keepalive, f.segmented
 
 
 def spec_tree(node: SNode) -> Any:
@@ -501,6 +518,6 @@ class Emitter:
         if src == HOST:
             _, arr, byteswap = leaf.data
             return self.b.array(key, arr, code, byteswap, leaf.flags, [], self.codec, self.level)
-        _, pieces, chunk = leaf.data
+        _, pieces, chunk, shard_shape, segment = leaf.data
         return self.b.sharded(key, code, list(leaf.shape), pieces, leaf.flags, list(chunk),
-                              self.codec, self.level)
+                              self.codec, self.level, list(shard_shape), segment)

@@ -64,10 +64,12 @@ class LeafSpec:
 
     @property
     def ndim(self) -> int:
+        """The array's rank (0 for other leaves)."""
         return len(self.shape)
 
     @property
     def is_array(self) -> bool:
+        """True for array leaves (``kind == "array"``)."""
         return self.kind == "array"
 
     def __repr__(self) -> str:

@@ -217,6 +217,21 @@ def test_unregistered_custom_types_in_a_file(path):
     assert isinstance(out["box"], Box) and out["tag"].t == "x"
 
 
+def test_bad_key_paths_and_patterns(path):
+    jtree.save({"a": {"b": 1}}, path)
+    with pytest.raises(jtree.InvalidArgumentError, match="unfinished escape"):
+        jtree.load(path, keys="a\\")
+    with pytest.raises(jtree.InvalidArgumentError, match="keys must be"):
+        jtree.load(path, keys=5)
+    with pytest.raises(jtree.InvalidArgumentError, match="keys must be"):
+        jtree.load(path, keys=["a", 5])
+    with jtree.open(path) as f:
+        with pytest.raises(jtree.InvalidArgumentError, match="unfinished escape"):
+            f.at("a\\")
+        assert f.at("a/b") == 1
+    assert jtree.load(path, keys=("a/b",)) == {"a": {"b": 1}}
+
+
 def test_bad_options():
     with pytest.raises(jtree.InvalidArgumentError, match="framework"):
         jtree.load("x.jtree", framework="tensorflow")

@@ -74,6 +74,25 @@ def test_mask_with_none_and_placeholders_reads_only_the_chosen_leaves(ckpt):
     np.testing.assert_array_equal(out["params"]["layer1"]["kernel"], tree["params"]["layer1"]["kernel"])
 
 
+def test_a_boolean_mask_skips_false_leaves(ckpt):
+    # jax.tree.map(predicate, load_pytreedef(...)) gives a mask of bools: False skips.
+    path, tree = ckpt
+    spec = jtree.load_pytreedef(path)
+    mask = {"params": {"layer0": {"kernel": False, "bias": True},
+                       "layer1": {"kernel": False, "bias": False}},
+            "opt_state": [False, False], "step": True, "name": False}
+    with jtree.open(path) as f:
+        out, read, _ = _read_during(f, lambda: jtree.load(f, mask))
+        want = _stored(f, "params/layer0/bias")
+    assert read == want
+    assert out["params"]["layer0"]["kernel"] is None and out["params"]["layer1"] == \
+        {"kernel": None, "bias": None}
+    assert out["opt_state"] == [None, None] and out["name"] is None and out["step"] == 101
+    np.testing.assert_array_equal(out["params"]["layer0"]["bias"],
+                                  tree["params"]["layer0"]["bias"])
+    assert spec["params"]["layer0"]["bias"].is_array
+
+
 def test_a_dict_target_may_name_only_some_keys(ckpt):
     path, tree = ckpt
     with jtree.open(path) as f:
@@ -230,3 +249,32 @@ def test_load_as_torch_decodes_into_the_tensors(path, torch):
         jtree.load(path, framework="torch")
     out = jtree.load(path, framework="torch", cast={"int4": "int8"})
     assert out["i4"].tolist() == [-3, -2, -1, 0, 1, 2] and out["i4"].dtype == torch.int8
+
+
+def test_loads_decode_straight_into_the_returned_arrays(path):
+    # NumPy allocations are traced by tracemalloc: a load that decoded into a temporary and
+    # copied would peak at twice the array; out= arrays are filled with no allocation at all.
+    import tracemalloc
+    w = _rand((4096, 2048), 15)  # 32 MiB, incompressible: zstd chunks
+    jtree.save({"w": w}, path, chunk_bytes=1 << 20)
+    out = np.empty_like(w)
+
+    def peak(fn):
+        tracemalloc.start()
+        try:
+            result = fn()
+            return tracemalloc.get_traced_memory()[1], result
+        finally:
+            tracemalloc.stop()
+
+    p, got = peak(lambda: jtree.load(path))
+    assert w.nbytes <= p < w.nbytes + (2 << 20), p
+    np.testing.assert_array_equal(got["w"], w)
+    del got
+    p, got = peak(lambda: jtree.load(path, out={"w": out}))
+    assert p < 1 << 20, p
+    assert got["w"] is out
+    np.testing.assert_array_equal(out, w)
+    # The measurement sees copies: a cast needs the stored array and the result.
+    p, _ = peak(lambda: jtree.load(path, cast=np.float64))
+    assert p >= w.nbytes * 3, p

@@ -94,3 +94,21 @@ def test_compact_drops_dead_bytes(path):
     out = jtree.load(path)
     np.testing.assert_array_equal(out["a"], big + 2)
     assert out["b"] == 1
+
+
+def test_partial_write_to_a_file_that_is_not_jtree(tmp_path):
+    p = str(tmp_path / "notes.txt")
+    with open(p, "w") as f:
+        f.write("precious, not a checkpoint\n" * 50)
+    with pytest.raises(jtree.AlreadyExistsError) as e:
+        jtree.save({"a": 1}, p, partial_write=True)
+    assert "overwrite_foreign=True" in str(e.value) and p in str(e.value)
+    assert open(p).read().startswith("precious")  # left alone
+    fut = jtree.nonblocking_save({"a": 1}, p, partial_write=True)
+    with pytest.raises(jtree.AlreadyExistsError):
+        fut.result()
+    # Told to: the file is replaced by the update (there was nothing to keep).
+    stats = jtree.save({"a": 1, "b": None}, p, partial_write=True, overwrite_foreign=True)
+    assert jtree.load(p) == {"a": 1, "b": None} and stats.generation == 0
+    jtree.save({"b": 2}, p, partial_write=True)
+    assert jtree.load(p) == {"a": 1, "b": 2}

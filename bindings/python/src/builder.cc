@@ -293,7 +293,8 @@ uint32_t Builder::array(nb::handle key, AnyArray a, int dtype_code, bool byteswa
 
 uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape,
                           nb::list pieces, uint32_t flags, std::vector<uint64_t> chunk_shape,
-                          int codec, std::optional<int> level) {
+                          int codec, std::optional<int> level, std::vector<uint64_t> shard_shape,
+                          bool segment) {
   if (dtype_code < 0 || !jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
     throw_value_error("sharded(): unknown dtype code " + std::to_string(dtype_code));
   }
@@ -320,6 +321,31 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
     p.strides = byte_strides(a);
     ps->push_back(std::move(p));
     arrays_.push_back(std::move(a));
+  }
+  if (segment) {
+    // This process's shards, read in place by the writer; chunks in no shard held here are
+    // written by the processes that hold them.
+    std::vector<jtree::Shard> shards;
+    for (const Piece& p : *ps) {
+      jtree::Shard sh;
+      sh.box.begin = p.begin;
+      sh.box.end.resize(p.begin.size());
+      for (size_t i = 0; i < p.begin.size(); ++i) sh.box.end[i] = p.begin[i] + p.shape[i];
+      sh.view = jtree::ArrayView(p.data, p.strides);
+      shards.push_back(std::move(sh));
+    }
+    jtree::Leaf l;
+    l.kind = jtree::LeafKind::kArray;
+    l.flags = flags;
+    l.dtype = d;
+    l.shape = std::move(shape);
+    l.storage = jtree::Storage::kChunked;
+    auto in = std::make_shared<jtree::LeafInput>();
+    in->shards = std::move(shards);
+    in->shard_shape = std::move(shard_shape);
+    in->options = leaf_options(std::move(chunk_shape), codec, level);
+    l.input = std::move(in);
+    return add(key, std::move(l));
   }
   jtree::FillFn fill = [ps, item](const Box& box, std::span<std::byte> dst) -> Status {
     uint64_t covered = 0;
@@ -405,7 +431,9 @@ void register_builder(nb::module_& m) {
            nb::arg("shape"), nb::arg("pieces"), nb::arg("flags") = 0,
            nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
            nb::arg("level").none() = nb::none(),
-           "Adds an array leaf held as shards: pieces = [(begin, array), ...].")
+           nb::arg("shard_shape") = std::vector<uint64_t>(), nb::arg("segment") = false,
+           "Adds an array leaf held as shards: pieces = [(begin, array), ...]. segment=True: "
+           "only this process's shards of a multi-process save (shard_shape: the sharding's).")
       .def("reuse", &Builder::reuse, nb::arg("key").none(), nb::arg("old_leaf"),
            "Adds a leaf that keeps leaf `old_leaf` of the file being appended to.")
       .def("tied", &Builder::tied, nb::arg("key").none(), nb::arg("leaf"),

@@ -40,10 +40,12 @@ class Builder {
   /// A sharded array given as its shards: `pieces` is a list of (begin, ndarray), each the part
   /// of the global array starting at `begin`. Every chunk is filled from the shards it overlaps
   /// (exactly one when `chunk_shape` divides the shard shape), so the global array is never
-  /// assembled in memory.
+  /// assembled in memory. With `segment` (one process's part of a multi-process save), the
+  /// pieces are this process's shards only (jtree::LeafInput::shards, possibly none) and
+  /// `shard_shape` the sharding's shard shape, the same in every process.
   uint32_t sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape, nb::list pieces,
                    uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
-                   std::optional<int> level);
+                   std::optional<int> level, std::vector<uint64_t> shard_shape, bool segment);
   /// A leaf keeping leaf #old_leaf of the file being appended to (partial writes).
   uint32_t reuse(nb::handle key, uint32_t old_leaf);
   void tied(nb::handle key, uint32_t leaf);

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "builder.h"
+#include "jtree/multihost.h"
 
 namespace jtpy {
 namespace {
@@ -82,6 +83,64 @@ void register_writer(nb::module_& m) {
         nb::arg("overwrite_foreign") = false, nb::arg("sync") = true, nb::arg("append") = false,
         "Writes the builder's tree to a path or URL (jtree::save), or as a new generation of an "
         "existing local file (jtree::append, append=True). Returns the write statistics.");
+
+  m.def(
+      "save_segment",
+      [](Builder& b, const std::string& path, uint32_t process_index, uint32_t process_count,
+         uint64_t save_id, std::optional<int> codec, std::optional<int> level,
+         std::optional<uint64_t> chunk_bytes, std::optional<uint64_t> inline_threshold,
+         int threads, bool sync) {
+        WriteArgs a{codec, level, chunk_bytes, inline_threshold, threads, std::nullopt,
+                    true, false, sync};
+        jtree::Tree tree = b.take();
+        const jtree::WriteOptions o = a.options();
+        jtree::SegmentOptions so;
+        so.process_index = process_index;
+        so.process_count = process_count;
+        so.save_id = save_id;
+        std::optional<jtree::Result<jtree::WriteStats>> r;
+        {
+          nb::gil_scoped_release release;
+          r.emplace(jtree::save_segment(std::move(tree), path, so, o));
+        }
+        return stats_dict(value_or_raise(std::move(*r)));
+      },
+      nb::arg("builder"), nb::arg("path"), nb::kw_only(), nb::arg("process_index"),
+      nb::arg("process_count"), nb::arg("save_id"), nb::arg("codec").none() = nb::none(),
+      nb::arg("level").none() = nb::none(), nb::arg("chunk_bytes").none() = nb::none(),
+      nb::arg("inline_threshold").none() = nb::none(), nb::arg("threads") = 0,
+      nb::arg("sync") = true,
+      "Writes this process's segment of a multi-process save of `path` (jtree::save_segment).");
+
+  m.def(
+      "commit_segments",
+      [](const std::string& path, uint32_t process_count, bool overwrite, bool overwrite_foreign,
+         bool sync, bool keep_segments) {
+        jtree::CommitOptions o;
+        o.keep_segments = keep_segments;
+        o.write.overwrite = overwrite;
+        o.write.overwrite_foreign = overwrite_foreign;
+        o.write.sync = sync;
+        o.write.writer = "jtree-python " + std::string(jtree::version_string());
+        std::optional<jtree::Result<jtree::WriteStats>> r;
+        {
+          nb::gil_scoped_release release;
+          r.emplace(jtree::commit_segments(path, process_count, o));
+        }
+        return stats_dict(value_or_raise(std::move(*r)));
+      },
+      nb::arg("path"), nb::arg("process_count"), nb::kw_only(), nb::arg("overwrite") = true,
+      nb::arg("overwrite_foreign") = false, nb::arg("sync") = true,
+      nb::arg("keep_segments") = false,
+      "Assembles `path` from its process_count segments (jtree::commit_segments).");
+
+  m.def(
+      "segment_path",
+      [](const std::string& path, uint32_t index, uint32_t count) {
+        return jtree::segment_path(path, index, count);
+      },
+      nb::arg("path"), nb::arg("index"), nb::arg("count"),
+      "The path of segment `index` of `count` of `path` (jtree::segment_path).");
 
   m.def(
       "compact",
