@@ -153,3 +153,39 @@ def test_the_gil_is_released_while_saving_and_loading(path):
     # it spins all along (tens of thousands of iterations per 0.1 s).
     for n, elapsed in counts:
         assert n > 1000 * max(elapsed, 0.01) * 10, (n, elapsed)
+
+
+_PEAK_SCRIPT = r"""
+import resource, sys
+import numpy as np
+import jtree
+mib = 1 << 20
+rng = np.random.default_rng(0)
+# 8 leaves of 32 MiB of float32 normal values (compressible, like weights): 256 MiB in all.
+tree = {f"w{i}": rng.standard_normal(8 * mib, dtype=np.float32) for i in range(8)}
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+if sys.argv[2] == "nonblocking":
+    jtree.nonblocking_save(tree, sys.argv[1]).result()
+else:
+    jtree.save(tree, sys.argv[1])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print((peak - base) // mib)
+"""
+
+
+@pytest.mark.parametrize("kind, allowed_mib", [
+    # A save streams: chunks compressed on the pool and written as they complete, never a copy
+    # of the tree (measured: about 20 MiB more than the tree itself).
+    ("blocking", 96),
+    # A nonblocking save first snapshots the arrays (256 MiB, the price of safety against
+    # mutation), then streams like a save.
+    ("nonblocking", 256 + 96),
+])
+def test_save_memory_is_bounded_by_bytes_in_flight(tmp_path, kind, allowed_mib):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, str(tmp_path / "m.jtree"), kind],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    extra_mib = int(out.stdout.strip())
+    assert extra_mib <= allowed_mib, f"{kind} save of 256 MiB took {extra_mib} MiB more memory"
