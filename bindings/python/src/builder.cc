@@ -187,6 +187,21 @@ jtree::LeafOptions leaf_options(std::vector<uint64_t> chunk_shape, int codec,
   return o;
 }
 
+// A chunked array leaf whose data comes from `in` (a view, shards or a fill function).
+jtree::Leaf chunked_array(uint32_t flags, DType d, std::vector<uint64_t> shape,
+                          std::shared_ptr<jtree::LeafInput> in, std::vector<uint64_t> chunk_shape,
+                          int codec, std::optional<int> level) {
+  jtree::Leaf l;
+  l.kind = jtree::LeafKind::kArray;
+  l.flags = flags;
+  l.dtype = d;
+  l.shape = std::move(shape);
+  l.storage = jtree::Storage::kChunked;  // the writer decides between inline and chunked
+  in->options = leaf_options(std::move(chunk_shape), codec, level);
+  l.input = std::move(in);
+  return l;
+}
+
 }  // namespace
 
 void Builder::set_key(nb::handle key) {
@@ -277,16 +292,10 @@ uint32_t Builder::array(nb::handle key, AnyArray a, int dtype_code, bool byteswa
                         uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
                         std::optional<int> level) {
   const DType d = array_dtype(a, dtype_code);
-  jtree::Leaf l;
-  l.kind = jtree::LeafKind::kArray;
-  l.flags = flags;
-  l.dtype = d;
-  l.shape = shape_of(a);
-  l.storage = jtree::Storage::kChunked;  // the writer decides between inline and chunked
   auto in = std::make_shared<jtree::LeafInput>();
   in->source = jtree::ArrayView(a.data(), byte_strides(a), byteswap);
-  in->options = leaf_options(std::move(chunk_shape), codec, level);
-  l.input = std::move(in);
+  jtree::Leaf l = chunked_array(flags, d, shape_of(a), std::move(in), std::move(chunk_shape),
+                                codec, level);
   arrays_.push_back(std::move(a));
   return add(key, std::move(l));
 }
@@ -334,18 +343,11 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
       sh.view = jtree::ArrayView(p.data, p.strides);
       shards.push_back(std::move(sh));
     }
-    jtree::Leaf l;
-    l.kind = jtree::LeafKind::kArray;
-    l.flags = flags;
-    l.dtype = d;
-    l.shape = std::move(shape);
-    l.storage = jtree::Storage::kChunked;
     auto in = std::make_shared<jtree::LeafInput>();
     in->shards = std::move(shards);
     in->shard_shape = std::move(shard_shape);
-    in->options = leaf_options(std::move(chunk_shape), codec, level);
-    l.input = std::move(in);
-    return add(key, std::move(l));
+    return add(key, chunked_array(flags, d, std::move(shape), std::move(in),
+                                  std::move(chunk_shape), codec, level));
   }
   jtree::FillFn fill = [ps, item](const Box& box, std::span<std::byte> dst) -> Status {
     uint64_t covered = 0;
@@ -358,17 +360,10 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
     }
     return Status::OK();
   };
-  jtree::Leaf l;
-  l.kind = jtree::LeafKind::kArray;
-  l.flags = flags;
-  l.dtype = d;
-  l.shape = std::move(shape);
-  l.storage = jtree::Storage::kChunked;
   auto in = std::make_shared<jtree::LeafInput>();
   in->fill = std::move(fill);
-  in->options = leaf_options(std::move(chunk_shape), codec, level);
-  l.input = std::move(in);
-  return add(key, std::move(l));
+  return add(key, chunked_array(flags, d, std::move(shape), std::move(in), std::move(chunk_shape),
+                                codec, level));
 }
 
 uint32_t Builder::reuse(nb::handle key, uint32_t old_leaf) {
