@@ -77,7 +77,7 @@ inline std::vector<std::byte> read_file(const std::string& path) {
   REQUIRE(in.good());
   std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::byte> out(c.size());
-  std::memcpy(out.data(), c.data(), c.size());
+  if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());  // (an empty file: null data)
   return out;
 }
 

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "format/aligned_bytes.h"
 #include "jtree_generated.h"
+#include "util/endian.h"
 #include "util/thread_pool.h"
 
 namespace jtree::format {
@@ -100,8 +102,14 @@ std::string to_string(const flatbuffers::String* s) {
 std::string to_string(const flatbuffers::Vector<uint8_t>* v) {
   return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
 }
+// The verifier checks the alignment of a vector's length word, not of its 8-byte elements: a
+// hostile header can put them at 4 mod 8, so they are loaded bytewise.
 Shape to_shape(const flatbuffers::Vector<uint64_t>* v) {
-  return v ? Shape(v->begin(), v->end()) : Shape();
+  if (v == nullptr) return {};
+  Shape s(v->size());
+  const auto* p = reinterpret_cast<const std::byte*>(v) + sizeof(flatbuffers::uoffset_t);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = load_le<uint64_t>(p + i * sizeof(uint64_t));
+  return s;
 }
 
 Status bad(const std::string& what) { return Status::Corruption("header: " + what); }
@@ -226,8 +234,10 @@ Result<std::vector<std::byte>> encode_header(const Tree& tree, std::string_view 
   return std::vector<std::byte>(p, p + b.GetSize());
 }
 
-Result<Tree> decode_header(std::span<const std::byte> bytes, const Limits& limits,
+Result<Tree> decode_header(std::span<const std::byte> unaligned, const Limits& limits,
                            std::string* writer) {
+  const AlignedBytes aligned(unaligned);
+  const std::span<const std::byte> bytes = aligned.span();
   if (bytes.size() > limits.max_header_bytes) {
     return Status::ResourceExhausted("header is " + std::to_string(bytes.size()) +
                                      " bytes, over the limit of " +

@@ -4,7 +4,9 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include "format/aligned_bytes.h"
 #include "jtree_generated.h"
+#include "util/endian.h"
 
 namespace jtree::format {
 
@@ -34,7 +36,9 @@ std::vector<std::byte> encode_index(const IndexData& index) {
   return std::vector<std::byte>(p, p + b.GetSize());
 }
 
-Result<IndexData> decode_index(std::span<const std::byte> bytes, const Limits& limits) {
+Result<IndexData> decode_index(std::span<const std::byte> unaligned, const Limits& limits) {
+  const AlignedBytes aligned(unaligned);
+  const std::span<const std::byte> bytes = aligned.span();
   if (bytes.size() > limits.max_index_bytes) {
     return Status::ResourceExhausted("index is " + std::to_string(bytes.size()) +
                                      " bytes, over the limit of " +
@@ -53,8 +57,13 @@ Result<IndexData> decode_index(std::span<const std::byte> bytes, const Limits& l
   out.generation = root->generation();
   if (root->segments()) {
     out.segments.reserve(root->segments()->size());
-    for (const fb::Segment* s : *root->segments()) {
-      out.segments.push_back({s->file_offset(), s->size(), s->salt()});
+    // Loaded bytewise: the verifier does not check the alignment of a vector's elements, and
+    // a hostile index can put these 8-byte fields at 4 mod 8.
+    const auto* p = reinterpret_cast<const std::byte*>(root->segments()) +
+                    sizeof(flatbuffers::uoffset_t);
+    for (size_t i = 0; i < root->segments()->size(); ++i, p += sizeof(fb::Segment)) {
+      out.segments.push_back({load_le<uint64_t>(p), load_le<uint64_t>(p + 8),
+                              load_le<uint64_t>(p + 16)});
     }
   }
   if (root->chunks() && root->chunks()->size() > 0) {

@@ -47,7 +47,9 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
       pool_for(parallelism), n, parallelism, [&](size_t i) -> Status {
         const ChunkInfo c = impl.chunk(i);
         if (c.absent) return Status::OK();
-        const auto [leaf_id, local] = owners[i];
+        // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
+        const auto leaf_id = owners[i].first;
+        const auto local = owners[i].second;
         const Leaf& leaf = t.leaves[leaf_id];
         thread_local std::vector<std::byte> stored, raw, scratch;
         stored.resize(c.stored_size);

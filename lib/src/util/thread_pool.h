@@ -30,7 +30,9 @@ class ThreadPool {
   void submit(std::function<void()> task);
   int size() const { return static_cast<int>(workers_.size()); }
 
-  /// The process-wide pool (hardware threads), created on first use.
+  /// The process-wide pool (hardware threads), created on first use in each process: a child
+  /// of fork() gets its own (the parent's workers do not exist in it), so jtree works in
+  /// forked children (multiprocessing, data-loader workers, crash tests). Never destroyed.
   static ThreadPool& shared();
   /// A process-wide pool for work that mostly waits on I/O (remote reads): kIoThreads threads,
   /// created on first use.

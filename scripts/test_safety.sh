@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The safety tests (issue "Safe on hostile input, safe under faults"), in three sanitizer
+# builds of CMakePresets.json:
+#  1. asan  (ASan + UBSan + LeakSanitizer): every C++ test — unit tests, the safety tests of
+#           tests/safety/ (corruption gauntlet, injected faults, killed writers, limits) and the
+#           replay of every fuzz corpus and past crash — except those needing real servers;
+#  2. tsan  (ThreadSanitizer): the tests that run threads against each other (many readers of
+#           one Reader, the writer's pool, the thread pool, faults under concurrency);
+#  3. fuzz  (clang, libFuzzer + ASan + UBSan): each fuzz target for JTREE_FUZZ_SECONDS seconds
+#           (default 20) over a scratch copy of its corpus with the format's dictionary; any
+#           crash, leak, sanitizer report or timeout fails the script (the input is kept under
+#           build-safety-fuzz/findings/<target>/ — copy it to fuzz/crashes/<target>/ once fixed,
+#           so that the replay keeps checking it).
+# Usage: scripts/test_safety.sh [asan|tsan|fuzz]...   (default: all three, in that order)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install_deps.sh build safety
+
+jobs=2  # the machines this runs on have few cores and are shared: never more than 2
+fuzz_seconds=${JTREE_FUZZ_SECONDS:-20}
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+[ $# -gt 0 ] || set -- asan tsan fuzz
+start=$SECONDS
+stamp() { echo "   ($((SECONDS - start)) s so far)"; }
+
+run_asan() {
+  echo "== ASan + UBSan build: all tests ===================================================="
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan
+  echo "== ASan + UBSan: unit, safety and fuzz replay tests ================================="
+  ctest --preset asan -LE servers
+  stamp
+}
+
+run_tsan() {
+  echo "== TSan build: the concurrent tests ================================================="
+  cmake --preset tsan >/dev/null
+  # Only what runs threads against each other: many readers of one Reader (test_concurrency in
+  # test_roundtrip), the thread pool (test_io), the writers and readers under faults (safety).
+  # (Not the crash tests: TSan does not support threads in the child of a threaded fork.)
+  local targets=(test_roundtrip test_io test_safety_faults)
+  cmake --build --preset tsan --target "${targets[@]}"
+  echo "== TSan: the concurrent tests ======================================================="
+  local regex
+  regex="^($(IFS='|'; echo "${targets[*]}"))$"
+  ctest --preset tsan -R "$regex"
+  stamp
+}
+
+run_fuzz() {
+  echo "== libFuzzer build (clang, ASan + UBSan) ============================================"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz
+  echo "== fuzzing: ${fuzz_seconds} s per target ============================================="
+  local out=build-safety-fuzz/findings work=build-safety-fuzz/corpus-run
+  rm -rf "$work"
+  mkdir -p "$out"
+  local failed=()
+  for exe in build-safety-fuzz/fuzz/fuzz_*; do
+    [ -x "$exe" ] || continue
+    local t=${exe##*/fuzz_}
+    [ -d "fuzz/corpus/$t" ] || { echo "no corpus for $t" >&2; failed+=("$t"); continue; }
+    # A copy: what libFuzzer adds to its corpus stays out of the committed seeds.
+    mkdir -p "$work/$t" "$out/$t"
+    cp -r "fuzz/corpus/$t/." "$work/$t/"
+    echo "-- fuzz_$t"
+    if ! "$exe" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+        -dict=fuzz/jtree.dict -print_final_stats=1 -artifact_prefix="$out/$t/" \
+        "$work/$t" > "$out/$t/log.txt" 2>&1; then
+      failed+=("$t")
+      tail -n 40 "$out/$t/log.txt"
+    else
+      grep -E "^stat::(number_of_executed_units|new_units_added)|cov: " "$out/$t/log.txt" | tail -n 3
+    fi
+  done
+  stamp
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzzing found problems in: ${failed[*]} (inputs under $out/)" >&2
+    return 1
+  fi
+}
+
+for step in "$@"; do
+  case "$step" in
+    asan) run_asan ;;
+    tsan) run_tsan ;;
+    fuzz) run_fuzz ;;
+    *) echo "test_safety.sh: unknown step $step (asan, tsan or fuzz)" >&2; exit 2 ;;
+  esac
+done
+echo "== safety tests passed in $((SECONDS - start)) s ========================================"
