@@ -21,8 +21,9 @@ declare -A groups
 groups[test]="pytest jax jaxlib torch==2.13.0"
 groups[remote]="boto3 pytest"
 groups[safety]="atheris pytest"
-# flatbuffers: JAX's pytree_serialization (a peer) imports it.
-groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil flatbuffers"
+# flatbuffers: JAX's pytree_serialization (a peer) imports it. matplotlib: bench/python/report.py's
+# plots (from PyPI, because the venv does not see Debian's python3-matplotlib).
+groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil flatbuffers matplotlib"
 
 pkgs=("${base[@]}")
 for g in "$@"; do
