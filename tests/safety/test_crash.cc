@@ -6,12 +6,14 @@
 //
 // What a kill may leave behind, and why it is harmless:
 //  - a temporary file `.ckpt.jtree.tmp-<16 hex>` beside the target (new files are written
-//    under a temporary name and renamed on commit). Readers open only the target's name; a
-//    later save picks a fresh temporary name. jtree has no cleanup of its own: the temporary
-//    files of a killed writer stay until someone removes them (SECURITY.md says so).
+//    under a temporary name and renamed on commit). Readers open only the target's name; the
+//    next save of the same target removes it (a writer holds a lock on its temporary file
+//    that dies with it: lib/src/io/temp_files.h), and so does remove_stale_temp_files();
+//    the temporary files of live writers, in this process or another, are kept.
 //  - after a killed in-place append: bytes after the committed footer (a torn generation,
 //    ignored by readers through the commit slot written first, and truncated by the next
 //    append), and a commit slot (the 64 unhashed preamble bytes that record generations).
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +39,22 @@ namespace {
 bool is_temp_file(const std::string& name) {
   const std::string prefix = std::string(".") + kTarget + ".tmp-";
   return name.rfind(prefix, 0) == 0 && name.size() == prefix.size() + 16;
+}
+
+// The temporary files of any target in `dir` (`.<name>.tmp-<16 hex>`).
+std::vector<std::string> any_temp_files(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    const size_t tag = name.rfind(".tmp-");
+    if (name[0] == '.' && tag != std::string::npos && name.size() == tag + 5 + 16) {
+      out.push_back(name);
+    }
+  }
+  ::closedir(d);
+  return out;
 }
 
 // Runs `s` in a child that dies at operation `n`. True if the child was killed, false if the
@@ -190,6 +208,10 @@ TEST_CASE("a writer killed at any I/O operation leaves the committed state, or t
       tally.record(again.ok() ? difference(snapshot_file(dir + "/" + kTarget), want, kTarget)
                               : "the next run failed: " + again.ToString(),
                    where + ", then run again");
+      // ... and that run removed the temporary files the killed one left.
+      const std::vector<std::string> left = any_temp_files(dir);
+      tally.record(left.empty() ? "" : "the next run left the killed run's " + left[0],
+                   where + ", then run again");
     }
     CHECK(kills > 5);
     // Writers of new files always leave a temporary file when killed before their rename;
@@ -200,6 +222,57 @@ TEST_CASE("a writer killed at any I/O operation leaves the committed state, or t
       CHECK(temp_files > 0);
     }
     MESSAGE(s.name << ": " << kills << " kills, " << committed << " after the commit point, "
-                   << temp_files << " temporary files left");
+                   << temp_files << " temporary files left (each removed by the next run)");
   }
+}
+
+TEST_CASE("a live writer's temporary file is kept; once it is killed, the next save removes it") {
+  TempDir tmp;
+  const std::string dir = tmp.path().string();
+  const std::string target = dir + "/" + kTarget;
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // A writer in the middle of its save: its temporary file exists, the rename has not come.
+    auto sink = create_file_sink(target);
+    if (!sink.ok()) _exit(1);
+    const std::byte some[16] = {};
+    if (!(*sink)->append(some).ok()) _exit(1);
+    const char c = 1;
+    if (::write(ready[1], &c, 1) != 1) _exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  REQUIRE(any_temp_files(dir).size() == 1);
+  const std::string child_file = any_temp_files(dir)[0];
+
+  // Neither a cleanup nor another save of the same target touch a live writer's file.
+  auto removed = remove_stale_temp_files(target);
+  CHECK((removed.ok() && *removed == 0));
+  auto small_tree = [] {
+    TreeBuilder b;
+    b.dict();
+    b.key("step").int_value(7);
+    b.end();
+    auto t = std::move(b).Finish();
+    REQUIRE(t.ok());
+    return std::move(*t);
+  };
+  REQUIRE(save(small_tree(), target, scenario_write_options()).ok());
+  CHECK(any_temp_files(dir) == std::vector<std::string>{child_file});
+
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFSIGNALED(status));
+  CHECK(any_temp_files(dir) == std::vector<std::string>{child_file});  // nothing removes it by itself
+  REQUIRE(save(small_tree(), target, scenario_write_options()).ok());
+  CHECK(any_temp_files(dir).empty());  // the next save did
+  auto reader = Reader::Open(target);
+  CHECK(reader.ok());
 }

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -592,6 +593,98 @@ TEST_CASE("file sink: abort and destruction remove the temporary file") {
   }
   CHECK(read_file(path) == old_bytes);
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"ckpt.jtree"});
+}
+
+TEST_CASE("file sink: temporary files of dead writers are removed, those of live ones kept") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.jtree");
+  const std::string stale = ".ckpt.jtree.tmp-0123456789abcdef";
+  const std::string stale_other = ".other.jtree.tmp-fedcba9876543210";
+  // Names that are not temporary files of a jtree save, and things that are not files.
+  const std::vector<std::string> not_temp = {".ckpt.jtree.tmp-0123", ".ckpt.jtree.tmp-0123456789ABCDEF",
+                                             "ckpt.jtree.tmp-0123456789abcdef",
+                                             ".ckpt.jtree.tmp-0123456789abcdefa", ".tmp-0123456789abcdef"};
+  for (const std::string& n : not_temp) write_file(dir.file(n), random_bytes(10, 1));
+  write_file(dir.file(stale), random_bytes(100, 2));
+  write_file(dir.file(stale_other), random_bytes(100, 3));
+  REQUIRE(::symlink(path.c_str(), dir.file(".ckpt.jtree.tmp-aaaaaaaaaaaaaaaa").c_str()) == 0);
+  REQUIRE(::mkdir(dir.file(".ckpt.jtree.tmp-bbbbbbbbbbbbbbbb").c_str(), 0755) == 0);
+  // One that another writer (here: another open file) holds locked is alive.
+  const std::string held = ".ckpt.jtree.tmp-cccccccccccccccc";
+  write_file(dir.file(held), random_bytes(100, 4));
+  const int held_fd = ::open(dir.file(held).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(held_fd >= 0);
+  REQUIRE(::flock(held_fd, LOCK_EX) == 0);
+
+  // A live sink of this process: its lock keeps its file.
+  auto live = create_or_die(path);
+  CHECK(!exists(dir.file(stale)));  // the save removed the dead writer's file
+  REQUIRE(live->append(random_bytes(1000, 5)).ok());
+  const std::vector<std::string> live_temp = temp_files(dir, "ckpt.jtree");
+  // "held", the live sink's, the link, the directory, and three of `not_temp`.
+  CHECK(live_temp.size() == 7);
+
+  auto removed = remove_stale_temp_files(path);
+  REQUIRE(removed.ok());
+  CHECK(*removed == 0);
+  // A second save of the same target in this process keeps the first one's file too.
+  auto second = create_or_die(path);
+  REQUIRE(second->append(random_bytes(10, 6)).ok());
+  REQUIRE(live->commit().ok());
+  REQUIRE(second->commit().ok());
+  CHECK(read_file(path).size() == 10);
+
+  ::close(held_fd);  // the other writer died
+  removed = remove_stale_temp_files(path);
+  REQUIRE(removed.ok());
+  CHECK(*removed == 1);
+  CHECK(!exists(dir.file(held)));
+  CHECK(exists(dir.file(stale_other)));  // another target's
+  removed = remove_stale_temp_files(dir.path());  // a directory: every target's
+  REQUIRE(removed.ok());
+  CHECK(*removed == 1);
+  CHECK(!exists(dir.file(stale_other)));
+  std::vector<std::string> want = not_temp;
+  want.push_back("ckpt.jtree");
+  want.push_back(".ckpt.jtree.tmp-aaaaaaaaaaaaaaaa");
+  want.push_back(".ckpt.jtree.tmp-bbbbbbbbbbbbbbbb");
+  std::sort(want.begin(), want.end());
+  CHECK(list_dir(dir.path()) == want);
+
+  CHECK(remove_stale_temp_files("file://" + dir.path() + "/ckpt.jtree").ok());
+  CHECK(remove_stale_temp_files(dir.file("missing/ckpt.jtree")).status().IsNotFound());
+  CHECK(remove_stale_temp_files("https://example.com/ckpt.jtree").status().IsNotSupported());
+}
+
+TEST_CASE("file sink: saves to one target run beside cleaners and never lose their file") {
+  TempDir dir;
+  const std::string path = dir.file("busy.jtree");
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::thread cleaner([&] {
+    while (!stop.load()) {
+      if (!remove_stale_temp_files(path).ok()) ++failures;
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 3; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        auto sink = create_file_sink(path);
+        if (!sink.ok()) {
+          ++failures;
+          continue;
+        }
+        const Bytes bytes = random_bytes(100 + static_cast<size_t>(i), static_cast<uint32_t>(t));
+        if (!(*sink)->append(bytes).ok() || !(*sink)->commit().ok()) ++failures;
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  stop = true;
+  cleaner.join();
+  CHECK(failures.load() == 0);
+  CHECK(list_dir(dir.path()) == std::vector<std::string>{"busy.jtree"});
 }
 
 TEST_CASE("file sink: a committed sink is closed, and abort() no longer removes anything") {

@@ -160,6 +160,17 @@ Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uin
 /// NotFound when it does not exist.
 Status remove_object(std::string_view path_or_url);
 
+/// Removes what killed saves of the local file `path` left beside it: temporary files named
+/// `.<name>.tmp-<16 hex digits>` that no running save holds (a save holds a lock on its
+/// temporary file until it is renamed over the target; the kernel drops the lock when the
+/// process dies, so this is safe while other processes save to the same directory). When
+/// `path` is a directory, the temporary files of every target in it. Every local save does
+/// this for its own target before it starts. Returns how many files were removed; files
+/// that cannot be opened or locked (another user's, a file system without flock()) are left.
+/// Errors: NotFound when the directory does not exist; NotSupported for URLs (remote
+/// backends write no temporary objects).
+Result<uint64_t> remove_stale_temp_files(std::string_view path);
+
 /// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives
 /// the file system path (file:// URLs percent-decoded, "file://localhost/x" is "/x").
 bool is_local_path(std::string_view path_or_url, std::string* local_path = nullptr);

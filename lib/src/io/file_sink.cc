@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "io/posix_file.h"
+#include "io/temp_files.h"
 #include "jtree/io.h"
 
 namespace jtree {
@@ -197,8 +198,9 @@ class BufferedFileSink : public Sink {
 class NewFileSink final : public BufferedFileSink {
  public:
   NewFileSink(std::string path, std::string temp_path, std::string dir, UniqueFd fd,
-              const SinkOptions& options)
+              UniqueFd lock, const SinkOptions& options)
       : BufferedFileSink(std::move(path), std::move(fd), 0, options.sync),
+        lock_(std::move(lock)),
         temp_path_(std::move(temp_path)),
         dir_(std::move(dir)),
         overwrite_(options.overwrite) {}
@@ -224,6 +226,7 @@ class NewFileSink final : public BufferedFileSink {
     closed_ = true;
     fd_.reset();
     if (!published_) ::unlink(temp_path_.c_str());
+    lock_.reset();  // only once the name is gone (temp_files.h)
   }
 
  private:
@@ -239,6 +242,7 @@ class NewFileSink final : public BufferedFileSink {
     }
     JTREE_RETURN_IF_ERROR(publish());
     published_ = true;
+    lock_.reset();  // the temporary name is gone: nothing left for a cleaner to judge
     // The rename is durable only once the directory is. Failing here cannot be undone: the
     // new file is already in place.
     if (sync_ && fsync_retry(dir.get()) != 0) {
@@ -268,6 +272,9 @@ class NewFileSink final : public BufferedFileSink {
     return Status::OK();
   }
 
+  // Holds the temporary file's lock (temp_files.h) until its name is renamed or removed: fd_
+  // closes earlier, in finish(), to see close()'s errors before the rename.
+  UniqueFd lock_;
   const std::string temp_path_;
   const std::string dir_;
   const bool overwrite_;
@@ -347,18 +354,35 @@ std::string random_hex16() {
 struct TempFile {
   std::string path;
   UniqueFd fd;
+  UniqueFd lock;  // holds its lock (temp_files.h)
 };
 
-// Creates `.<basename>.tmp-<16 hex>` beside the target. O_EXCL: never reuse someone's file.
+// Creates `.<basename>.tmp-<16 hex>` beside the target, and locks it so that no cleaner of
+// stale temporary files removes it while it is written. O_EXCL: never reuse someone's file.
 Result<TempFile> create_temp_file(const std::string& path, size_t base_start) {
-  const std::string prefix =
-      path.substr(0, base_start) + "." + path.substr(base_start) + ".tmp-";
+  const std::string prefix = path.substr(0, base_start) + temp_files::prefix(path.substr(base_start));
   for (int attempt = 0;; ++attempt) {
     TempFile temp;
     temp.path = prefix + random_hex16();
     temp.fd = UniqueFd(
         open_retry(temp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-    if (temp.fd.valid()) return temp;
+    if (temp.fd.valid()) {
+      auto claimed = temp_files::claim(temp.fd.get(), temp.path, &temp.lock);
+      if (!claimed.ok()) {
+        temp.fd.reset();
+        ::unlink(temp.path.c_str());
+        return claimed.status();
+      }
+      // Lost to a cleaner that took it for a dead writer's file (between our open and our
+      // lock): it removes the file; we try another name.
+      if (*claimed != temp_files::Claim::kLost) return temp;
+      if (attempt + 1 == kTempNameAttempts) {
+        return Status::IOError(path + ": create temporary file: lost " +
+                               std::to_string(kTempNameAttempts) +
+                               " names in a row to cleaners of stale temporary files");
+      }
+      continue;
+    }
     if (errno != EEXIST || attempt + 1 == kTempNameAttempts) {
       return errno_status(path, "create temporary file " + temp.path, errno);
     }
@@ -386,6 +410,8 @@ Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
   }
   if (exists && !options.overwrite) return errno_status(path, "create", EEXIST);
 
+  // What killed writers of this target left (best effort: a failure here is not this save's).
+  (void)temp_files::remove_stale(dir, base);
   // A missing directory fails here, with NotFound.
   JTREE_ASSIGN_OR_RETURN(TempFile temp, create_temp_file(path, base_start));
   // The replacement keeps the permissions of the file it replaces (not umask's defaults).
@@ -396,7 +422,8 @@ Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
     return st_err;
   }
   return std::unique_ptr<Sink>(
-      new NewFileSink(path, std::move(temp.path), dir, std::move(temp.fd), options));
+      new NewFileSink(path, std::move(temp.path), dir, std::move(temp.fd), std::move(temp.lock),
+                      options));
 }
 
 Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
