@@ -20,7 +20,10 @@
 namespace jtree::remote {
 namespace {
 
-constexpr size_t kErrorBodyBytes = 64 * 1024;
+// What a hostile or broken server can make the client keep or receive (http_client.h).
+constexpr size_t kErrorBodyBytes = kMaxErrorBodyBytes;
+constexpr size_t kHeaderBytes = kMaxResponseHeaderBytes;
+constexpr size_t kHeaderCount = kMaxResponseHeaders;
 // libcurl's receive buffer: larger than the 16 KiB default, so that fast (loopback, LAN)
 // transfers cost fewer callbacks and system calls per byte.
 constexpr long kReceiveBufferBytes = 512 * 1024;
@@ -78,6 +81,8 @@ struct Transfer {
   bool accepted = false;
   bool satisfied = false;
   bool stalled = false;
+  bool error_body_full = false;  // an unaccepted body reached kErrorBodyBytes: stopped there
+  size_t header_bytes = 0;       // every header line of the attempt (1xx and redirects too)
   size_t upload_pos = 0;
   Clock::time_point last_progress;  // the last byte sent or received (loop thread only)
 
@@ -104,6 +109,14 @@ size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
   const size_t n = size * nitems;
   t->last_progress = Clock::now();
   const std::string_view line(buffer, n);
+  // Bounded: an endless header (or endless 1xx responses) ends the attempt. (libcurl has its
+  // own limits, which differ between versions: this one holds whichever libcurl runs.)
+  t->header_bytes += n;
+  if (t->header_bytes > kHeaderBytes) {
+    t->attempt.handler_status = Status::ResourceExhausted(
+        "the response headers exceed " + std::to_string(kHeaderBytes) + " bytes");
+    return 0;  // stops the transfer
+  }
   if (line.substr(0, 5) == "HTTP/") {
     // A new response (after a 100 Continue or a redirect): forget the previous headers.
     t->attempt.head.headers.clear();
@@ -117,7 +130,7 @@ size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
   }
   const size_t colon = line.find(':');
   // Bounded: a hostile server cannot make the list grow without limit.
-  if (colon != std::string_view::npos && t->attempt.head.headers.size() < 256) {
+  if (colon != std::string_view::npos && t->attempt.head.headers.size() < kHeaderCount) {
     t->attempt.head.headers.emplace_back(lower(trim(line.substr(0, colon))),
                                          std::string(trim(line.substr(colon + 1))));
   }
@@ -135,8 +148,14 @@ size_t on_write(char* ptr, size_t size, size_t nmemb, void* userp) {
     if (!take) t->attempt.error_body.reserve(std::min<size_t>(kErrorBodyBytes, n));
   }
   if (!t->accepted) {
+    // Kept up to kErrorBodyBytes, and not downloaded beyond: a server that sends an endless
+    // error body costs one buffer, not the time to receive it.
     const size_t room = kErrorBodyBytes - std::min(kErrorBodyBytes, t->attempt.error_body.size());
     t->attempt.error_body.append(ptr, std::min(room, n));
+    if (n > room) {
+      t->error_body_full = true;
+      return 0;  // stops the transfer (finish() does not count it as a failure)
+    }
     return n;
   }
   t->attempt.handler_status =
@@ -330,7 +349,7 @@ struct EventLoop {
     Attempt& a = t->attempt;
     a.new_connections = connects;
     a.head.http_version = version == CURL_HTTP_VERSION_2_0 ? 2 : 1;
-    if (code == CURLE_WRITE_ERROR && t->satisfied) code = CURLE_OK;
+    if (code == CURLE_WRITE_ERROR && (t->satisfied || t->error_body_full)) code = CURLE_OK;
     if (code == CURLE_OK && !t->head_delivered) t->deliver_head();  // bodiless responses
     if (code == CURLE_WRITE_ERROR && !a.handler_status.ok()) code = CURLE_OK;  // handler's error
     a.curl_code = static_cast<int>(code);

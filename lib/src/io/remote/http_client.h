@@ -7,6 +7,7 @@
 // Retries are not done here: see remote_call.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -18,6 +19,16 @@
 #include "jtree/status.h"
 
 namespace jtree::remote {
+
+/// What one response may make the client keep, whatever the server sends (SECURITY.md):
+/// the body of an unaccepted response (an error) is kept up to kMaxErrorBodyBytes and the
+/// transfer stops there; the header lines of one attempt (1xx and redirect responses
+/// included) may total kMaxResponseHeaderBytes, beyond which the attempt fails with
+/// ResourceExhausted; at most kMaxResponseHeaders headers are kept (later ones are dropped).
+/// Accepted bodies go to the handler, which bounds them (BufferHandler, RangeHandler).
+inline constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+inline constexpr size_t kMaxResponseHeaderBytes = 256 * 1024;
+inline constexpr size_t kMaxResponseHeaders = 256;
 
 /// How to connect (per request: different objects may want different settings).
 struct Transport {
@@ -85,7 +96,7 @@ struct Attempt {
   Status handler_status;   ///< the handler's error, when it stopped the transfer
   bool handler_called = false;  ///< on_head was called (the status was accepted)
   ResponseHead head;
-  std::string error_body;  ///< a body the handler did not accept (first 64 KiB)
+  std::string error_body;  ///< a body the handler did not accept (its first 64 KiB only)
   uint64_t body_bytes = 0; ///< body bytes received (accepted or not)
   uint64_t sent_bytes = 0; ///< request body bytes sent
   long new_connections = 0;

@@ -22,10 +22,23 @@ class S3XmlHandler final : public BufferHandler {
   }
 };
 
-// A handler for answers without a body of interest (PUT, DELETE, HEAD).
+// A handler for answers without a body of interest (PUT, DELETE, HEAD). A body is read (so
+// that the connection can be reused) up to a bound, and not downloaded beyond it.
 class IgnoreBody final : public ResponseHandler {
  public:
-  Status on_body(std::span<const std::byte>) override { return Status::OK(); }
+  Status on_body(std::span<const std::byte> data) override {
+    ignored_ += data.size();
+    return Status::OK();
+  }
+  bool satisfied() const override { return ignored_ > kMaxIgnoredBodyBytes; }
+  void reset() override {
+    ResponseHandler::reset();
+    ignored_ = 0;
+  }
+
+ private:
+  static constexpr uint64_t kMaxIgnoredBodyBytes = 64 * 1024;
+  uint64_t ignored_ = 0;
 };
 
 std::string header_name(const std::string& line) { return line.substr(0, line.find(':')); }

@@ -1,0 +1,220 @@
+// The HTTP client against a hostile server that needs nothing outside the test: a thread on a
+// loopback socket that answers one request with an endless error body, endless headers,
+// endless 1xx responses, or an endless accepted body. What the client keeps and receives must
+// stay bounded (http_client.h: kMaxErrorBodyBytes, kMaxResponseHeaderBytes; BufferHandler's
+// cap), and each attempt must end at once, not when the server stops.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "io/remote/http_client.h"
+#include "io/remote/remote_call.h"
+#include "jtree/jtree.h"
+
+using namespace jtree;
+using namespace jtree::remote;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Answers the first connection on 127.0.0.1:<port>: reads the request head, sends `head`,
+// then `repeat` again and again until the client goes away (or 256 MiB, or 30 s).
+class HostileServer {
+ public:
+  HostileServer(std::string head, std::string repeat)
+      : head_(std::move(head)), repeat_(std::move(repeat)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listen_fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(listen_fd_, 4) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~HostileServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/object"; }
+  uint64_t sent() const { return sent_.load(); }
+
+ private:
+  void serve() {
+    pollfd p{listen_fd_, POLLIN, 0};
+    const auto give_up = Clock::now() + std::chrono::seconds(30);
+    while (!stop_ && Clock::now() < give_up) {
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      answer(fd, give_up);
+      ::close(fd);
+    }
+  }
+
+  void answer(int fd, Clock::time_point give_up) {
+    timeval tv{0, 200 * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string request;
+    char buf[4096];
+    while (request.find("\r\n\r\n") == std::string::npos && Clock::now() < give_up && !stop_) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n == 0) return;
+      if (n > 0) request.append(buf, static_cast<size_t>(n));
+    }
+    if (!send_all(fd, head_)) return;
+    while (!stop_ && Clock::now() < give_up && sent_.load() < (256u << 20)) {
+      if (!send_all(fd, repeat_)) return;
+    }
+  }
+
+  bool send_all(int fd, const std::string& s) {
+    size_t done = 0;
+    while (done < s.size()) {
+      const ssize_t n = ::send(fd, s.data() + done, s.size() - done, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (stop_) return false;
+        continue;
+      }
+      if (n <= 0) return false;  // the client closed the connection
+      done += static_cast<size_t>(n);
+      sent_ += static_cast<uint64_t>(n);
+    }
+    return true;
+  }
+
+  std::string head_, repeat_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> sent_{0};
+};
+
+// One attempt of a GET, as the retry loop makes it.
+Attempt get(const std::string& url, ResponseHandler& handler) {
+  HttpRequest req;
+  req.url = url;
+  Transport tr;
+  tr.stall_timeout_seconds = 10;
+  return HttpClient::shared().perform(req, tr, handler, 20);
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+TEST_CASE("an endless error body: the first 64 KiB are kept and the transfer stops there") {
+  HostileServer server("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 10000000000\r\n\r\n",
+                       std::string(64 * 1024, 'x'));
+  BufferHandler h;
+  const auto start = Clock::now();
+  const Attempt a = get(server.url(), h);
+  CHECK(a.curl_code == 0);
+  CHECK(a.head.status == 500);
+  CHECK(!a.handler_called);
+  CHECK(a.error_body.size() == kMaxErrorBodyBytes);
+  CHECK(a.body_bytes < (4u << 20));  // what libcurl had buffered when it stopped, at most
+  CHECK(seconds_since(start) < 10);
+  // Read through the retry loop, it is the HTTP status, with an excerpt of the body.
+  RemoteOptions o;
+  o.max_retries = 0;
+  Transport tr;
+  HostileServer again("HTTP/1.1 503 Service Unavailable\r\n\r\n", std::string(65536, 'y'));
+  CallSpec spec;
+  spec.name = again.url();
+  spec.what = "GET";
+  spec.transport = &tr;
+  spec.options = &o;
+  spec.build = [&](HttpRequest& r) {
+    r.url = again.url();
+    return Status::OK();
+  };
+  auto r = call(spec, h);
+  REQUIRE(!r.ok());
+  CHECK(r.status().IsIOError());
+  CHECK(r.status().message().find("HTTP 503: yyyy") != std::string::npos);
+}
+
+TEST_CASE("an endless header: the attempt fails once the headers pass their bound") {
+  HostileServer server("HTTP/1.1 200 OK\r\n",
+                       "X-Filler: " + std::string(1000, 'a') + "\r\n");
+  BufferHandler h;
+  const auto start = Clock::now();
+  const Attempt a = get(server.url(), h);
+  // Ours (ResourceExhausted), or libcurl's own limit where it is lower than ours.
+  const bool ours = a.handler_status.code() == StatusCode::kResourceExhausted;
+  CHECK((ours || a.curl_code != 0));
+  if (ours) {
+    CHECK(a.handler_status.message().find("response headers exceed") != std::string::npos);
+  }
+  CHECK(a.head.headers.size() <= kMaxResponseHeaders);
+  CHECK(seconds_since(start) < 10);
+  CHECK(server.sent() < (16u << 20));
+}
+
+TEST_CASE("endless 1xx responses count against the same bound") {
+  HostileServer server("", "HTTP/1.1 100 Continue\r\nX-A: b\r\n\r\n");
+  BufferHandler h;
+  const auto start = Clock::now();
+  const Attempt a = get(server.url(), h);
+  CHECK((a.handler_status.code() == StatusCode::kResourceExhausted || a.curl_code != 0));
+  CHECK(!a.handler_called);
+  CHECK(seconds_since(start) < 10);
+}
+
+TEST_CASE("a header line of one megabyte is refused") {
+  HostileServer server("HTTP/1.1 200 OK\r\nX-Huge: " + std::string(1 << 20, 'h') + "\r\n\r\n",
+                       "body");
+  BufferHandler h;
+  const Attempt a = get(server.url(), h);
+  CHECK((a.handler_status.code() == StatusCode::kResourceExhausted || a.curl_code != 0));
+  CHECK(!a.handler_called);
+}
+
+TEST_CASE("an endless accepted body: BufferHandler's cap ends the transfer") {
+  HostileServer server("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", std::string(65536, 'z'));
+  BufferHandler h(1 << 20);
+  const auto start = Clock::now();
+  const Attempt a = get(server.url(), h);
+  CHECK(a.handler_status.code() == StatusCode::kResourceExhausted);
+  CHECK(h.body.size() <= (1u << 20));
+  CHECK(a.body_bytes < (4u << 20));
+  CHECK(seconds_since(start) < 10);
+}
+
+TEST_CASE("opening a URL whose server answers an endless error body fails at once") {
+  HostileServer server("HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n\r\n",
+                       std::string(65536, 'n'));
+  OpenOptions oo;
+  oo.remote.max_retries = 0;
+  oo.remote.deadline_seconds = 20;
+  const auto start = Clock::now();
+  auto r = Reader::Open(server.url(), oo);
+  REQUIRE(!r.ok());
+  CHECK(r.status().IsNotFound());
+  CHECK(r.status().message().find(server.url()) != std::string::npos);
+  CHECK(seconds_since(start) < 10);
+  CHECK(server.sent() < (16u << 20));
+}
