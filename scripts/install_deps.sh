@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what jtree needs on Debian 12, as root, by group. Idempotent: packages already
 # present are not reinstalled, and apt-get runs only when something is missing.
-#   install_deps.sh GROUP...     groups: build python remote safety bench
+#   install_deps.sh GROUP...     groups: build python remote mpi safety bench
 set -euo pipefail
 [ $# -gt 0 ] || set -- build
 
@@ -14,6 +14,8 @@ groups[python]="python3 python3-venv python3-dev"
 # Real servers for the remote tests: nginx for HTTP(S), Ceph RGW (mon, osd, radosgw) for S3,
 # openssl for a throwaway CA, bc and curl for the start-up scripts.
 groups[remote]="nginx-light openssl radosgw ceph-mon ceph-osd bc curl"
+# Multi-process tests: OpenMPI (mpirun, and the headers mpi4py builds against).
+groups[mpi]="openmpi-bin libopenmpi-dev"
 # Sanitizers and fuzzers (clang's libFuzzer and runtimes).
 groups[safety]="clang libclang-rt-14-dev llvm"
 # Benchmark peers and plots from Debian.

@@ -2,6 +2,7 @@
 # Creates (or updates) the project's virtual environment in .venv and installs Python packages
 # from PyPI into it. Base packages always; more by group:
 #   python_env.sh [GROUP...]   groups: test (jax, torch, pytest...), remote (boto3),
+#                              multihost (mpi4py, torch, boto3),
 #                              safety (atheris), bench (the benchmark peers)
 # Prints nothing but pip's errors; safe to run again (pip skips what is installed).
 set -euo pipefail
@@ -20,6 +21,9 @@ declare -A groups
 # torch==2.13.0 is pinned: this version's CPU build is what these machines provide.
 groups[test]="pytest jax jaxlib torch==2.13.0"
 groups[remote]="boto3 pytest"
+# The multi-process tests: mpi4py (builds against Debian's OpenMPI when no wheel fits), torch for
+# torch.distributed, boto3 for the S3 variant.
+groups[multihost]="mpi4py torch==2.13.0 boto3 pytest"
 groups[safety]="atheris pytest"
 # flatbuffers: JAX's pytree_serialization (a peer) imports it. matplotlib: bench/python/report.py's
 # plots (from PyPI, because the venv does not see Debian's python3-matplotlib).

@@ -8,6 +8,8 @@
     part = jtree.load("ckpt.jtree", keys="params/*")      # key-path patterns
     fut = jtree.nonblocking_save(tree, "ckpt.jtree"); fut.result()
     jtree.save({"step": 1001}, "ckpt.jtree", partial_write=True)
+    # every process of a job: its block of a global array; one file comes out
+    jtree.save({"w": jtree.GlobalArray(block, (slice(r0, r1),), (rows, cols))}, "ckpt.jtree")
     with jtree.open("ckpt.jtree") as f:
         rows = f["params"]["emb"][1000:2000, :64]         # reads only the chunks needed
 
@@ -15,12 +17,15 @@ The C++ library does the work (format, compression, checksums, parallel I/O) wit
 released; this package walks Python objects and translates. See python/README.md.
 """
 from . import _jtree
-from ._api import (Future, WriteStats, compact, load, load_pytreedef, nonblocking_load,
-                   nonblocking_save, open, save)
+from ._api import (Future, WriteStats, commit_segments, compact, load, load_pytreedef,
+                   nonblocking_load, nonblocking_save, open, save)
+from ._coordinator import (Coordinator, JaxCoordinator, MPICoordinator, SingleProcess,
+                           TorchCoordinator)
 from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, Error,
                       InvalidArgumentError, NotFoundError, NotSupportedError,
                       PermissionDeniedError, ResourceExhaustedError, StorageError)
 from ._file import File, LazyArray, Node
+from ._global_array import GlobalArray
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._structure import LeafSpec
 
@@ -28,6 +33,8 @@ __version__ = _jtree.version()
 
 __all__ = [
     "save", "load", "load_pytreedef", "nonblocking_save", "nonblocking_load", "open", "compact",
+    "commit_segments", "GlobalArray", "Coordinator", "JaxCoordinator", "MPICoordinator",
+    "TorchCoordinator", "SingleProcess",
     "register_pytree_node_serialization", "register_pytree_leaf_serialization",
     "Future", "WriteStats", "File", "Node", "LazyArray", "LeafSpec",
     "Error", "CorruptionError", "StorageError", "InvalidArgumentError", "NotSupportedError",

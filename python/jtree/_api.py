@@ -5,14 +5,16 @@ import asyncio
 import concurrent.futures
 import os
 import threading
-from typing import Any, Dict, Generator, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generator, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _jtree
-from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, InvalidArgumentError,
+from ._errors import (AlreadyExistsError, CorruptionError, InvalidArgumentError,
                       NotFoundError, NotSupportedError, error)
+from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
 from ._file import File
+from ._multi_process import collective_save
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._save import Emitter, SaveOptions, flatten, merge
 from ._save import spec_tree as save_spec_tree
@@ -138,7 +140,8 @@ class _SaveJob:
                  overwrite: bool, overwrite_foreign: bool, allow_pickle: bool,
                  compression: Optional[str], level: Optional[int], chunk_bytes: Optional[int],
                  inline_threshold: Optional[int], threads: int, sync: bool,
-                 metadata: Optional[Dict[str, Union[str, bytes]]]):
+                 metadata: Optional[Dict[str, Union[str, bytes]]],
+                 coordinator: Optional[Coordinator]):
         self.path = os.fspath(path)
         self.codec = _codec(compression)
         self.level = level
@@ -148,17 +151,40 @@ class _SaveJob:
                          overwrite_foreign=overwrite_foreign, sync=sync)
         self.metadata = {k: v.encode("utf-8") if isinstance(v, str) else bytes(v)
                          for k, v in (metadata or {}).items()}
-        self.root, self.keepalive, self.segmented = flatten(
-            tree, SaveOptions(allow_pickle=allow_pickle, snapshot=snapshot,
-                              chunk_bytes=chunk_bytes, file=self.path))
-        if self.segmented and partial_write:
+        if coordinator is not None and not isinstance(coordinator, Coordinator):
+            raise InvalidArgumentError(f"coordinator must be a jtree.Coordinator, not "
+                                       f"{type(coordinator).__qualname__}")
+        opts = SaveOptions(allow_pickle=allow_pickle, snapshot=snapshot,
+                           chunk_bytes=chunk_bytes, file=self.path)
+        self.chunk_bytes = opts.chunk_bytes
+        # With a coordinator given, an error in this process's tree is reported to the others
+        # in the save's first collective step (they would wait for this process otherwise).
+        self.prepared: Optional[BaseException] = None
+        self.global_leaves: list = []
+        try:
+            self.root, walk = flatten(tree, opts)
+            self.keepalive, self.global_leaves = walk.keepalive, walk.global_leaves
+            segmented, jax_global = walk.segmented, walk.jax_global
+        except Exception as e:  # noqa: BLE001
+            if coordinator is None or coordinator.process_count == 1:
+                raise
+            self.prepared, self.root, self.keepalive = e, None, []
+            segmented = jax_global = False
+        # A save by every process of the job: a coordinator given (for a job of several
+        # processes), or arrays spread over the processes (then the runtime's coordinator).
+        self.coordinator = coordinator
+        if coordinator is None and segmented:
+            self.coordinator = JaxCoordinator() if jax_global else (detect() or SingleProcess())
+        self.collective = self.coordinator is not None and (
+            segmented or self.prepared is not None or self.coordinator.process_count > 1)
+        if self.collective and partial_write:
             raise error(NotSupportedError, self.path, None,
-                        "partial_write of jax.Arrays spread over several processes is not "
-                        "supported: save the whole tree")
+                        "partial_write of a multi-process save (arrays spread over several "
+                        "processes, or a coordinator) is not supported: save the whole tree")
 
     def write(self) -> WriteStats:
-        if self.segmented:
-            return self.write_segmented()
+        if self.collective:
+            return self.write_collective()
         root = self.root
         append = False
         metadata: Dict[str, bytes] = {}
@@ -188,21 +214,14 @@ class _SaveJob:
                              **self.args)
         return WriteStats(**stats)
 
-    def write_segmented(self) -> WriteStats:
-        """A multi-process save (every process of the JAX job calls it with the same tree):
-        each process writes the replica-0 shards it holds into its segment next to the target,
-        then, after a barrier, process 0 assembles the file; a second barrier makes every
-        process return once the file is there (or raise if any step failed anywhere)."""
-        import jax  # noqa: PLC0415  (a jax.Array is in the tree)
-        from jax.experimental import multihost_utils as mu  # noqa: PLC0415
-
-        index, count = jax.process_index(), jax.process_count()
-        # One id per save, the same in every process: the commit refuses stale segments.
-        words = mu.broadcast_one_to_all(np.frombuffer(os.urandom(8), np.uint32).copy())
-        save_id = int(words[0]) | (int(words[1]) << 32)
+    def write_collective(self) -> WriteStats:
+        """A multi-process save (every process of the job calls it with the same tree): each
+        process writes its replica-0 blocks into its segment next to the target, then process
+        0 assembles the file; every process returns once the file is there, or raises if any
+        step failed anywhere (jtree._multi_process)."""
         a = self.args
-        failure: Optional[BaseException] = None
-        try:
+
+        def write_segment(index: int, count: int, save_id: int) -> None:
             b = Emitter(self.path, self.codec, self.level).run(self.root)
             for k, v in self.metadata.items():
                 b.metadata(k, v)
@@ -210,41 +229,15 @@ class _SaveJob:
                 b, self.path, process_index=index, process_count=count, save_id=save_id,
                 codec=self.codec, level=self.level, chunk_bytes=a["chunk_bytes"],
                 inline_threshold=a["inline_threshold"], threads=a["threads"], sync=a["sync"])
-        except Exception as e:  # noqa: BLE001  (reported after the barrier, in every process)
-            failure = e
-        ok = np.asarray(mu.process_allgather(np.array([failure is None], np.int32)))
-        if failure is not None:
-            raise failure
-        if not ok.all():
-            raise error(AbortedError, self.path, None,
-                        f"multi-process save: processes {np.flatnonzero(ok == 0).tolist()} "
-                        f"failed to write their segments")
-        if index == 0:
-            try:
-                _jtree.commit_segments(
-                    self.path, count, overwrite=a["overwrite"],
-                    overwrite_foreign=a["overwrite_foreign"], sync=a["sync"])
-            except Exception as e:  # noqa: BLE001
-                failure = e
-        committed = np.asarray(mu.broadcast_one_to_all(np.array([failure is None], np.int32)))
-        if not committed.all() and "://" not in self.path:
-            try:  # no leftovers: each process removes its own segment
-                os.remove(_jtree.segment_path(self.path, index, count))
-            except OSError:
-                pass
-            mu.sync_global_devices("jtree: segments removed")
-        if failure is not None:
-            raise failure
-        if not committed.all():
-            raise error(AbortedError, self.path, None,
-                        "multi-process save: process 0 failed to assemble the file")
-        # The same statistics in every process: the whole file's (the commit copies segments,
-        # so its own counters say little).
-        f = File(self.path, use_mmap=False)
-        info = f.info()
-        return WriteStats(leaves=len(f._leaves), chunks=info["num_chunks"],
-                          raw_bytes=info["raw_bytes"], stored_bytes=info["stored_bytes"],
-                          file_size=info["file_size"], generation=info["generation"])
+
+        def commit() -> Dict[str, int]:
+            return _jtree.commit_segments(
+                self.path, self.coordinator.process_count, overwrite=a["overwrite"],
+                overwrite_foreign=a["overwrite_foreign"], sync=a["sync"])
+
+        stats = collective_save(self.coordinator, self.path, self.prepared, self.global_leaves,
+                                self.chunk_bytes, write_segment, commit)
+        return WriteStats(**stats)
 
 
 def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: bool = True,
@@ -252,7 +245,8 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
          compression: Optional[str] = "zstd", level: Optional[int] = None,
          chunk_bytes: Optional[int] = None, inline_threshold: Optional[int] = None,
          threads: int = 0, sync: bool = True,
-         metadata: Optional[Dict[str, Union[str, bytes]]] = None) -> WriteStats:
+         metadata: Optional[Dict[str, Union[str, bytes]]] = None,
+         coordinator: Optional[Coordinator] = None) -> WriteStats:
     """Saves a tree of arrays and values as one .jtree file.
 
     ``tree`` is any nesting of dict (order kept), list, tuple, namedtuple, OrderedDict and None,
@@ -261,11 +255,17 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     scalars, or registered custom types. Anything else is refused with its type and key path,
     unless ``allow_pickle=True``. The same array object appearing twice is stored once.
 
-    In a JAX job of several processes, a ``jax.Array`` spread over them makes the save
-    collective: every process calls ``save`` with the same tree and path (a file system all
-    of them see), each writes the replica-0 shards it holds into a segment next to the
-    target, and process 0 assembles the one file after a barrier (``partial_write`` is not
-    supported there; ``nonblocking_save`` runs these steps before returning).
+    Many processes, one file: in a job of several processes, every process calls ``save``
+    with the same tree and path (a file system or bucket all of them see) when the tree holds
+    arrays spread over them -- a ``jax.Array`` that is not fully addressable, or a
+    :class:`GlobalArray` (a NumPy array or torch tensor block) -- or when ``coordinator`` is
+    given. Each process writes the replica-0 blocks it holds into a segment next to the
+    target (leaves nobody shards are written by process 0), and process 0 assembles the one
+    file after a barrier; an error anywhere raises in every process and leaves no segment.
+    ``coordinator`` is the job's runtime (:class:`JaxCoordinator`, :class:`MPICoordinator`,
+    :class:`TorchCoordinator` or your own :class:`Coordinator`); without one, the runtime
+    this process has initialised is used (torch.distributed, MPI, JAX). ``partial_write`` is
+    not supported there; ``nonblocking_save`` runs these steps before returning.
 
     ``path`` is a local path (or a URL when the build has that backend). The file is replaced
     atomically; a file that is not a .jtree file is refused unless ``overwrite_foreign=True``,
@@ -287,7 +287,7 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
                    overwrite_foreign=overwrite_foreign, allow_pickle=allow_pickle,
                    compression=compression, level=level, chunk_bytes=chunk_bytes,
                    inline_threshold=inline_threshold, threads=threads, sync=sync,
-                   metadata=metadata)
+                   metadata=metadata, coordinator=coordinator)
     return _in_order(job.path, job.write, background=False).result()
 
 
@@ -304,14 +304,15 @@ def nonblocking_save(tree: Any, path: PathLike, **options: Any) -> Future:
     job = _SaveJob(tree, path, snapshot=True, **_save_defaults(options))
     # A multi-process save runs its barriers here, in the caller's thread, in the same order in
     # every process; the future is then already done.
-    fut = _in_order(job.path, job.write, background=not job.segmented)
+    fut = _in_order(job.path, job.write, background=not job.collective)
     return Future(fut, save_spec_tree(job.root))
 
 
 def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
     defaults = dict(partial_write=False, overwrite=True, overwrite_foreign=False,
                     allow_pickle=False, compression="zstd", level=None, chunk_bytes=None,
-                    inline_threshold=None, threads=0, sync=True, metadata=None)
+                    inline_threshold=None, threads=0, sync=True, metadata=None,
+                    coordinator=None)
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"nonblocking_save() got unexpected options {sorted(unknown)}")
@@ -430,3 +431,26 @@ def compact(path: PathLike, out_path: Optional[PathLike] = None, *,
     out = os.fspath(out_path) if out_path else ""
     return _in_order(p, lambda: WriteStats(**_jtree.compact(p, out, sync)),
                      background=False).result()
+
+
+def commit_segments(path: PathLike, process_count: int, *, overwrite: bool = True,
+                    overwrite_foreign: bool = False, keep_segments: bool = False,
+                    verify: bool = False, sync: bool = True,
+                    progress: Optional[Callable[[int, int], Any]] = None) -> WriteStats:
+    """The commit step of a multi-process save, alone: assembles ``path`` from the segments
+    ``path.seg-KKKKK-of-NNNNN`` its ``process_count`` processes wrote, then removes them.
+    :func:`save` does this itself; call it to finish a save whose job died after every
+    segment was written, or again after a crash during a commit (the target appears only
+    when complete; the segments are removed only after).
+
+    Fails, leaving no target file, when a segment is missing (:class:`NotFoundError`),
+    damaged, from another save or another tree (:class:`CorruptionError`), or when a chunk
+    is in no segment or in two. ``verify=True`` also checks every chunk's checksum (reads all
+    the data; the header, index and footer are always checked). ``progress(done, total)`` is
+    called after each segment is copied (bytes); returning False or raising cancels.
+    """
+    p = os.fspath(path)
+    return _in_order(p, lambda: WriteStats(**_jtree.commit_segments(
+        p, int(process_count), overwrite=overwrite, overwrite_foreign=overwrite_foreign,
+        sync=sync, keep_segments=keep_segments, verify_chunks=verify, progress=progress)),
+        background=False).result()

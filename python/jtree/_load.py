@@ -21,6 +21,7 @@ from . import _dtypes, _registry
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
                       error)
+from ._global_array import GlobalArray
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE, NODE_KIND_NAMES, NONE,
                          ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf, FileNode, LeafSpec,
@@ -323,6 +324,8 @@ class Loader:
         torch = sys.modules.get("torch")
         jax = sys.modules.get("jax")
         t = target
+        if isinstance(t, GlobalArray):
+            return self.global_array(fl, t, path)
         if isinstance(t, LeafSpec):
             if t.kind != "array":
                 raise self.err(InvalidArgumentError, path,
@@ -366,6 +369,48 @@ class Loader:
             thunk = _memo(self.jax(fl, want, shape, sharding, path))
         self.cache[key] = thunk
         return thunk
+
+    def global_array(self, fl: FileLeaf, t: GlobalArray, path: Tuple[Any, ...]) -> Thunk:
+        """The blocks of a leaf a GlobalArray target names, each read on its own (only the
+        chunks it overlaps), as NumPy arrays or (framework="torch") tensors."""
+        if t.shape is not None and tuple(t.shape) != fl.shape:
+            raise self.err(InvalidArgumentError, path, f"the file holds shape {fl.shape}; the "
+                           f"GlobalArray target says {tuple(t.shape)}")
+        try:
+            boxes = t.boxes(fl.shape)
+        except InvalidArgumentError as e:
+            raise self.err(InvalidArgumentError, path, str(e)) from None
+        want = self.cast_for(fl.dtype, path)
+        if self.o.framework == "torch":
+            gets = [self.torch_box(fl, box, want, path) for box in boxes]
+        else:
+            stored = fl.dtype
+            hosts = [self.host_box(fl, box, path) for box in boxes]
+            gets = [(lambda h=h: self.numpy_cast(h(), stored, want, path)) for h in hosts]
+
+        def build() -> GlobalArray:
+            blocks = [g() for g in gets]
+            return GlobalArray(blocks if isinstance(t.index, list) else blocks[0], t.index,
+                               fl.shape, replica_id=t.replica_id)
+
+        return build
+
+    def torch_box(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
+                  path: Tuple[Any, ...]) -> Thunk:
+        """Box [begin, end) of a leaf as a CPU torch tensor of dtype ``want``."""
+        import torch  # noqa: PLC0415
+
+        where = kp.join(path)
+        want_t = _dtypes.torch_dtype(want, self.name, where)
+        if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
+            get = self.host_box(fl, box, path)
+            stored = fl.dtype
+            return lambda: torch.from_numpy(
+                np.ascontiguousarray(self.numpy_cast(get(), stored, want, path)))
+        t = torch.empty(tuple(e - b for b, e in box),
+                        dtype=_dtypes.torch_dtype(fl.dtype, self.name, where))
+        self.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
+        return lambda: t if t.dtype == want_t else t.to(want_t)
 
     def cast_for(self, stored: str, path: Tuple[Any, ...]) -> str:
         c = self.o.cast

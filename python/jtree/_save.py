@@ -18,6 +18,7 @@ import numpy as np
 from . import _dtypes, _jtree, _registry
 from . import _keypath as kp
 from ._errors import Error, InvalidArgumentError, error
+from ._global_array import GlobalArray, box_of
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE,
@@ -87,6 +88,10 @@ class _Flattener:
         self.keepalive: List[Any] = []
         # A jax.Array spread over several processes was met: a multi-process save.
         self.segmented = False
+        self.jax_global = False
+        # GlobalArray leaves (path, leaf, boxes of replica 0 held here): their chunk grid is
+        # agreed on by all processes before the save (multi_process.plan_global_arrays).
+        self.global_leaves: List[Tuple[Tuple[Any, ...], SLeaf, List[Any]]] = []
 
     def err(self, cls: type, path: Tuple[Any, ...], msg: str) -> Error:
         return error(cls, self.o.file, kp.join(path), msg)
@@ -181,6 +186,8 @@ class _Flattener:
     # -- arrays --
 
     def array(self, x: Any, path: Tuple[Any, ...]) -> Optional[SLeaf]:
+        if isinstance(x, GlobalArray):
+            return self.global_array(x, path)
         if isinstance(x, np.ndarray):
             return self.numpy(x, path, 0)
         if isinstance(x, np.generic):
@@ -261,7 +268,7 @@ class _Flattener:
         if not x.is_fully_addressable:
             # Spread over several processes: a multi-process save, where each process writes
             # the replica-0 shards it holds into its segment of the file.
-            self.segmented = True
+            self.segmented = self.jax_global = True
             self.keepalive.append(x)
             try:
                 return self.tie(("jax", id(x)), lambda: self.sharded(
@@ -315,6 +322,65 @@ class _Flattener:
                                   _dtypes.TABLE[name][2], self.o.chunk_bytes)
         return SLeaf(ARRAY, (SHARDED, pieces, chunk, shard_shape if segment else (), segment),
                      name, shape)
+
+    def global_array(self, g: GlobalArray, path: Tuple[Any, ...]) -> SLeaf:
+        """A NumPy/torch array spread over the processes: this process's replica-0 blocks go
+        into its segment; the chunk grid is set once every process's blocks are known."""
+        self.segmented = True
+        if g.shape is None:
+            raise self.err(InvalidArgumentError, path, "a GlobalArray to save needs its global "
+                           "shape")
+        if g.data is None:
+            raise self.err(InvalidArgumentError, path, "a GlobalArray to save needs its data")
+        name: Optional[str] = None
+        pieces = []
+        boxes = []
+        for ix, block in g.blocks:
+            try:
+                box = box_of(ix, g.shape)
+            except InvalidArgumentError as e:
+                raise self.err(InvalidArgumentError, path, str(e)) from None
+            host, bname = self.block_host(block, path)
+            if name is not None and bname != name:
+                raise self.err(InvalidArgumentError, path, f"GlobalArray blocks of different "
+                               f"dtypes ({name}, {bname})")
+            name = bname
+            if tuple(host.shape) != tuple(e - b for b, e in box):
+                raise self.err(InvalidArgumentError, path,
+                               f"GlobalArray block of shape {tuple(host.shape)} at index "
+                               f"{ix!r}, which is {tuple(e - b for b, e in box)} of {g.shape}")
+            self.keepalive.append(host)
+            if g.replica_id == 0:
+                pieces.append((tuple(b for b, _ in box), host))
+                boxes.append(box)
+        if name is None:  # no block at all: the dtype comes from the other processes
+            raise self.err(InvalidArgumentError, path, "a GlobalArray needs at least one block "
+                           "in every process (an empty list cannot say its dtype)")
+        leaf = SLeaf(ARRAY, (SHARDED, pieces, None, (), True), name, g.shape)
+        self.global_leaves.append((path, leaf, boxes))
+        return leaf
+
+    def block_host(self, block: Any, path: Tuple[Any, ...]) -> Tuple[np.ndarray, str]:
+        """A GlobalArray block as a native-order host array the library reads (a view where
+        possible; a copy for a snapshot) and its dtype name."""
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(block, torch.Tensor):
+            name = _dtypes.name_of_torch(block.dtype)
+            if name is None:
+                raise self.err(InvalidArgumentError, path,
+                               f"torch dtype {block.dtype} has no jtree dtype")
+            t = block.detach().cpu().resolve_conj().resolve_neg()
+            if self.o.snapshot:
+                t = t.clone()
+            return np.asarray(_dtypes.torch_raw_view(t).numpy()), name
+        a = np.asarray(block)
+        name = _dtypes.name_of_numpy(a.dtype)
+        if name is None:
+            raise self.err(InvalidArgumentError, path, f"dtype {a.dtype} has no jtree dtype")
+        if a.dtype.byteorder not in ("=", "|"):
+            a = a.astype(a.dtype.newbyteorder("="))
+        view = _dtypes.host_view(a)[0]
+        return (view.copy() if self.o.snapshot else view), name
 
     def dlpack(self, x: Any, path: Tuple[Any, ...]) -> Optional[SLeaf]:
         """Any other array with __dlpack__ (CuPy, ...): read in place when it is in host
@@ -371,13 +437,15 @@ def _largest_divisor_at_most(n: int, limit: int) -> int:
     return best
 
 
-def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, List[Any], bool]:
-    """The tree to write, the objects that must stay alive until it is written, and whether
-    it holds jax.Arrays spread over several processes (a multi-process save)."""
+def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, "_Flattener"]:
+    """The tree to write and what the walk found: ``keepalive`` (objects that must stay alive
+    until it is written), ``segmented`` (the tree holds arrays spread over several processes:
+    a multi-process save), ``jax_global`` (some of them are jax.Arrays) and
+    ``global_leaves`` (the GlobalArray leaves)."""
     allow_deep_trees()
     f = _Flattener(opts)
     root = f.visit(tree, None, (), 0)
-    return root, f.keepalive, f.segmented
+    return root, f
 
 
 def spec_tree(node: SNode) -> Any:

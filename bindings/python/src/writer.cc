@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "builder.h"
+#include "jtree/io.h"
 #include "jtree/multihost.h"
 
 namespace jtpy {
@@ -115,24 +116,57 @@ void register_writer(nb::module_& m) {
   m.def(
       "commit_segments",
       [](const std::string& path, uint32_t process_count, bool overwrite, bool overwrite_foreign,
-         bool sync, bool keep_segments) {
+         bool sync, bool keep_segments, bool verify_chunks, std::optional<nb::callable> progress) {
         jtree::CommitOptions o;
         o.keep_segments = keep_segments;
+        o.verify_chunks = verify_chunks;
         o.write.overwrite = overwrite;
         o.write.overwrite_foreign = overwrite_foreign;
         o.write.sync = sync;
         o.write.writer = "jtree-python " + std::string(jtree::version_string());
+        // progress(done, total) runs in the writing thread: it takes the GIL for the call; an
+        // exception it raises cancels the commit and is raised again here.
+        std::optional<nb::python_error> raised;
+        if (progress) {
+          o.write.progress = [&progress, &raised](uint64_t done, uint64_t total) {
+            nb::gil_scoped_acquire gil;
+            try {
+              nb::object r = (*progress)(done, total);
+              return r.is_none() || nb::cast<bool>(r);
+            } catch (nb::python_error& e) {
+              raised.emplace(std::move(e));
+              return false;
+            }
+          };
+        }
         std::optional<jtree::Result<jtree::WriteStats>> r;
         {
           nb::gil_scoped_release release;
           r.emplace(jtree::commit_segments(path, process_count, o));
         }
+        if (raised) throw std::move(*raised);
         return stats_dict(value_or_raise(std::move(*r)));
       },
       nb::arg("path"), nb::arg("process_count"), nb::kw_only(), nb::arg("overwrite") = true,
       nb::arg("overwrite_foreign") = false, nb::arg("sync") = true,
-      nb::arg("keep_segments") = false,
-      "Assembles `path` from its process_count segments (jtree::commit_segments).");
+      nb::arg("keep_segments") = false, nb::arg("verify_chunks") = false,
+      nb::arg("progress").none() = nb::none(),
+      "Assembles `path` from its process_count segments (jtree::commit_segments); "
+      "progress(done, total) after each segment copied (False or an exception cancels).");
+
+  m.def(
+      "remove_object",
+      [](const std::string& path) {
+        jtree::Status st;
+        {
+          nb::gil_scoped_release release;
+          st = jtree::remove_object(path);
+        }
+        if (!st.ok() && !st.IsNotFound()) raise_status(st);
+        return st.ok();
+      },
+      nb::arg("path"),
+      "Deletes a file or remote object (jtree::remove_object); False when it did not exist.");
 
   m.def(
       "segment_path",

@@ -140,6 +140,7 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
     rec.checksum = c.checksum;
     rec.encoding = static_cast<uint8_t>(c.encoding);
     stats->chunks++;
+    stats->raw_bytes += c.raw_size;
     stats->stored_bytes += c.stored_size;
   }
   GenerationInfo g;
