@@ -80,6 +80,19 @@ check "compact writes a new file" test -s "$dir/compact.jtree"
 check "the compacted file verifies" contains "$("$jtree" verify "$dir/compact.jtree")" "^OK: "
 check "compact of a damaged file fails" test "$(exit_code "$jtree" compact -o "$dir/x.jtree" "$dir/bad.jtree")" = 1
 
+# clean: what a killed save left (an unlocked temporary file) goes, the rest stays.
+: > "$dir/.c.jtree.tmp-0123456789abcdef"
+: > "$dir/.other.jtree.tmp-fedcba9876543210"
+: > "$dir/.c.jtree.tmp-not-hex-digits!"
+out=$("$jtree" clean "$dir/c.jtree")
+check "clean removes a dead save's temporary file" contains "$out" "1 stale temporary file removed"
+check "clean keeps the target" test -s "$dir/c.jtree"
+check "clean FILE keeps other targets' files" test -e "$dir/.other.jtree.tmp-fedcba9876543210"
+out=$("$jtree" clean "$dir")
+check "clean DIR removes every target's" contains "$out" "1 stale temporary file removed"
+check "clean leaves names that are not temporary files" test -e "$dir/.c.jtree.tmp-not-hex-digits!"
+check "clean of a missing directory fails" test "$(exit_code "$jtree" clean "$dir/no/such.jtree")" = 1
+
 # The examples users copy from keep working.
 out=$("$build/examples/save_and_load" "$dir/ex.jtree")
 check "example save_and_load reads its slice" contains "$out" "w\[10:12, 0:4\] = 1280 1281 1282 1283 / 1408 1409 1410 1411"

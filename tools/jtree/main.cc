@@ -1,4 +1,4 @@
-// jtree — inspect, extract, verify and compact .jtree files.
+// jtree — inspect, extract, verify, compact and clean up after .jtree files.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,6 +18,8 @@ const char* kUsage =
     "                       -o out.npy writes NumPy, -o out.bin raw bytes, else printed\n"
     "  verify FILE          check every checksum and decode every chunk\n"
     "  compact FILE         rewrite without dead bytes (-o OUT for a new file)\n"
+    "  clean FILE|DIR       remove temporary files left by killed saves of FILE (or of any\n"
+    "                       file in DIR); those of running saves are kept\n"
     "\n"
     "options: --json (ls, info, verify), -q/--quiet (no progress bar), --no-verify (skip\n"
     "         chunk checksums), --threads N, -o/--output PATH\n"
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
   if (cmd == "get") return jtree::cli::cmd_get(args);
   if (cmd == "verify") return jtree::cli::cmd_verify(args);
   if (cmd == "compact") return jtree::cli::cmd_compact(args);
+  if (cmd == "clean") return jtree::cli::cmd_clean(args);
   std::fprintf(stderr, "jtree: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
