@@ -10,18 +10,24 @@
 #           (default 20) over a scratch copy of its corpus with the format's dictionary; any
 #           crash, leak, sanitizer report or timeout fails the script (the input is kept under
 #           build-safety-fuzz/findings/<target>/ — copy it to fuzz/crashes/<target>/ once fixed,
-#           so that the replay keeps checking it).
-# Usage: scripts/test_safety.sh [asan|tsan|fuzz]...   (default: all three, in that order)
+#           so that the replay keeps checking it);
+#  4. python (atheris): the Python load path (fuzz/python/fuzz_load.py): the package installed
+#           into .venv from this checkout, its corpus and past crashes replayed, then fuzzed
+#           for JTREE_PY_FUZZ_SECONDS seconds (default 45); only jtree.Error may come out.
+#           (pip builds in build-pip/, as scripts/test_python.sh does, so that one of the two
+#           builds is incremental; JTREE_SAFETY_PIP_BUILD_DIR=DIR builds elsewhere.)
+# Usage: scripts/test_safety.sh [asan|tsan|fuzz|python]...   (default: all four, in that order)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh build safety
 
 jobs=2  # the machines this runs on have few cores and are shared: never more than 2
 fuzz_seconds=${JTREE_FUZZ_SECONDS:-20}
+py_fuzz_seconds=${JTREE_PY_FUZZ_SECONDS:-45}
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-[ $# -gt 0 ] || set -- asan tsan fuzz
+[ $# -gt 0 ] || set -- asan tsan fuzz python
 start=$SECONDS
 stamp() { echo "   ($((SECONDS - start)) s so far)"; }
 
@@ -82,12 +88,39 @@ run_fuzz() {
   fi
 }
 
+run_python() {
+  echo "== atheris: the Python load path ================================================="
+  ./scripts/install_deps.sh python
+  ./scripts/python_env.sh safety
+  local pip_dir=()
+  [ -z "${JTREE_SAFETY_PIP_BUILD_DIR:-}" ] || pip_dir=(-C "build-dir=$JTREE_SAFETY_PIP_BUILD_DIR")
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+    "${pip_dir[@]}" . 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+  local out=build-safety-fuzz/findings/python work=build-safety-fuzz/corpus-run/python
+  rm -rf "$work"
+  mkdir -p "$out" "$work"
+  echo "-- replay: fuzz/corpus/python, fuzz/crashes/python"
+  .venv/bin/python fuzz/python/fuzz_load.py --replay fuzz/corpus/python fuzz/crashes/python
+  echo "-- fuzz_load.py: ${py_fuzz_seconds} s"
+  cp -r fuzz/corpus/python/. "$work/"
+  if ! .venv/bin/python fuzz/python/fuzz_load.py -max_total_time="$py_fuzz_seconds" \
+      -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$out/" \
+      -dict=fuzz/jtree.dict "$work" fuzz/corpus/open > "$out/log.txt" 2>&1; then
+    tail -n 60 "$out/log.txt"
+    echo "atheris found a problem in the Python load path (input under $out/)" >&2
+    return 1
+  fi
+  grep -E "^stat::(number_of_executed_units|new_units_added)|cov: " "$out/log.txt" | tail -n 3
+  stamp
+}
+
 for step in "$@"; do
   case "$step" in
     asan) run_asan ;;
     tsan) run_tsan ;;
     fuzz) run_fuzz ;;
-    *) echo "test_safety.sh: unknown step $step (asan, tsan or fuzz)" >&2; exit 2 ;;
+    python) run_python ;;
+    *) echo "test_safety.sh: unknown step $step (asan, tsan, fuzz or python)" >&2; exit 2 ;;
   esac
 done
 echo "== safety tests passed in $((SECONDS - start)) s ========================================"

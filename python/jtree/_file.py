@@ -10,7 +10,7 @@ import numpy as np
 from . import _dtypes, _jtree
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
-                      error)
+                      NotSupportedError, ResourceExhaustedError, error)
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
                          FileNode, LeafSpec, file_tree)
@@ -303,7 +303,27 @@ class LazyArray:
         where = self.path
         begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
         npdt = _dtypes.numpy_dtype(self._leaf.dtype, self._f.name, where)
-        arr = np.empty(tuple(e - b for b, e in zip(begin, end)), npdt)
+        shape = tuple(e - b for b, e in zip(begin, end))
+        # Bounded before allocating, as loads are (Loader.reserve): one slice is one allocation.
+        nbytes = npdt.itemsize
+        span = npdt.itemsize  # (what NumPy checks: the product of the non-zero dimensions)
+        for n in shape:
+            nbytes *= n
+            span *= max(n, 1)
+        if span >= 2 ** 63:
+            raise error(NotSupportedError, self._f.name, where,
+                        f"an array of shape {shape} is too large for NumPy to represent "
+                        f"(even empty)")
+        per_leaf, total = self._f._reader.memory_limits()
+        if nbytes > min(per_leaf, total):
+            raise error(ResourceExhaustedError, self._f.name, where,
+                        f"the slice needs {nbytes} bytes, over the limit of "
+                        f"{min(per_leaf, total)} (max_leaf_bytes, max_total_bytes)")
+        try:
+            arr = np.empty(shape, npdt)
+        except MemoryError:
+            raise error(ResourceExhaustedError, self._f.name, where,
+                        f"out of memory allocating {nbytes} bytes for the slice") from None
         if arr.size:
             self._f._reader.read_many([(self._leaf.index, begin, end, _dtypes.numpy_bytes(arr))],
                                       self._f.verify_checksums, self._f.threads)

@@ -20,7 +20,7 @@ import numpy as np
 from . import _dtypes, _registry
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
-                      error)
+                      ResourceExhaustedError, error)
 from ._global_array import GlobalArray
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE, NODE_KIND_NAMES, NONE,
@@ -152,15 +152,52 @@ class Loader:
         self.o = opts
         self.requests: List[Tuple[int, Any, Any, Any]] = []
         self.cache: Dict[Any, Thunk] = {}
+        self.reserved = 0  # bytes this load allocated for its caller (see reserve)
 
     def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
         allow_deep_trees()
-        build = self.plan(root, target, path)
-        self.read()
-        return build()
+        try:
+            build = self.plan(root, target, path)
+            self.read()
+            return build()
+        except MemoryError:
+            # Within the limits, but more than this machine has: still the file's doing.
+            raise self.err(ResourceExhaustedError, path, "out of memory while loading (lower "
+                           "the limits of jtree.open for files you do not trust)") from None
 
     def err(self, cls: type, path: Tuple[Any, ...], msg: str):
         return error(cls, self.name, kp.join(path), msg)
+
+    def reserve(self, nbytes: int, path: Tuple[Any, ...]) -> None:
+        """Counts ``nbytes`` this load is about to allocate for its caller against the open
+        file's limits, before allocating them: each allocation within ``max_leaf_bytes``, all
+        of one load's within ``max_total_bytes`` (SECURITY.md: a small hostile file must not
+        make a load allocate without bound). Buffers the caller passed (``out=``) are not
+        counted."""
+        per_leaf, total = self.file._reader.memory_limits()
+        if nbytes > per_leaf:
+            raise self.err(ResourceExhaustedError, path,
+                           f"the leaf needs {nbytes} bytes, over the limit of {per_leaf} per "
+                           f"leaf (max_leaf_bytes)")
+        if nbytes > total - min(self.reserved, total):
+            raise self.err(ResourceExhaustedError, path,
+                           f"the leaf needs {nbytes} bytes; with the {self.reserved} this load "
+                           f"already allocated that is over the limit of {total} in total "
+                           f"(max_total_bytes)")
+        self.reserved += nbytes
+
+    def reserve_array(self, shape: Sequence[int], itemsize: int, path: Tuple[Any, ...]) -> None:
+        """reserve() for an array of ``shape``, which must be one NumPy (and torch) can make:
+        an empty array (a zero dimension) may have other dimensions whose product is no
+        machine integer, which the file format allows and array libraries refuse."""
+        n = itemsize
+        for d in shape:
+            n *= max(d, 1)
+        if n >= 2 ** 63:
+            raise self.err(NotSupportedError, path,
+                           f"an array of shape {tuple(shape)} is too large for NumPy and torch "
+                           f"to represent (even empty)")
+        self.reserve(_nbytes(shape, itemsize), path)
 
     # ---- reading ----
 
@@ -289,6 +326,7 @@ class Loader:
                                f"registered in this process: register it with "
                                f"jtree.register_pytree_leaf_serialization(cls, serialized_name="
                                f"{fl.type_name!r}, ...), or pass strict=False to get its bytes")
+        self.reserve(fl.nbytes, path)
         buf = bytearray(fl.nbytes)
         self.request(fl, (0,), (fl.nbytes,), np.frombuffer(buf, np.uint8))
         name = self.name
@@ -407,8 +445,10 @@ class Loader:
             stored = fl.dtype
             return lambda: torch.from_numpy(
                 np.ascontiguousarray(self.numpy_cast(get(), stored, want, path)))
-        t = torch.empty(tuple(e - b for b, e in box),
-                        dtype=_dtypes.torch_dtype(fl.dtype, self.name, where))
+        stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
+        shape = tuple(e - b for b, e in box)
+        self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
+        t = torch.empty(shape, dtype=stored_t)
         self.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
         return lambda: t if t.dtype == want_t else t.to(want_t)
 
@@ -498,9 +538,14 @@ class Loader:
         if inner == shape:
             direct = (out is not None and out.dtype == stored_t and out.device.type == "cpu"
                       and tuple(out.shape) == shape and out.is_contiguous())
+            if not direct:
+                self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
             t = out if direct else torch.empty(shape, dtype=stored_t)
             self.request(fl, zeros, shape, _dtypes.torch_bytes(t))
             return lambda: finish(t)
+        size = torch.empty((), dtype=stored_t).element_size()
+        self.reserve_array(shape, size, path)
+        self.reserve_array(inner, size, path)
         full = torch.zeros(shape, dtype=stored_t)
         tmp = torch.empty(inner, dtype=stored_t)
         self.request(fl, zeros, inner, _dtypes.torch_bytes(tmp))
@@ -548,9 +593,13 @@ class Loader:
         begin = tuple(b for b, _ in box)
         inner = tuple(ie - b for ie, b in zip(inner_end, begin))
         if inner == shape:
+            if dst is None:
+                self.reserve_array(shape, npdt.itemsize, path)
             arr = dst if dst is not None else np.empty(shape, npdt)
             self.request(fl, begin, inner_end, _dtypes.numpy_bytes(arr))
             return lambda: arr
+        self.reserve_array(shape, npdt.itemsize, path)
+        self.reserve_array(inner, npdt.itemsize, path)
         arr = np.zeros(shape, npdt)
         tmp = np.empty(inner, npdt)
         self.request(fl, begin, inner_end, _dtypes.numpy_bytes(tmp))
@@ -560,6 +609,13 @@ class Loader:
             return arr
 
         return done
+
+
+def _nbytes(shape: Sequence[int], itemsize: int) -> int:
+    n = itemsize
+    for d in shape:
+        n *= d
+    return n
 
 
 def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:

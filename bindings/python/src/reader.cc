@@ -44,6 +44,7 @@ jtree::Limits limits_from(const std::optional<nb::dict>& d) {
     else if (name == "max_chunk_bytes") l.max_chunk_bytes = nb::cast<uint64_t>(v);
     else if (name == "max_string_bytes") l.max_string_bytes = nb::cast<uint64_t>(v);
     else if (name == "max_leaf_bytes") l.max_leaf_bytes = nb::cast<uint64_t>(v);
+    else if (name == "max_total_bytes") l.max_total_bytes = nb::cast<uint64_t>(v);
     else raise_status(jtree::Status::InvalidArgument("unknown limit '" + name + "'"));
   }
   return l;
@@ -156,9 +157,17 @@ class PyReader {
     return out;
   }
 
-  std::string path(uint32_t node) const {
+  // (Keys are bytes in the file, not always UTF-8: decoded as nodes() decodes them.)
+  nb::str path(uint32_t node) const {
     if (node >= r_->tree().nodes.size()) throw_index_error("node number out of range");
-    return r_->tree().path(node);
+    return decode_utf8(r_->tree().path(node));
+  }
+
+  // (max_leaf_bytes, max_total_bytes) of the open's limits: the Python loader checks what it
+  // allocates for its caller against them before allocating (python/jtree/_load.py).
+  nb::tuple memory_limits() const {
+    const jtree::Limits& l = r_->options().limits;
+    return nb::make_tuple(l.max_leaf_bytes, l.max_total_bytes);
   }
 
   // requests: [(leaf, begin | None, end | None, dst)], dst a 1-d C-contiguous uint8 buffer of
@@ -250,6 +259,8 @@ void register_reader(nb::module_& m) {
       .def("chunks", &PyReader::chunks, nb::arg("leaf"),
            "[(file_offset, stored_size, raw_size)] of a chunked leaf's chunks.")
       .def("path", &PyReader::path, nb::arg("node"), "The key path of a node (jtree::Tree::path).")
+      .def("memory_limits", &PyReader::memory_limits,
+           "(max_leaf_bytes, max_total_bytes): what loads may allocate for their caller.")
       .def("read_many", &PyReader::read_many, nb::arg("requests"), nb::arg("verify") = true,
            nb::arg("threads") = 0, nb::arg("max_bytes_in_flight") = 0,
            "Reads leaves or boxes into byte buffers in one pass, the GIL released.")
