@@ -27,11 +27,13 @@ module is not (it is the C++ library, fuzzed by the libFuzzer targets of fuzz/).
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import ctypes
 import ctypes.util
 import os
 import random
+import shutil
 import struct
 import sys
 import tempfile
@@ -129,8 +131,10 @@ TIGHT_LIMITS = dict(max_header_bytes=1 << 20, max_index_bytes=1 << 20, max_nodes
                     max_leaves=10000, max_depth=32, max_rank=8, max_chunk_bytes=1 << 20,
                     max_string_bytes=1024, max_leaf_bytes=64 << 20, max_total_bytes=64 << 20)
 
-# The scratch file every input is written to (one per process).
-_SCRATCH = os.path.join(tempfile.mkdtemp(prefix="jtree-atheris-"), "input.jtree")
+# The scratch file every input is written to (one per process, removed at exit).
+_SCRATCH_DIR = tempfile.mkdtemp(prefix="jtree-atheris-")
+_SCRATCH = os.path.join(_SCRATCH_DIR, "input.jtree")
+atexit.register(shutil.rmtree, _SCRATCH_DIR, True)
 
 
 def walk(node: Any, rng: random.Random, budget: List[int]) -> None:
@@ -268,7 +272,7 @@ def seed_trees() -> List[Any]:
 
 def make_corpus(out_dir: str) -> None:
     os.makedirs(out_dir, exist_ok=True)
-    tmp = os.path.join(tempfile.mkdtemp(prefix="jtree-seeds-"), "seed.jtree")
+    tmp = os.path.join(_SCRATCH_DIR, "seed.jtree")
     n = 0
     for i, tree in enumerate(seed_trees()):
         for j, kw in enumerate(({"metadata": {"note": "seed"}}, {"compression": None},
