@@ -72,6 +72,56 @@ inline constexpr uint32_t kLeafFlagScalar = 1u << 0;
 
 using Shape = std::vector<uint64_t>;
 
+/// A string that is empty in almost every node or leaf (type names, aux data, big integers):
+/// one pointer when empty, its bytes out of line otherwise, so that trees of millions of
+/// nodes do not pay 32 bytes per such field. Reads like a `const std::string&`; assign a
+/// std::string to set it.
+class SparseString {
+ public:
+  SparseString() = default;
+  SparseString(std::string s) { assign(std::move(s)); }  // NOLINT: implicit, like std::string
+  SparseString(const char* s) : SparseString(std::string(s)) {}  // NOLINT
+  SparseString(const SparseString& o) { assign(o.str()); }
+  SparseString(SparseString&&) noexcept = default;
+  SparseString& operator=(const SparseString& o) {
+    if (this != &o) assign(o.str());
+    return *this;
+  }
+  SparseString& operator=(SparseString&&) noexcept = default;
+
+  /// The bytes (a shared empty string when unset).
+  const std::string& str() const { return p_ ? *p_ : empty_string(); }
+  operator const std::string&() const { return str(); }  // NOLINT
+  operator std::string_view() const { return str(); }    // NOLINT
+  bool empty() const { return !p_; }
+  size_t size() const { return p_ ? p_->size() : 0; }
+  const char* data() const { return str().data(); }
+  void clear() { p_.reset(); }
+
+  friend bool operator==(const SparseString& a, const SparseString& b) {
+    return a.str() == b.str();
+  }
+  friend bool operator==(const SparseString& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const SparseString& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const SparseString& a, const char* b) { return a.str() == b; }
+  friend std::string operator+(const std::string& a, const SparseString& b) {
+    return a + b.str();
+  }
+  friend std::string operator+(const char* a, const SparseString& b) { return a + b.str(); }
+  friend std::string operator+(const SparseString& a, const std::string& b) {
+    return a.str() + b;
+  }
+  friend std::string operator+(const SparseString& a, const char* b) { return a.str() + b; }
+
+ private:
+  void assign(std::string s) {
+    if (s.empty()) p_.reset();
+    else p_ = std::make_unique<std::string>(std::move(s));
+  }
+  static const std::string& empty_string();
+  std::unique_ptr<std::string> p_;  // null when empty
+};
+
 /// A node's key within its parent.
 struct Key {
   enum class Kind : uint8_t { kNone = 0, kStr = 1, kInt = 2 };
@@ -170,8 +220,8 @@ struct Leaf {
   /// kInline: the stored payload bytes (4-bit types packed). On the write side, also the
   /// payload of text/bytes leaves whatever their size (the writer decides where it goes).
   std::string inline_data;
-  std::string type_name;  ///< kCustomLeaf: the registered name
-  std::string big_int;    ///< kInt beyond int64: two's complement little-endian bytes
+  SparseString type_name;  ///< kCustomLeaf: the registered name
+  SparseString big_int;    ///< kInt beyond int64: two's complement little-endian bytes
 
   /// Read side: index of this leaf's first chunk in the index (set by the reader).
   uint64_t first_chunk = 0;
@@ -192,12 +242,12 @@ struct Leaf {
 
 /// A node of the tree.
 struct Node {
-  NodeKind kind = NodeKind::kNone;
   Key key;                    ///< this node's key in its parent (none for list/tuple items)
+  NodeKind kind = NodeKind::kNone;
   uint32_t num_children = 0;  ///< containers only
-  std::string type_name;      ///< kNamedTuple: type name; kCustom: registered name
-  std::string aux_data;       ///< kCustom: serialized aux data
   uint32_t leaf = 0;          ///< kLeaf: index into Tree::leaves
+  SparseString type_name;     ///< kNamedTuple: type name; kCustom: registered name
+  SparseString aux_data;      ///< kCustom: serialized aux data
 };
 
 /// A tree: nodes in preorder, leaves, user metadata.

@@ -7,6 +7,7 @@
 #include "format/aligned_bytes.h"
 #include "jtree_generated.h"
 #include "util/endian.h"
+#include "util/huge_pages.h"
 #include "util/thread_pool.h"
 
 namespace jtree::format {
@@ -41,8 +42,8 @@ void add_double(FlatBufferBuilder& b, double v, Add add) {
 }
 
 Offset<fb::Leaf> encode_leaf(FlatBufferBuilder& b, const Leaf& l) {
-  auto type_name = l.type_name.empty() ? 0 : b.CreateString(l.type_name);
-  auto big_int = l.big_int.empty() ? 0 : bytes_vector(b, l.big_int);
+  auto type_name = l.type_name.empty() ? 0 : b.CreateString(l.type_name.str());
+  auto big_int = l.big_int.empty() ? 0 : bytes_vector(b, l.big_int.str());
   auto shape = l.is_payload() ? b.CreateVector(l.shape) : 0;
   auto chunk_shape = l.storage == Storage::kChunked ? b.CreateVector(l.chunk_shape) : 0;
   auto inline_data = l.storage == Storage::kInline ? bytes_vector(b, l.inline_data) : 0;
@@ -80,8 +81,8 @@ Offset<fb::Leaf> encode_leaf(FlatBufferBuilder& b, const Leaf& l) {
 
 Offset<fb::Node> encode_node(FlatBufferBuilder& b, const Node& n) {
   auto key_str = n.key.kind == Key::Kind::kStr ? b.CreateString(n.key.str) : 0;
-  auto type_name = n.type_name.empty() ? 0 : b.CreateString(n.type_name);
-  auto aux = n.kind == NodeKind::kCustom && !n.aux_data.empty() ? bytes_vector(b, n.aux_data) : 0;
+  auto type_name = n.type_name.empty() ? 0 : b.CreateString(n.type_name.str());
+  auto aux = n.kind == NodeKind::kCustom && !n.aux_data.empty() ? bytes_vector(b, n.aux_data.str()) : 0;
   fb::NodeBuilder nb(b);
   nb.add_kind(static_cast<fb::NodeKind>(n.kind));
   if (n.num_children) nb.add_num_children(n.num_children);
@@ -102,30 +103,50 @@ std::string to_string(const flatbuffers::String* s) {
 std::string to_string(const flatbuffers::Vector<uint8_t>* v) {
   return v ? std::string(reinterpret_cast<const char*>(v->data()), v->size()) : std::string();
 }
+// Into an existing string: no temporary, and no allocation for short strings.
+void assign(std::string& out, const flatbuffers::String* s) {
+  if (s) out.assign(s->data(), s->size());
+}
+void assign(std::string& out, const flatbuffers::Vector<uint8_t>* v) {
+  if (v) out.assign(reinterpret_cast<const char*>(v->data()), v->size());
+}
+// Rare fields: nothing allocated unless present.
+void assign(SparseString& out, const flatbuffers::String* s) {
+  if (s && s->size() > 0) out = to_string(s);
+}
+void assign(SparseString& out, const flatbuffers::Vector<uint8_t>* v) {
+  if (v && v->size() > 0) out = to_string(v);
+}
 // The verifier checks the alignment of a vector's length word, not of its 8-byte elements: a
 // hostile header can put them at 4 mod 8, so they are loaded bytewise.
-Shape to_shape(const flatbuffers::Vector<uint64_t>* v) {
-  if (v == nullptr) return {};
-  Shape s(v->size());
+void assign(Shape& out, const flatbuffers::Vector<uint64_t>* v) {
+  if (v == nullptr) return;
+  out.resize(v->size());
   const auto* p = reinterpret_cast<const std::byte*>(v) + sizeof(flatbuffers::uoffset_t);
-  for (size_t i = 0; i < s.size(); ++i) s[i] = load_le<uint64_t>(p + i * sizeof(uint64_t));
-  return s;
+  for (size_t i = 0; i < out.size(); ++i) out[i] = load_le<uint64_t>(p + i * sizeof(uint64_t));
 }
 
 Status bad(const std::string& what) { return Status::Corruption("header: " + what); }
 
-Status check_string(const flatbuffers::String* s, const Limits& limits, const char* what,
-                    size_t index) {
-  if (s && s->size() > limits.max_string_bytes) {
-    return Status::ResourceExhausted("header: " + std::string(what) + " of entry " +
-                                     std::to_string(index) + " is " + std::to_string(s->size()) +
-                                     " bytes, over the limit of " +
-                                     std::to_string(limits.max_string_bytes));
+[[gnu::noinline]] Status string_too_long(const flatbuffers::String* s, const Limits& limits,
+                                         const char* what, size_t index) {
+  return Status::ResourceExhausted("header: " + std::string(what) + " of entry " +
+                                   std::to_string(index) + " is " + std::to_string(s->size()) +
+                                   " bytes, over the limit of " +
+                                   std::to_string(limits.max_string_bytes));
+}
+
+// Inline: it runs for every node; the message is built out of line.
+inline Status check_string(const flatbuffers::String* s, const Limits& limits, const char* what,
+                           size_t index) {
+  if (s && s->size() > limits.max_string_bytes) [[unlikely]] {
+    return string_too_long(s, limits, what, index);
   }
   return Status::OK();
 }
 
-// Decodes into `l` in place: trees of millions of leaves must not pay for temporaries.
+// Decodes into a default-constructed `l` in place: trees of millions of leaves must not pay for
+// temporaries.
 Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   auto kind = static_cast<uint8_t>(f->kind());
   if (kind < 1 || kind > static_cast<uint8_t>(LeafKind::kPickle)) {
@@ -134,9 +155,9 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   l.kind = static_cast<LeafKind>(kind);
   l.flags = f->flags();
   JTREE_RETURN_IF_ERROR(check_string(f->type_name(), limits, "type name", i));
-  l.type_name = to_string(f->type_name());
+  assign(l.type_name, f->type_name());
   l.int_value = f->int_value();
-  l.big_int = to_string(f->big_int());
+  assign(l.big_int, f->big_int());
   l.real = f->real();
   l.imag = f->imag();
   l.bool_value = f->bool_value();
@@ -151,7 +172,7 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
                                      std::to_string(f->shape()->size()) + ", over the limit of " +
                                      std::to_string(limits.max_rank));
   }
-  l.shape = to_shape(f->shape());
+  assign(l.shape, f->shape());
   auto storage = static_cast<uint8_t>(f->storage());
   if (storage > static_cast<uint8_t>(Storage::kChunked)) {
     return bad("leaf " + std::to_string(i) + ": unknown storage " + std::to_string(storage));
@@ -160,7 +181,7 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   if (f->chunk_shape() && f->chunk_shape()->size() > limits.max_rank) {
     return bad("leaf " + std::to_string(i) + ": chunk shape rank over the limit");
   }
-  l.chunk_shape = to_shape(f->chunk_shape());
+  assign(l.chunk_shape, f->chunk_shape());
   auto filter = static_cast<uint8_t>(f->filter());
   if (filter > static_cast<uint8_t>(Filter::kFloatSplit)) {
     return bad("leaf " + std::to_string(i) + ": unknown filter " + std::to_string(filter));
@@ -175,7 +196,7 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   if (f->inline_data() && l.storage != Storage::kInline) {
     return bad("leaf " + std::to_string(i) + ": inline data on a leaf not stored inline");
   }
-  l.inline_data = to_string(f->inline_data());
+  assign(l.inline_data, f->inline_data());
   return Status::OK();
 }
 
@@ -200,15 +221,36 @@ Status decode_node(const fb::Node* f, size_t i, const Limits& limits, Node& n) {
   if (n.key.kind != Key::Kind::kInt && f->key_int() != 0) {
     return bad("node " + std::to_string(i) + ": integer key on a node without an int key");
   }
-  n.key.str = to_string(f->key_str());
+  assign(n.key.str, f->key_str());
   n.key.i = f->key_int();
-  n.type_name = to_string(f->type_name());
-  n.aux_data = to_string(f->aux_data());
+  assign(n.type_name, f->type_name());
+  assign(n.aux_data, f->aux_data());
   n.leaf = f->leaf();
   if (n.kind != NodeKind::kLeaf && n.leaf != 0) {
     return bad("node " + std::to_string(i) + ": leaf reference on a node that is not a leaf");
   }
   return Status::OK();
+}
+
+// The checks of VerifyBuffer<fb::Header> except the node and leaf tables themselves:
+// decode_header verifies those as it decodes them. Returns the root, or null.
+const fb::Header* verify_root(flatbuffers::Verifier& v, const uint8_t* data, size_t size) {
+  using flatbuffers::soffset_t;  // named by FLATBUFFERS_MIN_BUFFER_SIZE
+  using flatbuffers::uoffset_t;
+  if (!v.Check(size >= FLATBUFFERS_MIN_BUFFER_SIZE)) return nullptr;
+  const flatbuffers::uoffset_t o = v.VerifyOffset(0);
+  if (!v.Check(o != 0)) return nullptr;
+  const auto* h = reinterpret_cast<const fb::Header*>(data + o);
+  // fb::Header derives privately from flatbuffers::Table; a C-style cast may name the base.
+  const auto* table = (const flatbuffers::Table*)h;
+  using H = fb::Header;
+  const bool ok = table->VerifyTableStart(v) && table->VerifyOffsetRequired(v, H::VT_NODES) &&
+                  v.VerifyVector(h->nodes()) && table->VerifyOffset(v, H::VT_LEAVES) &&
+                  v.VerifyVector(h->leaves()) && table->VerifyOffset(v, H::VT_METADATA) &&
+                  v.VerifyVector(h->metadata()) && v.VerifyVectorOfTables(h->metadata()) &&
+                  table->VerifyOffset(v, H::VT_WRITER) && v.VerifyString(h->writer()) &&
+                  v.EndTable();
+  return ok ? h : nullptr;
 }
 
 }  // namespace
@@ -245,50 +287,77 @@ Result<Tree> decode_header(std::span<const std::byte> unaligned, const Limits& l
   }
   if (bytes.size() >= FLATBUFFERS_MAX_BUFFER_SIZE) return bad("too large for a flatbuffer");
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  // Tables: one per node, leaf and metadata entry, plus the root. The verifier's own bound
-  // stops a header from making it walk more than that.
-  uint64_t max_tables = limits.max_nodes + limits.max_leaves + 1024;
+  // Tables: one per node, leaf and metadata entry, plus the root. The verifiers' own bounds
+  // stop a header from making them walk more than that.
+  const uint64_t max_tables = std::min<uint64_t>(
+      limits.max_nodes + uint64_t{limits.max_leaves} + 1024, UINT32_MAX);
   flatbuffers::Verifier verifier(data, bytes.size(), 16,
-                                 static_cast<flatbuffers::uoffset_t>(
-                                     std::min<uint64_t>(max_tables, UINT32_MAX)));
-  if (!verifier.VerifyBuffer<fb::Header>(nullptr)) {
-    return bad("flatbuffer verification failed (damaged or not a jtree header)");
-  }
-  const fb::Header* h = flatbuffers::GetRoot<fb::Header>(data);
+                                 static_cast<flatbuffers::uoffset_t>(max_tables));
+  const fb::Header* h = verify_root(verifier, data, bytes.size());
+  if (h == nullptr) return bad("flatbuffer verification failed (damaged or not a jtree header)");
   const auto* fnodes = h->nodes();
+  const auto* fleaves = h->leaves();
   if (fnodes->size() == 0) return bad("no nodes");
   if (fnodes->size() > limits.max_nodes) {
     return Status::ResourceExhausted("header: " + std::to_string(fnodes->size()) +
                                      " nodes, over the limit of " +
                                      std::to_string(limits.max_nodes));
   }
-  size_t nleaves = h->leaves() ? h->leaves()->size() : 0;
+  const size_t nleaves = fleaves ? fleaves->size() : 0;
   if (nleaves > limits.max_leaves) {
     return Status::ResourceExhausted("header: " + std::to_string(nleaves) +
                                      " leaves, over the limit of " +
                                      std::to_string(limits.max_leaves));
   }
   Tree t;
-  t.nodes.resize(fnodes->size());
-  t.leaves.resize(nleaves);
-  // Nodes and leaves decode independently (the verifier has checked every offset): big trees
-  // are decoded in parallel ranges. The error of the lowest range wins, so messages do not
-  // depend on timing.
+  // The two arrays are constructed on two threads: constructing them is what first touches
+  // their memory, and the kernel's zeroing of fresh pages is a good part of an open's time.
+  JTREE_RETURN_IF_ERROR(parallel_for(ThreadPool::shared(), 2, 0, [&](size_t which) {
+    if (which == 0) {
+      t.nodes.reserve(fnodes->size());
+      advise_huge_pages(t.nodes.data(), t.nodes.capacity() * sizeof(Node));
+      t.nodes.resize(fnodes->size());
+    } else {
+      t.leaves.reserve(nleaves);
+      advise_huge_pages(t.leaves.data(), t.leaves.capacity() * sizeof(Leaf));
+      t.leaves.resize(nleaves);
+    }
+    return Status::OK();
+  }));
+  // Each node and leaf table is verified (by the generated Verify, as VerifyBuffer would) right
+  // before it is decoded, while its bytes are in the cache, and big trees are done in parallel
+  // ranges. A verification failure anywhere wins over decoding errors, and among those the
+  // lowest range's wins, so messages match a verify-everything-first order and do not depend
+  // on timing.
   constexpr size_t kRange = 16384;
   const size_t node_ranges = (t.nodes.size() + kRange - 1) / kRange;
   const size_t ranges = node_ranges + (nleaves + kRange - 1) / kRange;
   std::vector<Status> errors(ranges);
+  std::vector<char> unverified(ranges, 0);  // a table of the range failed verification
   Status st = parallel_for(ThreadPool::shared(), ranges, 0, [&](size_t r) -> Status {
     const bool nodes = r < node_ranges;
     const size_t begin = (nodes ? r : r - node_ranges) * kRange;
     const size_t end = std::min(begin + kRange, nodes ? t.nodes.size() : nleaves);
-    for (size_t i = begin; i < end && errors[r].ok(); ++i) {
-      errors[r] = nodes ? decode_node(fnodes->Get(i), i, limits, t.nodes[i])
-                        : decode_leaf(h->leaves()->Get(i), i, limits, t.leaves[i]);
+    flatbuffers::Verifier v(data, bytes.size(), 16,
+                            static_cast<flatbuffers::uoffset_t>(end - begin));
+    for (size_t i = begin; i < end && !unverified[r]; ++i) {
+      const auto k = static_cast<flatbuffers::uoffset_t>(i);
+      if (nodes) {
+        const fb::Node* f = fnodes->Get(k);
+        unverified[r] = !f->Verify(v);
+        if (!unverified[r] && errors[r].ok()) errors[r] = decode_node(f, i, limits, t.nodes[i]);
+      } else {
+        const fb::Leaf* f = fleaves->Get(k);
+        unverified[r] = !f->Verify(v);
+        if (!unverified[r] && errors[r].ok()) errors[r] = decode_leaf(f, i, limits, t.leaves[i]);
+      }
     }
     return Status::OK();
   });
   JTREE_RETURN_IF_ERROR(st);
+  for (char u : unverified) {
+    if (u) return bad("flatbuffer verification failed (damaged or not a jtree header)");
+  }
   for (const Status& e : errors) JTREE_RETURN_IF_ERROR(e);
   if (h->metadata()) {
     for (size_t i = 0; i < h->metadata()->size(); ++i) {

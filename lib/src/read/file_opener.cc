@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "codec/checksum.h"
 #include "format/header_codec.h"
 #include "util/checked_math.h"
+#include "util/huge_pages.h"
 
 namespace jtree {
 namespace {
@@ -20,27 +22,33 @@ using format::kPreambleSize;
 // that part keeps a remote open within the bytes it needs.
 struct Region {
   uint64_t offset = 0;
-  std::vector<std::byte> bytes;
+  // Not zero-filled first: every byte is copied or read in, and the header of a big tree is
+  // megabytes.
+  std::unique_ptr<std::byte[]> data;
+  uint64_t size = 0;
   uint64_t missing_offset = 0;
   uint64_t missing_size = 0;
+  std::span<std::byte> bytes() { return {data.get(), size}; }
   std::span<std::byte> missing() {
-    return std::span(bytes).subspan(missing_offset - offset, missing_size);
+    return bytes().subspan(missing_offset - offset, missing_size);
   }
 };
 Region from_buffers(const HeadTail& ht, uint64_t offset, uint64_t size) {
   Region r;
   r.offset = offset;
-  r.bytes.resize(size);
+  r.data = std::make_unique_for_overwrite<std::byte[]>(size);
+  r.size = size;
+  advise_huge_pages(r.data.get(), size);
   uint64_t lo = offset, hi = offset + size;  // not yet copied
   if (lo < ht.head.size()) {
     const uint64_t end = std::min<uint64_t>(hi, ht.head.size());
-    std::memcpy(r.bytes.data(), ht.head.data() + lo, end - lo);
+    std::memcpy(r.data.get(), ht.head.data() + lo, end - lo);
     lo = end;
   }
   const uint64_t tail_start = ht.size - ht.tail.size();
   if (lo < hi && hi > tail_start) {
     const uint64_t from = std::max(lo, tail_start);
-    std::memcpy(r.bytes.data() + (from - offset), ht.tail.data() + (from - tail_start), hi - from);
+    std::memcpy(r.data.get() + (from - offset), ht.tail.data() + (from - tail_start), hi - from);
     hi = from;
   }
   r.missing_offset = lo;
@@ -142,7 +150,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
     if (region->missing_size > 0) ranges.push_back({region->missing_offset, region->missing()});
   }
   if (!ranges.empty()) JTREE_RETURN_IF_ERROR(source.read(ranges));
-  std::span<const std::byte> header = header_buf.bytes, index = index_buf.bytes;
+  const std::span<const std::byte> header = header_buf.bytes(), index = index_buf.bytes();
   if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
   if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <string>
-#include <unordered_set>
 
 #include "format/chunk_grid.h"
 #include "tree/key_path.h"
+#include "tree/unique_keys.h"
 #include "util/checked_math.h"
 
 namespace jtree {
@@ -58,6 +58,11 @@ std::string_view codec_name(Codec c) {
   return "unknown";
 }
 
+const std::string& SparseString::empty_string() {
+  static const std::string empty;
+  return empty;
+}
+
 Box Box::All(const Shape& shape) { return Box{Shape(shape.size(), 0), shape}; }
 
 Shape Box::shape() const {
@@ -102,35 +107,6 @@ bool is_container(NodeKind k) {
 
 bool is_mapping(NodeKind k) {
   return k == NodeKind::kDict || k == NodeKind::kOrderedDict || k == NodeKind::kNamedTuple;
-}
-
-// Checks that the keys of one container's children are unique: keys sorted (by hash, then by
-// value) and neighbours compared. Ties on the hash are broken by the keys themselves, so keys
-// crafted to collide cost O(n log n) comparisons, not O(n^2).
-bool keys_unique(const Tree& t, const std::vector<uint32_t>& kids) {
-  if (kids.size() < 2) return true;
-  std::vector<std::pair<size_t, uint32_t>> h;
-  h.reserve(kids.size());
-  for (uint32_t c : kids) {
-    const Key& k = t.nodes[c].key;
-    size_t v = k.kind == Key::Kind::kStr ? std::hash<std::string>{}(k.str) * 2
-                                         : std::hash<int64_t>{}(k.i) * 2 + 1;
-    h.emplace_back(v, c);
-  }
-  auto key_less = [&](const Key& a, const Key& b) {
-    if (a.kind != b.kind) return a.kind < b.kind;
-    return a.kind == Key::Kind::kStr ? a.str < b.str : a.i < b.i;
-  };
-  std::sort(h.begin(), h.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first) return a.first < b.first;
-    return key_less(t.nodes[a.second].key, t.nodes[b.second].key);
-  });
-  for (size_t i = 1; i < h.size(); ++i) {
-    if (h[i].first == h[i - 1].first && t.nodes[h[i].second].key == t.nodes[h[i - 1].second].key) {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -241,11 +217,13 @@ Status Tree::Finalize(uint32_t max_depth) {
     }
   }
   // Keys unique within each keyed container; Custom children all keyed or all keyless.
+  UniqueKeyChecker checker;
   for (uint32_t i = 0; i < n; ++i) {
     if (nodes[i].num_children < 2) continue;
     const NodeKind k = nodes[i].kind;
     if (k == NodeKind::kList || k == NodeKind::kTuple) continue;
-    kids_scratch = children(i);
+    kids_scratch.clear();
+    for (uint32_t c = i + 1; c < subtree_end_[i]; c = subtree_end_[c]) kids_scratch.push_back(c);
     if (k == NodeKind::kCustom) {
       bool keyed = nodes[kids_scratch[0]].key.kind != Key::Kind::kNone;
       for (uint32_t c : kids_scratch) {
@@ -255,7 +233,7 @@ Status Tree::Finalize(uint32_t max_depth) {
       }
       if (!keyed) continue;
     }
-    if (!keys_unique(*this, kids_scratch)) return fail(i, "duplicate keys");
+    if (!checker.unique(nodes, kids_scratch)) return fail(i, "duplicate keys");
   }
   return Status::OK();
 }
