@@ -65,3 +65,36 @@ TEST_CASE("builder misuse is reported") {
     CHECK_FALSE(std::move(b).Finish().ok());
   }
 }
+
+TEST_CASE("an empty string key as the first component keeps the separator after it") {
+  TreeBuilder b;
+  b.dict();
+  b.key("").dict();
+  b.key("a").int_value(1);
+  b.end();
+  b.end();
+  auto t = std::move(b).Finish();
+  REQUIRE(t.ok());
+  const uint32_t n = t->leaf_node(0);
+  CHECK(t->path(n) == "/a");
+  auto found = t->find(t->path(n));
+  REQUIRE(found.ok());
+  CHECK(*found == n);
+}
+
+TEST_CASE("duplicate keys are found in small and large dicts, int and str keys apart") {
+  for (int n : {2, 8, 9, 1000}) {
+    CAPTURE(n);
+    for (bool dup : {false, true}) {
+      TreeBuilder b;
+      b.dict();
+      for (int i = 0; i < n; ++i) b.key("k" + std::to_string(i)).none();
+      b.key(int64_t{0}).none();  // an int key 0 is not the string "0"
+      if (dup) b.key("k" + std::to_string(n / 2)).none();
+      b.end();
+      auto t = std::move(b).Finish();
+      CHECK(t.ok() == !dup);
+      if (dup) CHECK(t.status().message().find("duplicate keys") != std::string::npos);
+    }
+  }
+}

@@ -17,7 +17,10 @@ namespace jtree::format {
 class AlignedBytes {
  public:
   explicit AlignedBytes(std::span<const std::byte> bytes) : bytes_(bytes) {
-    if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) == 0) return;
+    // (An empty span needs no copy, and memcpy from its possibly null pointer would be UB.)
+    if (bytes.empty() || reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) == 0) {
+      return;
+    }
     copy_.resize((bytes.size() + 7) / 8);
     std::memcpy(copy_.data(), bytes.data(), bytes.size());
     bytes_ = {reinterpret_cast<const std::byte*>(copy_.data()), bytes.size()};

@@ -2,8 +2,8 @@
 
 namespace jtree {
 
-void append_path_component(std::string& out, const Key& key, uint32_t index) {
-  if (!out.empty()) out += '/';
+void append_path_component(std::string& out, const Key& key, uint32_t index, bool first) {
+  if (!first) out += '/';
   switch (key.kind) {
     case Key::Kind::kNone:
       out += std::to_string(index);

@@ -132,7 +132,7 @@ Status Tree::Finalize(uint32_t max_depth) {
     std::vector<uint32_t> chain;
     for (uint32_t x = i; x != 0; x = parent_[x]) chain.push_back(x);
     for (size_t k = chain.size(); k-- > 0;) {
-      append_path_component(p, nodes[chain[k]].key, position_[chain[k]]);
+      append_path_component(p, nodes[chain[k]].key, position_[chain[k]], k + 1 == chain.size());
     }
     return Status::InvalidArgument("node " + std::to_string(i) + " (path '" + p + "'): " + what);
   };
@@ -252,7 +252,7 @@ std::string Tree::path(uint32_t node) const {
   for (size_t k = chain.size(); k-- > 0;) {
     // The position, not a count of the siblings before: paths of every leaf of a list of a
     // million stay linear in total.
-    append_path_component(p, nodes[chain[k]].key, position_[chain[k]]);
+    append_path_component(p, nodes[chain[k]].key, position_[chain[k]], k + 1 == chain.size());
   }
   return p;
 }
