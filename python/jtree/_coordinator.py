@@ -150,19 +150,15 @@ def detect() -> Optional[Coordinator]:
     """The coordinator of the runtime this process has initialised for a job of several
     processes: torch.distributed, then MPI (only when mpi4py is already imported: importing it
     would start MPI), then JAX (only when jax is imported). None when there is none."""
-    dist = _module("torch.distributed")
+    dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized() \
             and dist.get_world_size() > 1:
         return TorchCoordinator()
-    mpi = _module("mpi4py.MPI")
+    mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() \
             and mpi.COMM_WORLD.Get_size() > 1:
         return MPICoordinator()
-    jax = _module("jax")
+    jax = sys.modules.get("jax")
     if jax is not None and jax.process_count() > 1:
         return JaxCoordinator()
     return None
-
-
-def _module(name: str) -> Any:
-    return sys.modules.get(name)

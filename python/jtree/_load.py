@@ -528,21 +528,18 @@ class Loader:
 
         box = tuple((0, n) for n in shape)
         if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
-            get = self.host_box(fl, box, path)
-            stored = fl.dtype
-            return lambda: finish(torch.from_numpy(
-                np.ascontiguousarray(self.numpy_cast(get(), stored, want, path))))
+            get = self.torch_box(fl, box, want, path)
+            return lambda: finish(get())
         stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
         inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
         zeros = (0,) * len(shape)
         if inner == shape:
-            direct = (out is not None and out.dtype == stored_t and out.device.type == "cpu"
-                      and tuple(out.shape) == shape and out.is_contiguous())
-            if not direct:
-                self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
-            t = out if direct else torch.empty(shape, dtype=stored_t)
-            self.request(fl, zeros, shape, _dtypes.torch_bytes(t))
-            return lambda: finish(t)
+            if (out is not None and out.dtype == stored_t and out.device.type == "cpu"
+                    and tuple(out.shape) == shape and out.is_contiguous()):
+                self.request(fl, zeros, shape, _dtypes.torch_bytes(out))  # straight into it
+                return lambda: finish(out)
+            get = self.torch_box(fl, box, want, path)  # a new tensor, cast to `want`
+            return lambda: finish(get())
         size = torch.empty((), dtype=stored_t).element_size()
         self.reserve_array(shape, size, path)
         self.reserve_array(inner, size, path)

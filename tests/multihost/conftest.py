@@ -10,16 +10,10 @@ from typing import Dict, Optional, Tuple
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "pyutil"))
 
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped and os.environ.get("JTREE_TEST_REQUIRE_ALL") == "1":
-        report.outcome = "failed"
-        report.longrepr = (f"!!! {item.nodeid} was skipped ({report.longrepr}), and "
-                           "JTREE_TEST_REQUIRE_ALL=1 forbids skipping")
+from local_job import run_local_job  # noqa: E402, F401  (for the tests)
+from require_all import pytest_runtest_makereport  # noqa: E402, F401  (the hook)
 
 
 def mpirun() -> str:

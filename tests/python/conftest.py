@@ -9,11 +9,15 @@ import collections
 import importlib
 import math
 import os
+import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyutil"))
+from local_job import run_local_job  # noqa: E402, F401  (for the multi-process tests)
 
 
 def require(module: str):
