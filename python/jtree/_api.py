@@ -302,10 +302,12 @@ def nonblocking_save(tree: Any, path: PathLike, **options: Any) -> Future:
     :class:`WriteStats`. Options are those of :func:`save`.
     """
     job = _SaveJob(tree, path, snapshot=True, **_save_defaults(options))
+    # The structure first: once the write has started, its thread competes for the GIL.
+    structure = save_spec_tree(job.root) if job.root is not None else None
     # A multi-process save runs its barriers here, in the caller's thread, in the same order in
     # every process; the future is then already done.
     fut = _in_order(job.path, job.write, background=not job.collective)
-    return Future(fut, save_spec_tree(job.root))
+    return Future(fut, structure)
 
 
 def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:

@@ -50,17 +50,32 @@ def ml_dtypes() -> Any:
     return _ml_dtypes
 
 
-def numpy_dtype(name: str, file: Optional[str] = None, key_path: Optional[str] = None) -> np.dtype:
-    """The NumPy dtype of a jtree dtype name; ml_dtypes types need ml_dtypes installed."""
+# name -> NumPy dtype, filled by numpy_dtype (loads look one up per leaf).
+_NUMPY_OF: Dict[str, np.dtype] = {}
+
+
+def numpy_dtype(name: str, file: Optional[str] = None, key_path: Any = None) -> np.dtype:
+    """The NumPy dtype of a jtree dtype name; ml_dtypes types need ml_dtypes installed.
+    ``key_path`` (for the error) is a string or a tuple of keys (joined only on error)."""
+    dt = _NUMPY_OF.get(name)
+    if dt is not None:
+        return dt
     if name in NUMPY_NATIVE:
-        return np.dtype(name)
-    m = ml_dtypes()
-    if m is None or not hasattr(m, name):
-        raise error(NotSupportedError, file, key_path,
-                    f"dtype {name} needs the ml_dtypes package, which is not installed "
-                    f"(pip install ml_dtypes); or load with cast= to a NumPy dtype, or as "
-                    f"torch tensors (framework='torch')")
-    return np.dtype(getattr(m, name))
+        dt = np.dtype(name)
+    else:
+        m = ml_dtypes()
+        if m is None or not hasattr(m, name):
+            if isinstance(key_path, tuple):
+                from . import _keypath  # noqa: PLC0415
+
+                key_path = _keypath.join(key_path)
+            raise error(NotSupportedError, file, key_path,
+                        f"dtype {name} needs the ml_dtypes package, which is not installed "
+                        f"(pip install ml_dtypes); or load with cast= to a NumPy dtype, or as "
+                        f"torch tensors (framework='torch')")
+        dt = np.dtype(getattr(m, name))
+    _NUMPY_OF[name] = dt
+    return dt
 
 
 def name_of_numpy(dt: np.dtype) -> Optional[str]:

@@ -96,15 +96,27 @@ def spec_tree(node: FileNode, *, strict: bool, file: Optional[str],
               path: Tuple[Any, ...] = ()) -> Any:
     """The file's structure with a LeafSpec in place of each leaf (load_pytreedef)."""
     allow_deep_trees()
-    if node.kind == NONE:
-        return None
-    if node.kind == LEAF:
+    return _spec_tree(node, strict, file, path)
+
+
+def _spec_tree(node: FileNode, strict: bool, file: Optional[str], path: Tuple[Any, ...]) -> Any:
+    kind = node.kind
+    if kind == LEAF:
         return node.leaf.spec()  # type: ignore[union-attr]
-    children = [spec_tree(c, strict=strict, file=file,
-                          path=path + (c.key if c.key is not None else i,))
-                for i, c in enumerate(node.children)]
-    return rebuild_container(node.kind, node.type_name, node.aux, [c.key for c in node.children],
-                             children, strict=strict, file=file, key_path=kp.join(path))
+    if kind == NONE:
+        return None
+    children = node.children
+    values = [c.leaf.spec() if c.kind == LEAF  # type: ignore[union-attr]
+              else _spec_tree(c, strict, file, path + (c.key if c.key is not None else i,))
+              for i, c in enumerate(children)]
+    if kind == DICT:
+        return dict(zip([c.key for c in children], values))
+    if kind == LIST:
+        return values
+    if kind == TUPLE:
+        return tuple(values)
+    return rebuild_container(kind, node.type_name, node.aux, [c.key for c in children],
+                             values, strict=strict, file=file, key_path=kp.join(path))
 
 
 class LoadOptions:
@@ -153,6 +165,7 @@ class Loader:
         self.requests: List[Tuple[int, Any, Any, Any]] = []
         self.cache: Dict[Any, Thunk] = {}
         self.reserved = 0  # bytes this load allocated for its caller (see reserve)
+        self.limits: Optional[Tuple[int, int]] = None  # the open's memory_limits(), once
 
     def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
         allow_deep_trees()
@@ -174,7 +187,9 @@ class Loader:
         of one load's within ``max_total_bytes`` (SECURITY.md: a small hostile file must not
         make a load allocate without bound). Buffers the caller passed (``out=``) are not
         counted."""
-        per_leaf, total = self.file._reader.memory_limits()
+        if self.limits is None:
+            self.limits = tuple(self.file._reader.memory_limits())
+        per_leaf, total = self.limits
         if nbytes > per_leaf:
             raise self.err(ResourceExhaustedError, path,
                            f"the leaf needs {nbytes} bytes, over the limit of {per_leaf} per "
@@ -242,7 +257,12 @@ class Loader:
                   for i, (c, t) in enumerate(pairs)]
         keys = [c.key for c, _ in pairs]
         kind, type_name, aux, strict = node.kind, node.type_name, node.aux, self.o.strict
-        where = kp.join(path)
+        if kind == DICT:  # the common case, without the generic dispatch
+            return lambda: dict(zip(keys, [t() for t in thunks]))
+        if kind in (LIST, TUPLE):
+            make = list if kind == LIST else tuple
+            return lambda: make([t() for t in thunks])
+        where = kp.join(path) if kind == CUSTOM else ""  # (only custom nodes' errors use it)
         if kind == CUSTOM and strict and _registry.node_for_name(type_name or "") is None:
             raise _unregistered_node(type_name, self.name, where)
         name = self.name
@@ -352,6 +372,11 @@ class Loader:
     # ---- arrays ----
 
     def array(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        if ((target is ALL or target is True) and self.o.framework == "numpy"
+                and self.o.cast is None):
+            fast = self.numpy_as_stored(fl, path)
+            if fast is not None:
+                return fast
         where = kp.join(path)
         framework = self.o.framework
         want: Optional[str] = None
@@ -405,6 +430,31 @@ class Loader:
             thunk = _memo(self.torch(fl, want, shape, device, out, path))
         else:
             thunk = _memo(self.jax(fl, want, shape, sharding, path))
+        self.cache[key] = thunk
+        return thunk
+
+    def numpy_as_stored(self, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:
+        """The common case of array(): the whole leaf as a new NumPy array of the stored
+        dtype, read straight into it (None when the dtype needs the general path)."""
+        npdt = _dtypes._NUMPY_OF.get(fl.dtype)
+        if npdt is None:
+            if fl.dtype not in _dtypes.NUMPY_NATIVE and _dtypes.ml_dtypes() is None:
+                return None  # (bfloat16 through numpy_cast, or the clear error)
+            npdt = _dtypes.numpy_dtype(fl.dtype, self.name, path)
+        shape = fl.shape
+        # The key array() uses for the same leaf: tied leaves give the same array.
+        key = (fl.index, "numpy", fl.dtype, shape, id(None), "None", id(None))
+        thunk = self.cache.get(key)
+        if thunk is not None:
+            return thunk
+        self.reserve_array(shape, npdt.itemsize, path)
+        arr = np.empty(shape, npdt)
+        if arr.size:
+            self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
+        if fl.flags & FLAG_SCALAR and shape == ():
+            thunk = _memo(lambda: arr[()])
+        else:
+            thunk = lambda: arr  # noqa: E731
         self.cache[key] = thunk
         return thunk
 
@@ -471,7 +521,7 @@ class Loader:
     def stored_numpy_dtype(self, fl: FileLeaf, path: Tuple[Any, ...]) -> np.dtype:
         if fl.dtype == "bfloat16" and _dtypes.ml_dtypes() is None:
             return np.dtype(np.uint16)  # converted by numpy_cast (bit pattern)
-        return _dtypes.numpy_dtype(fl.dtype, self.name, kp.join(path))
+        return _dtypes.numpy_dtype(fl.dtype, self.name, path)
 
     def numpy_cast(self, a: np.ndarray, stored: str, want: str,
                    path: Tuple[Any, ...]) -> np.ndarray:
@@ -487,8 +537,7 @@ class Loader:
     def numpy(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], out: Optional[np.ndarray],
               path: Tuple[Any, ...]) -> Thunk:
         # Both raise the clear error now, before anything is read, when ml_dtypes is missing.
-        want_np = out.dtype if out is not None else _dtypes.numpy_dtype(want, self.name,
-                                                                        kp.join(path))
+        want_np = out.dtype if out is not None else _dtypes.numpy_dtype(want, self.name, path)
         stored_np = self.stored_numpy_dtype(fl, path)
         box = tuple((0, n) for n in shape)
         if want == fl.dtype and stored_np == want_np:

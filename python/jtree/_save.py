@@ -209,7 +209,9 @@ class _Flattener:
         return leaf
 
     def numpy(self, x: np.ndarray, path: Tuple[Any, ...], flags: int) -> Optional[SLeaf]:
-        if isinstance(x, np.ma.MaskedArray):
+        # (np.ma is imported lazily, at some cost: no masked array exists until it is)
+        ma = sys.modules.get("numpy.ma")
+        if ma is not None and isinstance(x, ma.MaskedArray):
             if self.o.allow_pickle:
                 return None
             raise self.err(InvalidArgumentError, path, "masked arrays are not supported "

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import collections
+import gc
 import keyword
+import math
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -84,86 +86,139 @@ class LeafSpec:
         return self.kind
 
 
+_SPEC_DTYPE: Dict[str, Any] = {}
+
+
 def dtype_for_spec(name: str) -> Any:
     """The NumPy dtype of a jtree dtype name, or the name when ml_dtypes is missing."""
-    if name in _dtypes.NUMPY_NATIVE:
-        return np.dtype(name)
-    m = _dtypes.ml_dtypes()
-    return np.dtype(getattr(m, name)) if m is not None and hasattr(m, name) else name
+    d = _SPEC_DTYPE.get(name)
+    if d is None:
+        if name in _dtypes.NUMPY_NATIVE:
+            d = np.dtype(name)
+        else:
+            m = _dtypes.ml_dtypes()
+            d = np.dtype(getattr(m, name)) if m is not None and hasattr(m, name) else name
+        _SPEC_DTYPE[name] = d
+    return d
 
 
-@dataclass
+def _new_spec(kind: str, shape: Tuple[int, ...], dtype: Any, nbytes: int, scalar: bool,
+              type_name: Optional[str]) -> LeafSpec:
+    """LeafSpec(...) without the frozen dataclass's per-field object.__setattr__ (one per leaf
+    of every structure read): the same object, its fields set in its __dict__ at once."""
+    s = object.__new__(LeafSpec)
+    s.__dict__.update(kind=kind, shape=shape, dtype=dtype, nbytes=nbytes, scalar=scalar,
+                      type_name=type_name)
+    return s
+
+
 class FileLeaf:
-    """A leaf as the file describes it (from the native Reader)."""
+    """A leaf as the file describes it (from the native Reader). (A plain class with slots:
+    a file may have millions, each made when the file is opened.)"""
 
-    index: int
-    kind: int
-    flags: int
-    dtype: str          # jtree dtype name ("" for scalar kinds)
-    shape: Tuple[int, ...]
-    value: Any          # Int/Float/Bool/Complex: the Python value
-    type_name: Optional[str]
-    chunk_shape: Tuple[int, ...]
-    nbytes: int
+    __slots__ = ("index", "kind", "flags", "dtype", "shape", "value", "type_name",
+                 "chunk_shape", "nbytes", "_spec")
+
+    def __init__(self, index: int, kind: int, flags: int, dtype: str, shape: Tuple[int, ...],
+                 value: Any, type_name: Optional[str], chunk_shape: Tuple[int, ...],
+                 nbytes: int):
+        self.index = index
+        self.kind = kind
+        self.flags = flags
+        self.dtype = dtype          # jtree dtype name ("" for scalar kinds)
+        self.shape = shape
+        self.value = value          # Int/Float/Bool/Complex: the Python value
+        self.type_name = type_name
+        self.chunk_shape = chunk_shape
+        self.nbytes = nbytes
+        self._spec: Optional[LeafSpec] = None
 
     def spec(self) -> LeafSpec:
-        kind = LEAF_KIND_NAMES[self.kind]
-        if self.kind == ARRAY:
-            return LeafSpec(kind, self.shape, dtype_for_spec(self.dtype), self.nbytes,
-                            bool(self.flags & FLAG_SCALAR))
-        return LeafSpec(kind, (), None, self.nbytes, False, self.type_name)
+        s = self._spec
+        if s is None:  # made once: a LeafSpec is immutable
+            kind = LEAF_KIND_NAMES[self.kind]
+            if self.kind == ARRAY:
+                s = _new_spec(kind, self.shape, dtype_for_spec(self.dtype), self.nbytes,
+                              bool(self.flags & FLAG_SCALAR), None)
+            else:
+                s = _new_spec(kind, (), None, self.nbytes, False, self.type_name)
+            self._spec = s
+        return s
+
+    def __repr__(self) -> str:
+        return (f"FileLeaf({self.index}, kind={LEAF_KIND_NAMES.get(self.kind)}, "
+                f"dtype={self.dtype!r}, shape={self.shape})")
 
 
-@dataclass
 class FileNode:
     """A node of the file's tree; ``index`` is its preorder number."""
 
-    index: int
-    kind: int
-    key: Union[str, int, None]
-    type_name: Optional[str]
-    aux: Optional[bytes]
-    leaf: Optional[FileLeaf]
-    children: List["FileNode"] = field(default_factory=list)
+    __slots__ = ("index", "kind", "key", "type_name", "aux", "leaf", "children")
+
+    def __init__(self, index: int, kind: int, key: Union[str, int, None],
+                 type_name: Optional[str], aux: Optional[bytes], leaf: Optional[FileLeaf],
+                 children: Optional[List["FileNode"]] = None):
+        self.index = index
+        self.kind = kind
+        self.key = key
+        self.type_name = type_name
+        self.aux = aux
+        self.leaf = leaf
+        self.children: List[FileNode] = children if children is not None else []
 
     def keyed(self) -> bool:
         return bool(self.children) and self.children[0].key is not None
 
+    def __repr__(self) -> str:
+        return (f"FileNode({self.index}, kind={NODE_KIND_NAMES.get(self.kind)}, key={self.key!r}, "
+                f"{len(self.children)} children)")
+
 
 def file_tree(reader: Any) -> Tuple[FileNode, List[FileLeaf]]:
-    """The file's tree from a native Reader: its root node and its leaves."""
+    """The file's tree from a native Reader: its root node and its leaves.
+
+    One pass over the leaves and one over the nodes (a file may have millions): the
+    collector is paused meanwhile, as it would otherwise scan the young objects many times
+    over while nothing here becomes garbage."""
+    gc_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _file_tree(reader)
+    finally:
+        if gc_on:
+            gc.enable()
+
+
+def _file_tree(reader: Any) -> Tuple[FileNode, List[FileLeaf]]:
+    name_of = _dtypes.NAME_OF
+    table = _dtypes.TABLE
+    prod = math.prod
     leaves: List[FileLeaf] = []
+    add_leaf = leaves.append
     for i, (kind, flags, dtype, shape, _storage, value, type_name, chunk_shape, _codec,
             _filter) in enumerate(reader.leaves()):
-        name = _dtypes.NAME_OF.get(dtype, "")
+        name = name_of.get(dtype, "")
         if kind == INT and isinstance(value, bytes):
             value = int.from_bytes(value, "little", signed=True)
-        nbytes = 0
-        if name:
-            n = 1
-            for d in shape:
-                n *= d
-            nbytes = n * _dtypes.TABLE[name][1]
-        leaves.append(FileLeaf(i, kind, flags, name, tuple(shape), value, type_name,
-                               tuple(chunk_shape), nbytes))
-    nodes = reader.nodes()
-    built: List[FileNode] = []
-    for i, (kind, key, _n, type_name, aux, leaf) in enumerate(nodes):
-        built.append(FileNode(i, kind, key, type_name, aux, leaves[leaf] if kind == LEAF else None))
+        add_leaf(FileLeaf(i, kind, flags, name, tuple(shape), value, type_name,
+                          tuple(chunk_shape), prod(shape) * table[name][1] if name else 0))
     # Preorder with child counts (validated by the library) -> children lists.
-    stack: List[Tuple[FileNode, int]] = []
-    for i, (kind, _key, n, *_rest) in enumerate(nodes):
-        node = built[i]
+    root: Optional[FileNode] = None
+    stack: List[List[Any]] = []  # [children list, children still to come]
+    for i, (kind, key, n, type_name, aux, leaf) in enumerate(reader.nodes()):
+        node = FileNode(i, kind, key, type_name, aux, leaves[leaf] if kind == LEAF else None)
         if stack:
-            parent, left = stack[-1]
-            parent.children.append(node)
-            if left == 1:
+            top = stack[-1]
+            top[0].append(node)
+            top[1] -= 1
+            if top[1] == 0:
                 stack.pop()
-            else:
-                stack[-1] = (parent, left - 1)
-        if kind not in (LEAF, NONE) and n > 0:
-            stack.append((node, n))
-    return built[0], leaves
+        elif i == 0:
+            root = node
+        if n > 0 and kind != LEAF and kind != NONE:
+            stack.append([node.children, n])
+    assert root is not None
+    return root, leaves
 
 
 # ---- namedtuples without imports ------------------------------------------------------------

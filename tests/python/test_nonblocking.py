@@ -26,6 +26,40 @@ def test_snapshot_is_taken_before_returning(path, torch):
     assert out["l"] == [1, 2] and "new" not in out
 
 
+def test_returns_before_the_file_is_written(path, monkeypatch):
+    """The call returns once the snapshot is taken, while the write has not even started:
+    the native write is held back until the test lets it go (no timing involved)."""
+    import os
+
+    import jtree._api as api
+
+    gate = threading.Event()
+    started = threading.Event()
+    real = api._jtree
+
+    class HeldWrite:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def write(self, *args, **kwargs):
+            started.set()
+            assert gate.wait(60), "the test never let the write go"
+            return real.write(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_jtree", HeldWrite())
+    a = np.arange(100_000, dtype=np.float32)
+    fut = jtree.nonblocking_save({"a": a, "s": "x"}, path)
+    # Returned while the write is held: nothing on disk yet, the future pending.
+    assert not fut.done() and not os.path.exists(path)
+    assert fut.pytree["a"].shape == (100_000,)
+    a[:] = -1  # the snapshot, not the caller's array, is what gets written
+    assert started.wait(60)
+    assert not fut.done() and not os.path.exists(path)
+    gate.set()
+    assert fut.result(timeout=60).leaves == 2
+    np.testing.assert_array_equal(jtree.load(path)["a"], np.arange(100_000, dtype=np.float32))
+
+
 def test_future_api(path):
     fut = jtree.nonblocking_save({"x": np.ones(10), "s": "a"}, path)
     assert fut.pytree["x"].shape == (10,) and fut.pytree["s"].kind == "str"
