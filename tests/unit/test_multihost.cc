@@ -150,6 +150,49 @@ TEST_CASE("four segments commit into one checkpoint that loads bit-exact") {
   CHECK(10 % lb.chunk_shape[1] == 0);
 }
 
+TEST_CASE("the commit copies whole blocks: segment 0 with the checkpoint head, then the data") {
+  TempDir dir;
+  const std::string target = dir.file("ckpt.jtree");
+  Global g;
+  save_all(target, g, 78);
+  std::vector<FileInfo> segs;
+  for (uint32_t k = 0; k < kProcs; ++k) {
+    segs.push_back((*Reader::Open(segment_path(target, k, kProcs)))->info());
+  }
+  // Only segment 0 carries the checkpoint's head, between its own header and its data.
+  const uint64_t h = segs[0].checkpoint_head_offset;
+  CHECK(h % 64 == 0);
+  CHECK(h >= segs[0].header_offset + segs[0].header_size);
+  CHECK(segs[0].segments[0].file_offset >= h + 128 + segs[0].header_size);
+  for (uint32_t k = 1; k < kProcs; ++k) CHECK(segs[k].checkpoint_head_offset == 0);
+  const auto seg0 = read_file(segment_path(target, 0, kProcs));
+
+  CommitOptions keep;
+  keep.keep_segments = true;
+  REQUIRE(commit_segments(target, kProcs, keep).ok());
+  auto r = Reader::Open(target);
+  REQUIRE(r.ok());
+  const FileInfo& out = (*r)->info();
+  REQUIRE(out.segments.size() == kProcs);
+  // The checkpoint starts with segment 0's block from its head on, byte for byte...
+  const uint64_t d0 = segs[0].segments[0].file_offset;
+  CHECK(out.segments[0].file_offset == d0 - h);
+  const auto file = read_file(target);
+  CHECK(std::equal(file.begin(), file.begin() + static_cast<ptrdiff_t>(d0 - h),
+                   seg0.begin() + static_cast<ptrdiff_t>(h)));
+  // ...and each next segment follows the previous one's data padded to 64 bytes: nothing
+  // is written between blocks (on S3, each block is one server-side copy).
+  for (uint32_t k = 1; k < kProcs; ++k) {
+    const SegmentSpan& prev = out.segments[k - 1];
+    CHECK(out.segments[k].file_offset == prev.file_offset + (prev.size + 63) / 64 * 64);
+    CHECK(out.segments[k].salt == segs[k].segments[0].salt);
+  }
+  CHECK(read_leaf(**r, "a") == g.a);
+  auto rep = (*r)->Verify();
+  REQUIRE(rep.ok());
+  CHECK(rep->ok());
+}
+
 TEST_CASE("commit failures leave no target and say what is wrong") {
   TempDir dir;
   const std::string target = dir.file("ckpt.jtree");
@@ -190,6 +233,20 @@ TEST_CASE("commit failures leave no target and say what is wrong") {
     CHECK(st.status().IsCorruption());
     CHECK(st.status().message().find(seg) != std::string::npos);
   }
+  SUBCASE("a damaged copy of the checkpoint head in segment 0") {
+    save_all(target, g, 1);
+    const std::string seg = segment_path(target, 0, kProcs);
+    const uint64_t h = (*Reader::Open(seg))->info().checkpoint_head_offset;
+    REQUIRE(h > 0);
+    auto bytes = read_file(seg);
+    bytes[h + 130] ^= std::byte{1};  // inside the copy of the header: no segment checksum covers it
+    write_file(seg, bytes);
+    REQUIRE(Reader::Open(seg).ok());
+    auto st = commit_segments(target, kProcs);
+    CHECK(st.status().IsCorruption());
+    CHECK(st.status().message().find(seg + ": at " + std::to_string(h) +
+                                     ": the copy of the checkpoint head") != std::string::npos);
+  }
   CHECK_FALSE(std::filesystem::exists(target));
 }
 
@@ -201,7 +258,8 @@ TEST_CASE("a commit can be run again; segments can be kept; data can be verified
   CommitOptions keep;
   keep.keep_segments = true;
   keep.verify_chunks = true;
-  REQUIRE(commit_segments(target, kProcs, keep).ok());
+  auto first = commit_segments(target, kProcs, keep);
+  REQUIRE_MESSAGE(first.ok(), first.status().ToString());
   CHECK(dir.entries().size() == kProcs + 1);
   // Run again (as after a crash between the rename and the clean-up): same result.
   REQUIRE(commit_segments(target, kProcs).ok());

@@ -65,6 +65,8 @@ struct FileInfo {
   uint32_t process_index = 0;       ///< segment files: which process wrote it...
   uint32_t process_count = 0;       ///< ...of how many...
   uint64_t save_id = 0;             ///< ...in which save
+  uint64_t checkpoint_head_offset = 0;  ///< segment 0: where it holds the checkpoint's
+                                        ///< preamble + header for the commit (0: it does not)
   bool recovered = false;           ///< the end of the file was torn (interrupted append):
                                     ///< the last committed generation was used
   uint64_t header_offset = 0, header_size = 0;

@@ -29,7 +29,8 @@ std::vector<std::byte> encode_index(const IndexData& index) {
   flatbuffers::Offset<fb::SegmentInfo> info = 0;
   if (index.segment_info) {
     info = fb::CreateSegmentInfo(b, index.segment_info->process_index,
-                                 index.segment_info->process_count, index.segment_info->save_id);
+                                 index.segment_info->process_count, index.segment_info->save_id,
+                                 index.segment_info->head_offset);
   }
   b.Finish(fb::CreateIndex(b, index.generation, seg_vec, chunk_vec, info));
   auto* p = reinterpret_cast<const std::byte*>(b.GetBufferPointer());
@@ -79,7 +80,8 @@ Result<IndexData> decode_index(std::span<const std::byte> unaligned, const Limit
   }
   if (root->segment_info()) {
     const auto* si = root->segment_info();
-    out.segment_info = SegmentInfo{si->process_index(), si->process_count(), si->save_id()};
+    out.segment_info = SegmentInfo{si->process_index(), si->process_count(), si->save_id(),
+                                   si->head_offset()};
   }
   return out;
 }

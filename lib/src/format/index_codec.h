@@ -33,6 +33,7 @@ struct SegmentInfo {
   uint32_t process_index = 0;
   uint32_t process_count = 0;
   uint64_t save_id = 0;
+  uint64_t head_offset = 0;  ///< 0, or the offset of the embedded checkpoint head (spec 11.1)
 };
 
 struct IndexData {

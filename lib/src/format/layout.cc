@@ -210,4 +210,21 @@ Result<Footer> decode_footer(std::span<const std::byte> b) {
   return f;
 }
 
+Status check_checkpoint_head(std::span<const std::byte> copy, std::span<const std::byte> header) {
+  if (copy.size() != kPreambleSize + header.size()) {
+    return Status::Corruption("the copy of the checkpoint head has the wrong size");
+  }
+  auto pre = decode_preamble(copy.first(kPreambleSize));
+  if (!pre.ok()) return pre.status().WithPrefix("the copy of the checkpoint head");
+  if (pre->version.kind != FileKind::kCheckpoint || pre->header_offset != kPreambleSize ||
+      pre->header_size != header.size() || pre->header_hash != xxh3(header)) {
+    return Status::Corruption("the copy of the checkpoint head does not describe this header");
+  }
+  const auto copied = copy.subspan(kPreambleSize);
+  if (!std::equal(copied.begin(), copied.end(), header.begin())) {
+    return Status::Corruption("the copy of the checkpoint head holds another header");
+  }
+  return Status::OK();
+}
+
 }  // namespace jtree::format

@@ -95,6 +95,12 @@ std::array<std::byte, kFooterSize> encode_footer(const Footer& f);
 /// Decodes and checks a footer: magic, hash, reserved bytes, versions, features.
 Result<Footer> decode_footer(std::span<const std::byte> bytes);
 
+/// Checks the copy of a checkpoint's head that segment 0 of a multi-process save keeps for the
+/// commit (section 11.1): `copy` is that preamble and header. Corruption (saying what differs)
+/// unless the preamble is a valid checkpoint preamble describing `header` and the header bytes
+/// equal `header`.
+Status check_checkpoint_head(std::span<const std::byte> copy, std::span<const std::byte> header);
+
 /// Checks the versions and feature bits against what this code supports.
 Status check_version(const VersionInfo& v, std::string_view where);
 

@@ -182,6 +182,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
     info.process_index = f.index.segment_info->process_index;
     info.process_count = f.index.segment_info->process_count;
     info.save_id = f.index.segment_info->save_id;
+    info.checkpoint_head_offset = f.index.segment_info->head_offset;
   }
   info.index_offset = ft.index_offset;
   info.index_size = ft.index_size;

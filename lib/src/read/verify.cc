@@ -82,6 +82,26 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
   // Accounting: every byte of the committed extent is metadata, a live chunk, or a gap.
   std::vector<std::pair<uint64_t, uint64_t>> live;
   for (const auto& m : impl.file.metadata) live.emplace_back(m.offset, m.offset + m.size);
+  if (const uint64_t h = impl.file.info.checkpoint_head_offset; h != 0) {
+    // Segment 0 of a multi-process save: its copy of the checkpoint's head, for the commit
+    // (spec/FORMAT.md, 11.1), lies between its header and its chunk data.
+    const FileInfo& info = impl.file.info;
+    const uint64_t end = h + format::kPreambleSize + info.header_size;  // sizes are validated
+    Status head_status;
+    if (h < format::kPreambleSize || end < h || info.segments.empty() ||
+        end > info.segments[0].file_offset) {
+      head_status = Status::Corruption("the copy of the checkpoint head at " +
+                                       std::to_string(h) +
+                                       " is not between the header and the chunk data");
+    } else {
+      std::vector<std::byte> header(info.header_size), copy(end - h);
+      ReadRange r[2] = {{info.header_offset, header}, {h, copy}};
+      JTREE_RETURN_IF_ERROR(impl.source->read(r));
+      head_status = format::check_checkpoint_head(copy, header);
+      live.emplace_back(h, end);
+    }
+    if (!head_status.ok()) add_problem("checkpoint head", head_status.WithPrefix(name()));
+  }
   for (uint64_t i = 0; i < n; ++i) {
     const ChunkInfo c = impl.chunk(i);
     if (!c.absent) live.emplace_back(c.file_offset, c.file_offset + c.stored_size);

@@ -33,6 +33,12 @@ Status pad_to(Sink& sink, uint64_t alignment) {
   return Status::OK();
 }
 
+Status pad_segment_end(Sink& sink, const SegmentSpan& segment) {
+  static const std::byte kZeros[64] = {};
+  const uint64_t rem = segment.size % 64;
+  return rem == 0 ? Status::OK() : sink.append({kZeros, 64 - rem});
+}
+
 Status ChunkStream::begin() {
   // Checked here, where every writer (save, append, compact, segments) starts its chunks: a
   // zero would divide by zero in pad_to().

@@ -43,6 +43,10 @@ class ChunkStream {
 /// Pads the sink with zeros up to a multiple of `alignment`.
 Status pad_to(Sink& sink, uint64_t alignment);
 
+/// Pads with zeros after a segment's data up to a multiple of 64 bytes from the segment's start
+/// (the unit a multi-process commit copies in; spec/FORMAT.md, section 11.1).
+Status pad_segment_end(Sink& sink, const SegmentSpan& segment);
+
 /// A random 64-bit value (segment salts, save ids).
 uint64_t random_u64();
 

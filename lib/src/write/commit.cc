@@ -1,5 +1,6 @@
 // commit_segments(): assemble one checkpoint from the segments of a multi-process save
 // (spec/FORMAT.md, section 11).
+#include <algorithm>
 #include <vector>
 
 #include "codec/checksum.h"
@@ -96,6 +97,50 @@ Status verify_data(const std::vector<std::shared_ptr<Reader>>& segs) {
   return Status::OK();
 }
 
+// The bytes of segment k's file that the commit copies as one block: its chunk data, with the
+// zeros after it up to a multiple of 64 where its writer left them (spec/FORMAT.md, 11.1).
+struct Block {
+  uint64_t offset = 0;  // in the segment file
+  uint64_t size = 0;
+};
+
+Block data_block(const FileInfo& in) {
+  const SegmentSpan& seg = in.segments[0];
+  const uint64_t padded = (seg.size + 63) / 64 * 64;
+  const bool has_padding = seg.file_offset + padded <= in.index_offset;
+  return {seg.file_offset, has_padding ? padded : seg.size};
+}
+
+// Segment 0's copy of the checkpoint's preamble and header (section 11.1), checked byte for
+// byte against its own header. Returns the offset of that copy, or 0 when it has none (a
+// writer may omit it: the commit then writes the head itself).
+Result<uint64_t> embedded_head(const Reader& seg0, std::span<const std::byte> header) {
+  const FileInfo& in = seg0.info();
+  const uint64_t h = in.checkpoint_head_offset;
+  if (h == 0) return uint64_t{0};
+  const uint64_t data = in.segments[0].file_offset;
+  const uint64_t head_end = h + format::kPreambleSize + header.size();
+  // The copy lies between the segment's own header and its data, followed by zero padding (at
+  // most the largest alignment, 1 GiB; its first 4 KiB are checked).
+  if (h % 64 != 0 || h < in.header_offset + in.header_size || head_end > data ||
+      (data - h) % 64 != 0 || data - head_end > (1ull << 30) + 64) {
+    return Status::Corruption(seg0.name() + ": its checkpoint head at " + std::to_string(h) +
+                              " does not lie between its header and its chunk data at " +
+                              std::to_string(data));
+  }
+  std::vector<std::byte> bytes(head_end - h + std::min<uint64_t>(data - head_end, 4096));
+  ReadRange r{h, bytes};
+  JTREE_RETURN_IF_ERROR(seg0.source()->read(std::span(&r, 1)));
+  const auto copy = std::span(bytes).first(format::kPreambleSize + header.size());
+  Status st = format::check_checkpoint_head(copy, header);
+  if (st.ok() && std::any_of(bytes.begin() + static_cast<ptrdiff_t>(copy.size()), bytes.end(),
+                             [](std::byte b) { return b != std::byte{0}; })) {
+    st = Status::Corruption("non-zero padding after the copy of the checkpoint head");
+  }
+  if (!st.ok()) return st.WithPrefix(seg0.name() + ": at " + std::to_string(h));
+  return h;
+}
+
 Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
                    const std::vector<uint32_t>& owner, Sink& sink, const CommitOptions& options,
                    WriteStats* stats) {
@@ -109,20 +154,33 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
     return Status::Corruption(first.name() + ": header checksum mismatch");
   }
   format::VersionInfo version;
-  JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
+  JTREE_ASSIGN_OR_RETURN(const uint64_t head, embedded_head(first, header));
+  if (head == 0) JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
 
-  // Each segment's data, copied as a block; its chunks keep their offsets and checksums.
+  // Each segment's data copied as a block (segment 0's with the head in front when it carries
+  // one): its chunks keep their offsets and checksums. With every block a multiple of 64 bytes
+  // nothing is written between blocks, so on S3 each block of 5 MiB or more is copied on the
+  // server and only the index and footer are uploaded.
   format::IndexData index;
   std::vector<uint32_t> new_segment(segs.size(), UINT32_MAX);
   uint64_t done = 0, total = 0;
   for (const auto& r : segs) total += r->info().segments[0].size;
   for (uint32_t k = 0; k < segs.size(); ++k) {
     const SegmentSpan& seg = segs[k]->info().segments[0];
-    if (seg.size == 0) continue;
-    JTREE_RETURN_IF_ERROR(pad_to(sink, kSegmentAlignment));
+    Block block = data_block(segs[k]->info());
+    if (k == 0 && head != 0) {
+      block.size += block.offset - head;
+      block.offset = head;
+    } else if (seg.size == 0) {
+      continue;
+    } else {
+      JTREE_RETURN_IF_ERROR(pad_to(sink, kSegmentAlignment));
+    }
+    const uint64_t data_start = sink.position() + (seg.file_offset - block.offset);
+    JTREE_RETURN_IF_ERROR(sink.append_from(segs[k]->name(), block.offset, block.size));
+    if (seg.size == 0) continue;  // segment 0 with the head only
     new_segment[k] = static_cast<uint32_t>(index.segments.size());
-    index.segments.push_back({sink.position(), seg.size, seg.salt});
-    JTREE_RETURN_IF_ERROR(sink.append_from(segs[k]->name(), seg.file_offset, seg.size));
+    index.segments.push_back({data_start, seg.size, seg.salt});
     done += seg.size;
     if (options.write.progress && !options.write.progress(done, total)) {
       return Status::Aborted("commit cancelled");

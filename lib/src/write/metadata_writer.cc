@@ -1,5 +1,7 @@
 #include "write/metadata_writer.h"
 
+#include <algorithm>
+
 #include "codec/checksum.h"
 #include "format/header_codec.h"
 #include "jtree/writer.h"
@@ -22,6 +24,19 @@ Status write_head(Sink& sink, std::span<const std::byte> header, const format::V
   const auto pre = format::encode_preamble(p);
   JTREE_RETURN_IF_ERROR(sink.append(pre));
   return sink.append(header);
+}
+
+Result<uint64_t> write_checkpoint_head(Sink& sink, std::span<const std::byte> header,
+                                       uint32_t alignment) {
+  // Raw chunks keep their alignment in the checkpoint when the head starts on it too; a huge
+  // or invalid alignment falls back to 64 (ChunkStream::begin() reports an invalid one).
+  const bool usable = alignment != 0 && (alignment & (alignment - 1)) == 0 && alignment <= 4096;
+  const uint64_t head_alignment = usable ? std::max<uint64_t>(64, alignment) : 64;
+  JTREE_RETURN_IF_ERROR(pad_to(sink, head_alignment));
+  const uint64_t head_offset = sink.position();
+  JTREE_RETURN_IF_ERROR(write_head(sink, header, format::VersionInfo{}));
+  JTREE_RETURN_IF_ERROR(pad_to(sink, head_alignment));
+  return head_offset;
 }
 
 Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g,

@@ -19,6 +19,12 @@ Result<std::vector<std::byte>> header_bytes(const Tree& tree, const std::string&
 /// Writes the preamble and the header at the start of an empty sink.
 Status write_head(Sink& sink, std::span<const std::byte> header, const format::VersionInfo& v);
 
+/// Segment 0 of a multi-process save: pads the sink, then writes the preamble and header the
+/// committed checkpoint will start with (spec/FORMAT.md, section 11.1), padded so that the
+/// chunk data can follow. Returns the offset of that copy (SegmentInfo::head_offset).
+Result<uint64_t> write_checkpoint_head(Sink& sink, std::span<const std::byte> header,
+                                       uint32_t alignment);
+
 /// Where a generation's header is and what came before it.
 struct GenerationInfo {
   uint64_t generation = 0;

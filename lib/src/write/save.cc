@@ -48,6 +48,12 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
   if (segment) {
     index.segment_info = format::SegmentInfo{segment->process_index, segment->process_count,
                                              segment->save_id};
+    // Segment 0 carries the checkpoint's own head right before its chunk data, so that a
+    // commit can copy head and data as one block (on S3: one server-side part copy).
+    if (segment->process_index == 0) {
+      JTREE_ASSIGN_OR_RETURN(index.segment_info->head_offset,
+                             write_checkpoint_head(sink, header, options.alignment));
+    }
   }
   ChunkStream stream(sink, options.alignment, random_u64(), 0);
   JTREE_RETURN_IF_ERROR(stream.begin());
@@ -55,6 +61,9 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
   JTREE_RETURN_IF_ERROR(write_chunks(tree, stream, index.chunks, options, stats, process));
   // A segment file always has its one segment (possibly empty): the commit copies it.
   if (chunks > 0 || segment) index.segments.push_back(stream.span());
+  // A segment's data is followed by zeros up to a multiple of 64 bytes from its start, so that
+  // the commit can copy whole blocks that keep the next segment aligned.
+  if (segment) JTREE_RETURN_IF_ERROR(pad_segment_end(sink, stream.span()));
 
   GenerationInfo g;
   g.header_offset = format::kPreambleSize;
