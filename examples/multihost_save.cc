@@ -3,8 +3,11 @@
 // the single file. With MPI or JAX, use the job's own rank, size and barrier instead.
 //
 //   build/examples/multihost_save /tmp/sharded.jtree
+//   build/examples/multihost_save /tmp/sharded.jtree --no-commit   # segments only; then
+//   jtree commit /tmp/sharded.jtree                                   # (as after a dead job)
 #include <barrier>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -12,6 +15,7 @@
 
 int main(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "sharded.jtree";
+  const bool commit = !(argc > 2 && std::strcmp(argv[2], "--no-commit") == 0);
   constexpr uint32_t kProcs = 4;
   constexpr uint64_t kRows = 1024, kCols = 256, kShardRows = kRows / kProcs;
   const uint64_t save_id = 0x5eed;  // in a real job: a random number broadcast by rank 0
@@ -41,7 +45,7 @@ int main(int argc, char** argv) {
       st = jtree::save_segment(std::move(*tree), path, {rank, kProcs, save_id}).status();
     }
     barrier.arrive_and_wait();  // every segment is written
-    if (rank == 0 && st.ok()) st = jtree::commit_segments(path, kProcs).status();
+    if (commit && rank == 0 && st.ok()) st = jtree::commit_segments(path, kProcs).status();
     results[rank] = st;
   };
   std::vector<std::thread> threads;
@@ -50,6 +54,7 @@ int main(int argc, char** argv) {
   for (const auto& st : results) {
     if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
   }
+  if (!commit) return std::printf("wrote %u segments of %s\n", kProcs, path.c_str()), 0;
 
   auto r = jtree::Reader::Open(path);
   if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;

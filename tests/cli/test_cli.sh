@@ -100,5 +100,23 @@ out=$("$build/examples/multihost_save" "$dir/sharded.jtree")
 check "example multihost_save commits 4 segments" contains "$out" "from 4 segments; w\[700, 0\] = 2"
 check "the multi-host file verifies" contains "$("$jtree" verify "$dir/sharded.jtree")" "^OK: "
 
+# commit: a multi-process save whose job died before its commit, finished by hand.
+"$build/examples/multihost_save" "$dir/dead.jtree" --no-commit >/dev/null
+check "a dead job leaves 4 segments and no file" test "$(ls "$dir" | grep -c '^dead.jtree.seg-0000[0-3]-of-00004$')" = 4 -a ! -e "$dir/dead.jtree"
+out=$("$jtree" commit -q --keep-segments "$dir/dead.jtree" 2>&1)
+check "commit -q prints nothing" test -z "$out"
+check "commit finds the process count beside the file" test -s "$dir/dead.jtree"
+check "commit --keep-segments keeps them" test -e "$dir/dead.jtree.seg-00003-of-00004"
+check "the committed file equals the one of a normal commit" cmp -s <("$jtree" get "$dir/dead.jtree" 'w[700, :4]') <("$jtree" get "$dir/sharded.jtree" 'w[700, :4]')
+json=$("$jtree" commit --json --verify-data -n 4 "$dir/dead.jtree")
+check "commit --json reports the segments and sizes" python3 -c "import json,sys; d=json.loads(sys.argv[1]); assert d['segments']==4 and d['leaves']==2 and d['raw_bytes']==1024*256*4 and not d['segments_kept'], d" "$json"
+check "commit removes the segments afterwards" test "$(ls "$dir" | grep -c '^dead.jtree.seg-')" = 0
+check "the hand-committed file verifies" contains "$("$jtree" verify "$dir/dead.jtree")" "^OK: "
+out=$("$jtree" commit "$dir/dead.jtree" 2>&1)
+check "commit without segments says so" contains "$out" "no segment 0 found beside it; give the process count with -n N"
+out=$("$jtree" commit -n 3 "$dir/dead.jtree" 2>&1)
+check "commit with a missing segment names it" contains "$out" "dead.jtree.seg-00000-of-00003: segment 0 of 3 is missing"
+check "commit -n 0 is a usage error" test "$(exit_code "$jtree" commit -n 0 "$dir/dead.jtree")" = 2
+
 if [ "$failures" -gt 0 ]; then echo "$failures CLI check(s) failed"; exit 1; fi
 echo "CLI tests passed"

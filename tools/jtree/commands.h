@@ -15,6 +15,7 @@ int cmd_get(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_compact(const Args& args);
 int cmd_clean(const Args& args);
+int cmd_commit(const Args& args);
 
 /// Prints "jtree: <message>" to stderr; returns 1.
 int fail(const std::string& message);

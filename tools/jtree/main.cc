@@ -1,4 +1,4 @@
-// jtree — inspect, extract, verify, compact and clean up after .jtree files.
+// jtree — inspect, extract, verify, compact, commit and clean up after .jtree files.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +20,9 @@ const char* kUsage =
     "  compact FILE         rewrite without dead bytes (-o OUT for a new file)\n"
     "  clean FILE|DIR       remove temporary files left by killed saves of FILE (or of any\n"
     "                       file in DIR); those of running saves are kept\n"
+    "  commit TARGET        finish a multi-process save: assemble TARGET from its segments\n"
+    "                       (-n N processes; found beside a local TARGET when omitted;\n"
+    "                       --keep-segments, --verify-data reads and checks all the data)\n"
     "\n"
     "options: --json (ls, info, verify), -q/--quiet (no progress bar), --no-verify (skip\n"
     "         chunk checksums), --threads N, -o/--output PATH\n"
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
   if (cmd == "verify") return jtree::cli::cmd_verify(args);
   if (cmd == "compact") return jtree::cli::cmd_compact(args);
   if (cmd == "clean") return jtree::cli::cmd_clean(args);
+  if (cmd == "commit") return jtree::cli::cmd_commit(args);
   std::fprintf(stderr, "jtree: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
