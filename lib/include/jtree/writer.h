@@ -30,6 +30,9 @@ struct WriteStats {
   uint64_t stored_bytes = 0;    ///< chunk bytes written by this call, after encoding
   uint64_t file_size = 0;       ///< the committed file's size
   uint64_t generation = 0;
+  /// What writing the target took: write requests and bytes sent into it by this process
+  /// (uploaded bodies on S3, where server-side copies of a commit send none).
+  IoStats io;
 };
 
 /// Writes `tree` as a new file at a path or URL. Leaves take their data from Leaf::source or

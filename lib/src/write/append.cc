@@ -133,7 +133,7 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
   stats->generation = g.generation;
   stats->file_size = footer + format::kFooterSize;
   stats->leaves = tree.leaves.size();
-  return sink.commit();
+  return commit_sink(sink, stats);
 }
 
 }  // namespace

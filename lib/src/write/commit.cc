@@ -208,7 +208,7 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
   JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
   stats->file_size = footer + format::kFooterSize;
   stats->leaves = first.tree().leaves.size();
-  return sink.commit();
+  return commit_sink(sink, stats);
 }
 
 }  // namespace

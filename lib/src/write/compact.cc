@@ -63,7 +63,7 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
   JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
   stats->file_size = footer + format::kFooterSize;
   stats->leaves = tree.leaves.size();
-  return sink.commit();
+  return commit_sink(sink, stats);
 }
 
 }  // namespace

@@ -26,6 +26,12 @@ Status write_head(Sink& sink, std::span<const std::byte> header, const format::V
   return sink.append(header);
 }
 
+Status commit_sink(Sink& sink, WriteStats* stats) {
+  JTREE_RETURN_IF_ERROR(sink.commit());
+  stats->io = sink.stats();
+  return Status::OK();
+}
+
 Result<uint64_t> write_checkpoint_head(Sink& sink, std::span<const std::byte> header,
                                        uint32_t alignment) {
   // Raw chunks keep their alignment in the checkpoint when the head starts on it too; a huge

@@ -10,6 +10,7 @@
 #include "format/layout.h"
 #include "jtree/io.h"
 #include "jtree/tree.h"
+#include "jtree/writer.h"
 
 namespace jtree {
 
@@ -39,6 +40,9 @@ struct GenerationInfo {
 /// a footer must never be durable before what it points to).
 Result<uint64_t> write_tail(Sink& sink, const format::IndexData& index, const GenerationInfo& g,
                             bool sync_before_footer = false);
+
+/// Commits the sink and records what writing it took in stats->io.
+Status commit_sink(Sink& sink, WriteStats* stats);
 
 /// The default writer string, "jtree <version>".
 std::string default_writer();

@@ -72,7 +72,7 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
   JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
   stats->file_size = footer + format::kFooterSize;
   stats->leaves = tree.leaves.size();
-  return sink.commit();
+  return commit_sink(sink, stats);
 }
 
 Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options) {
