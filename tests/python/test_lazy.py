@@ -150,3 +150,47 @@ def test_lazy_reads_are_thread_safe(path):
 
         with ThreadPoolExecutor(8) as ex:
             assert all(ex.map(work, range(200)))
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_raw_chunk_slices(path, verify):
+    """Slices of raw (uncompressed) chunks: parts of chunks, steps, several requests sharing
+    chunks in one read; all against NumPy."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 40, 7)).astype(np.float32)
+    b = rng.integers(0, 255, size=(5000,), dtype=np.uint8)
+    jtree.save({"a": a, "b": b}, path, compression=None, chunk_bytes=8 << 10)
+    with jtree.open(path, verify=verify) as f:
+        assert f["a"].chunk_shape[0] < 300
+        for idx in [np.s_[10:200], np.s_[:, 3:9], np.s_[5:250:3, ::2, 1:6], np.s_[299],
+                    np.s_[..., 4], np.s_[:], np.s_[7:8, 39, 6]]:
+            np.testing.assert_array_equal(f["a"][idx], a[idx])
+        np.testing.assert_array_equal(f["b"][123:4567], b[123:4567])
+        leaf = f["a"]._leaf.index
+        x = np.empty((100, 40, 7), np.float32)
+        y = np.empty((150, 40, 3), np.float32)
+        f._reader.read_many([(leaf, [20, 0, 0], [120, 40, 7], x.reshape(-1).view(np.uint8)),
+                             (leaf, [50, 0, 2], [200, 40, 5], y.reshape(-1).view(np.uint8))],
+                            verify, 0)
+        np.testing.assert_array_equal(x, a[20:120])
+        np.testing.assert_array_equal(y, a[50:200, :, 2:5])
+
+
+def test_a_slice_of_a_damaged_raw_chunk_is_refused(path):
+    """A slice checks the whole chunk it reads from, also the bytes it does not return."""
+    a = np.arange(64 * 1024, dtype=np.float32).reshape(256, 256)
+    jtree.save({"a": a}, path, compression=None, chunk_bytes=64 << 10)  # 64 rows per chunk
+    with jtree.open(path) as f:
+        assert f["a"].chunk_shape == (64, 256)
+        offset, stored, _raw = f._reader.chunks(f["a"]._leaf.index)[1]  # rows 64..127
+    with open(path, "r+b") as fh:
+        fh.seek(offset + stored - 1)  # the chunk's last byte: row 127
+        last = fh.read(1)
+        fh.seek(offset + stored - 1)
+        fh.write(bytes([last[0] ^ 0xFF]))
+    with jtree.open(path) as f:
+        with pytest.raises(jtree.CorruptionError, match="checksum"):
+            f["a"][70:80]  # rows of the damaged chunk that are intact
+        np.testing.assert_array_equal(f["a"][0:64], a[0:64])  # other chunks are fine
+    with jtree.open(path, verify=False) as f:
+        np.testing.assert_array_equal(f["a"][70:80], a[70:80])

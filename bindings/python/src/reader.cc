@@ -18,10 +18,17 @@ namespace {
 
 using ByteBuffer = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig>;
 
+// (Made once per leaf of every open file: straight into a tuple, without a list between.)
 nb::tuple shape_tuple(const jtree::Shape& s) {
-  nb::list l;
-  for (uint64_t e : s) l.append(nb::int_(e));
-  return nb::tuple(l);
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (t == nullptr) throw nb::python_error();
+  nb::tuple out = nb::steal<nb::tuple>(t);
+  for (size_t i = 0; i < s.size(); ++i) {
+    PyObject* e = PyLong_FromUnsignedLongLong(s[i]);
+    if (e == nullptr) throw nb::python_error();
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), e);
+  }
+  return out;
 }
 
 nb::object bytes_or_none(const std::string& s, bool present) {

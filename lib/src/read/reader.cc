@@ -196,6 +196,62 @@ void read_inline(const Leaf& leaf, const Box& box, std::span<std::byte> dst) {
               box.shape(), item);
 }
 
+// Pieces in which raw chunks are read and hashed: small enough to stay in the cache between
+// the read, the hash and the copy out.
+constexpr size_t kPiece = 1 << 20;
+// Local files: neighbouring chunks are fetched together only up to this size (a read there
+// costs a system call, not a round trip; larger fetches only need larger buffers).
+constexpr uint64_t kLocalFetchBytes = 1 << 20;
+
+// One contiguous run of a chunk's region: bytes [src, src + len) of the chunk go to bytes
+// [dst, dst + len) of the destination.
+struct Run {
+  uint64_t src, dst, len;
+};
+
+// The runs of `region` (at `chunk_start` of a C-order chunk of `chunk_shape`) placed at
+// `dst_start` of a C-order destination of `dst_shape`, in increasing chunk order: trailing
+// dimensions whole in both merge into one run.
+void region_runs(const Shape& chunk_shape, const Shape& chunk_start, const Shape& dst_shape,
+                 const Shape& dst_start, const Shape& region, size_t item,
+                 std::vector<Run>& out) {
+  const size_t rank = region.size();
+  if (rank == 0) {
+    out.push_back({0, 0, item});
+    return;
+  }
+  for (uint64_t e : region) {
+    if (e == 0) return;
+  }
+  size_t k = rank - 1;
+  uint64_t len = region[k] * item;
+  while (k > 0 && region[k] == chunk_shape[k] && region[k] == dst_shape[k]) {
+    --k;
+    len *= region[k];
+  }
+  std::vector<uint64_t> cs(rank), ds(rank);
+  cs[rank - 1] = ds[rank - 1] = item;
+  for (size_t d = rank - 1; d > 0; --d) {
+    cs[d - 1] = cs[d] * chunk_shape[d];
+    ds[d - 1] = ds[d] * dst_shape[d];
+  }
+  std::vector<uint64_t> idx(k, 0);  // over the dimensions before k
+  for (;;) {
+    uint64_t src = chunk_start[k] * cs[k], dst = dst_start[k] * ds[k];
+    for (size_t d = 0; d < k; ++d) {
+      src += (chunk_start[d] + idx[d]) * cs[d];
+      dst += (dst_start[d] + idx[d]) * ds[d];
+    }
+    out.push_back({src, dst, len});
+    size_t d = k;
+    while (d-- > 0) {
+      if (++idx[d] < region[d]) break;
+      idx[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) break;
+  }
+}
+
 }  // namespace
 
 Status Reader::read_many(std::span<const ReadRequest> requests,
@@ -211,9 +267,9 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   // Fetches no larger than the backend wants (remote ones: a few MiB, so that decoding
   // overlaps the transfers).
   ReadOptions fetch = options;
-  if (const uint64_t pref = impl_->source->preferred_fetch_bytes(); pref > 0) {
-    fetch.max_fetch_bytes = std::min(fetch.max_fetch_bytes, pref);
-  }
+  const uint64_t pref = impl_->source->preferred_fetch_bytes();
+  const bool local = pref == 0;
+  fetch.max_fetch_bytes = std::min(fetch.max_fetch_bytes, local ? kLocalFetchBytes : pref);
   auto planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
   if (!planned.ok()) return planned.status().WithPrefix(name());
   const ReadPlan& plan = *planned;
@@ -291,7 +347,6 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     }
     // Read in pieces and hash each right after it lands, while it is in the cache: hashing
     // the whole chunk afterwards would read it from memory a second time.
-    constexpr size_t kPiece = 1 << 20;
     Xxh3Stream hash(info.seed);
     for (size_t done = 0; done < dst.size(); done += kPiece) {
       auto piece = dst.subspan(done, std::min(kPiece, dst.size() - done));
@@ -304,9 +359,86 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     return true;
   };
 
+  // Local files, a lone raw chunk of which only parts are wanted (a slice), or whose parts go
+  // to several places: the chunk is read in cache-sized pieces into one small buffer, each
+  // piece hashed as it lands and its wanted bytes copied out, so that no buffer of the
+  // chunk's size is filled (and faulted in) only to be copied from once. Without
+  // verification, only the wanted bytes are read. Returns false when it does not apply.
+  auto stream_raw = [&](const FetchUnit& unit, Status* st) -> bool {
+    if (!local || unit.jobs.size() != 1) return false;
+    const ChunkJob& job = plan.jobs[unit.jobs[0]];
+    const Leaf& leaf = t.leaves[job.leaf];
+    if (is_4bit(leaf.dtype)) return false;
+    const ChunkInfo info = impl.chunk(job.chunk);
+    if (info.encoding != ChunkEncoding::kRaw) return false;
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    if (job.stored_size != job.box.num_elements() * item) {
+      *st = Status::Corruption(impl.chunk_where(job.leaf, job.local) + ": raw chunk of " +
+                               std::to_string(job.stored_size) + " bytes, expected " +
+                               std::to_string(job.box.num_elements() * item));
+      return true;
+    }
+    const Shape chunk_shape = job.box.shape();
+    struct Target {
+      std::byte* dst;
+      std::vector<Run> runs;
+      size_t next = 0;
+    };
+    std::vector<Target> targets(job.targets.size());
+    size_t num_runs = 0;
+    for (size_t i = 0; i < job.targets.size(); ++i) {
+      const ChunkTarget& tg = job.targets[i];
+      targets[i].dst = requests[tg.request].dst.data();
+      region_runs(chunk_shape, tg.chunk_start, boxes[tg.request].shape(), tg.dst_start,
+                  tg.region, item, targets[i].runs);
+      num_runs += targets[i].runs.size();
+    }
+    if (!options.verify_checksums && num_runs <= 64) {
+      for (const Target& tg : targets) {
+        for (const Run& r : tg.runs) {
+          ReadRange range{job.file_offset + r.src, {tg.dst + r.dst, r.len}};
+          *st = impl.source->read(std::span(&range, 1));
+          if (!st->ok()) return true;
+        }
+      }
+      return true;
+    }
+    Scratch& s = scratch();
+    grow(s.fetch, std::min<uint64_t>(kPiece, job.stored_size));
+    Xxh3Stream hash(info.seed);
+    for (uint64_t done = 0; done < job.stored_size; done += kPiece) {
+      const uint64_t n = std::min<uint64_t>(kPiece, job.stored_size - done);
+      const uint64_t end = done + n;
+      bool wanted = options.verify_checksums;
+      for (const Target& tg : targets) {
+        wanted |= tg.next < tg.runs.size() && tg.runs[tg.next].src < end;
+      }
+      if (!wanted) continue;  // (only without verification: nothing of it is needed)
+      ReadRange range{job.file_offset + done, {s.fetch.data(), n}};
+      *st = impl.source->read(std::span(&range, 1));
+      if (!st->ok()) return true;
+      if (options.verify_checksums) hash.update({s.fetch.data(), n});
+      for (Target& tg : targets) {
+        while (tg.next < tg.runs.size()) {
+          const Run& r = tg.runs[tg.next];
+          if (r.src >= end) break;
+          const uint64_t a = std::max(r.src, done), b = std::min(r.src + r.len, end);
+          if (a < b) std::memcpy(tg.dst + r.dst + (a - r.src), s.fetch.data() + (a - done), b - a);
+          if (r.src + r.len > end) break;
+          ++tg.next;
+        }
+      }
+    }
+    if (options.verify_checksums && hash.digest() != info.checksum) {
+      *st = impl.checksum_error(info, job.leaf, job.local);
+    }
+    return true;
+  };
+
   auto fetch_and_deliver = [&](const FetchUnit& unit) -> Status {
     Status st;
     if (read_in_place(unit, &st)) return st;
+    if (stream_raw(unit, &st)) return st;
     Scratch& s = scratch();
     grow(s.fetch, unit.size);
     ReadRange range{unit.offset, {s.fetch.data(), unit.size}};
