@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "format/aligned_bytes.h"
+#include "format/validate.h"
 #include "jtree_generated.h"
+#include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/huge_pages.h"
 #include "util/thread_pool.h"
@@ -96,6 +98,18 @@ Offset<fb::Node> encode_node(FlatBufferBuilder& b, const Node& n) {
 }
 
 // Reading side ------------------------------------------------------------------------------
+
+// Nodes and leaves are verified and decoded in ranges of this many, in parallel.
+constexpr size_t kLeafRange = 16384;
+
+// What the leaf ranges of decode_tree gather as they decode (one per range of leaves).
+struct LeafRangeSummary {
+  uint64_t chunks = 0;  // of the range's leaves; each leaf's first_chunk is relative to the range
+  uint64_t inline_bytes = 0;
+  uint64_t raw_bytes = 0;
+  bool invalid = false;  // a leaf failed its spec checks, or the range's chunk count overflowed
+};
+
 
 std::string to_string(const flatbuffers::String* s) {
   return s ? std::string(s->data(), s->size()) : std::string();
@@ -232,6 +246,24 @@ Status decode_node(const fb::Node* f, size_t i, const Limits& limits, Node& n) {
   return Status::OK();
 }
 
+// The spec checks of one decoded leaf (validate_leaves' without messages), and its totals.
+void check_leaf(Leaf& l, const Limits& limits, LeafRangeSummary& r) {
+  uint64_t n = 0;
+  if (!leaf_spec_valid(l, limits, &n)) {
+    r.invalid = true;
+    return;
+  }
+  l.first_chunk = r.chunks;
+  auto total = checked_add(r.chunks, n);
+  if (!total) {
+    r.invalid = true;
+    return;
+  }
+  r.chunks = *total;
+  if (l.storage == Storage::kInline) r.inline_bytes += l.inline_data.size();
+  if (l.storage == Storage::kChunked) r.raw_bytes += stored_bytes(l.dtype, l.num_elements());
+}
+
 // The checks of VerifyBuffer<fb::Header> except the node and leaf tables themselves:
 // decode_header verifies those as it decodes them. Returns the root, or null.
 const fb::Header* verify_root(flatbuffers::Verifier& v, const uint8_t* data, size_t size) {
@@ -276,8 +308,11 @@ Result<std::vector<std::byte>> encode_header(const Tree& tree, std::string_view 
   return std::vector<std::byte>(p, p + b.GetSize());
 }
 
-Result<Tree> decode_header(std::span<const std::byte> unaligned, const Limits& limits,
-                           std::string* writer) {
+namespace {
+
+// decode_header; with `summaries`, also checks each leaf's spec (decode_tree).
+Result<Tree> decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
+                         std::string* writer, std::vector<LeafRangeSummary>* summaries) {
   const AlignedBytes aligned(unaligned);
   const std::span<const std::byte> bytes = aligned.span();
   if (bytes.size() > limits.max_header_bytes) {
@@ -329,11 +364,12 @@ Result<Tree> decode_header(std::span<const std::byte> unaligned, const Limits& l
   // ranges. A verification failure anywhere wins over decoding errors, and among those the
   // lowest range's wins, so messages match a verify-everything-first order and do not depend
   // on timing.
-  constexpr size_t kRange = 16384;
+  constexpr size_t kRange = kLeafRange;
   const size_t node_ranges = (t.nodes.size() + kRange - 1) / kRange;
   const size_t ranges = node_ranges + (nleaves + kRange - 1) / kRange;
   std::vector<Status> errors(ranges);
   std::vector<char> unverified(ranges, 0);  // a table of the range failed verification
+  if (summaries) summaries->assign(ranges - node_ranges, {});
   Status st = parallel_for(ThreadPool::shared(), ranges, 0, [&](size_t r) -> Status {
     const bool nodes = r < node_ranges;
     const size_t begin = (nodes ? r : r - node_ranges) * kRange;
@@ -349,7 +385,11 @@ Result<Tree> decode_header(std::span<const std::byte> unaligned, const Limits& l
       } else {
         const fb::Leaf* f = fleaves->Get(k);
         unverified[r] = !f->Verify(v);
-        if (!unverified[r] && errors[r].ok()) errors[r] = decode_leaf(f, i, limits, t.leaves[i]);
+        if (!unverified[r] && errors[r].ok()) {
+          Leaf& l = t.leaves[i];
+          errors[r] = decode_leaf(f, i, limits, l);
+          if (summaries && errors[r].ok()) check_leaf(l, limits, (*summaries)[r - node_ranges]);
+        }
       }
     }
     return Status::OK();
@@ -367,6 +407,54 @@ Result<Tree> decode_header(std::span<const std::byte> unaligned, const Limits& l
     }
   }
   if (writer) *writer = to_string(h->writer());
+  return t;
+}
+
+}  // namespace
+
+Result<Tree> decode_header(std::span<const std::byte> bytes, const Limits& limits,
+                           std::string* writer) {
+  return decode_impl(bytes, limits, writer, nullptr);
+}
+
+Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
+                         std::string* writer, HeaderSummary* summary) {
+  std::vector<LeafRangeSummary> ranges;
+  JTREE_ASSIGN_OR_RETURN(Tree t, decode_impl(bytes, limits, writer, &ranges));
+  Status st = t.Finalize(limits.max_depth);
+  if (!st.ok()) return Status::Corruption("header: " + st.message());
+  HeaderSummary sum;
+  bool invalid = false;
+  for (const LeafRangeSummary& r : ranges) {
+    auto chunks = checked_add(sum.chunks, r.chunks);
+    invalid = invalid || r.invalid || !chunks;
+    if (invalid) break;
+    sum.chunks = *chunks;
+    sum.inline_bytes += r.inline_bytes;
+    sum.raw_bytes += r.raw_bytes;
+  }
+  if (invalid) {
+    // Some leaf failed (or the count overflowed): the checks again, in order, with messages.
+    JTREE_ASSIGN_OR_RETURN(uint64_t chunks, validate_leaves(t, limits));
+    sum = HeaderSummary{};
+    sum.chunks = chunks;
+    for (const Leaf& l : t.leaves) {
+      if (l.storage == Storage::kInline) sum.inline_bytes += l.inline_data.size();
+      if (l.storage == Storage::kChunked) sum.raw_bytes += stored_bytes(l.dtype, l.num_elements());
+    }
+  } else {
+    // first_chunk is relative to the leaf's range: add the chunks of the ranges before it
+    // (nothing to do while they have none, as in a tree of inline leaves).
+    uint64_t base = 0;
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      if (base != 0) {
+        const size_t end = std::min(t.leaves.size(), (r + 1) * kLeafRange);
+        for (size_t i = r * kLeafRange; i < end; ++i) t.leaves[i].first_chunk += base;
+      }
+      base += ranges[r].chunks;
+    }
+  }
+  if (summary) *summary = sum;
   return t;
 }
 

@@ -24,4 +24,19 @@ Result<std::vector<std::byte>> encode_header(const Tree& tree, std::string_view 
 Result<Tree> decode_header(std::span<const std::byte> bytes, const Limits& limits,
                            std::string* writer);
 
+/// Totals over the leaves of a header decoded by decode_tree.
+struct HeaderSummary {
+  uint64_t chunks = 0;        ///< chunks the index must list (validate_leaves' result)
+  uint64_t inline_bytes = 0;  ///< bytes of inline payloads
+  uint64_t raw_bytes = 0;     ///< stored-form bytes of chunked leaves
+};
+
+/// decode_header, then Tree::Finalize(limits.max_depth), then validate_leaves, in fewer passes:
+/// each leaf's spec is checked right after it is decoded, while it is in the cache, and
+/// Leaf::first_chunk is set there. The errors are those of the three in that order (Finalize's
+/// prefixed with "header: " and made Corruption), whatever the ranges' timing: a leaf that
+/// fails is reported by running validate_leaves itself once the tree is finalized.
+Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
+                         std::string* writer, HeaderSummary* summary);
+
 }  // namespace jtree::format

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "format/chunk_grid.h"
@@ -20,6 +21,9 @@ bool is_payload_kind(LeafKind k) {
          k == LeafKind::kByteArray || k == LeafKind::kCustomLeaf || k == LeafKind::kPickle;
 }
 
+// check_leaf<false> builds no message: it is given this tree, which it does not look at.
+const Tree kNoTree;
+
 Status leaf_error(const Tree& t, size_t i, const std::string& what) {
   return Status::Corruption("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
 }
@@ -32,94 +36,134 @@ bool filter_ok(Filter f, DType d) {
   return true;
 }
 
-Status validate_leaf(Tree& t, size_t i, const Limits& limits, uint64_t* chunks) {
-  Leaf& l = t.leaves[i];
+// The leaf checks, written once for two callers. With kMessages, a failure returns the full
+// Status naming the leaf's path (which needs a finalized tree). Without, it returns a bare
+// Status of the right code and builds no message: the decoder runs that version on every leaf
+// while the leaf is in the cache, before the tree is finalized, and only when a leaf fails is
+// the check run again with messages (validate_leaves), so both report exactly the same.
+#define JTREE_LEAF_FAIL(code, message_expr)             \
+  do {                                                  \
+    if constexpr (kMessages) return (message_expr);     \
+    else return false;                                  \
+  } while (0)
+
+template <bool kMessages>
+using LeafResult = std::conditional_t<kMessages, Status, bool>;
+
+template <bool kMessages>
+LeafResult<kMessages> leaf_ok() {
+  if constexpr (kMessages) return Status::OK();
+  else return true;
+}
+
+template <bool kMessages>
+LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const Limits& limits,
+                                 uint64_t* chunks) {
   *chunks = 0;
-  if (l.flags & ~kKnownLeafFlags) return leaf_error(t, i, "unknown flag bits");
+  if (l.flags & ~kKnownLeafFlags) {
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "unknown flag bits"));
+  }
   if (!l.type_name.empty() && l.kind != LeafKind::kCustomLeaf) {
-    return leaf_error(t, i, "type name on a leaf that is not a custom leaf");
+    JTREE_LEAF_FAIL(kCorruption,
+                    leaf_error(t, i, "type name on a leaf that is not a custom leaf"));
   }
   if (l.kind == LeafKind::kCustomLeaf && l.type_name.empty()) {
-    return leaf_error(t, i, "custom leaf without a registered name");
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "custom leaf without a registered name"));
   }
   if (!l.big_int.empty() && l.kind != LeafKind::kInt) {
-    return leaf_error(t, i, "integer bytes on a leaf that is not an int");
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "integer bytes on a leaf that is not an int"));
   }
   if (!is_payload_kind(l.kind)) {
     // Scalars carry nothing else: no payload, no hidden bytes.
     if (l.storage != Storage::kNone || l.dtype != DType::kInvalid || !l.shape.empty() ||
         !l.chunk_shape.empty() || !l.inline_data.empty() || l.filter != Filter::kNone ||
         l.codec != Codec::kRaw || l.level != 0) {
-      return leaf_error(t, i, "payload fields on a " + std::string(leaf_kind_name(l.kind)) +
-                                  " leaf");
+      JTREE_LEAF_FAIL(kCorruption,
+                      leaf_error(t, i, "payload fields on a " +
+                                           std::string(leaf_kind_name(l.kind)) + " leaf"));
     }
     if (l.big_int.size() > limits.max_string_bytes) {
-      return Status::ResourceExhausted("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
-                                       ": integer of " + std::to_string(l.big_int.size()) +
-                                       " bytes over the string limit");
+      JTREE_LEAF_FAIL(kResourceExhausted,
+                      Status::ResourceExhausted("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
+                                                ": integer of " +
+                                                std::to_string(l.big_int.size()) +
+                                                " bytes over the string limit"));
     }
-    return Status::OK();
+    return leaf_ok<kMessages>();
   }
-  if (l.storage == Storage::kNone) return leaf_error(t, i, "payload leaf without storage");
-  if (l.dtype == DType::kInvalid) return leaf_error(t, i, "payload leaf without a dtype");
+  if (l.storage == Storage::kNone) {
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "payload leaf without storage"));
+  }
+  if (l.dtype == DType::kInvalid) {
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "payload leaf without a dtype"));
+  }
   if (l.kind != LeafKind::kArray && (l.dtype != DType::kUInt8 || l.shape.size() != 1)) {
-    return leaf_error(t, i, std::string(leaf_kind_name(l.kind)) +
-                                " payload must be 1-d uint8");
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, std::string(leaf_kind_name(l.kind)) +
+                                                      " payload must be 1-d uint8"));
   }
   if (l.flags & kLeafFlagScalar && (l.kind != LeafKind::kArray || !l.shape.empty())) {
-    return leaf_error(t, i, "scalar flag on a leaf that is not a 0-d array");
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "scalar flag on a leaf that is not a 0-d array"));
   }
-  const auto info = *dtype_info(l.dtype);
   auto elements = checked_product(l.shape, kMaxPayloadBytes / 16);
-  if (!elements) return leaf_error(t, i, "shape too large");
+  if (!elements) JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "shape too large"));
   const uint64_t stored = stored_bytes(l.dtype, *elements);
 
   if (l.storage == Storage::kInline) {
     if (!l.chunk_shape.empty() || l.filter != Filter::kNone || l.codec != Codec::kRaw ||
         l.level != 0) {
-      return leaf_error(t, i, "chunk fields on an inline leaf");
+      JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "chunk fields on an inline leaf"));
     }
     if (l.inline_data.size() != stored) {
-      return leaf_error(t, i, "inline data is " + std::to_string(l.inline_data.size()) +
-                                  " bytes; dtype " + std::string(info.name) + " x shape needs " +
-                                  std::to_string(stored));
+      JTREE_LEAF_FAIL(kCorruption,
+                      leaf_error(t, i, "inline data is " + std::to_string(l.inline_data.size()) +
+                                           " bytes; dtype " + std::string(dtype_name(l.dtype)) +
+                                           " x shape needs " + std::to_string(stored)));
     }
-    return Status::OK();
+    return leaf_ok<kMessages>();
   }
 
   // Chunked.
   if (l.chunk_shape.size() != l.shape.size()) {
-    return leaf_error(t, i, "chunk shape rank " + std::to_string(l.chunk_shape.size()) +
-                                " differs from shape rank " + std::to_string(l.shape.size()));
+    JTREE_LEAF_FAIL(kCorruption,
+                    leaf_error(t, i, "chunk shape rank " + std::to_string(l.chunk_shape.size()) +
+                                         " differs from shape rank " +
+                                         std::to_string(l.shape.size())));
   }
   for (size_t d = 0; d < l.shape.size(); ++d) {
     if (l.chunk_shape[d] == 0 || l.chunk_shape[d] > std::max<uint64_t>(l.shape[d], 1)) {
-      return leaf_error(t, i, "chunk shape dimension " + std::to_string(d) + " is " +
-                                  std::to_string(l.chunk_shape[d]) + " for an extent of " +
-                                  std::to_string(l.shape[d]));
+      JTREE_LEAF_FAIL(kCorruption,
+                      leaf_error(t, i, "chunk shape dimension " + std::to_string(d) + " is " +
+                                           std::to_string(l.chunk_shape[d]) +
+                                           " for an extent of " + std::to_string(l.shape[d])));
     }
   }
   auto chunk_elements = checked_product(l.chunk_shape, kMaxPayloadBytes / 16);
   uint64_t chunk_bytes = chunk_elements ? stored_bytes(l.dtype, *chunk_elements) : UINT64_MAX;
   if (chunk_bytes > std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)) {
-    return Status::ResourceExhausted(
-        "leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": chunks of " +
-        std::to_string(chunk_bytes) + " bytes, over the limit of " +
-        std::to_string(std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)));
+    JTREE_LEAF_FAIL(kResourceExhausted,
+                    Status::ResourceExhausted(
+                        "leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": chunks of " +
+                        std::to_string(chunk_bytes) + " bytes, over the limit of " +
+                        std::to_string(std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes))));
   }
   if (!filter_ok(l.filter, l.dtype)) {
-    return leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
-                                " cannot apply to dtype " + std::string(info.name));
+    JTREE_LEAF_FAIL(kCorruption,
+                    leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
+                                         " cannot apply to dtype " + std::string(dtype_name(l.dtype))));
   }
   if (l.codec == Codec::kRaw && (l.filter != Filter::kNone || l.level != 0)) {
-    return leaf_error(t, i, "filter or level on a raw leaf");
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "filter or level on a raw leaf"));
   }
   auto n = grid_chunk_count(l.shape, l.chunk_shape);
-  if (!n) return leaf_error(t, i, "chunk grid too large");
-  if (*n == 0) return leaf_error(t, i, "empty array stored as chunks (must be inline)");
+  if (!n) JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "chunk grid too large"));
+  if (*n == 0) {
+    JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "empty array stored as chunks (must be inline)"));
+  }
   *chunks = *n;
-  return Status::OK();
+  return leaf_ok<kMessages>();
 }
+
+#undef JTREE_LEAF_FAIL
 
 }  // namespace
 
@@ -166,13 +210,18 @@ Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits) {
   uint64_t total = 0;
   for (size_t i = 0; i < tree.leaves.size(); ++i) {
     uint64_t n = 0;
-    JTREE_RETURN_IF_ERROR(validate_leaf(tree, i, limits, &n));
+    JTREE_RETURN_IF_ERROR(check_leaf<true>(tree, tree.leaves[i], i, limits, &n));
     tree.leaves[i].first_chunk = total;
     auto sum = checked_add(total, n);
     if (!sum) return Status::Corruption("header: chunk count overflows");
     total = *sum;
   }
   return total;
+}
+
+bool leaf_spec_valid(const Leaf& leaf, const Limits& limits, uint64_t* chunks) {
+  // The tree and the leaf number are used only by messages, which this version does not build.
+  return check_leaf<false>(kNoTree, leaf, 0, limits, chunks);
 }
 
 Status validate_index(const Tree& tree, const IndexData& index, uint64_t expected_chunks,

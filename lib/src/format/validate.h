@@ -21,6 +21,11 @@ namespace jtree::format {
 /// ResourceExhausted for limits.
 Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits);
 
+/// The checks of validate_leaves for one leaf, without messages and without the tree: true when
+/// `leaf` passes them, with its chunk count in `*chunks`. For decoders that check each leaf as
+/// they build it; on false, validate_leaves gives the error (the same checks, with the message).
+bool leaf_spec_valid(const Leaf& leaf, const Limits& limits, uint64_t* chunks);
+
 /// A byte range of the file that holds metadata of the current generation.
 struct Region {
   uint64_t offset = 0;

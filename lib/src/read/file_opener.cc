@@ -154,10 +154,12 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
   if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
 
-  JTREE_ASSIGN_OR_RETURN(f.tree, format::decode_header(header, limits, &f.info.writer));
-  Status st = f.tree.Finalize(limits.max_depth);
-  if (!st.ok()) return Status::Corruption("header: " + st.message());
-  JTREE_ASSIGN_OR_RETURN(uint64_t chunks, format::validate_leaves(f.tree, limits));
+  // Decoded, finalized and every leaf checked (format::decode_header, Tree::Finalize and
+  // format::validate_leaves, fused).
+  format::HeaderSummary summary;
+  JTREE_ASSIGN_OR_RETURN(f.tree,
+                         format::decode_tree(header, limits, &f.info.writer, &summary));
+  const uint64_t chunks = summary.chunks;
   JTREE_ASSIGN_OR_RETURN(f.index, format::decode_index(index, limits));
   f.metadata = {{0, kPreambleSize, "preamble"},
                 {ft.header_offset, ft.header_size, "header"},
@@ -190,11 +192,8 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   info.prev_footer_offset = ft.prev_footer_offset;
   info.segments = f.index.segments;
   info.num_chunks = f.index.chunks.size();
-  for (const Leaf& l : f.tree.leaves) {
-    if (l.storage == Storage::kInline) info.inline_bytes += l.inline_data.size();
-    if (l.storage != Storage::kChunked) continue;
-    info.raw_bytes += stored_bytes(l.dtype, l.num_elements());
-  }
+  info.inline_bytes = summary.inline_bytes;
+  info.raw_bytes = summary.raw_bytes;
   for (const auto& c : f.index.chunks) info.stored_bytes += c.stored_size;
   return f;
 }

@@ -126,6 +126,7 @@ Status Tree::Finalize(uint32_t max_depth) {
   };
   std::vector<Open> stack;
   std::vector<uint32_t> kids_scratch;
+  std::vector<uint32_t> keyed_containers;  // in node order
   auto fail = [&](uint32_t i, const std::string& what) {
     // Paths of not-yet-finalized trees: build from the parent links computed so far.
     std::string p;
@@ -194,6 +195,12 @@ Status Tree::Finalize(uint32_t max_depth) {
                          std::to_string(n - 1 - i) + " nodes follow");
     }
     if (node.num_children > 0) {
+      // Containers whose keys the second pass checks: it then visits only these, not every node
+      // again.
+      if (node.num_children >= 2 && node.kind != NodeKind::kList &&
+          node.kind != NodeKind::kTuple) {
+        keyed_containers.push_back(i);
+      }
       if (stack.size() >= max_depth) {
         return fail(i, "nesting deeper than " + std::to_string(max_depth));
       }
@@ -218,10 +225,8 @@ Status Tree::Finalize(uint32_t max_depth) {
   }
   // Keys unique within each keyed container; Custom children all keyed or all keyless.
   UniqueKeyChecker checker;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (nodes[i].num_children < 2) continue;
+  for (uint32_t i : keyed_containers) {
     const NodeKind k = nodes[i].kind;
-    if (k == NodeKind::kList || k == NodeKind::kTuple) continue;
     kids_scratch.clear();
     for (uint32_t c = i + 1; c < subtree_end_[i]; c = subtree_end_[c]) kids_scratch.push_back(c);
     if (k == NodeKind::kCustom) {
