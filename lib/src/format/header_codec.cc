@@ -381,14 +381,20 @@ Result<Tree> decode_impl(std::span<const std::byte> unaligned, const Limits& lim
       if (nodes) {
         const fb::Node* f = fnodes->Get(k);
         unverified[r] = !f->Verify(v);
-        if (!unverified[r] && errors[r].ok()) errors[r] = decode_node(f, i, limits, t.nodes[i]);
+        if (!unverified[r] && errors[r].ok()) {
+          // (Assigned only when it fails: a Status per table is not free.)
+          if (Status e = decode_node(f, i, limits, t.nodes[i]); !e.ok()) errors[r] = std::move(e);
+        }
       } else {
         const fb::Leaf* f = fleaves->Get(k);
         unverified[r] = !f->Verify(v);
         if (!unverified[r] && errors[r].ok()) {
           Leaf& l = t.leaves[i];
-          errors[r] = decode_leaf(f, i, limits, l);
-          if (summaries && errors[r].ok()) check_leaf(l, limits, (*summaries)[r - node_ranges]);
+          if (Status e = decode_leaf(f, i, limits, l); !e.ok()) {
+            errors[r] = std::move(e);
+          } else if (summaries) {
+            check_leaf(l, limits, (*summaries)[r - node_ranges]);
+          }
         }
       }
     }
