@@ -345,9 +345,12 @@ Result<Tree> decode_impl(std::span<const std::byte> unaligned, const Limits& lim
                                      std::to_string(limits.max_leaves));
   }
   Tree t;
+  // Small trees are decoded on the calling thread: handing work to the pool costs more than
+  // it saves there (a thread must wake up; on a busy machine it may wait to be scheduled).
+  const int parallelism = fnodes->size() + nleaves >= kLeafRange ? 0 : 1;
   // The two arrays are constructed on two threads: constructing them is what first touches
   // their memory, and the kernel's zeroing of fresh pages is a good part of an open's time.
-  JTREE_RETURN_IF_ERROR(parallel_for(ThreadPool::shared(), 2, 0, [&](size_t which) {
+  JTREE_RETURN_IF_ERROR(parallel_for(ThreadPool::shared(), 2, parallelism, [&](size_t which) {
     if (which == 0) {
       t.nodes.reserve(fnodes->size());
       advise_huge_pages(t.nodes.data(), t.nodes.capacity() * sizeof(Node));
@@ -370,7 +373,7 @@ Result<Tree> decode_impl(std::span<const std::byte> unaligned, const Limits& lim
   std::vector<Status> errors(ranges);
   std::vector<char> unverified(ranges, 0);  // a table of the range failed verification
   if (summaries) summaries->assign(ranges - node_ranges, {});
-  Status st = parallel_for(ThreadPool::shared(), ranges, 0, [&](size_t r) -> Status {
+  Status st = parallel_for(ThreadPool::shared(), ranges, parallelism, [&](size_t r) -> Status {
     const bool nodes = r < node_ranges;
     const size_t begin = (nodes ? r : r - node_ranges) * kRange;
     const size_t end = std::min(begin + kRange, nodes ? t.nodes.size() : nleaves);
