@@ -27,52 +27,15 @@
 
 #include "jtree/jtree.h"
 
+#include "bench_util.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Stat {
-  double median, min, max;
-};
-
-Stat measure(int runs, const std::function<void()>& fn) {
-  fn();  // a warm-up run, not counted: first touches of buffers and page cache are not the
-         // steady state
-  std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
-    auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), t.back()};
-}
-
-// Throughput (GB/s, 1e9) of `bytes` per run: median [slowest run, fastest run].
-std::string gbps(uint64_t bytes, const Stat& s) {
-  char b[96];
-  std::snprintf(b, sizeof b, "%.2f GB/s [%.2f, %.2f]", bytes / s.median / 1e9, bytes / s.max / 1e9,
-                bytes / s.min / 1e9);
-  return b;
-}
+using namespace jtree::bench;
 
 void die(const jtree::Status& st) {
   std::fprintf(stderr, "bench_core: %s\n", st.ToString().c_str());
   std::exit(1);
-}
-
-std::vector<std::byte> bf16_weights(size_t n, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0, 0.02f);
-  std::vector<std::byte> v(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    float f = d(g);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-    std::memcpy(v.data() + 2 * i, &h, 2);
-  }
-  return v;
 }
 
 void touch(std::vector<std::byte>& v) {
