@@ -8,9 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "../tests/synthetic_weights.h"
 
 namespace jtree::bench {
 
@@ -43,20 +44,9 @@ inline std::string gbps(uint64_t bytes, const Stat& s) {
   return b;
 }
 
-/// `n` bf16 values drawn from normal(0, 0.02), rounded to nearest even: what trained weights
-/// look like to a compressor.
+/// `n` bf16 values drawn from normal(0, 0.02): what trained weights look like to a compressor.
 inline std::vector<std::byte> bf16_weights(size_t n, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0, 0.02f);
-  std::vector<std::byte> v(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    float f = d(g);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-    std::memcpy(v.data() + 2 * i, &h, 2);
-  }
-  return v;
+  return synthetic::bf16_normal(n, 0.02f, seed);
 }
 
 }  // namespace jtree::bench

@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include "jtree/jtree.h"
+#include "../synthetic_weights.h"
 
 namespace jtree::testing {
 
@@ -59,17 +60,7 @@ inline std::vector<std::byte> random_bytes(size_t n, uint64_t seed) {
 
 /// bf16 values of normal(0, std) weights (round to nearest even), as bytes.
 inline std::vector<std::byte> bf16_weights(size_t n, float std, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0, std);
-  std::vector<std::byte> v(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    float f = d(g);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-    std::memcpy(v.data() + 2 * i, &h, 2);
-  }
-  return v;
+  return synthetic::bf16_normal(n, std, seed);
 }
 
 inline std::vector<std::byte> read_file(const std::string& path) {
