@@ -23,6 +23,7 @@
 
 #include "codec/byte_planes.h"
 #include "codec/chunk_codec.h"
+#include "../tests/synthetic_weights.h"
 
 namespace {
 
@@ -51,21 +52,8 @@ Stats stats_of(std::vector<double> v) {
 
 // ---- data --------------------------------------------------------------------------------------
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
 Bytes bf16_normal(size_t bytes, float sigma, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, sigma);
-  Bytes b(bytes);
-  for (size_t i = 0; i < bytes / 2; ++i) {
-    const uint16_t v = to_bf16(normal(rng));
-    std::memcpy(b.data() + 2 * i, &v, 2);
-  }
-  return b;
+  return jtree::synthetic::bf16_normal(bytes / 2, sigma, seed);
 }
 
 Bytes fp32_normal(size_t bytes, float sigma, uint64_t seed) {

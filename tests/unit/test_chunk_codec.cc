@@ -15,6 +15,7 @@
 #include "codec/chunk_codec.h"
 #include "codec/zstd_codec.h"
 #include "jtree/dtype.h"
+#include "../synthetic_weights.h"
 #include "util/endian.h"
 
 namespace {
@@ -45,12 +46,6 @@ const char* kind_name(Kind k) {
   return "?";
 }
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
 template <typename T>
 void put(Bytes& b, size_t i, T v) {
   std::memcpy(b.data() + i * sizeof(T), &v, sizeof(T));
@@ -58,11 +53,7 @@ void put(Bytes& b, size_t i, T v) {
 
 // bf16 weights ~ normal(0, 0.02), as a model's parameters look.
 Bytes bf16_weights(size_t elements, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  Bytes b(elements * 2);
-  for (size_t i = 0; i < elements; ++i) put<uint16_t>(b, i, to_bf16(normal(rng)));
-  return b;
+  return jtree::synthetic::bf16_normal(elements, 0.02f, seed);
 }
 
 // "Smooth" data of each dtype: what real arrays of it look like, as far as the codec cares.

@@ -96,3 +96,20 @@ TEST_CASE("commit slots: empty, valid, torn, newest wins") {
   // Slots are outside the preamble's hash: the preamble stays valid.
   CHECK(decode_preamble(pre).ok());
 }
+
+TEST_CASE("the checkpoint head copy's placement follows section 11.1") {
+  // Segment header ends at 1000; the copy (preamble + header) is 640 bytes; data at 2048.
+  CHECK(check_head_placement(1024, 640, 1000, 2048).ok());
+  CHECK(check_head_placement(1408, 640, 1000, 2048).ok());   // ends exactly at the data
+  CHECK(check_head_placement(1000, 640, 1000, 2048).IsCorruption());  // not 64-aligned
+  CHECK(check_head_placement(960, 640, 1000, 2048).IsCorruption());   // overlaps own header
+  CHECK(check_head_placement(1472, 640, 1000, 2048).IsCorruption());  // runs into the data
+  CHECK(check_head_placement(1024, 640, 1000, 2080).IsCorruption());  // data - head not a multiple of 64
+  CHECK(check_head_placement(1024, 640, 1000, 0).IsCorruption());     // no data offset
+  // Values that would overflow a naive end computation.
+  CHECK(check_head_placement(UINT64_MAX - 63, 640, 1000, 2048).IsCorruption());
+  CHECK(check_head_placement(1024, UINT64_MAX, 1000, 2048).IsCorruption());
+  const Status st = check_head_placement(1472, 640, 1000, 2048);
+  CHECK(st.message().find("1472") != std::string::npos);
+  CHECK(st.message().find("2048") != std::string::npos);
+}

@@ -227,4 +227,16 @@ Status check_checkpoint_head(std::span<const std::byte> copy, std::span<const st
   return Status::OK();
 }
 
+Status check_head_placement(uint64_t head_offset, uint64_t head_size, uint64_t header_end,
+                            uint64_t data_offset) {
+  const uint64_t h = head_offset;
+  if (h % 64 != 0 || h < header_end || head_size > data_offset || h > data_offset - head_size ||
+      (data_offset - h) % 64 != 0) {
+    return Status::Corruption("the copy of the checkpoint head at " + std::to_string(h) +
+                              " does not lie, 64-aligned, between the header and the chunk "
+                              "data at " + std::to_string(data_offset));
+  }
+  return Status::OK();
+}
+
 }  // namespace jtree::format

@@ -101,6 +101,13 @@ Result<Footer> decode_footer(std::span<const std::byte> bytes);
 /// equal `header`.
 Status check_checkpoint_head(std::span<const std::byte> copy, std::span<const std::byte> header);
 
+/// Checks where segment 0 keeps that copy (section 11.1): `head_offset` a multiple of 64, at or
+/// after `header_end` (the end of the segment's own header), the copy of `head_size` bytes
+/// (preamble and header) ending at or before the chunk data at `data_offset`, and
+/// `data_offset - head_offset` a multiple of 64. Corruption naming both offsets otherwise.
+Status check_head_placement(uint64_t head_offset, uint64_t head_size, uint64_t header_end,
+                            uint64_t data_offset);
+
 /// Checks the versions and feature bits against what this code supports.
 Status check_version(const VersionInfo& v, std::string_view where);
 

@@ -87,13 +87,10 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
     // (spec/FORMAT.md, 11.1), lies between its header and its chunk data.
     const FileInfo& info = impl.file.info;
     const uint64_t end = h + format::kPreambleSize + info.header_size;  // sizes are validated
-    Status head_status;
-    if (h < format::kPreambleSize || end < h || info.segments.empty() ||
-        end > info.segments[0].file_offset) {
-      head_status = Status::Corruption("the copy of the checkpoint head at " +
-                                       std::to_string(h) +
-                                       " is not between the header and the chunk data");
-    } else {
+    Status head_status = format::check_head_placement(
+        h, end - h, info.header_offset + info.header_size,
+        info.segments.empty() ? 0 : info.segments[0].file_offset);
+    if (head_status.ok()) {
       std::vector<std::byte> header(info.header_size), copy(end - h);
       ReadRange r[2] = {{info.header_offset, header}, {h, copy}};
       JTREE_RETURN_IF_ERROR(impl.source->read(r));

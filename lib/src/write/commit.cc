@@ -111,34 +111,51 @@ Block data_block(const FileInfo& in) {
   return {seg.file_offset, has_padding ? padded : seg.size};
 }
 
-// Segment 0's copy of the checkpoint's preamble and header (section 11.1), checked byte for
-// byte against its own header. Returns the offset of that copy, or 0 when it has none (a
-// writer may omit it: the commit then writes the head itself).
-Result<uint64_t> embedded_head(const Reader& seg0, std::span<const std::byte> header) {
+// Segment 0's header and its copy of the checkpoint's preamble and header (section 11.1).
+struct SegmentHead {
+  std::vector<std::byte> header;  // the segment's own header
+  uint64_t copy_offset = 0;       // where the copy is; 0 when the segment has none
+  std::vector<std::byte> copy;    // the copy, then up to 4 KiB of the padding after it
+};
+
+// Reads segment 0's header and head copy in one call (they lie next to each other, so a
+// remote source fetches both in one request) and checks the copy byte for byte against the
+// header. A writer may omit the copy: the commit then writes the head itself.
+Result<SegmentHead> read_segment_head(const Reader& seg0) {
   const FileInfo& in = seg0.info();
+  SegmentHead out;
+  out.header.resize(in.header_size);
+  std::vector<ReadRange> ranges{{in.header_offset, out.header}};
   const uint64_t h = in.checkpoint_head_offset;
-  if (h == 0) return uint64_t{0};
-  const uint64_t data = in.segments[0].file_offset;
-  const uint64_t head_end = h + format::kPreambleSize + header.size();
-  // The copy lies between the segment's own header and its data, followed by zero padding (at
-  // most the largest alignment, 1 GiB; its first 4 KiB are checked).
-  if (h % 64 != 0 || h < in.header_offset + in.header_size || head_end > data ||
-      (data - h) % 64 != 0 || data - head_end > (1ull << 30) + 64) {
-    return Status::Corruption(seg0.name() + ": its checkpoint head at " + std::to_string(h) +
-                              " does not lie between its header and its chunk data at " +
-                              std::to_string(data));
+  const uint64_t copy_size = format::kPreambleSize + in.header_size;
+  if (h != 0) {
+    // Placed as section 11.1 says, with at most the largest alignment (1 GiB) of zero padding
+    // after it, of which the first 4 KiB are checked.
+    const uint64_t data = in.segments[0].file_offset;
+    Status placed = format::check_head_placement(h, copy_size, in.header_offset + in.header_size,
+                                                 data);
+    if (placed.ok() && data - h - copy_size > (1ull << 30) + 64) {
+      placed = Status::Corruption("more than 1 GiB of padding after the copy of the checkpoint "
+                                  "head at " + std::to_string(h));
+    }
+    if (!placed.ok()) return placed.WithPrefix(seg0.name());
+    out.copy_offset = h;
+    out.copy.resize(copy_size + std::min<uint64_t>(data - h - copy_size, 4096));
+    ranges.push_back({h, out.copy});
   }
-  std::vector<std::byte> bytes(head_end - h + std::min<uint64_t>(data - head_end, 4096));
-  ReadRange r{h, bytes};
-  JTREE_RETURN_IF_ERROR(seg0.source()->read(std::span(&r, 1)));
-  const auto copy = std::span(bytes).first(format::kPreambleSize + header.size());
-  Status st = format::check_checkpoint_head(copy, header);
-  if (st.ok() && std::any_of(bytes.begin() + static_cast<ptrdiff_t>(copy.size()), bytes.end(),
-                             [](std::byte b) { return b != std::byte{0}; })) {
+  JTREE_RETURN_IF_ERROR(seg0.source()->read(ranges));
+  if (xxh3(out.header) != in.header_hash) {
+    return Status::Corruption(seg0.name() + ": header checksum mismatch");
+  }
+  if (h == 0) return out;
+  const auto copy = std::span(out.copy).first(copy_size);
+  Status st = format::check_checkpoint_head(copy, out.header);
+  if (st.ok() && std::any_of(out.copy.begin() + static_cast<ptrdiff_t>(copy_size),
+                             out.copy.end(), [](std::byte b) { return b != std::byte{0}; })) {
     st = Status::Corruption("non-zero padding after the copy of the checkpoint head");
   }
   if (!st.ok()) return st.WithPrefix(seg0.name() + ": at " + std::to_string(h));
-  return h;
+  return out;
 }
 
 Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
@@ -147,14 +164,10 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
   const Reader& first = *segs.front();
   const FileInfo& fi = first.info();
   // The header, byte for byte: every segment carries the same one.
-  std::vector<std::byte> header(fi.header_size);
-  ReadRange hr{fi.header_offset, header};
-  JTREE_RETURN_IF_ERROR(first.source()->read(std::span(&hr, 1)));
-  if (xxh3(header) != fi.header_hash) {
-    return Status::Corruption(first.name() + ": header checksum mismatch");
-  }
+  JTREE_ASSIGN_OR_RETURN(const SegmentHead seg_head, read_segment_head(first));
+  const std::vector<std::byte>& header = seg_head.header;
+  const uint64_t head = seg_head.copy_offset;
   format::VersionInfo version;
-  JTREE_ASSIGN_OR_RETURN(const uint64_t head, embedded_head(first, header));
   if (head == 0) JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
 
   // Each segment's data copied as a block (segment 0's with the head in front when it carries
