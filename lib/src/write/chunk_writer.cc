@@ -53,10 +53,17 @@ Status ChunkStream::begin() {
 
 Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encoding,
                         format::ChunkRecord* record) {
-  std::lock_guard<std::mutex> lock(mu_);
-  // Raw chunks start aligned (mmap, O_DIRECT, DMA); compressed ones are packed tightly.
-  if (encoding == ChunkEncoding::kRaw) JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
-  const uint64_t offset = sink_.position() - start_;
+  uint64_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Raw chunks start aligned (mmap, O_DIRECT, DMA); compressed ones are packed tightly.
+    if (encoding == ChunkEncoding::kRaw) JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
+    offset = sink_.position() - start_;
+    JTREE_RETURN_IF_ERROR(sink_.append(stored));
+  }
+  // The checksum goes into the index, not the stream: it is computed outside the lock, so one
+  // thread hashes its chunk while another writes (writes into one file are serialized by the
+  // kernel anyway).
   record->offset = offset;
   record->stored_size = stored.size();
   record->checksum = xxh3(stored, chunk_seed(salt_, offset));
@@ -64,7 +71,7 @@ Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encodin
   record->encoding = static_cast<uint8_t>(encoding);
   record->flags = 0;
   record->reserved = 0;
-  return sink_.append(stored);
+  return Status::OK();
 }
 
 SegmentSpan ChunkStream::span() const {
