@@ -76,8 +76,27 @@ def machine(workdir: str, cache: str) -> Dict[str, Any]:
         "versions": json.loads(versions or "{}"),
         "workdir": workdir, "workdir_fs": sh(f"stat -f -c %T {workdir}"),
         "cache": cache, "git": sh("git -C " + HERE + " rev-parse --short HEAD"),
-        "git_dirty": bool(sh("git -C " + HERE + " status --porcelain -- lib bindings python")),
+        "git_dirty": bool(sh("git -C " + HERE + " status --porcelain -- :/lib :/bindings :/python")),
+        "jtree_build": installed_jtree(),
     }
+
+
+def installed_jtree() -> Dict[str, Any]:
+    """Which jtree the children import, and whether its native module is older than the last
+    commit to the library or bindings (a stale install measures old code)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import jtree, jtree._jtree as n, os, json\n"
+         "print(json.dumps({'module': n.__file__, 'mtime': os.path.getmtime(n.__file__)}))"],
+        capture_output=True, text=True).stdout
+    info = json.loads(out or "{}")
+    last = sh("git -C " + HERE + " log -1 --format=%ct -- :/lib :/bindings :/python")
+    if info and last.isdigit():
+        info["older_than_last_commit"] = info["mtime"] < int(last)
+        if info["older_than_last_commit"]:
+            print(f"WARNING: {info['module']} was built before the last commit to lib/, "
+                  "bindings/ or python/: reinstall (pip install .) to measure this code",
+                  file=sys.stderr)
+    return info
 
 
 class Driver:
