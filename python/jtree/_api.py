@@ -420,7 +420,8 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     saved tree (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose
     slices (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
     parser limits for untrusted files (keys of jtree::Limits: max_nodes, max_depth, ...).
-    A context manager."""
+    The Python objects of the structure are made as it is visited: reaching one leaf of a file
+    with a million costs the containers on its path, not the million. A context manager."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
                 use_mmap=use_mmap, limits=limits)
 

@@ -13,7 +13,7 @@ from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError
                       NotSupportedError, ResourceExhaustedError, error)
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
-                         FileNode, LeafSpec, file_tree)
+                         FileNode, LazyTree, LeafSpec)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -30,7 +30,9 @@ class File:
                  limits: Optional[Dict[str, int]] = None):
         self.name: str = os.fspath(path)
         self._reader = _jtree.Reader.open(self.name, use_mmap, limits)
-        self._root, self._leaves = file_tree(self._reader)
+        # The structure is made as it is visited: opening makes only the root.
+        self._tree = LazyTree(self._reader)
+        self._root = self._tree.root()
         self.verify_checksums = verify
         self.threads = threads
         self.allow_pickle = allow_pickle
@@ -111,7 +113,7 @@ class File:
 
     def close(self) -> None:
         """Releases the file (views taken from it stop working)."""
-        self._reader = _Closed(self.name)
+        self._reader = self._tree.reader = _Closed(self.name)
 
     def __enter__(self) -> "File":
         return self

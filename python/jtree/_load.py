@@ -25,7 +25,7 @@ from ._global_array import GlobalArray
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE, NODE_KIND_NAMES, NONE,
                          ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf, FileNode, LeafSpec,
-                         allow_deep_trees, namedtuple_type)
+                         allow_deep_trees, namedtuple_type, paused_gc)
 
 Thunk = Callable[[], Any]
 FRAMEWORKS = ("numpy", "torch", "jax")
@@ -96,7 +96,8 @@ def spec_tree(node: FileNode, *, strict: bool, file: Optional[str],
               path: Tuple[Any, ...] = ()) -> Any:
     """The file's structure with a LeafSpec in place of each leaf (load_pytreedef)."""
     allow_deep_trees()
-    return _spec_tree(node, strict, file, path)
+    with paused_gc():
+        return _spec_tree(node, strict, file, path)
 
 
 def _spec_tree(node: FileNode, strict: bool, file: Optional[str], path: Tuple[Any, ...]) -> Any:
@@ -170,7 +171,8 @@ class Loader:
     def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
         allow_deep_trees()
         try:
-            build = self.plan(root, target, path)
+            with paused_gc():
+                build = self.plan(root, target, path)
             self.read()
             return build()
         except MemoryError:

@@ -39,6 +39,20 @@ CODEC_RAW, CODEC_ZSTD = 0, 1
 _RECURSION_LIMIT = 8 * 512 + 1000
 
 
+class paused_gc:
+    """Pauses the cyclic garbage collector over a walk that makes many objects (a structure of
+    a million leaves): nothing made there becomes garbage, and the collector would otherwise
+    scan the young objects over and over. Nests; the collector is restored as it was."""
+
+    def __enter__(self) -> None:
+        self.was_on = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.was_on:
+            gc.enable()
+
+
 def allow_deep_trees() -> None:
     if sys.getrecursionlimit() < _RECURSION_LIMIT:
         sys.setrecursionlimit(_RECURSION_LIMIT)
@@ -151,74 +165,90 @@ class FileLeaf:
 
 
 class FileNode:
-    """A node of the file's tree; ``index`` is its preorder number."""
+    """A node of the file's tree; ``index`` is its preorder number. Its ``children`` are made
+    when first asked for (see :class:`LazyTree`)."""
 
-    __slots__ = ("index", "kind", "key", "type_name", "aux", "leaf", "children")
+    __slots__ = ("index", "kind", "key", "type_name", "aux", "leaf", "_children", "_tree")
 
     def __init__(self, index: int, kind: int, key: Union[str, int, None],
                  type_name: Optional[str], aux: Optional[bytes], leaf: Optional[FileLeaf],
-                 children: Optional[List["FileNode"]] = None):
+                 children: Optional[List["FileNode"]] = None,
+                 tree: Optional["LazyTree"] = None):
         self.index = index
         self.kind = kind
         self.key = key
         self.type_name = type_name
         self.aux = aux
         self.leaf = leaf
-        self.children: List[FileNode] = children if children is not None else []
+        self._children = children  # None: not made yet (then `tree` makes them)
+        self._tree = tree
+
+    @property
+    def children(self) -> List["FileNode"]:
+        c = self._children
+        if c is None:
+            c = self._tree.fill(self) if self._tree is not None else []
+        return c
 
     def keyed(self) -> bool:
-        return bool(self.children) and self.children[0].key is not None
+        children = self.children
+        return bool(children) and children[0].key is not None
 
     def __repr__(self) -> str:
         return (f"FileNode({self.index}, kind={NODE_KIND_NAMES.get(self.kind)}, key={self.key!r}, "
                 f"{len(self.children)} children)")
 
 
-def file_tree(reader: Any) -> Tuple[FileNode, List[FileLeaf]]:
-    """The file's tree from a native Reader: its root node and its leaves.
-
-    One pass over the leaves and one over the nodes (a file may have millions): the
-    collector is paused meanwhile, as it would otherwise scan the young objects many times
-    over while nothing here becomes garbage."""
-    gc_on = gc.isenabled()
-    gc.disable()
-    try:
-        return _file_tree(reader)
-    finally:
-        if gc_on:
-            gc.enable()
+def _make_leaf(index: int, t: Tuple[Any, ...], name_of: Dict[int, str] = _dtypes.NAME_OF,
+               table: Dict[str, Any] = _dtypes.TABLE, prod: Any = math.prod) -> FileLeaf:
+    """A FileLeaf from the native Reader's leaf tuple."""
+    kind, flags, dtype, shape, _storage, value, type_name, chunk_shape, _codec, _filter = t
+    name = name_of.get(dtype, "")
+    if kind == INT and isinstance(value, bytes):
+        value = int.from_bytes(value, "little", signed=True)
+    return FileLeaf(index, kind, flags, name, shape, value, type_name, chunk_shape,
+                    prod(shape) * table[name][1] if name else 0)
 
 
-def _file_tree(reader: Any) -> Tuple[FileNode, List[FileLeaf]]:
-    name_of = _dtypes.NAME_OF
-    table = _dtypes.TABLE
-    prod = math.prod
-    leaves: List[FileLeaf] = []
-    add_leaf = leaves.append
-    for i, (kind, flags, dtype, shape, _storage, value, type_name, chunk_shape, _codec,
-            _filter) in enumerate(reader.leaves()):
-        name = name_of.get(dtype, "")
-        if kind == INT and isinstance(value, bytes):
-            value = int.from_bytes(value, "little", signed=True)
-        add_leaf(FileLeaf(i, kind, flags, name, tuple(shape), value, type_name,
-                          tuple(chunk_shape), prod(shape) * table[name][1] if name else 0))
-    # Preorder with child counts (validated by the library) -> children lists.
-    root: Optional[FileNode] = None
-    stack: List[List[Any]] = []  # [children list, children still to come]
-    for i, (kind, key, n, type_name, aux, leaf) in enumerate(reader.nodes()):
-        node = FileNode(i, kind, key, type_name, aux, leaves[leaf] if kind == LEAF else None)
-        if stack:
-            top = stack[-1]
-            top[0].append(node)
-            top[1] -= 1
-            if top[1] == 0:
-                stack.pop()
-        elif i == 0:
-            root = node
-        if n > 0 and kind != LEAF and kind != NONE:
-            stack.append([node.children, n])
-    assert root is not None
-    return root, leaves
+class LazyTree:
+    """The file's tree, made a container at a time as it is visited: opening a file with a
+    million leaves makes no Python object for them, and loading one leaf makes only the
+    containers on its path (and their children). A leaf referred to twice (tied weights) is
+    one FileLeaf. Thread-safe."""
+
+    __slots__ = ("reader", "_leaves", "_lock")
+
+    def __init__(self, reader: Any):
+        self.reader = reader  # the native Reader (File.close() swaps in one that refuses)
+        self._leaves: Dict[int, FileLeaf] = {}
+        self._lock = threading.Lock()
+
+    def root(self) -> FileNode:
+        """Node 0, the root."""
+        with self._lock:
+            return self._make([(0,) + tuple(self.reader.node(0))])[0]
+
+    def fill(self, node: FileNode) -> List[FileNode]:
+        """Makes and sets the children of `node` (once, whichever thread asks first)."""
+        with self._lock:
+            if node._children is None:
+                node._children = self._make(self.reader.children(node.index))
+            return node._children
+
+    def _make(self, kids: List[Any]) -> List[FileNode]:
+        # (Called with the lock held.)
+        out = []
+        add = out.append
+        leaves = self._leaves
+        for index, (kind, key, n, type_name, aux, leaf), lt in kids:
+            fl = None
+            if kind == LEAF:
+                fl = leaves.get(leaf)
+                if fl is None:
+                    fl = leaves[leaf] = _make_leaf(leaf, lt)
+            add(FileNode(index, kind, key, type_name, aux, fl,
+                         None if n and kind != LEAF and kind != NONE else [], self))
+        return out
 
 
 # ---- namedtuples without imports ------------------------------------------------------------

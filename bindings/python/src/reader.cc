@@ -57,6 +57,39 @@ jtree::Limits limits_from(const std::optional<nb::dict>& d) {
   return l;
 }
 
+// A node as Python sees it: (kind, key, num_children, type_name | None, aux_data | None, leaf).
+nb::tuple node_tuple(const jtree::Node& n) {
+  const bool named = n.kind == jtree::NodeKind::kNamedTuple || n.kind == jtree::NodeKind::kCustom;
+  return nb::make_tuple(static_cast<int>(n.kind), key_to_py(n.key), n.num_children,
+                        named ? nb::object(decode_utf8(n.type_name)) : nb::none(),
+                        bytes_or_none(n.aux_data, n.kind == jtree::NodeKind::kCustom), n.leaf);
+}
+
+// A leaf as Python sees it: (kind, flags, dtype, shape, storage, value, type_name | None,
+// chunk_shape, codec, filter); value: int (Int: int64, or bytes when big_int), float, bool,
+// complex; None for payloads.
+nb::tuple leaf_tuple(const jtree::Leaf& l) {
+  nb::object value = nb::none();
+  switch (l.kind) {
+    case jtree::LeafKind::kInt:
+      value = l.big_int.empty() ? nb::object(nb::int_(l.int_value))
+                                : nb::object(nb::bytes(l.big_int.data(), l.big_int.size()));
+      break;
+    case jtree::LeafKind::kFloat: value = nb::float_(l.real); break;
+    case jtree::LeafKind::kBool: value = nb::bool_(l.bool_value); break;
+    case jtree::LeafKind::kComplex:
+      value = nb::steal(PyComplex_FromDoubles(l.real, l.imag));
+      break;
+    default: break;
+  }
+  return nb::make_tuple(
+      static_cast<int>(l.kind), l.flags, static_cast<int>(l.dtype), shape_tuple(l.shape),
+      static_cast<int>(l.storage), value,
+      l.kind == jtree::LeafKind::kCustomLeaf ? nb::object(decode_utf8(l.type_name))
+                                             : nb::object(nb::none()),
+      shape_tuple(l.chunk_shape), static_cast<int>(l.codec), static_cast<int>(l.filter));
+}
+
 class PyReader {
  public:
   explicit PyReader(std::shared_ptr<jtree::Reader> r) : r_(std::move(r)) {}
@@ -78,14 +111,7 @@ class PyReader {
   // [(kind, key, num_children, type_name | None, aux_data | None, leaf)] in preorder.
   nb::list nodes() const {
     nb::list out;
-    for (const jtree::Node& n : r_->tree().nodes) {
-      const bool named =
-          n.kind == jtree::NodeKind::kNamedTuple || n.kind == jtree::NodeKind::kCustom;
-      out.append(nb::make_tuple(static_cast<int>(n.kind), key_to_py(n.key), n.num_children,
-                                named ? nb::object(decode_utf8(n.type_name)) : nb::none(),
-                                bytes_or_none(n.aux_data, n.kind == jtree::NodeKind::kCustom),
-                                n.leaf));
-    }
+    for (const jtree::Node& n : r_->tree().nodes) out.append(node_tuple(n));
     return out;
   }
 
@@ -93,26 +119,37 @@ class PyReader {
   // value: int (Int: int64, or bytes when big_int), float, bool, complex; None for payloads.
   nb::list leaves() const {
     nb::list out;
-    for (const jtree::Leaf& l : r_->tree().leaves) {
-      nb::object value = nb::none();
-      switch (l.kind) {
-        case jtree::LeafKind::kInt:
-          value = l.big_int.empty() ? nb::object(nb::int_(l.int_value))
-                                    : nb::object(nb::bytes(l.big_int.data(), l.big_int.size()));
-          break;
-        case jtree::LeafKind::kFloat: value = nb::float_(l.real); break;
-        case jtree::LeafKind::kBool: value = nb::bool_(l.bool_value); break;
-        case jtree::LeafKind::kComplex:
-          value = nb::steal(PyComplex_FromDoubles(l.real, l.imag));
-          break;
-        default: break;
-      }
-      out.append(nb::make_tuple(
-          static_cast<int>(l.kind), l.flags, static_cast<int>(l.dtype), shape_tuple(l.shape),
-          static_cast<int>(l.storage), value,
-          l.kind == jtree::LeafKind::kCustomLeaf ? nb::object(decode_utf8(l.type_name))
-                                                 : nb::object(nb::none()),
-          shape_tuple(l.chunk_shape), static_cast<int>(l.codec), static_cast<int>(l.filter)));
+    for (const jtree::Leaf& l : r_->tree().leaves) out.append(leaf_tuple(l));
+    return out;
+  }
+
+  // Node `node`: (node tuple, leaf tuple | None), the leaf tuple given for a Leaf node.
+  nb::tuple node(uint32_t node) const {
+    const jtree::Tree& t = r_->tree();
+    if (node >= t.nodes.size()) {
+      raise_status(jtree::Status::InvalidArgument(name() + ": node number out of range"));
+    }
+    const jtree::Node& n = t.nodes[node];
+    return nb::make_tuple(node_tuple(n), n.kind == jtree::NodeKind::kLeaf
+                                             ? nb::object(leaf_tuple(t.leaves[n.leaf]))
+                                             : nb::object(nb::none()));
+  }
+
+  // The children of node `node`: [(index, node tuple, leaf tuple | None)], the leaf tuple
+  // given for Leaf nodes. What a Python tree built a container at a time asks for.
+  nb::list children(uint32_t node) const {
+    const jtree::Tree& t = r_->tree();
+    if (node >= t.nodes.size()) {
+      raise_status(jtree::Status::InvalidArgument(name() + ": node number out of range"));
+    }
+    nb::list out;
+    if (t.nodes[node].kind == jtree::NodeKind::kLeaf) return out;
+    for (uint32_t c : t.children(node)) {
+      const jtree::Node& n = t.nodes[c];
+      out.append(nb::make_tuple(c, node_tuple(n),
+                                n.kind == jtree::NodeKind::kLeaf
+                                    ? nb::object(leaf_tuple(t.leaves[n.leaf]))
+                                    : nb::object(nb::none())));
     }
     return out;
   }
@@ -257,6 +294,11 @@ void register_reader(nb::module_& m) {
       .def_prop_ro("name", &PyReader::name)
       .def("nodes", &PyReader::nodes,
            "The nodes in preorder: [(kind, key, num_children, type_name, aux_data, leaf)].")
+      .def("node", &PyReader::node, nb::arg("node"),
+           "One node: (node tuple as in nodes(), leaf tuple as in leaves() | None).")
+      .def("children", &PyReader::children, nb::arg("node"),
+           "The children of a node: [(index, node tuple as in nodes(), leaf tuple as in "
+           "leaves() | None)].")
       .def("leaves", &PyReader::leaves,
            "The leaves: [(kind, flags, dtype, shape, storage, value, type_name, chunk_shape, "
            "codec, filter)].")

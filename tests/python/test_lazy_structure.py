@@ -1,0 +1,107 @@
+"""The file's tree in Python is made as it is visited (jtree._structure.LazyTree): opening a
+file and loading one leaf make Python objects only along the way, never for the whole tree,
+and the result is the same as visiting everything."""
+import threading
+
+import numpy as np
+import pytest
+
+import jtree
+from jtree._errors import InvalidArgumentError
+
+
+def wide_tree(groups=50, per_group=20):
+    """groups x per_group arrays, plus scalars, a tied weight and a namedtuple-free mix."""
+    rng = np.random.default_rng(0)
+    tree = {f"g{g:03d}": {f"p{p:02d}": {"mu": rng.standard_normal(8).astype(np.float32),
+                                        "step": p}
+                          for p in range(per_group)}
+            for g in range(groups)}
+    tree["meta"] = ["a", 1, 2.5, None, (3, b"x")]
+    return tree
+
+
+@pytest.fixture
+def wide_file(tmp_path):
+    t = wide_tree()
+    p = str(tmp_path / "wide.jtree")
+    jtree.save(t, p)
+    return t, p
+
+
+def made(f):
+    """How many leaves the open file has made Python objects for."""
+    return len(f._tree._leaves)
+
+
+def test_open_makes_only_the_root(wide_file):
+    _, p = wide_file
+    with jtree.open(p) as f:
+        assert made(f) == 0
+        assert f._root._children is None  # not even the root's children yet
+
+
+def test_one_leaf_makes_only_its_path(wide_file):
+    t, p = wide_file
+    with jtree.open(p) as f:
+        out = jtree.load(f, {"g007": {"p03": {"mu": True}}})
+        np.testing.assert_array_equal(out["g007"]["p03"]["mu"], t["g007"]["p03"]["mu"])
+        # The children of the root, of g007 and of p03: 2 leaves made (p03's mu and step),
+        # not the 2,000 of the file.
+        assert made(f) == 2
+        assert f["g011"]["p01"]["step"] == 1
+        assert made(f) == 4
+
+
+def test_lazy_walk_equals_a_full_walk(wide_file):
+    t, p = wide_file
+    spec = jtree.load_pytreedef(p)
+    assert spec["g049"]["p19"]["mu"].shape == (8,)
+    assert spec["meta"][4][1].kind == "bytes"
+    out = jtree.load(p)
+    np.testing.assert_array_equal(out["g049"]["p19"]["mu"], t["g049"]["p19"]["mu"])
+    assert out["meta"] == ["a", 1, 2.5, None, (3, b"x")]
+    # A partial walk first, then a full one, on the same open file: the same result.
+    with jtree.open(p) as f:
+        jtree.load(f, {"g000": True})
+        again = jtree.load(f)
+        assert again["meta"] == out["meta"]
+        np.testing.assert_array_equal(again["g020"]["p07"]["mu"], t["g020"]["p07"]["mu"])
+        assert made(f) == 2 * 50 * 20 + 5  # every leaf: "a", 1, 2.5, 3, b"x" in meta
+
+
+def test_tied_leaves_are_one_object(tmp_path):
+    w = np.arange(6, dtype=np.float32)
+    p = str(tmp_path / "tied.jtree")
+    jtree.save({"a": w, "b": w}, p)
+    with jtree.open(p) as f:
+        kids = f._root.children
+        assert kids[0].leaf is kids[1].leaf
+
+
+def test_closed_file_refuses_unvisited_parts(wide_file):
+    _, p = wide_file
+    f = jtree.open(p)
+    f.close()
+    with pytest.raises(InvalidArgumentError, match="closed"):
+        f.keys()
+
+
+def test_threads_share_one_set_of_children(wide_file):
+    _, p = wide_file
+    with jtree.open(p) as f:
+        node = f._root
+        seen = []
+        barrier = threading.Barrier(8)
+
+        def visit():
+            barrier.wait()
+            seen.append(node.children)
+
+        threads = [threading.Thread(target=visit) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert all(s is seen[0] for s in seen)
+        assert len(seen[0]) == 51
