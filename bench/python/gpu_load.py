@@ -1,0 +1,666 @@
+"""Loading a whole tree into GPU memory: jtree against safetensors and torch (issue 6).
+
+    .venv/bin/python bench/python/gpu_load.py --scale 1 --runs 5 --device cuda \\
+        --out /tmp/gpu-load.json --md /tmp/gpu-load.md
+
+For each workload of workloads.py (generated, or found in the cache that run.py also uses) the
+files are written once into the work directory (tmpfs /dev/shm when it has room): jtree with
+its default compression (zstd), jtree raw (compression=None), safetensors and torch.save. Then
+every system below loads the whole tree into the device's memory --runs times, each run in a
+fresh Python process. The clock runs from the call until the tree is on the device and the
+device is done (torch.cuda.synchronize / block_until_ready); imports and the start of CUDA or
+of JAX's backend happen before it. The first run of each system is checked byte for byte
+against the source (every array copied back to the host), and every run checks that each
+array is on the device asked for. Each run records its time, the host's peak RSS and the
+device allocator's peak (torch.cuda.max_memory_allocated; JAX's peak_bytes_in_use).
+
+Systems (--systems):
+    jtree-torch, jtree-raw-torch          jtree.load(f, like) where like is load_pytreedef's
+                                          structure with torch.empty(..., device) for each
+                                          array: tensors of that dtype on that device
+    jtree-torch-out, jtree-raw-torch-out  jtree.load(f, out=...) into tensors allocated on
+                                          the device (the allocation is timed)
+    jtree-jax, jtree-raw-jax              jtree.load(f, framework="jax", shardings=
+                                          SingleDeviceSharding(device)); skipped, with the
+                                          reason, when JAX sees no GPU
+    safetensors                           safetensors.torch.load_file(path, device=...)
+    torch                                 torch.load(path, map_location=device)
+    torch-mmap                            torch.load(path, mmap=True), then .to(device)
+
+--device cpu runs the very same code on the CPU, so that the script can be tested on a machine
+without a GPU: its figures are NOT GPU measurements, and it says so on stderr and at the top of
+the markdown. --device cuda on a machine where torch sees no GPU stops with a message.
+
+The markdown (--md) has one table per workload: median [min, max], the ratio to the best
+system of the same run, throughput, the device's peak allocation, the host's peak RSS, and the
+byte check; then the machine (GPU, driver, CUDA, versions) and the command.
+``--report JSON`` rewrites the markdown from an earlier run's JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import resource
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import peers as P  # noqa: E402
+import workloads as W  # noqa: E402
+
+# system -> (file format, label, what it calls). The formats are peers.py's adapters.
+SYSTEMS: Dict[str, Tuple[str, str, str]] = {
+    "jtree-torch": ("jtree", "jtree (zstd) → torch, like=",
+                    "jtree.load(f, like): load_pytreedef's tree with torch.empty(..., device) per array"),
+    "jtree-torch-out": ("jtree", "jtree (zstd) → torch, out=",
+                        "jtree.load(f, out=tensors allocated on the device)"),
+    "jtree-jax": ("jtree", "jtree (zstd) → JAX",
+                  "jtree.load(f, framework='jax', shardings=SingleDeviceSharding(device))"),
+    "jtree-raw-torch": ("jtree-raw", "jtree (raw) → torch, like=", "as jtree-torch, file saved with compression=None"),
+    "jtree-raw-torch-out": ("jtree-raw", "jtree (raw) → torch, out=", "as jtree-torch-out, compression=None"),
+    "jtree-raw-jax": ("jtree-raw", "jtree (raw) → JAX", "as jtree-jax, compression=None"),
+    "safetensors": ("safetensors", "safetensors", "safetensors.torch.load_file(path, device=device)"),
+    "torch": ("torch", "torch.load", "torch.load(path, map_location=device, weights_only=True)"),
+    "torch-mmap": ("torch", "torch.load(mmap=True) + .to", "torch.load(path, mmap=True, weights_only=True), then .to(device) per tensor"),
+}
+FORMATS = ("jtree", "jtree-raw", "safetensors", "torch")
+NOT_GPU = ("THIS IS NOT A GPU MEASUREMENT: --device cpu runs the GPU benchmark's code on the "
+           "CPU, to test the script; its figures say nothing about loading into GPU memory.")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def warn(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def is_jax(system: str) -> bool:
+    return system.endswith("-jax")
+
+
+# ---- the child: one load in a fresh process ------------------------------------------------------
+
+class HostView:
+    """child.check's view of a loaded leaf: a NumPy copy on the host."""
+
+    def to_numpy(self, x: Any) -> Any:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(x, torch.Tensor):
+            return P.PEERS["torch"].to_numpy(x.detach().to("cpu"))
+        if hasattr(x, "block_until_ready"):
+            import jax
+            return jax.device_get(x)
+        return x
+
+
+def torch_dtype(d: Any) -> Any:
+    import numpy as np
+    import torch
+    return getattr(torch, np.dtype(d).name)  # bfloat16, float32, int32: the workloads' dtypes
+
+
+def jax_device(device: str) -> Any:
+    import jax
+    if device == "cpu":
+        return jax.devices("cpu")[0]
+    index = int(device.split(":")[1]) if ":" in device else 0
+    return jax.devices("gpu")[index]
+
+
+def load(system: str, path: str, device: str) -> Any:
+    """The timed operation: the whole tree, on the device."""
+    if system.startswith("jtree"):
+        import jtree
+        with jtree.open(path) as f:
+            if is_jax(system):
+                import jax
+                return jtree.load(f, framework="jax",
+                                  shardings=jax.sharding.SingleDeviceSharding(jax_device(device)))
+            import torch
+            spec = jtree.load_pytreedef(f)
+
+            def empty(_p: Any, s: Any) -> Any:
+                if getattr(s, "is_array", False):
+                    return torch.empty(tuple(s.shape), dtype=torch_dtype(s.dtype), device=device)
+                return True  # load it (a Python value)
+            like = W.map_tree(empty, spec)
+            if system.endswith("-out"):
+                return jtree.load(f, out=like)
+            return jtree.load(f, like)
+    if system == "safetensors":
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+        with safe_open(path, "pt") as f:
+            index = json.loads(f.metadata()["bench_index"])
+        tensors = load_file(path, device=device)
+        return P.join_tree(index, tensors.__getitem__)
+    import torch
+    if system == "torch":
+        return torch.load(path, map_location=device, weights_only=True)
+    if system == "torch-mmap":
+        t = torch.load(path, mmap=True, weights_only=True)
+        return W.map_tree(lambda _p, v: v.to(device) if isinstance(v, torch.Tensor) else v, t)
+    raise SystemExit(f"unknown system {system}")
+
+
+def arrays_of(tree: Any) -> List[Tuple[Tuple[str, ...], Any]]:
+    return [(p, v) for p, v in W.iter_leaves(tree)
+            if hasattr(v, "shape") and not isinstance(v, (int, float, str, bool))]
+
+
+def sync(tree: Any, device: str) -> None:
+    """Waits until every array is in the device's memory. On the CPU (the test mode): reads one
+    byte per page, so that a memory-mapped tensor counts as loaded only once it is resident."""
+    torch = sys.modules.get("torch")
+    for _p, v in arrays_of(tree):
+        if hasattr(v, "block_until_ready"):
+            v.block_until_ready()
+        elif device == "cpu" and torch is not None and isinstance(v, torch.Tensor):
+            P.touch(HostView().to_numpy(v))
+    if torch is not None and device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def where_arrays_are(tree: Any, device: str) -> str:
+    """"ok" when every array is on the device asked for, else the first that is not."""
+    want = "cpu" if device == "cpu" else "gpu"
+    torch = sys.modules.get("torch")
+    for p, v in arrays_of(tree):
+        if torch is not None and isinstance(v, torch.Tensor):
+            got = v.device.type
+            got = "gpu" if got == "cuda" else got
+            if got != want or (want == "gpu" and v.device.index != (int(device.split(":")[1]) if ":" in device else 0)):
+                return f"{'/'.join(p)} is on {v.device}, not {device}"
+        elif hasattr(v, "devices"):
+            plats = {d.platform for d in v.devices()}
+            if plats != {want}:
+                return f"{'/'.join(p)} is on {sorted(plats)}, not {device}"
+        else:
+            return f"{'/'.join(p)} is a {type(v).__name__}, not an array on {device}"
+    return "ok"
+
+
+def child_main(a: argparse.Namespace) -> None:
+    import gc
+
+    import child as C  # run.py's child: its peak-RSS probe, its /proc readers, its byte check
+
+    system, device = a.child, a.device
+    res: Dict[str, Any] = {}
+    # ---- imports and the device's start-up, not timed ----
+    if is_jax(system):
+        import jax
+        import jax.numpy as jnp
+        import jtree  # noqa: F401
+        dev = jax_device(device)
+        jax.device_put(jnp.zeros(8), dev).block_until_ready()
+    else:
+        import torch
+        if system.startswith("jtree"):
+            import jtree  # noqa: F401
+        if system == "safetensors":
+            import safetensors.torch  # noqa: F401
+        if device.startswith("cuda"):
+            torch.cuda.init()
+            torch.zeros(8, device=device)
+            torch.cuda.synchronize(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            res["gpu_before"] = torch.cuda.memory_allocated(device)
+    gc.collect()
+
+    # ---- the load ----
+    rss_before = C._status("VmRSS")
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    peak = C.PeakRss()
+    peak.start()
+    t0 = time.perf_counter()
+    out = load(system, a.path, device)
+    sync(out, device)
+    t1 = time.perf_counter()
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    res.update(seconds=t1 - t0, rss_before=rss_before, rss_peak=peak.peak(),
+               cpu_seconds=(ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+               minflt=ru1.ru_minflt - ru0.ru_minflt)
+    if is_jax(system):
+        try:
+            stats = jax_device(device).memory_stats() or {}
+        except Exception:  # noqa: BLE001  (a backend without allocator statistics)
+            stats = {}
+        res["gpu_peak"] = stats.get("peak_bytes_in_use")
+        res["gpu_peak_source"] = "jax peak_bytes_in_use"
+    elif device.startswith("cuda"):
+        import torch
+        res["gpu_peak"] = torch.cuda.max_memory_allocated(device)
+        res["gpu_peak_source"] = "torch.cuda.max_memory_allocated"
+    res["on_device"] = where_arrays_are(out, device)
+    if a.check:
+        res["check"] = C.check(HostView(), a.cache, out)
+    del out
+    print(json.dumps(res))
+
+
+# ---- writing the files (a child too: the parent never holds a workload) --------------------------
+
+def write_main(a: argparse.Namespace) -> None:
+    tree = W.load_tree(a.cache)
+    out = {}
+    for fmt in a.write.split(","):
+        peer = P.PEERS[fmt]
+        path = P.output_path(a.workdir, peer, a.workload)
+        P.remove(path)
+        t = time.perf_counter()
+        peer.save(peer.prepare(tree), path)
+        out[fmt] = {"path": path, "size": P.path_size(path), "save_seconds": time.perf_counter() - t}
+    print(json.dumps(out))
+
+
+# ---- the parent ---------------------------------------------------------------------------------
+
+def sh(cmd: List[str], env: Optional[Dict[str, str]] = None, timeout: int = 120) -> Tuple[int, str, str]:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        return p.returncode, p.stdout.strip(), p.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, "", str(e)
+
+
+def child_env(device: str, system: str) -> Dict[str, str]:
+    env = dict(os.environ, PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="3")
+    # child.py sets JAX_PLATFORMS=cpu unless it is set: "" lets JAX pick its GPU backend.
+    env["JAX_PLATFORMS"] = "cpu" if device == "cpu" else ""
+    return env
+
+
+_PROBE = r"""
+import importlib.util, json, os, subprocess, sys
+out = {"missing": [m for m in ("jtree", "torch", "safetensors", "jax") if importlib.util.find_spec(m) is None]}
+dev = sys.argv[1]
+if "torch" not in out["missing"]:
+    import torch
+    out["torch_cuda_build"] = torch.version.cuda
+    out["cuda_available"] = torch.cuda.is_available()
+    if dev != "cpu" and torch.cuda.is_available():
+        i = int(dev.split(":")[1]) if ":" in dev else 0
+        if i >= torch.cuda.device_count():
+            out["bad_index"] = torch.cuda.device_count()
+        else:
+            p = torch.cuda.get_device_properties(i)
+            out["gpu"] = {"name": torch.cuda.get_device_name(i), "memory": p.total_memory,
+                          "capability": f"{p.major}.{p.minor}", "count": torch.cuda.device_count(),
+                          "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
+            try:
+                out["gpu"]["driver"] = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", str(i)],
+                    capture_output=True, text=True, timeout=30).stdout.strip() or None
+            except Exception:
+                out["gpu"]["driver"] = None
+print(json.dumps(out))
+"""
+
+_JAX_PROBE = "import jax, json; print(json.dumps([d.platform for d in jax.devices()]))"
+
+
+class Bench:
+    def __init__(self, a: argparse.Namespace):
+        self.a = a
+        self.results: Dict[str, Any] = {"args": vars(a), "records": [], "workloads": {},
+                                         "skipped": [], "gpu": None}
+        self.systems: List[str] = []
+        self.jax_gpu: Optional[bool] = None
+        self.jax_why = ""
+
+    def save_json(self) -> None:
+        tmp = self.a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.results, f, indent=1)
+        os.replace(tmp, self.a.out)
+
+    def skip(self, what: str, why: str) -> None:
+        warn(f"SKIPPED {what}: {why}")
+        self.results["skipped"].append(f"{what}: {why}")
+
+    def probe(self) -> None:
+        """Which systems can run here; stops with a message when the device is not there."""
+        a = self.a
+        rc, out, err = sh([sys.executable, "-c", _PROBE, a.device], env=child_env("cpu", ""), timeout=300)
+        if rc != 0:
+            raise SystemExit(f"gpu_load.py: could not inspect this Python's packages: {err[-800:]}")
+        info = json.loads(out.splitlines()[-1])
+        missing = info["missing"]
+        if "torch" in missing:
+            raise SystemExit("gpu_load.py: torch is not installed in this Python "
+                             "(./scripts/python_env.sh test bench installs it into .venv)")
+        if "jtree" in missing:
+            raise SystemExit("gpu_load.py: jtree is not installed in this Python")
+        if a.device != "cpu":
+            if not info.get("cuda_available"):
+                build = info.get("torch_cuda_build")
+                raise SystemExit(
+                    f"gpu_load.py: --device {getattr(a, 'device_arg', a.device)}, but torch sees no CUDA GPU here "
+                    + ("(this torch is a CPU-only build: torch.version.cuda is None; install a CUDA "
+                       "build of torch)" if not build else f"(torch built for CUDA {build}; no device "
+                       "visible: check nvidia-smi and CUDA_VISIBLE_DEVICES)")
+                    + ". Nothing was measured. To test the script without a GPU, pass --device cpu "
+                      "(its figures are not GPU measurements).")
+            if "bad_index" in info:
+                raise SystemExit(f"gpu_load.py: --device {a.device}: this machine has "
+                                 f"{info['bad_index']} CUDA device(s)")
+            self.results["gpu"] = info["gpu"]
+        else:
+            warn("!" * 78 + "\n!!! " + NOT_GPU + "\n" + "!" * 78)
+        systems = []
+        for s in a.systems:
+            if s == "safetensors" and "safetensors" in missing:
+                self.skip(s, "safetensors is not installed (./scripts/python_env.sh bench)")
+                continue
+            if is_jax(s):
+                if "jax" in missing:
+                    self.skip(s, "jax is not installed")
+                    continue
+                if a.device != "cpu":
+                    if self.jax_gpu is None:
+                        rc, out, err = sh([sys.executable, "-c", _JAX_PROBE], env=child_env(a.device, s),
+                                          timeout=300)
+                        plats = json.loads(out.splitlines()[-1]) if rc == 0 and out else []
+                        self.jax_gpu = "gpu" in plats
+                        self.jax_why = (f"JAX sees no GPU (its devices: {', '.join(sorted(set(plats))) or err[-300:]}); "
+                                        "a CUDA build of jax (pip install 'jax[cuda12]') would")
+                    if not self.jax_gpu:
+                        self.skip(s, self.jax_why)
+                        continue
+            systems.append(s)
+        self.systems = systems
+
+    def workdir(self, raw: int) -> str:
+        """The tmpfs when the four files (about 4x the raw bytes, plus room) fit there."""
+        a = self.a
+        if a.workdir:
+            return a.workdir
+        need = 5 * raw + (256 << 20)
+        if os.path.isdir("/dev/shm"):
+            st = os.statvfs("/dev/shm")
+            if st.f_bavail * st.f_frsize >= need:
+                return "/dev/shm/jtree-gpu-bench"
+        return "/var/tmp/jtree-gpu-bench"
+
+    def run_child(self, cache: str, system: str, path: str, check: bool) -> Dict[str, Any]:
+        a = self.a
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", system, "--cache", cache,
+               "--path", path, "--device", a.device]
+        if check:
+            cmd.append("--check")
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
+                               env=child_env(a.device, system))
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {a.timeout} s"}
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+        if p.returncode != 0 or not lines:
+            tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
+            return {"error": f"exit {p.returncode}: " + " | ".join(tail)[-600:]}
+        return json.loads(lines[-1])
+
+    def run(self) -> None:
+        a = self.a
+        os.makedirs(a.cache, exist_ok=True)
+        self.probe()
+        import run as R  # run.py's machine description (CPU, memory, OS, package versions, git)
+        self.results["machine"] = R.machine(a.workdir or "/dev/shm", a.cache)
+        self.results["loadavg"] = []
+        try:
+            for wl in a.workloads:
+                self.workload(wl)
+        finally:
+            self.results["finished"] = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+            self.save_json()
+
+    def workload(self, wl: str) -> None:
+        a = self.a
+        log(f"workload {wl} (scale {a.scale:g}): generating or finding it in {a.cache}")
+        subprocess.run([sys.executable, os.path.join(HERE, "workloads.py"), "--cache", a.cache,
+                        "--scale", str(a.scale), "--seed", str(a.seed), wl], check=True)
+        cache = W.cache_dir(a.cache, wl, a.scale, a.seed)
+        raw = W.raw_bytes(cache)
+        work = self.workdir(raw)
+        os.makedirs(work, exist_ok=True)
+        self.results["machine"].update(workdir=work, workdir_fs=fs_type(work))
+        formats = [f for f in FORMATS if any(SYSTEMS[s][0] == f for s in self.systems)]
+        log(f"  writing {', '.join(formats)} into {work}")
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--write", ",".join(formats),
+                            "--workload", wl, "--cache", cache, "--workdir", work],
+                           capture_output=True, text=True, env=child_env("cpu", ""))
+        if p.returncode != 0:
+            raise SystemExit(f"gpu_load.py: writing the {wl} files failed:\n{p.stderr[-2000:]}")
+        files = json.loads(p.stdout.splitlines()[-1])
+        self.results["workloads"][wl] = {"raw_bytes": raw, "arrays": len(W.array_specs(cache)),
+                                         "files": {k: v["size"] for k, v in files.items()},
+                                         "workdir": work}
+        self.save_json()
+        try:
+            for s in self.systems:
+                self.results["loadavg"].append([wl, s, os.getloadavg()[0]])
+                self.measure(wl, cache, s, files[SYSTEMS[s][0]]["path"])
+                self.save_json()
+        finally:
+            for v in files.values():
+                P.remove(v["path"])
+
+    def measure(self, wl: str, cache: str, system: str, path: str) -> None:
+        a = self.a
+        for i in range(a.runs):
+            r = self.run_child(cache, system, path, check=(i == 0 and not a.no_check))
+            r.update(workload=wl, system=system, run=i)
+            self.results["records"].append(r)
+            if "error" in r:
+                log(f"  {system}: ERROR {r['error']}")
+                return
+            for k in ("check", "on_device"):
+                if r.get(k, "ok") != "ok":
+                    log(f"  {system}: {k.upper()} FAILED: {r[k]}")
+        secs = sorted(x["seconds"] for x in self.results["records"]
+                      if x["workload"] == wl and x["system"] == system and "error" not in x)
+        log(f"  {system:20s} median {secs[len(secs) // 2]:.4f} s ({len(secs)} runs)")
+
+
+def fs_type(path: str) -> str:
+    rc, out, _ = sh(["stat", "-f", "-c", "%T", path])
+    return out if rc == 0 else "?"
+
+
+# ---- the markdown -------------------------------------------------------------------------------
+
+def command_line(args: Dict[str, Any]) -> str:
+    cmd = [".venv/bin/python bench/python/gpu_load.py", f"--scale {args['scale']:g}",
+           f"--runs {args['runs']}", f"--device {args.get('device_arg') or args['device']}"]
+    if args.get("seed"):
+        cmd.append(f"--seed {args['seed']}")
+    if list(args["workloads"]) != list(W.WORKLOADS):
+        cmd.append("--workloads " + ",".join(args["workloads"]))
+    if list(args["systems"]) != list(SYSTEMS):
+        cmd.append("--systems " + ",".join(args["systems"]))
+    if args.get("workdir"):
+        cmd.append("--workdir " + shlex.quote(args["workdir"]))
+    if args.get("no_check"):
+        cmd.append("--no-check")
+    cmd += ["--out " + shlex.quote(args["out"]), "--md " + shlex.quote(args["md"])]
+    return " ".join(cmd)
+
+
+def markdown(res: Dict[str, Any]) -> str:
+    import report as RP  # run.py's report: number formats, median/min/max
+
+    args, m, gpu = res["args"], res.get("machine", {}), res.get("gpu")
+    v = m.get("versions", {})
+    cpu_mode = args["device"] == "cpu"
+    out = ["# Loading into GPU memory: jtree against safetensors and torch", ""]
+    if cpu_mode:
+        out += [f"> **{NOT_GPU}** (`--device cpu`)", ""]
+    out += ["Generated by `bench/python/gpu_load.py`. Every figure is the median of the runs with "
+            "[min, max]; \"vs best\" is the ratio to the fastest system of the same run (1.00 = the "
+            "best, in **bold**). The clock covers the call until the whole tree is in "
+            f"{'CPU' if cpu_mode else 'GPU'} memory, synchronized (torch.cuda.synchronize, "
+            "block_until_ready); imports and the device's start-up are not in it. Each run is a "
+            "fresh process; the files are in the page cache (written just before).", ""]
+    out += ["## Machine and run", ""]
+    if gpu:
+        out.append(f"- GPU: {gpu['name']} ({RP.fmt_bytes(gpu['memory'])}, compute capability "
+                   f"{gpu['capability']}; {gpu['count']} on the machine), driver {gpu.get('driver') or '?'}, "
+                   f"CUDA {gpu.get('cuda')} (torch's build), cuDNN {gpu.get('cudnn')}")
+    else:
+        out.append("- GPU: **none; device cpu** (not a GPU measurement)")
+    mem = m.get("mem_bytes")
+    out.append(f"- Host: {m.get('cpus', '?')} CPUs ({m.get('host_cpu', '?')}), "
+               f"{RP.fmt_bytes(mem) if mem else '?'} RAM, {m.get('os', '?')}, Linux {m.get('kernel', '?')}, "
+               f"Python {m.get('python', '?')}")
+    out.append(f"- Date: {m.get('date', '?')} to {res.get('finished', '?')}; jtree commit {m.get('git', '?')}"
+               + (" (with uncommitted changes in lib/, bindings/ or python/)" if m.get("git_dirty") else ""))
+    out.append("- Versions: " + ", ".join(f"{k} {v[k]}" for k in
+                                         ("jtree", "torch", "safetensors", "jax", "jaxlib", "numpy", "ml_dtypes")
+                                         if v.get(k)))
+    out.append(f"- Files in `{m.get('workdir', '?')}` ({m.get('workdir_fs', '?')})")
+    loads = [x[2] for x in res.get("loadavg", [])]
+    if loads:
+        out.append(f"- 1-minute load average while it ran: {min(loads):.2f} to {max(loads):.2f}")
+    out.append(f"- Runs: {args['runs']} per system and workload, the first checked byte for byte against "
+               "the source (copied back to the host)" + (" (checks off)" if args.get("no_check") else ""))
+    out += ["", "Command (from the repository root, after `./scripts/python_env.sh bench`):", "",
+            "```sh", command_line(args), "```", ""]
+    if res.get("skipped"):
+        out += ["Skipped: " + "; ".join(res["skipped"]), ""]
+    out += ["Systems:", ""]
+    for s in args["systems"]:
+        fmt, lab, how = SYSTEMS[s]
+        out.append(f"- `{s}` ({lab}): {how}")
+    out.append("")
+
+    recs = [r for r in res["records"] if "error" not in r]
+    errors = [r for r in res["records"] if "error" in r]
+    for wl, info in res.get("workloads", {}).items():
+        out += [f"## Workload `{wl}`", ""]
+        files = ", ".join(f"{k} {RP.fmt_bytes(n)}" for k, n in info["files"].items())
+        out += [f"{RP.fmt_bytes(info['raw_bytes'])} of array data in {info['arrays']:,} arrays. "
+                f"Files: {files}.", ""]
+        rows = []
+        for s in args["systems"]:
+            rs = [r for r in recs if r["workload"] == wl and r["system"] == s]
+            if rs:
+                rows.append((RP.Stat([r["seconds"] for r in rs]), s, rs))
+        if not rows:
+            out += ["(no measurement)", ""]
+            continue
+        best = min(st.med for st, _s, _r in rows)
+        out += ["| system | time | vs best | throughput | device peak | host RSS peak | host RSS added | check |",
+                "|---|---|---|---|---|---|---|---|"]
+        for st, s, rs in sorted(rows, key=lambda x: x[0].med):
+            gp = [r["gpu_peak"] for r in rs if r.get("gpu_peak") is not None]
+            gpu_cell = RP.fmt_bytes(RP.median(gp)) + (" (jax)" if is_jax(s) else "") if gp else "–"
+            rss = RP.median([r["rss_peak"] for r in rs])
+            added = RP.median([r["rss_peak"] - r["rss_before"] for r in rs])
+            checks = [r["check"] for r in rs if "check" in r]
+            placed = [r["on_device"] for r in rs if r.get("on_device", "ok") != "ok"]
+            check = ("ok" if checks and all(c == "ok" for c in checks) else
+                     "not checked" if not checks else "**FAILED**: " + next(c for c in checks if c != "ok"))
+            if placed:
+                check += "; **wrong device**: " + placed[0]
+            out.append(f"| {SYSTEMS[s][1]} (`{s}`) | {RP.fmt_span(st.med, st.lo, st.hi)} | "
+                       f"{RP._bold(RP.fmt_ratio(st.med / best), st.med == best)} | "
+                       f"{RP.fmt_rate(info['raw_bytes'], st.med)} | {gpu_cell} | {RP.fmt_bytes(rss)} | "
+                       f"{RP.fmt_bytes(added)} | {check} |")
+        out.append("")
+    if errors:
+        out += ["## Failures", ""]
+        out += [f"- {r['workload']} {r['system']} (run {r['run']}): {r['error']}" for r in errors]
+        out.append("")
+    out += ["Device peak: torch.cuda.max_memory_allocated during the load (reset after CUDA's start-up), "
+            "or, for JAX, its allocator's peak_bytes_in_use. Host RSS peak: the process's high-water "
+            "mark during the load (imports included); added: over the RSS just before it.", ""]
+    return "\n".join(out)
+
+
+def write_md(res: Dict[str, Any], path: str) -> None:
+    with open(path, "w") as f:
+        f.write(markdown(res))
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=0.05,
+                    help="workload size factor: 1 = the sizes of issue 6 (1 GiB, 10,000 leaves, 2 GiB)")
+    ap.add_argument("--runs", type=int, default=5, help="runs per system and workload (median, min, max)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workloads", default=",".join(W.WORKLOADS))
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="some of: " + ", ".join(SYSTEMS))
+    ap.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (a test of the script, not a GPU measurement)")
+    ap.add_argument("--workdir", default="", help="where the files go (default: /dev/shm when it has room)")
+    ap.add_argument("--cache", default="/var/tmp/jtree-bench-cache", help="generated workloads (shared with run.py)")
+    ap.add_argument("--out", default="/tmp/jtree-gpu-load.json", help="the results (JSON)")
+    ap.add_argument("--md", default="", help="the markdown table (default: --out with .md)")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per child process")
+    ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--report", default="", help="only rewrite --md from this earlier JSON")
+    # Internal: one load (--child SYSTEM) or the writing of the files (--write FORMATS).
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--write", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--workload", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--path", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+
+    if a.child:
+        return child_main(a)
+    if a.write:
+        return write_main(a)
+    if a.report:
+        with open(a.report) as f:
+            res = json.load(f)
+        md = a.md or os.path.splitext(a.report)[0] + ".md"
+        write_md(res, md)
+        print(f"wrote {md}")
+        return
+
+    a.device_arg = dev = a.device
+    if dev == "cuda":
+        dev = "cuda:0"
+    if not (dev == "cpu" or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise SystemExit(f"gpu_load.py: --device must be cuda, cuda:N or cpu, not {a.device!r}")
+    a.device = dev
+    a.workloads = [w for w in a.workloads.split(",") if w]
+    a.systems = [s for s in a.systems.split(",") if s]
+    for w in a.workloads:
+        if w not in W.WORKLOADS:
+            raise SystemExit(f"gpu_load.py: unknown workload {w}; known: {', '.join(W.WORKLOADS)}")
+    for s in a.systems:
+        if s not in SYSTEMS:
+            raise SystemExit(f"gpu_load.py: unknown system {s}; known: {', '.join(SYSTEMS)}")
+    a.out = os.path.abspath(a.out)
+    a.md = os.path.abspath(a.md or os.path.splitext(a.out)[0] + ".md")
+    a.cache = os.path.abspath(a.cache)
+    if a.workdir:
+        a.workdir = os.path.abspath(a.workdir)
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    os.makedirs(os.path.dirname(a.md), exist_ok=True)
+    b = Bench(a)
+    try:
+        b.run()
+    finally:
+        if b.results.get("machine"):
+            write_md(b.results, a.md)
+    if a.device == "cpu":
+        warn("!!! " + NOT_GPU)
+    log(f"results in {a.out} and {a.md}")
+
+
+if __name__ == "__main__":
+    main()
