@@ -181,9 +181,7 @@ class Driver:
     def workload(self, wl: str) -> None:
         a = self.a
         log(f"workload {wl} (scale {a.scale:g}): generating or finding it in {a.cache}")
-        subprocess.run([sys.executable, os.path.join(HERE, "workloads.py"), "--cache", a.cache,
-                        "--scale", str(a.scale), "--seed", str(a.seed), wl], check=True)
-        cache = W.cache_dir(a.cache, wl, a.scale, a.seed)
+        cache = W.ensure_in_child(a.cache, wl, a.scale, a.seed)
         raw = W.raw_bytes(cache)
         specs = W.array_specs(cache)
         targets = W.partial_targets(wl, a.scale)

@@ -238,6 +238,17 @@ def ensure(root: str, workload: str, scale: float, seed: int) -> str:
     return d
 
 
+def ensure_in_child(root: str, workload: str, scale: float, seed: int) -> str:
+    """ensure() in a child process (the generator's arrays never enter the driver's memory),
+    with its one-line report on stdout; returns the workload's directory."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--cache", root,
+                    "--scale", str(scale), "--seed", str(seed), workload], check=True)
+    return cache_dir(root, workload, scale, seed)
+
+
 # ---- reading a cached workload back ---------------------------------------------------------------
 
 def manifest(d: str) -> Dict[str, Any]:
