@@ -1,6 +1,6 @@
 """Turns the JSON that run.py writes into bench/RESULTS.md and the PNG plots in bench/plots/.
 
-    .venv/bin/python bench/python/report.py RESULTS.json [--md bench/RESULTS.md] [--plots bench/plots]
+    .venv/bin/python bench/python/report.py RESULTS.json [MORE.json ...] [--md bench/RESULTS.md] [--plots bench/plots]
 
 Every figure is the median of the runs with [min, max], and next to it the ratio to the best
 system of the same run for that operation ("vs best": 1.00 is the best; 2.00 takes twice the
@@ -96,11 +96,31 @@ class Stat:
 
 # ---- the data -----------------------------------------------------------------------------------
 
+def merge_runs(docs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Several runs of run.py as one (say, a workload rerun apart): records, analyses, load
+    averages and skipped notes together; the workloads and peers of all of them, in order;
+    the first run's machine, the last one's end. Each run's arguments are kept in "runs"."""
+    d = dict(docs[0])
+    d["runs"] = [x["args"] for x in docs]
+    d["args"] = dict(docs[0]["args"])
+    for key in ("workloads", "peers"):
+        d["args"][key] = list(dict.fromkeys(v for x in docs for v in x["args"][key]))
+    for key in ("records", "loadavg", "skipped"):
+        d[key] = [v for x in docs for v in x.get(key, [])]
+    d["analysis"] = {k: v for x in docs for k, v in x.get("analysis", {}).items()}
+    d["finished"] = docs[-1].get("finished")
+    d["commits"] = list(dict.fromkeys(x.get("machine", {}).get("git", "?") for x in docs))
+    return d
+
+
 class Results:
-    def __init__(self, path: str):
-        with open(path) as f:
-            self.d = json.load(f)
-        self.path = path
+    def __init__(self, paths: List[str]):
+        docs = []
+        for path in paths:
+            with open(path) as f:
+                docs.append(json.load(f))
+        self.d = merge_runs(docs)
+        self.path = paths[0]
         self.args = self.d["args"]
         self.machine = self.d.get("machine", {})
         self.analysis = self.d.get("analysis", {})
@@ -203,7 +223,7 @@ def machine_section(R: Results) -> List[str]:
     out.append(f"- Files written to `{m.get('workdir', '?')}` ({m.get('workdir_fs', '?')}): "
                + ("no disk; every figure is a memory and CPU figure, with the page cache warm."
                   if m.get("workdir_fs") == "tmpfs" else "page cache warm (read right after writing)."))
-    out.append(f"- jtree commit {m.get('git', '?')}" + (" (with uncommitted changes in lib/, bindings/ or python/)"
+    out.append(f"- jtree commit {', '.join(R.d['commits'])}" + (" (with uncommitted changes in lib/, bindings/ or python/)"
                                                          if m.get("git_dirty") else ""))
     out.append("- Versions: " + ", ".join(f"{k} {x}" for k, x in v.items() if x)
                + (f", HDF5 {m['hdf5']}" if m.get("hdf5") else "")
@@ -215,8 +235,10 @@ def machine_section(R: Results) -> List[str]:
                f"than {R.args.get('slow', 60):g} s on its first run gets 3), checked byte for byte on the first "
                "load of each kind" + (" (checks off)" if R.args.get("no_check") else ""))
     out += ["", "Command (from the repository root, after `./scripts/python_env.sh bench`):", "",
-            "```sh", command_line(R.args),
-            f".venv/bin/python bench/python/report.py {R.args['out'] if R.args['out'].startswith('/tmp') else os.path.relpath(R.args['out'])}",
+            "```sh", *[command_line(args) for args in R.d["runs"]],
+            ".venv/bin/python bench/python/report.py " + " ".join(
+                args["out"] if args["out"].startswith("/tmp") else os.path.relpath(args["out"])
+                for args in R.d["runs"]),
             "```", ""]
     if R.d.get("skipped"):
         out += ["Skipped: " + "; ".join(R.d["skipped"]), ""]
@@ -704,7 +726,9 @@ def make_plots(R: Results, outdir: str, md_dir: str) -> List[Tuple[str, str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", help="the JSON that run.py wrote")
+    ap.add_argument("results", nargs="+",
+                    help="the JSON that run.py wrote; several runs (a workload rerun apart) are "
+                         "reported as one")
     bench = os.path.dirname(HERE)
     ap.add_argument("--md", default=os.path.join(bench, "RESULTS.md"))
     ap.add_argument("--plots", default=os.path.join(bench, "plots"))
