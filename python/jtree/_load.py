@@ -97,6 +97,8 @@ def spec_tree(node: FileNode, *, strict: bool, file: Optional[str],
     """The file's structure with a LeafSpec in place of each leaf (load_pytreedef)."""
     allow_deep_trees()
     with paused_gc():
+        if node._tree is not None:
+            node._tree.fill_all(node)  # the whole tree is walked: made in one pass
         return _spec_tree(node, strict, file, path)
 
 
@@ -172,6 +174,8 @@ class Loader:
         allow_deep_trees()
         try:
             with paused_gc():
+                if (target is ALL or target is True) and root._tree is not None:
+                    root._tree.fill_all(root)  # the whole tree is walked: made in one pass
                 build = self.plan(root, target, path)
             self.read()
             return build()

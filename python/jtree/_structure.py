@@ -235,6 +235,43 @@ class LazyTree:
                 node._children = self._make(self.reader.children(node.index))
             return node._children
 
+    def fill_all(self, root: FileNode) -> None:
+        """Makes every node of the tree at once, when nothing below the root is made yet: a
+        walk of the whole tree (load_pytreedef, a full load) then costs two native calls in
+        all, not one per container. Otherwise the walk makes what it visits, as ever."""
+        with self._lock:
+            if root.index != 0 or root._children is not None:
+                return
+            leaf_tuples = self.reader.leaves()
+            leaves = self._leaves
+            filled: List[Tuple[FileNode, List[FileNode]]] = []
+            stack: List[List[Any]] = []  # [children list, children still to come]
+            for i, (kind, key, n, type_name, aux, leaf) in enumerate(self.reader.nodes()):
+                container = n > 0 and kind != LEAF and kind != NONE
+                if i == 0:
+                    node = root
+                else:
+                    fl = None
+                    if kind == LEAF:
+                        fl = leaves.get(leaf)
+                        if fl is None:
+                            fl = leaves[leaf] = _make_leaf(leaf, leaf_tuples[leaf])
+                    node = FileNode(i, kind, key, type_name, aux, fl,
+                                    None if container else [], self)
+                    top = stack[-1]
+                    top[0].append(node)
+                    top[1] -= 1
+                    if top[1] == 0:
+                        stack.pop()
+                if container:
+                    kids: List[FileNode] = []
+                    filled.append((node, kids))
+                    stack.append([kids, n])
+            # Set only when complete: a thread reading `children` without the lock sees a
+            # node's list whole or not at all (then waits here in fill()).
+            for node, kids in filled:
+                node._children = kids
+
     def _make(self, kids: List[Any]) -> List[FileNode]:
         # (Called with the lock held.)
         out = []

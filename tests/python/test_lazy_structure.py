@@ -105,3 +105,34 @@ def test_threads_share_one_set_of_children(wide_file):
             th.join()
         assert all(s is seen[0] for s in seen)
         assert len(seen[0]) == 51
+
+
+class CountingReader:
+    """The native reader, counting the calls that make nodes."""
+
+    def __init__(self, reader):
+        self.reader, self.calls = reader, {}
+
+    def __getattr__(self, name):
+        self.calls[name] = self.calls.get(name, 0) + 1
+        return getattr(self.reader, name)
+
+
+def test_bulk_and_lazy_walks_agree(wide_file):
+    _, p = wide_file
+    with jtree.open(p) as a:
+        counting = CountingReader(a._tree.reader)
+        a._tree.reader = counting
+        bulk = a.structure()  # nothing made yet: the whole tree is made in one pass
+        assert counting.calls == {"leaves": 1, "nodes": 1}
+        assert made(a) == 2005
+        assert all(n._children is not None for n in a._root.children)
+    with jtree.open(p) as b:
+        b.keys()  # the root's children made: the walk then makes the rest per container
+        counting = CountingReader(b._tree.reader)
+        b._tree.reader = counting
+        lazy = b.structure()
+        assert counting.calls == {"children": 50 + 50 * 20 + 2}  # g*, g*/p*, meta, its tuple
+        assert made(b) == 2005
+    assert bulk == lazy
+    assert bulk["g003"]["p07"]["step"].kind == "int"
