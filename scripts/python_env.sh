@@ -19,7 +19,9 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 base=(numpy ml_dtypes nanobind scikit-build-core)
 declare -A groups
 # torch==2.13.0 is pinned: this version's CPU build is what these machines provide.
-groups[test]="pytest jax jaxlib torch==2.13.0"
+# safetensors and psutil: tests/python/test_bench_gpu_script.py runs bench/python/gpu_load.py,
+# which compares with safetensors (psutil: its memory sampling where clear_refs is refused).
+groups[test]="pytest jax jaxlib torch==2.13.0 safetensors psutil"
 groups[remote]="boto3 pytest"
 # The multi-process tests: mpi4py (builds against Debian's OpenMPI when no wheel fits), torch for
 # torch.distributed, boto3 for the S3 variant.
