@@ -231,7 +231,7 @@ int cmd_load(const std::string& path, int layers) {
   std::printf("opened %s (%s) in %.1f ms: %llu reads, %s read for the structure of %zu leaves\n",
               path.c_str(), mib(file_size).c_str(), seconds_since(t0) * 1e3,
               static_cast<unsigned long long>(open_io.read_requests),
-              mib(open_io.bytes_read).c_str(), r.tree().leaves.size());
+              mib(open_io.bytes_read).c_str(), static_cast<size_t>(r.num_leaves()));
 
   // Expected data, regenerated from the seeds.
   std::vector<Array> expected = make_arrays(layers);
@@ -254,7 +254,7 @@ int cmd_load(const std::string& path, int layers) {
       std::fprintf(stderr, "demo: %s\n", leaf.status().ToString().c_str());
       return 1;
     }
-    bufs.emplace_back(r.tree().leaves[*leaf].memory_bytes());
+    bufs.emplace_back(r.leaf(*leaf).memory_bytes());
     reqs.push_back({*leaf, std::nullopt, {}});
   }
   for (size_t i = 0; i < reqs.size(); ++i) reqs[i].dst = bufs[i];

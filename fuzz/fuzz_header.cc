@@ -3,12 +3,18 @@
 // A header that passes is re-encoded: decoding the re-encoded bytes must accept them and give
 // the same encoding again (no field is lost or invented on the way). The fused decoder that
 // Reader::Open uses (format::decode_tree) must agree with the three steps: the same status,
-// and for an accepted header the same encoding and chunk count.
+// and for an accepted header the same encoding and chunk count. So must the check-only open
+// (format::open_header, which Reader::Open uses): the same status, summary and leaf starts, and
+// its in-place nodes, leaves, paths and metadata equal to the decoded tree's.
 //
 // Options (the input's last 2 bytes): [0] parser limits.
+#include <cstring>
+#include <memory>
+
 #include "format/header_codec.h"
 #include "format/validate.h"
 #include "fuzz_util.h"
+#include "tree/structure.h"
 
 using namespace jtree;
 
@@ -21,6 +27,48 @@ Result<Tree> decode_and_check(std::span<const std::byte> bytes, const Limits& li
   if (!st.ok()) return Status::Corruption("header: " + st.message());
   JTREE_RETURN_IF_ERROR(format::validate_leaves(t, limits).status());
   return t;
+}
+
+// open_header's view of an accepted header against decode_tree's Tree.
+void check_same_tree(const format::HeaderView& v, const Tree& t,
+                     const format::HeaderSummary& vs, const format::HeaderSummary& ts) {
+  JTREE_FUZZ_CHECK(vs.chunks == ts.chunks && vs.inline_bytes == ts.inline_bytes &&
+                       vs.raw_bytes == ts.raw_bytes,
+                   "open_header's summary differs");
+  JTREE_FUZZ_CHECK(v.num_nodes() == t.nodes.size() && v.num_leaves() == t.leaves.size(),
+                   "open_header's counts differ");
+  JTREE_FUZZ_CHECK(v.metadata() == t.metadata, "open_header's metadata differs");
+  for (uint32_t i = 0; i < t.nodes.size(); ++i) {
+    const NodeView a = v.node(i), b = t.nodes[i].view();
+    JTREE_FUZZ_CHECK(a.key == b.key && a.kind == b.kind && a.num_children == b.num_children &&
+                         a.leaf == b.leaf && a.type_name == b.type_name &&
+                         a.aux_data == b.aux_data,
+                     "open_header's node " + std::to_string(i) + " differs");
+    JTREE_FUZZ_CHECK(v.navigation().subtree_end[i] == t.subtree_end(i) &&
+                         v.navigation().parent[i] == t.parent(i) &&
+                         node_path(v.nodes(), v.navigation(), i) == t.path(i),
+                     "open_header's navigation differs at node " + std::to_string(i));
+  }
+  std::vector<uint32_t> chunked;
+  Leaf l;
+  for (uint32_t i = 0; i < t.leaves.size(); ++i) {
+    v.decode_leaf(i, l);
+    const Leaf& w = t.leaves[i];
+    if (w.storage == Storage::kChunked) chunked.push_back(i);
+    JTREE_FUZZ_CHECK(v.first_chunk(i) == w.first_chunk && l.first_chunk == w.first_chunk &&
+                         l.kind == w.kind && l.flags == w.flags && l.dtype == w.dtype &&
+                         l.storage == w.storage && l.filter == w.filter && l.codec == w.codec &&
+                         l.level == w.level && l.shape == w.shape &&
+                         l.chunk_shape == w.chunk_shape && l.inline_data == w.inline_data &&
+                         l.type_name == w.type_name && l.big_int == w.big_int &&
+                         l.int_value == w.int_value && l.bool_value == w.bool_value &&
+                         std::memcmp(&l.real, &w.real, sizeof l.real) == 0 &&
+                         std::memcmp(&l.imag, &w.imag, sizeof l.imag) == 0,
+                     "open_header's leaf " + std::to_string(i) + " differs");
+  }
+  JTREE_FUZZ_CHECK(std::equal(chunked.begin(), chunked.end(), v.chunked_leaves().begin(),
+                              v.chunked_leaves().end()),
+                   "open_header's chunked leaves differ");
 }
 
 }  // namespace
@@ -36,10 +84,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        (t.ok() || fused.status().ToString() == t.status().ToString()),
                    "decode_tree says " + fused.status().ToString() + ", the three steps " +
                        t.status().ToString());
+  auto owned = std::make_unique<std::byte[]>(in.payload.size() + 1);  // (new[]: aligned)
+  if (!in.payload.empty()) std::memcpy(owned.get(), in.payload.data(), in.payload.size());
+  format::HeaderSummary open_summary;
+  auto opened = format::open_header(std::move(owned), in.payload.size(), limits, nullptr,
+                                    &open_summary);
+  JTREE_FUZZ_CHECK(opened.ok() == t.ok() &&
+                       (t.ok() || opened.status().ToString() == t.status().ToString()),
+                   "open_header says " + opened.status().ToString() + ", the three steps " +
+                       t.status().ToString());
   if (!t.ok()) {
     JTREE_FUZZ_CHECK(fuzz::is_refusal(t.status()), t.status().ToString());
     return 0;
   }
+  check_same_tree(*opened, *fused, open_summary, summary);
   auto fused_bytes = format::encode_header(*fused, "fuzz");
   auto chunks = format::validate_leaves(*t, limits);
   JTREE_FUZZ_CHECK(chunks.ok() && summary.chunks == *chunks, "decode_tree's chunk count differs");

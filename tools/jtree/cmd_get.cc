@@ -69,10 +69,10 @@ int cmd_get(const Args& args) {
   auto reader = Reader::Open(f.positional[0]);
   if (!reader.ok()) return fail(reader.status().message());
   const Reader& r = **reader;
-  const Tree& t = r.tree();
-  auto node = t.find(spec->path);
-  if (!node.ok()) return fail(r.name() + ": " + node.status().message());
-  const Node& n = t.nodes[*node];
+  // (The accessors read the header in place: no Tree of the whole file is built for one leaf.)
+  auto node = r.find(spec->path);
+  if (!node.ok()) return fail(node.status().message());
+  const NodeView n = r.node(*node);
   if (n.kind != NodeKind::kLeaf) {
     if (n.kind == NodeKind::kNone) {
       std::printf("None\n");
@@ -81,7 +81,7 @@ int cmd_get(const Args& args) {
     return fail(r.name() + ": '" + spec->path + "' is a " + std::string(node_kind_name(n.kind)) +
                 " of " + std::to_string(n.num_children) + " children; 'jtree ls' lists them");
   }
-  const Leaf& leaf = t.leaves[n.leaf];
+  const Leaf& leaf = r.leaf(n.leaf);
   if (!leaf.is_payload()) {
     if (!spec->dims.empty()) return fail("a " + std::string(leaf_kind_name(leaf.kind)) + " cannot be sliced");
     std::printf("%s\n", scalar_value(leaf).c_str());

@@ -8,7 +8,7 @@
 namespace jtree::cli {
 
 uint64_t leaf_stored_bytes(const Reader& r, uint32_t leaf) {
-  const Leaf& l = r.tree().leaves[leaf];
+  const Leaf& l = r.leaf(leaf);
   if (l.storage == Storage::kInline) return l.inline_data.size();
   if (l.storage != Storage::kChunked) return 0;
   uint64_t sum = 0;

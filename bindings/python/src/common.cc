@@ -65,7 +65,7 @@ jtree::Key key_from_py(nb::handle key) {
   throw_type_error("keys must be None, str or int");
 }
 
-nb::object key_to_py(const jtree::Key& key) {
+nb::object key_to_py(const jtree::KeyView& key) {
   switch (key.kind) {
     case jtree::Key::Kind::kStr:
       return decode_utf8(key.str);

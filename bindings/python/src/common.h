@@ -53,7 +53,7 @@ nb::str decode_utf8(std::string_view s);
 /// Python key (None, str or int) <-> jtree::Key. Raises TypeError for anything else; ints
 /// outside int64 raise OverflowError (the Python layer checks both first, with the key path).
 jtree::Key key_from_py(nb::handle key);
-nb::object key_to_py(const jtree::Key& key);
+nb::object key_to_py(const jtree::KeyView& key);
 
 /// Bytes of a Python bytes object as a std::string (a copy: the tree owns its payloads).
 std::string bytes_to_string(nb::handle b);

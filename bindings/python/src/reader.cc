@@ -31,7 +31,7 @@ nb::tuple shape_tuple(const jtree::Shape& s) {
   return out;
 }
 
-nb::object bytes_or_none(const std::string& s, bool present) {
+nb::object bytes_or_none(std::string_view s, bool present) {
   if (!present) return nb::none();
   return nb::bytes(s.data(), s.size());
 }
@@ -58,7 +58,7 @@ jtree::Limits limits_from(const std::optional<nb::dict>& d) {
 }
 
 // A node as Python sees it: (kind, key, num_children, type_name | None, aux_data | None, leaf).
-nb::tuple node_tuple(const jtree::Node& n) {
+nb::tuple node_tuple(const jtree::NodeView& n) {
   const bool named = n.kind == jtree::NodeKind::kNamedTuple || n.kind == jtree::NodeKind::kCustom;
   return nb::make_tuple(static_cast<int>(n.kind), key_to_py(n.key), n.num_children,
                         named ? nb::object(decode_utf8(n.type_name)) : nb::none(),
@@ -111,12 +111,13 @@ class PyReader {
   // [(kind, key, num_children, type_name | None, aux_data | None, leaf)] in preorder.
   nb::list nodes() const {
     nb::list out;
-    for (const jtree::Node& n : r_->tree().nodes) out.append(node_tuple(n));
+    for (uint32_t i = 0; i < r_->num_nodes(); ++i) out.append(node_tuple(r_->node(i)));
     return out;
   }
 
   // [(kind, flags, dtype, shape, storage, value, type_name | None, chunk_shape, codec, filter)]
   // value: int (Int: int64, or bytes when big_int), float, bool, complex; None for payloads.
+  // (Every leaf: built from the whole Tree, which decodes them all at once and in parallel.)
   nb::list leaves() const {
     nb::list out;
     for (const jtree::Leaf& l : r_->tree().leaves) out.append(leaf_tuple(l));
@@ -125,38 +126,26 @@ class PyReader {
 
   // Node `node`: (node tuple, leaf tuple | None), the leaf tuple given for a Leaf node.
   nb::tuple node(uint32_t node) const {
-    const jtree::Tree& t = r_->tree();
-    if (node >= t.nodes.size()) {
-      raise_status(jtree::Status::InvalidArgument(name() + ": node number out of range"));
-    }
-    const jtree::Node& n = t.nodes[node];
-    return nb::make_tuple(node_tuple(n), n.kind == jtree::NodeKind::kLeaf
-                                             ? nb::object(leaf_tuple(t.leaves[n.leaf]))
-                                             : nb::object(nb::none()));
+    check_node(node);
+    const jtree::NodeView n = r_->node(node);
+    return nb::make_tuple(node_tuple(n), leaf_or_none(n));
   }
 
   // The children of node `node`: [(index, node tuple, leaf tuple | None)], the leaf tuple
   // given for Leaf nodes. What a Python tree built a container at a time asks for.
   nb::list children(uint32_t node) const {
-    const jtree::Tree& t = r_->tree();
-    if (node >= t.nodes.size()) {
-      raise_status(jtree::Status::InvalidArgument(name() + ": node number out of range"));
-    }
+    check_node(node);
     nb::list out;
-    if (t.nodes[node].kind == jtree::NodeKind::kLeaf) return out;
-    for (uint32_t c : t.children(node)) {
-      const jtree::Node& n = t.nodes[c];
-      out.append(nb::make_tuple(c, node_tuple(n),
-                                n.kind == jtree::NodeKind::kLeaf
-                                    ? nb::object(leaf_tuple(t.leaves[n.leaf]))
-                                    : nb::object(nb::none())));
+    for (uint32_t c : r_->children(node)) {
+      const jtree::NodeView n = r_->node(c);
+      out.append(nb::make_tuple(c, node_tuple(n), leaf_or_none(n)));
     }
     return out;
   }
 
   nb::list metadata() const {
     nb::list out;
-    for (const auto& [k, v] : r_->tree().metadata) {
+    for (const auto& [k, v] : r_->metadata()) {
       out.append(nb::make_tuple(decode_utf8(k), nb::bytes(v.data(), v.size())));
     }
     return out;
@@ -190,9 +179,8 @@ class PyReader {
 
   // [(file_offset, stored_size, raw_size)] of a chunked leaf's chunks.
   nb::list chunks(uint32_t leaf) const {
-    const jtree::Tree& t = r_->tree();
-    if (leaf >= t.leaves.size()) throw_index_error("leaf number out of range");
-    const jtree::Leaf& l = t.leaves[leaf];
+    if (leaf >= r_->num_leaves()) throw_index_error("leaf number out of range");
+    const jtree::Leaf& l = r_->leaf(leaf);
     nb::list out;
     for (uint64_t k = 0; k < jtree::Tree::chunk_count(l); ++k) {
       const jtree::ChunkInfo c = r_->chunk(l.first_chunk + k);
@@ -203,8 +191,8 @@ class PyReader {
 
   // (Keys are bytes in the file, not always UTF-8: decoded as nodes() decodes them.)
   nb::str path(uint32_t node) const {
-    if (node >= r_->tree().nodes.size()) throw_index_error("node number out of range");
-    return decode_utf8(r_->tree().path(node));
+    if (node >= r_->num_nodes()) throw_index_error("node number out of range");
+    return decode_utf8(r_->path(node));
   }
 
   // (max_leaf_bytes, max_total_bytes) of the open's limits: the Python loader checks what it
@@ -281,6 +269,17 @@ class PyReader {
   }
 
  private:
+  void check_node(uint32_t node) const {
+    if (node >= r_->num_nodes()) {
+      raise_status(jtree::Status::InvalidArgument(name() + ": node number out of range"));
+    }
+  }
+  // The leaf tuple of a Leaf node, else None.
+  nb::object leaf_or_none(const jtree::NodeView& n) const {
+    if (n.kind != jtree::NodeKind::kLeaf) return nb::none();
+    return leaf_tuple(r_->leaf(n.leaf));
+  }
+
   std::shared_ptr<jtree::Reader> r_;
 };
 

@@ -2,7 +2,9 @@
 //
 // Open() reads the preamble + header and the footer + index (two reads issued together; a
 // third only for headers or indexes larger than the first reads), validates all of it against
-// the file's size and the Limits, and never touches chunk data. Reads then fetch only the
+// the file's size and the Limits, and never touches chunk data. It keeps the header bytes and
+// reads the structure from them in place: no struct per node or leaf is made until asked for
+// (leaf() decodes one leaf; tree() builds the whole Tree). Reads then fetch only the
 // chunks a request overlaps, coalesce neighbouring ranges, decode in parallel straight into
 // the caller's buffers and verify checksums.
 //
@@ -21,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "jtree/io.h"
@@ -121,8 +124,35 @@ class Reader {
 
   /// The path or URL.
   const std::string& name() const;
-  /// The tree (finalized): structure, leaf specs, inline payloads, metadata.
+  /// The whole tree as a Tree value (finalized): structure, leaf specs, inline payloads,
+  /// metadata. Built on the first call, from the header Open() checked: for a big tree that is
+  /// most of the cost (a struct per node and per leaf), so code that visits only some of the
+  /// tree should use the accessors below, which read the header in place.
   const Tree& tree() const;
+
+  // The tree without building it (all O(1) or O(size of the answer)):
+
+  /// Number of nodes (preorder; node 0 is the root) and of leaves.
+  uint32_t num_nodes() const;
+  uint32_t num_leaves() const;
+  /// Node `i` (< num_nodes()), its strings pointing into the header (valid while the Reader
+  /// lives). Not range-checked, like the other accessors here.
+  NodeView node(uint32_t i) const;
+  /// Leaf `i` (< num_leaves()): spec and inline payload, decoded on first use and kept for the
+  /// Reader's life (first_chunk set).
+  const Leaf& leaf(uint32_t i) const;
+  /// The children of node `i`, in order (empty for leaves and None).
+  std::vector<uint32_t> children(uint32_t i) const;
+  /// One past the last node of node `i`'s subtree; the parent of node `i` (the root's is 0).
+  uint32_t subtree_end(uint32_t i) const;
+  uint32_t parent(uint32_t i) const;
+  /// The key path of node `i` / of leaf `i`'s first node (Tree::path's syntax).
+  std::string path(uint32_t i) const;
+  std::string leaf_path(uint32_t i) const;
+  /// The node at a key path, or NotFound naming the first missing component.
+  Result<uint32_t> find(std::string_view path) const;
+  /// The header's user metadata.
+  const std::vector<std::pair<std::string, std::string>>& metadata() const;
   const FileInfo& info() const;
   const OpenOptions& options() const;
   /// The leaf at a key path, or NotFound / InvalidArgument (the path names a container).

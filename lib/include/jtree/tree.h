@@ -122,6 +122,8 @@ class SparseString {
   std::unique_ptr<std::string> p_;  // null when empty
 };
 
+struct KeyView;
+
 /// A node's key within its parent.
 struct Key {
   enum class Kind : uint8_t { kNone = 0, kStr = 1, kInt = 2 };
@@ -132,7 +134,19 @@ struct Key {
   static Key Str(std::string s) { return Key{Kind::kStr, std::move(s), 0}; }
   static Key Int(int64_t v) { return Key{Kind::kInt, {}, v}; }
   bool operator==(const Key&) const = default;
+  KeyView view() const;
 };
+
+/// A key without its own copy of the string (valid while what it points into lives).
+struct KeyView {
+  Key::Kind kind = Key::Kind::kNone;
+  std::string_view str;  ///< kStr
+  int64_t i = 0;         ///< kInt
+
+  Key to_key() const { return Key{kind, std::string(str), i}; }
+  bool operator==(const KeyView&) const = default;
+};
+inline KeyView Key::view() const { return KeyView{kind, str, i}; }
 
 /// A hyper-rectangle [begin, end) of an array, one pair per dimension.
 struct Box {
@@ -240,6 +254,21 @@ struct Leaf {
   uint64_t memory_bytes() const;
 };
 
+struct Node;
+
+/// A node without copies of its strings: what Reader::node() returns, read in place from the
+/// file's header (valid while the Reader lives), or Node::view() of a Tree's node.
+struct NodeView {
+  KeyView key;
+  NodeKind kind = NodeKind::kNone;
+  uint32_t num_children = 0;
+  uint32_t leaf = 0;
+  std::string_view type_name;
+  std::string_view aux_data;
+
+  Node to_node() const;
+};
+
 /// A node of the tree.
 struct Node {
   Key key;                    ///< this node's key in its parent (none for list/tuple items)
@@ -248,6 +277,19 @@ struct Node {
   uint32_t leaf = 0;          ///< kLeaf: index into Tree::leaves
   SparseString type_name;     ///< kNamedTuple: type name; kCustom: registered name
   SparseString aux_data;      ///< kCustom: serialized aux data
+
+  NodeView view() const {
+    return NodeView{key.view(), kind, num_children, leaf, type_name.str(), aux_data.str()};
+  }
+};
+
+/// Where each node sits in its tree: computed once by Tree::Finalize (or by the Reader from a
+/// file's header) after the structure has been checked.
+struct TreeNavigation {
+  std::vector<uint32_t> subtree_end;  ///< one past the last node of each node's subtree
+  std::vector<uint32_t> parent;       ///< the root's parent is itself
+  std::vector<uint32_t> position;     ///< index of each node among its parent's children
+  std::vector<uint32_t> leaf_node;    ///< the first Leaf node that refers to each leaf
 };
 
 /// A tree: nodes in preorder, leaves, user metadata.
@@ -263,13 +305,15 @@ class Tree {
   Status Finalize(uint32_t max_depth = 1024);
 
   /// One past the last node of `node`'s subtree (its next sibling, if any).
-  uint32_t subtree_end(uint32_t node) const { return subtree_end_[node]; }
+  uint32_t subtree_end(uint32_t node) const { return nav_.subtree_end[node]; }
   /// The parent of `node`; the root's parent is itself.
-  uint32_t parent(uint32_t node) const { return parent_[node]; }
+  uint32_t parent(uint32_t node) const { return nav_.parent[node]; }
   /// Children of a container, in order.
   std::vector<uint32_t> children(uint32_t node) const;
   /// The first Leaf node that refers to `leaf` (for paths and messages).
-  uint32_t leaf_node(uint32_t leaf) const { return leaf_node_[leaf]; }
+  uint32_t leaf_node(uint32_t leaf) const { return nav_.leaf_node[leaf]; }
+  /// The navigation tables (valid after Finalize()).
+  const TreeNavigation& navigation() const { return nav_; }
 
   /// The path of a node: keys from the root joined by '/', list items by position,
   /// e.g. "params/layers/0/w"; "" for the root. '/' and '\' inside keys are escaped by '\'.
@@ -283,10 +327,7 @@ class Tree {
   static uint64_t chunk_count(const Leaf& leaf);
 
  private:
-  std::vector<uint32_t> subtree_end_;
-  std::vector<uint32_t> parent_;
-  std::vector<uint32_t> position_;  // index of each node among its parent's children
-  std::vector<uint32_t> leaf_node_;
+  TreeNavigation nav_;
 };
 
 /// Builds a Tree in preorder with a stack of open containers.

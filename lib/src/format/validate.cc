@@ -227,6 +227,18 @@ bool leaf_spec_valid(const Leaf& leaf, const Limits& limits, uint64_t* chunks) {
 Status validate_index(const Tree& tree, const IndexData& index, uint64_t expected_chunks,
                       uint64_t file_size, std::span<const Region> metadata, FileKind kind,
                       uint64_t generation) {
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < tree.leaves.size(); ++i) {
+    if (tree.leaves[i].storage == Storage::kChunked) ids.push_back(static_cast<uint32_t>(i));
+  }
+  ChunkedLeaves leaves{ids, [&](uint32_t i, Leaf& out) { out = tree.leaves[i]; },
+                       [&](uint32_t i) { return tree.leaf_path(i); }};
+  return validate_index(leaves, index, expected_chunks, file_size, metadata, kind, generation);
+}
+
+Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
+                      uint64_t expected_chunks, uint64_t file_size,
+                      std::span<const Region> metadata, FileKind kind, uint64_t generation) {
   if (index.generation != generation) {
     return Status::Corruption("index: generation " + std::to_string(index.generation) +
                               " but the footer says " + std::to_string(generation));
@@ -274,15 +286,16 @@ Status validate_index(const Tree& tree, const IndexData& index, uint64_t expecte
   spans.clear();
   spans.reserve(index.chunks.size());
   Status err;
-  for (size_t li = 0; li < tree.leaves.size() && err.ok(); ++li) {
-    const Leaf& leaf = tree.leaves[li];
-    if (leaf.storage != Storage::kChunked) continue;
+  Leaf leaf;
+  for (size_t n = 0; n < leaves.ids.size() && err.ok(); ++n) {
+    const uint32_t li = leaves.ids[n];
+    leaves.decode(li, leaf);
     const uint64_t planes = planes_of(leaf);
     for_each_chunk_raw_size(leaf, [&](uint64_t k, uint64_t raw) {
       if (!err.ok()) return;
       const ChunkRecord& c = index.chunks[leaf.first_chunk + k];
       auto fail = [&](const std::string& what) {
-        err = Status::Corruption("leaf " + tree.leaf_path(static_cast<uint32_t>(li)) +
+        err = Status::Corruption("leaf " + leaves.path(li) +
                                  ": chunk " + std::to_string(k) + ": " + what);
       };
       if (c.reserved != 0 || (c.flags & ~kChunkAbsent) != 0) return fail("reserved bits set");

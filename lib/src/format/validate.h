@@ -33,9 +33,21 @@ struct Region {
   const char* what = "";
 };
 
+/// What validate_index needs of the tree: its chunked leaves, decoded on demand (a reader
+/// that has not built a Tree decodes each into one scratch Leaf).
+struct ChunkedLeaves {
+  std::span<const uint32_t> ids;                  ///< the chunked leaves, in order
+  std::function<void(uint32_t, Leaf&)> decode;    ///< a leaf's spec, first_chunk set
+  std::function<std::string(uint32_t)> path;      ///< a leaf's key path (messages)
+};
+
 /// Checks the index against the tree and the file: chunk count, segments inside the file and
 /// clear of metadata and of each other, every chunk inside its segment with a size that fits
 /// its encoding and raw size, no two chunks overlapping, absent chunks only in segment files.
+Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
+                      uint64_t expected_chunks, uint64_t file_size,
+                      std::span<const Region> metadata, FileKind kind, uint64_t generation);
+/// The same for a finalized Tree whose leaves have first_chunk set.
 Status validate_index(const Tree& tree, const IndexData& index, uint64_t expected_chunks,
                       uint64_t file_size, std::span<const Region> metadata, FileKind kind,
                       uint64_t generation);

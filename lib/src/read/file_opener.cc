@@ -154,19 +154,26 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
   if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
 
-  // Decoded, finalized and every leaf checked (format::decode_header, Tree::Finalize and
-  // format::validate_leaves, fused).
+  // Every node and leaf checked as format::decode_tree checks them, without building a Tree:
+  // the Reader reads the header in place and keeps it.
   format::HeaderSummary summary;
-  JTREE_ASSIGN_OR_RETURN(f.tree,
-                         format::decode_tree(header, limits, &f.info.writer, &summary));
+  JTREE_ASSIGN_OR_RETURN(format::HeaderView header_view,
+                         format::open_header(std::move(header_buf.data), header_buf.size,
+                                             limits, &f.info.writer, &summary));
+  f.tree = ReadTree(std::move(header_view));
   const uint64_t chunks = summary.chunks;
   JTREE_ASSIGN_OR_RETURN(f.index, format::decode_index(index, limits));
   f.metadata = {{0, kPreambleSize, "preamble"},
                 {ft.header_offset, ft.header_size, "header"},
                 {ft.index_offset, ft.index_size, "index"},
                 {footer_offset, kFooterSize, "footer"}};
-  JTREE_RETURN_IF_ERROR(format::validate_index(f.tree, f.index, chunks, footer_offset + kFooterSize,
-                                               f.metadata, ft.version.kind, ft.generation));
+  const ReadTree& tree = f.tree;
+  const format::ChunkedLeaves chunked{tree.chunked_leaves(),
+                                      [&](uint32_t i, Leaf& out) { tree.decode_leaf(i, out); },
+                                      [&](uint32_t i) { return tree.leaf_path(i); }};
+  JTREE_RETURN_IF_ERROR(format::validate_index(chunked, f.index, chunks,
+                                               footer_offset + kFooterSize, f.metadata,
+                                               ft.version.kind, ft.generation));
 
   FileInfo& info = f.info;
   info.file_size = ht.size;

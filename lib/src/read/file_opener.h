@@ -9,11 +9,12 @@
 #include "format/validate.h"
 #include "jtree/io.h"
 #include "jtree/reader.h"
+#include "read/read_tree.h"
 
 namespace jtree {
 
 struct OpenedFile {
-  Tree tree;  ///< finalized and validated; Leaf::first_chunk set
+  ReadTree tree;  ///< validated; read in place from the header
   FileInfo info;
   format::IndexData index;
   format::Footer footer;

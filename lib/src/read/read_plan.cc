@@ -7,14 +7,14 @@
 
 namespace jtree {
 
-Result<ReadPlan> plan_reads(const Tree& tree, const format::IndexData& index,
+Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index,
                             std::span<const ReadRequest> requests, std::span<const Box> boxes,
                             const ReadOptions& options) {
   ReadPlan plan;
   std::unordered_map<uint64_t, uint32_t> job_of_chunk;  // only needed with several requests
   const bool dedupe = requests.size() > 1;
   for (uint32_t r = 0; r < requests.size(); ++r) {
-    const Leaf& leaf = tree.leaves[requests[r].leaf];
+    const Leaf& leaf = tree.leaf(requests[r].leaf);
     if (leaf.storage != Storage::kChunked) continue;
     const Box& want = boxes[r];
     format::ChunkGrid grid(leaf.shape, leaf.chunk_shape);

@@ -8,6 +8,7 @@
 
 #include "format/index_codec.h"
 #include "jtree/reader.h"
+#include "read/read_tree.h"
 
 namespace jtree {
 
@@ -47,7 +48,7 @@ struct ReadPlan {
 
 /// Plans chunked requests (the caller handles inline leaves and checks the requests).
 /// `boxes[i]` is request i's box (already validated). Errors: NotFound for absent chunks.
-Result<ReadPlan> plan_reads(const Tree& tree, const format::IndexData& index,
+Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index,
                             std::span<const ReadRequest> requests, std::span<const Box> boxes,
                             const ReadOptions& options);
 

@@ -86,22 +86,40 @@ Result<std::shared_ptr<Reader>> Reader::Open(std::shared_ptr<Source> source,
 }
 
 const std::string& Reader::name() const { return impl_->source->name(); }
-const Tree& Reader::tree() const { return impl_->file.tree; }
+const Tree& Reader::tree() const { return impl_->file.tree.tree(); }
+uint32_t Reader::num_nodes() const { return impl_->file.tree.num_nodes(); }
+uint32_t Reader::num_leaves() const { return impl_->file.tree.num_leaves(); }
+NodeView Reader::node(uint32_t i) const { return impl_->file.tree.node(i); }
+const Leaf& Reader::leaf(uint32_t i) const { return impl_->file.tree.leaf(i); }
+std::vector<uint32_t> Reader::children(uint32_t i) const { return impl_->file.tree.children(i); }
+uint32_t Reader::subtree_end(uint32_t i) const {
+  return impl_->file.tree.navigation().subtree_end[i];
+}
+uint32_t Reader::parent(uint32_t i) const { return impl_->file.tree.navigation().parent[i]; }
+std::string Reader::path(uint32_t i) const { return impl_->file.tree.path(i); }
+std::string Reader::leaf_path(uint32_t i) const { return impl_->file.tree.leaf_path(i); }
+Result<uint32_t> Reader::find(std::string_view path) const {
+  auto node = impl_->file.tree.find(path);
+  if (!node.ok()) return node.status().WithPrefix(name());
+  return node;
+}
+const std::vector<std::pair<std::string, std::string>>& Reader::metadata() const {
+  return impl_->file.tree.metadata();
+}
 const FileInfo& Reader::info() const { return impl_->file.info; }
 const OpenOptions& Reader::options() const { return impl_->options; }
 ChunkInfo Reader::chunk(uint64_t i) const {
   ChunkInfo c = impl_->chunk(i);
-  // Raw size from the owning leaf: find it by first_chunk (leaves are in chunk order).
-  const auto& leaves = impl_->file.tree.leaves;
-  auto it = std::upper_bound(leaves.begin(), leaves.end(), i, [](uint64_t v, const Leaf& l) {
-    return v < l.first_chunk;
+  // Raw size from the owning leaf: the last chunked leaf whose first chunk is at or before i
+  // (leaves are in chunk order).
+  const ReadTree& t = impl_->file.tree;
+  const auto chunked = t.chunked_leaves();
+  auto it = std::upper_bound(chunked.begin(), chunked.end(), i, [&](uint64_t v, uint32_t l) {
+    return v < t.first_chunk(l);
   });
-  while (it != leaves.begin()) {
-    --it;
-    if (it->storage == Storage::kChunked) {
-      c.raw_size = format::chunk_raw_size(*it, i - it->first_chunk);
-      break;
-    }
+  if (it != chunked.begin()) {
+    const Leaf& leaf = t.leaf(*std::prev(it));
+    c.raw_size = format::chunk_raw_size(leaf, i - leaf.first_chunk);
   }
   return c;
 }
@@ -109,15 +127,14 @@ IoStats Reader::io_stats() const { return impl_->source->stats(); }
 std::shared_ptr<Source> Reader::source() const { return impl_->source; }
 
 Result<uint32_t> Reader::find_leaf(std::string_view path) const {
-  const Tree& t = impl_->file.tree;
-  auto node = t.find(path);
-  if (!node.ok()) return node.status().WithPrefix(name());
-  if (t.nodes[*node].kind != NodeKind::kLeaf) {
+  auto node = find(path);
+  if (!node.ok()) return node.status();
+  const NodeView n = this->node(*node);
+  if (n.kind != NodeKind::kLeaf) {
     return Status::InvalidArgument(name() + ": key path '" + std::string(path) + "' is a " +
-                                   std::string(node_kind_name(t.nodes[*node].kind)) +
-                                   ", not a leaf");
+                                   std::string(node_kind_name(n.kind)) + ", not a leaf");
   }
-  return t.nodes[*node].leaf;
+  return n.leaf;
 }
 
 Status Reader::read(uint32_t leaf, std::span<std::byte> dst, const ReadOptions& options) const {
@@ -148,14 +165,13 @@ void grow(std::vector<std::byte>& v, size_t n) {
 }
 
 // Checks a request and resolves its box. Errors name the file and the leaf.
-Result<Box> check_request(const Reader& r, const ReadRequest& req) {
-  const Tree& t = r.tree();
-  if (req.leaf >= t.leaves.size()) {
+Result<Box> check_request(const Reader& r, const ReadTree& t, const ReadRequest& req) {
+  if (req.leaf >= t.num_leaves()) {
     return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(req.leaf) +
-                                   " out of range (" + std::to_string(t.leaves.size()) +
+                                   " out of range (" + std::to_string(t.num_leaves()) +
                                    " leaves)");
   }
-  const Leaf& leaf = t.leaves[req.leaf];
+  const Leaf& leaf = t.leaf(req.leaf);
   auto where = [&] { return r.name() + ": leaf " + t.leaf_path(req.leaf); };  // errors only
   if (!leaf.is_payload()) {
     return Status::InvalidArgument(where() + ": a " + std::string(leaf_kind_name(leaf.kind)) +
@@ -256,12 +272,12 @@ void region_runs(const Shape& chunk_shape, const Shape& chunk_start, const Shape
 
 Status Reader::read_many(std::span<const ReadRequest> requests,
                          const ReadOptions& options) const {
-  const Tree& t = impl_->file.tree;
+  const ReadTree& t = impl_->file.tree;
   std::vector<Box> boxes;
   boxes.reserve(requests.size());
   for (const ReadRequest& req : requests) {
-    JTREE_ASSIGN_OR_RETURN(Box b, check_request(*this, req));
-    if (t.leaves[req.leaf].storage == Storage::kInline) read_inline(t.leaves[req.leaf], b, req.dst);
+    JTREE_ASSIGN_OR_RETURN(Box b, check_request(*this, t, req));
+    if (t.leaf(req.leaf).storage == Storage::kInline) read_inline(t.leaf(req.leaf), b, req.dst);
     boxes.push_back(std::move(b));
   }
   // Fetches no larger than the backend wants (remote ones: a few MiB, so that decoding
@@ -281,7 +297,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
 
   // Decodes one fetched chunk into every destination it serves.
   auto deliver = [&](const ChunkJob& job, std::span<const std::byte> stored) -> Status {
-    const Leaf& leaf = t.leaves[job.leaf];
+    const Leaf& leaf = t.leaf(job.leaf);
     const ChunkInfo info = impl.chunk(job.chunk);
     if (options.verify_checksums) {
       JTREE_RETURN_IF_ERROR(impl.verify_chunk(info, stored, job.leaf, job.local));
@@ -331,7 +347,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   // backend straight into place and verified there. Returns false when it does not apply.
   auto read_in_place = [&](const FetchUnit& unit, Status* st) -> bool {
     const ChunkJob& job = plan.jobs[unit.jobs[0]];
-    const Leaf& leaf = t.leaves[job.leaf];
+    const Leaf& leaf = t.leaf(job.leaf);
     if (unit.jobs.size() != 1 || job.targets.size() != 1 || is_4bit(leaf.dtype)) return false;
     const ChunkInfo info = impl.chunk(job.chunk);
     const ChunkTarget& tg = job.targets[0];
@@ -367,7 +383,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   auto stream_raw = [&](const FetchUnit& unit, Status* st) -> bool {
     if (!local || unit.jobs.size() != 1) return false;
     const ChunkJob& job = plan.jobs[unit.jobs[0]];
-    const Leaf& leaf = t.leaves[job.leaf];
+    const Leaf& leaf = t.leaf(job.leaf);
     if (is_4bit(leaf.dtype)) return false;
     const ChunkInfo info = impl.chunk(job.chunk);
     if (info.encoding != ChunkEncoding::kRaw) return false;
@@ -469,11 +485,11 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
 }
 
 Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options) const {
-  const Tree& t = impl_->file.tree;
-  if (leaf >= t.leaves.size()) {
+  const ReadTree& t = impl_->file.tree;
+  if (leaf >= t.num_leaves()) {
     return Status::InvalidArgument(name() + ": leaf number out of range");
   }
-  const Leaf& l = t.leaves[leaf];
+  const Leaf& l = t.leaf(leaf);
   if (!l.is_payload() || dtype_info(l.dtype)->item_size != 1 || is_4bit(l.dtype)) {
     return Status::InvalidArgument(name() + ": leaf " + t.leaf_path(leaf) +
                                    " is not a byte payload");
@@ -510,9 +526,9 @@ Status Reader::reserve_memory(uint64_t bytes, std::string_view what) const {
 }
 
 Result<std::span<const std::byte>> Reader::mapped_leaf(uint32_t leaf, bool verify) const {
-  const Tree& t = impl_->file.tree;
-  if (leaf >= t.leaves.size()) return Status::InvalidArgument(name() + ": leaf out of range");
-  const Leaf& l = t.leaves[leaf];
+  const ReadTree& t = impl_->file.tree;
+  if (leaf >= t.num_leaves()) return Status::InvalidArgument(name() + ": leaf out of range");
+  const Leaf& l = t.leaf(leaf);
   auto map = impl_->source->mapping();
   if (map.empty() || l.storage != Storage::kChunked || is_4bit(l.dtype) ||
       Tree::chunk_count(l) != 1) {

@@ -29,7 +29,7 @@ std::vector<std::pair<uint32_t, uint64_t>> chunk_owners(const Tree& t, uint64_t 
 
 Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
   const Impl& impl = *impl_;
-  const Tree& t = impl.file.tree;
+  const Tree& t = impl.file.tree.tree();  // Verify walks every leaf: the whole Tree is worth building
   const uint64_t n = impl.file.index.chunks.size();
   const auto owners = chunk_owners(t, n);
   VerifyReport report;

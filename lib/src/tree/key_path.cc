@@ -2,7 +2,7 @@
 
 namespace jtree {
 
-void append_path_component(std::string& out, const Key& key, uint32_t index, bool first) {
+void append_path_component(std::string& out, const KeyView& key, uint32_t index, bool first) {
   if (!first) out += '/';
   switch (key.kind) {
     case Key::Kind::kNone:

@@ -13,7 +13,10 @@ namespace jtree {
 /// Appends the path component for `key` (or the position `index` for keyless children),
 /// after a '/' unless it is the `first` component (not `out.empty()`: a first component that
 /// is the empty string key leaves `out` empty, and the next one still needs its '/').
-void append_path_component(std::string& out, const Key& key, uint32_t index, bool first);
+void append_path_component(std::string& out, const KeyView& key, uint32_t index, bool first);
+inline void append_path_component(std::string& out, const Key& key, uint32_t index, bool first) {
+  append_path_component(out, key.view(), index, first);
+}
 
 /// Splits a path into unescaped components; "" gives none. A trailing '\' is InvalidArgument.
 Result<std::vector<std::string>> split_path(std::string_view path);

@@ -8,7 +8,7 @@
 namespace jtree {
 namespace {
 
-uint64_t key_hash(const Key& k) {
+uint64_t key_hash(const KeyView& k) {
   if (k.kind == Key::Kind::kStr) return XXH3_64bits(k.str.data(), k.str.size()) & ~1ull;
   // splitmix64's finalizer; the low bit tells int keys from string keys.
   uint64_t x = static_cast<uint64_t>(k.i) + 0x9e3779b97f4a7c15ull;
@@ -17,7 +17,7 @@ uint64_t key_hash(const Key& k) {
   return (x ^ (x >> 31)) | 1;
 }
 
-bool key_less(const Key& a, const Key& b) {
+bool key_less(const KeyView& a, const KeyView& b) {
   if (a.kind != b.kind) return a.kind < b.kind;
   return a.kind == Key::Kind::kStr ? a.str < b.str : a.i < b.i;
 }
@@ -29,19 +29,19 @@ constexpr size_t kProbeBudgetPerKey = 8;
 
 }  // namespace
 
-bool UniqueKeyChecker::unique(const std::vector<Node>& nodes, std::span<const uint32_t> kids) {
-  const size_t n = kids.size();
+bool UniqueKeyChecker::unique(std::span<const KeyView> keys) {
+  const size_t n = keys.size();
   if (n < 2) return true;
   if (n <= kPairwiseMax) {
     for (size_t a = 1; a < n; ++a) {
       for (size_t b = 0; b < a; ++b) {
-        if (nodes[kids[a]].key == nodes[kids[b]].key) return false;
+        if (keys[a] == keys[b]) return false;
       }
     }
     return true;
   }
   hashes_.resize(n);
-  for (size_t i = 0; i < n; ++i) hashes_[i] = key_hash(nodes[kids[i]].key);
+  for (size_t i = 0; i < n; ++i) hashes_[i] = key_hash(keys[i]);
   // Load factor <= 1/2.
   const size_t size = std::bit_ceil(2 * n);
   const size_t mask = size - 1;
@@ -56,26 +56,25 @@ bool UniqueKeyChecker::unique(const std::vector<Node>& nodes, std::span<const ui
         slots_[s] = static_cast<uint32_t>(i + 1);
         break;
       }
-      if (hashes_[other - 1] == h && nodes[kids[other - 1]].key == nodes[kids[i]].key) {
+      if (hashes_[other - 1] == h && keys[other - 1] == keys[i]) {
         return false;
       }
-      if (budget-- == 0) return unique_sorted(nodes, kids);
+      if (budget-- == 0) return unique_sorted(keys);
     }
   }
   return true;
 }
 
-bool UniqueKeyChecker::unique_sorted(const std::vector<Node>& nodes,
-                                     std::span<const uint32_t> kids) {
+bool UniqueKeyChecker::unique_sorted(std::span<const KeyView> keys) {
   sorted_.clear();
-  for (size_t i = 0; i < kids.size(); ++i) sorted_.emplace_back(hashes_[i], kids[i]);
+  for (size_t i = 0; i < keys.size(); ++i) sorted_.emplace_back(hashes_[i], static_cast<uint32_t>(i));
   std::sort(sorted_.begin(), sorted_.end(), [&](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first < b.first;
-    return key_less(nodes[a.second].key, nodes[b.second].key);
+    return key_less(keys[a.second], keys[b.second]);
   });
   for (size_t i = 1; i < sorted_.size(); ++i) {
     if (sorted_[i].first == sorted_[i - 1].first &&
-        nodes[sorted_[i].second].key == nodes[sorted_[i - 1].second].key) {
+        keys[sorted_[i].second] == keys[sorted_[i - 1].second]) {
       return false;
     }
   }

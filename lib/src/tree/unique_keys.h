@@ -10,7 +10,7 @@
 
 namespace jtree {
 
-/// Checks that the keys of `kids` (indices into `nodes`) are unique. Reuse one checker for
+/// Checks that `keys` (the keys of one container's children) are unique. Reuse one checker for
 /// many containers: its scratch tables are allocated once, at the size of the largest.
 ///
 /// Keys go into an open-addressing hash table, O(n) for ordinary keys. Keys from a file may be
@@ -18,12 +18,12 @@ namespace jtree {
 /// sorting (by hash, ties broken by the keys themselves), so any input costs O(n log n).
 class UniqueKeyChecker {
  public:
-  bool unique(const std::vector<Node>& nodes, std::span<const uint32_t> kids);
+  bool unique(std::span<const KeyView> keys);
 
  private:
-  bool unique_sorted(const std::vector<Node>& nodes, std::span<const uint32_t> kids);
-  std::vector<uint64_t> hashes_;  // per kid
-  std::vector<uint32_t> slots_;   // kid position + 1; 0 = empty
+  bool unique_sorted(std::span<const KeyView> keys);
+  std::vector<uint64_t> hashes_;  // per key
+  std::vector<uint32_t> slots_;   // key position + 1; 0 = empty
   std::vector<std::pair<uint64_t, uint32_t>> sorted_;
 };
 
