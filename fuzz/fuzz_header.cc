@@ -5,7 +5,8 @@
 // Reader::Open uses (format::decode_tree) must agree with the three steps: the same status,
 // and for an accepted header the same encoding and chunk count. So must the check-only open
 // (format::open_header, which Reader::Open uses): the same status, summary and leaf starts, and
-// its in-place nodes, leaves, paths and metadata equal to the decoded tree's.
+// its in-place nodes, leaves, paths and metadata equal to the decoded tree's, and so must the
+// Tree it builds from them without checking again (HeaderView::decode_all).
 //
 // Options (the input's last 2 bytes): [0] parser limits.
 #include <cstring>
@@ -69,6 +70,18 @@ void check_same_tree(const format::HeaderView& v, const Tree& t,
   JTREE_FUZZ_CHECK(std::equal(chunked.begin(), chunked.end(), v.chunked_leaves().begin(),
                               v.chunked_leaves().end()),
                    "open_header's chunked leaves differ");
+  // The whole Tree built from the checked header without checking it again.
+  auto all = v.decode_all();
+  JTREE_FUZZ_CHECK(all.ok(), "decode_all refused a checked header: " + all.status().ToString());
+  auto a = format::encode_header(*all, "fuzz"), b = format::encode_header(t, "fuzz");
+  JTREE_FUZZ_CHECK(a.ok() && b.ok() && *a == *b, "decode_all decodes another tree");
+  for (uint32_t i = 0; i < t.leaves.size(); ++i) {
+    JTREE_FUZZ_CHECK(all->leaves[i].first_chunk == t.leaves[i].first_chunk,
+                     "decode_all's first_chunk differs at leaf " + std::to_string(i));
+  }
+  JTREE_FUZZ_CHECK(t.nodes.empty() || all->path(static_cast<uint32_t>(t.nodes.size() - 1)) ==
+                                          t.path(static_cast<uint32_t>(t.nodes.size() - 1)),
+                   "decode_all's navigation differs");
 }
 
 }  // namespace

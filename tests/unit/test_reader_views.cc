@@ -64,6 +64,7 @@ void check_accessors(const Reader& r) {
   for (uint32_t l = 0; l < r.num_leaves(); ++l) {
     CAPTURE(l);
     check_same_leaf(r.leaf(l), t.leaves[l]);
+    check_same_leaf(r.decode_leaf(l), t.leaves[l]);
     CHECK(&r.leaf(l) == &r.leaf(l));  // decoded once, kept
     CHECK(r.leaf_path(l) == t.leaf_path(l));
   }

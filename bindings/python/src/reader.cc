@@ -117,10 +117,11 @@ class PyReader {
 
   // [(kind, flags, dtype, shape, storage, value, type_name | None, chunk_shape, codec, filter)]
   // value: int (Int: int64, or bytes when big_int), float, bool, complex; None for payloads.
-  // (Every leaf: built from the whole Tree, which decodes them all at once and in parallel.)
+  // (Each leaf decoded for its tuple and dropped: neither the Reader's kept leaves nor a
+  // whole Tree are built for one pass.)
   nb::list leaves() const {
     nb::list out;
-    for (const jtree::Leaf& l : r_->tree().leaves) out.append(leaf_tuple(l));
+    for (uint32_t i = 0; i < r_->num_leaves(); ++i) out.append(leaf_tuple(r_->decode_leaf(i)));
     return out;
   }
 

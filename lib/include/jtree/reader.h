@@ -141,6 +141,9 @@ class Reader {
   /// Leaf `i` (< num_leaves()): spec and inline payload, decoded on first use and kept for the
   /// Reader's life (first_chunk set).
   const Leaf& leaf(uint32_t i) const;
+  /// Leaf `i` decoded into a new value that the Reader does not keep: for one pass over many
+  /// leaves without keeping a copy of each (or building tree()).
+  Leaf decode_leaf(uint32_t i) const;
   /// The children of node `i`, in order (empty for leaves and None).
   std::vector<uint32_t> children(uint32_t i) const;
   /// One past the last node of node `i`'s subtree; the parent of node `i` (the root's is 0).

@@ -91,6 +91,11 @@ uint32_t Reader::num_nodes() const { return impl_->file.tree.num_nodes(); }
 uint32_t Reader::num_leaves() const { return impl_->file.tree.num_leaves(); }
 NodeView Reader::node(uint32_t i) const { return impl_->file.tree.node(i); }
 const Leaf& Reader::leaf(uint32_t i) const { return impl_->file.tree.leaf(i); }
+Leaf Reader::decode_leaf(uint32_t i) const {
+  Leaf l;
+  impl_->file.tree.decode_leaf(i, l);
+  return l;
+}
 std::vector<uint32_t> Reader::children(uint32_t i) const { return impl_->file.tree.children(i); }
 uint32_t Reader::subtree_end(uint32_t i) const {
   return impl_->file.tree.navigation().subtree_end[i];
