@@ -29,9 +29,9 @@ class File:
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
                  limits: Optional[Dict[str, int]] = None):
         self.name: str = os.fspath(path)
-        self._reader = _jtree.Reader.open(self.name, use_mmap, limits)
-        # The structure is made as it is visited: opening makes only the root.
-        self._tree = LazyTree(self._reader)
+        # The structure is made as it is visited: opening makes only the root. The tree holds
+        # the native Reader (the one reference: close() swaps it).
+        self._tree = LazyTree(_jtree.Reader.open(self.name, use_mmap, limits))
         self._root = self._tree.root()
         self.verify_checksums = verify
         self.threads = threads
@@ -113,7 +113,12 @@ class File:
 
     def close(self) -> None:
         """Releases the file (views taken from it stop working)."""
-        self._reader = self._tree.reader = _Closed(self.name)
+        self._tree.reader = _Closed(self.name)
+
+    @property
+    def _reader(self) -> Any:
+        """The native Reader (a refusing stand-in once closed)."""
+        return self._tree.reader
 
     def __enter__(self) -> "File":
         return self
