@@ -143,7 +143,6 @@ struct KeyView {
   std::string_view str;  ///< kStr
   int64_t i = 0;         ///< kInt
 
-  Key to_key() const { return Key{kind, std::string(str), i}; }
   bool operator==(const KeyView&) const = default;
 };
 inline KeyView Key::view() const { return KeyView{kind, str, i}; }
@@ -254,8 +253,6 @@ struct Leaf {
   uint64_t memory_bytes() const;
 };
 
-struct Node;
-
 /// A node without copies of its strings: what Reader::node() returns, read in place from the
 /// file's header (valid while the Reader lives), or Node::view() of a Tree's node.
 struct NodeView {
@@ -265,8 +262,6 @@ struct NodeView {
   uint32_t leaf = 0;
   std::string_view type_name;
   std::string_view aux_data;
-
-  Node to_node() const;
 };
 
 /// A node of the tree.
@@ -312,8 +307,6 @@ class Tree {
   std::vector<uint32_t> children(uint32_t node) const;
   /// The first Leaf node that refers to `leaf` (for paths and messages).
   uint32_t leaf_node(uint32_t leaf) const { return nav_.leaf_node[leaf]; }
-  /// The navigation tables (valid after Finalize()).
-  const TreeNavigation& navigation() const { return nav_; }
 
   /// The path of a node: keys from the root joined by '/', list items by position,
   /// e.g. "params/layers/0/w"; "" for the root. '/' and '\' inside keys are escaped by '\'.

@@ -96,17 +96,6 @@ uint64_t Tree::chunk_count(const Leaf& leaf) {
   return format::grid_chunk_count(leaf.shape, leaf.chunk_shape).value_or(0);
 }
 
-Node NodeView::to_node() const {
-  Node n;
-  n.key = key.to_key();
-  n.kind = kind;
-  n.num_children = num_children;
-  n.leaf = leaf;
-  n.type_name = std::string(type_name);
-  n.aux_data = std::string(aux_data);
-  return n;
-}
-
 namespace {
 
 // A Tree's nodes as check_structure() and the navigation helpers see them.
