@@ -391,7 +391,8 @@ def _box_of(index: Any, shape: Tuple[int, ...], file: Optional[str] = None,
             post.append(0)
         elif isinstance(i, slice):
             start, stop, step = i.indices(n)
-            count = len(range(start, stop, step))
+            # len(range(...)) without its C ssize_t limit (Python ints do not overflow).
+            count = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
             if count == 0:
                 begin.append(0)
                 end.append(0)

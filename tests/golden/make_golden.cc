@@ -339,6 +339,10 @@ void make_broken() {
   p.tree.leaves[0].shape = {1ull << 40, 1ull << 40};
   p.tree.leaves[0].chunk_shape = {1, 1};
   expect("huge_shape.jtree", assemble(p), "Corruption", "shape too large");
+  p = inline_parts();  // no elements, but a dimension no array library can hold (6.2)
+  p.tree.leaves[0].shape = {0, 1ull << 63};
+  p.tree.leaves[0].inline_data.clear();
+  expect("huge_empty_shape.jtree", assemble(p), "Corruption", "shape too large");
 
   p = chunked_parts();
   p.index.chunks[2].offset = 400;  // overlaps chunk 1

@@ -21,14 +21,20 @@ inline std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) {
   return r;
 }
 
-/// Product of `dims`, or nullopt when it exceeds `limit` (or overflows).
+/// Product of `dims`, or nullopt when it exceeds `limit` (or overflows) or when any one
+/// dimension does. Every dimension is bounded even when another is 0: an empty array of shape
+/// (0, 2^63) has no elements, but no NumPy, PyTorch or JAX array can have that shape, and slice
+/// arithmetic on such a dimension overflows signed 64-bit indices.
 inline std::optional<uint64_t> checked_product(std::span<const uint64_t> dims,
                                                uint64_t limit = UINT64_MAX) {
+  bool empty = false;
+  for (uint64_t d : dims) {
+    if (d > limit) return std::nullopt;
+    empty = empty || d == 0;
+  }
+  if (empty) return 0;
   uint64_t p = 1;
   for (uint64_t d : dims) {
-    if (d == 0) return 0;  // empty arrays are fine whatever the other dims are...
-  }
-  for (uint64_t d : dims) {  // ...but every factor must be sane on its own
     auto r = checked_mul(p, d);
     if (!r || *r > limit) return std::nullopt;
     p = *r;
