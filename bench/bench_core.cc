@@ -12,6 +12,7 @@
 // Each figure is the median of R runs (default 5) with [min, max]. Files go to DIR (default
 // /dev/shm when it exists: page cache without a disk under it).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@
 
 #include <zstd.h>
 
+#include "codec/checksum.h"
 #include "jtree/jtree.h"
 
 #include "bench_util.h"
@@ -79,11 +81,14 @@ void raw_load(const std::string& dir, uint64_t mib, int runs) {
   Stat l1 = load(1, true), l1n = load(1, false), ln = load(0, true), lnn = load(0, false);
   if (std::memcmp(dst.data(), src.data(), bytes) != 0) die(jtree::Status::Corruption("mismatch"));
   // The storage-read bound: plain pread of the same file into the same buffer, 4 MiB pieces.
-  auto pread_all = [&](int threads) {
+  // With `hash`, the bound of a verified load: each 4 MiB piece read in 1 MiB parts, each part
+  // hashed (XXH3, as chunk checksums are) right after it lands, as the Reader does.
+  auto pread_all = [&](int threads, bool hash) {
     auto file = jtree::open_file_source(path, false);
     if (!file.ok()) die(file.status());
     const uint64_t piece = 4 << 20;
     const uint64_t pieces = (bytes + piece - 1) / piece;
+    std::atomic<uint64_t> sink{0};
     return measure(runs, [&] {
       std::vector<std::thread> ts;
       for (int t = 0; t < threads; ++t) {
@@ -91,16 +96,29 @@ void raw_load(const std::string& dir, uint64_t mib, int runs) {
           for (uint64_t p = t; p < pieces; p += threads) {
             const uint64_t n = std::min(piece, bytes - p * piece);
             // The segment holds exactly the array's bytes (raw, aligned chunks).
-            jtree::ReadRange r{(*reader)->info().segments[0].file_offset + p * piece,
-                               std::span(dst).subspan(p * piece, n)};
-            (void)(*file)->read(std::span(&r, 1));
+            const uint64_t at = (*reader)->info().segments[0].file_offset + p * piece;
+            if (!hash) {
+              jtree::ReadRange r{at, std::span(dst).subspan(p * piece, n)};
+              (void)(*file)->read(std::span(&r, 1));
+              continue;
+            }
+            jtree::Xxh3Stream h(p);
+            for (uint64_t done = 0; done < n; done += 1 << 20) {
+              auto part = std::span(dst).subspan(p * piece + done, std::min<uint64_t>(1 << 20, n - done));
+              jtree::ReadRange r{at + done, part};
+              (void)(*file)->read(std::span(&r, 1));
+              h.update(part);
+            }
+            sink.fetch_xor(h.digest(), std::memory_order_relaxed);  // (kept)
           }
         });
       }
       for (auto& th : ts) th.join();
     });
   };
-  Stat p1 = pread_all(1), pn = pread_all(static_cast<int>(std::thread::hardware_concurrency()));
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  Stat p1 = pread_all(1, false), pn = pread_all(all, false);
+  Stat h1 = pread_all(1, true), hn = pread_all(all, true);
   const double m = bytes / mc.median;
   std::printf("\n## 1. Raw load of a page-cached %llu MiB file\n\n", (unsigned long long)mib);
   std::printf("| what | throughput | vs memcpy (1 thread) |\n|---|---|---|\n");
@@ -109,6 +127,10 @@ void raw_load(const std::string& dir, uint64_t mib, int runs) {
               gbps(bytes, p1).c_str(), bytes / p1.median / m);
   std::printf("| pread of the file, all threads | %s | %.2f |\n", gbps(bytes, pn).c_str(),
               bytes / pn.median / m);
+  std::printf("| pread + XXH3 of each 1 MiB, 1 thread (the verified-load bound) | %s | %.2f |\n",
+              gbps(bytes, h1).c_str(), bytes / h1.median / m);
+  std::printf("| pread + XXH3 of each 1 MiB, all threads | %s | %.2f |\n", gbps(bytes, hn).c_str(),
+              bytes / hn.median / m);
   std::printf("| jtree load, 1 thread, checksums verified | %s | %.2f |\n", gbps(bytes, l1).c_str(),
               bytes / l1.median / m);
   std::printf("| jtree load, 1 thread, checksums skipped | %s | %.2f |\n", gbps(bytes, l1n).c_str(),
