@@ -20,6 +20,25 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from local_job import run_local_job  # noqa: E402, F401  (for the multi-process tests)
 
 
+_FUZZ_HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "fuzz", "python", "fuzz_load.py")
+
+
+def fuzz_harness():
+    """fuzz/python/fuzz_load.py as a module, imported as its --replay mode does (without
+    atheris): its driver (test_one_input) and its hash repair (rehash)."""
+    import importlib.util  # noqa: PLC0415
+
+    argv, sys.argv = sys.argv, [_FUZZ_HARNESS, "--replay"]
+    try:
+        spec = importlib.util.spec_from_file_location("jtree_fuzz_load", _FUZZ_HARNESS)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.argv = argv
+    return mod
+
+
 def require(module: str):
     """Imports a module the test needs, or skips (fails under JTREE_TEST_REQUIRE_ALL=1)."""
     try:

@@ -5,30 +5,13 @@ size at or over 2^63). Such a leaf opens, its slices that NumPy can represent re
 arrays, and loading it whole is a clear NotSupportedError; over the bound the file is refused
 on open. The files are made by editing a saved file's shape and recomputing the hashes, as a
 hostile writer would."""
-import importlib.util
-import os
 import struct
-import sys
 
 import numpy as np
 import pytest
 
 import jtree
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _rehash():
-    # fuzz_load.py's hash repair (imported as its --replay mode does: without atheris).
-    path = os.path.join(ROOT, "fuzz", "python", "fuzz_load.py")
-    argv, sys.argv = sys.argv, [path, "--replay"]
-    try:
-        spec = importlib.util.spec_from_file_location("jtree_fuzz_load_rehash", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.argv = argv
-    return mod.rehash
+from conftest import fuzz_harness
 
 
 def _with_shape(tmp_path, shape):
@@ -42,7 +25,7 @@ def _with_shape(tmp_path, shape):
     assert data.count(old) == 1, "the shape vector is not where the test expects it"
     at = data.index(old)
     data[at:at + len(old)] = struct.pack(f"<{len(shape)}Q", *shape)
-    _rehash()(data)
+    fuzz_harness().rehash(data)  # the hash repair of fuzz/python/fuzz_load.py
     with open(p, "wb") as out:
         out.write(data)
     return p
