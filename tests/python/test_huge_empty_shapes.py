@@ -20,7 +20,8 @@ def _with_shape(tmp_path, shape):
     small = (0,) + tuple(range(3, 3 + len(shape) - 1))  # distinctive placeholder dimensions
     p = str(tmp_path / "huge.jtree")
     jtree.save({"x": np.zeros(small, np.float64)}, p)
-    data = bytearray(open(p, "rb").read())
+    with open(p, "rb") as f:
+        data = bytearray(f.read())
     old = struct.pack(f"<{len(small)}Q", *small)
     assert data.count(old) == 1, "the shape vector is not where the test expects it"
     at = data.index(old)

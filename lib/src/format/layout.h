@@ -39,6 +39,10 @@ inline constexpr uint16_t kFormatVersion = 1;
 /// Required feature bits this code understands (none defined in version 1).
 inline constexpr uint64_t kKnownRequiredFeatures = 0;
 
+/// The largest dimension and element count of an array (spec section 6.2): 2^58, so that the
+/// memory size of any dtype (at most 16 bytes an element) stays under 2^62 bytes.
+inline constexpr uint64_t kMaxElements = uint64_t{1} << 58;
+
 /// File kinds (preamble and footer).
 enum class FileKind : uint8_t { kCheckpoint = 0, kSegment = 1 };
 

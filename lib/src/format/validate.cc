@@ -13,8 +13,6 @@ namespace {
 
 constexpr uint64_t kMaxChunkFormatBytes = 0xFFFFFFFFull;  // plane sizes are u32
 constexpr uint32_t kKnownLeafFlags = kLeafFlagScalar;
-// Largest payload in memory bytes (keeps every product below 2^63 with room to spare).
-constexpr uint64_t kMaxPayloadBytes = 1ull << 62;
 
 bool is_payload_kind(LeafKind k) {
   return k == LeafKind::kArray || k == LeafKind::kStr || k == LeafKind::kBytes ||
@@ -104,7 +102,7 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
   if (l.flags & kLeafFlagScalar && (l.kind != LeafKind::kArray || !l.shape.empty())) {
     JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "scalar flag on a leaf that is not a 0-d array"));
   }
-  auto elements = checked_product(l.shape, kMaxPayloadBytes / 16);
+  auto elements = checked_product(l.shape, kMaxElements);
   if (!elements) JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "shape too large"));
   const uint64_t stored = stored_bytes(l.dtype, *elements);
 
@@ -137,7 +135,7 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
                                            " for an extent of " + std::to_string(l.shape[d])));
     }
   }
-  auto chunk_elements = checked_product(l.chunk_shape, kMaxPayloadBytes / 16);
+  auto chunk_elements = checked_product(l.chunk_shape, kMaxElements);
   uint64_t chunk_bytes = chunk_elements ? stored_bytes(l.dtype, *chunk_elements) : UINT64_MAX;
   if (chunk_bytes > std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)) {
     JTREE_LEAF_FAIL(kResourceExhausted,

@@ -6,6 +6,7 @@
 #include "codec/chunk_codec.h"
 #include "codec/pack4.h"
 #include "format/chunk_grid.h"
+#include "format/layout.h"
 #include "util/box_copy.h"
 #include "util/checked_math.h"
 
@@ -173,7 +174,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   auto info = dtype_info(l.dtype);
   if (!info) return leaf_error(t, i, "unknown dtype " + std::string(dtype_name(l.dtype)));
   if (l.shape.size() > kMaxRank) return leaf_error(t, i, "rank above 64");
-  auto elements = checked_product(l.shape, (1ull << 62) / 16);
+  auto elements = checked_product(l.shape, format::kMaxElements);
   if (!elements) return leaf_error(t, i, "shape too large");
   if (l.flags & kLeafFlagScalar && !l.shape.empty()) {
     return leaf_error(t, i, "scalar flag on an array of rank > 0");
