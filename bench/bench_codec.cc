@@ -108,7 +108,7 @@ double bf16_entropy_bound(const Bytes& b) {
 
 struct Chunk {
   ChunkEncoding encoding = ChunkEncoding::kRaw;
-  Bytes stored;  // empty for kRaw chunks of the jtree codec (the raw bytes are the stored bytes)
+  jtree::UninitBytes stored;  // empty for kRaw chunks of the jtree codec (the raw bytes are the stored bytes)
 };
 
 struct Method {
@@ -260,6 +260,8 @@ int main(int argc, char** argv) {
                 bf16_entropy_bound(d));
     print_table("bf16 normal(0, 0.02)",
                 {run(z1, d, runs), run(z3, d, runs),
+                 run(jtree_codec("None+zstd-1",
+                                 {DType::kBFloat16, Filter::kNone, Codec::kZstd, 1}), d, runs),
                  run(jtree_codec("FloatSplit+zstd-1", {DType::kBFloat16, Filter::kFloatSplit,
                                                        Codec::kZstd, 1}), d, runs),
                  run(jtree_codec("Shuffle+zstd-1",

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t planes = codec::plane_count(fmt);
   std::vector<std::byte> chunk(in.payload.begin(),
                                in.payload.begin() + (in.payload.size() / planes) * planes);
-  std::vector<std::byte> stored, enc_scratch;
+  UninitBytes stored;
+  std::vector<std::byte> enc_scratch;
   auto enc = codec::encode_chunk(chunk, fmt, stored, enc_scratch);
   JTREE_FUZZ_CHECK(enc.ok(), enc.status().ToString());
   const std::span<const std::byte> bytes = *enc == ChunkEncoding::kRaw

@@ -100,7 +100,8 @@ struct Encoded {
 };
 
 Encoded encode(const Bytes& raw, const ChunkFormat& format) {
-  Bytes out(3), scratch;  // `out` not empty on entry: encode must clear it
+  jtree::UninitBytes out(3);  // not empty on entry: encode must clear it
+  Bytes scratch;
   auto r = encode_chunk(raw, format, out, scratch);
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   Encoded e;
@@ -109,7 +110,7 @@ Encoded encode(const Bytes& raw, const ChunkFormat& format) {
     CHECK(out.empty());
     e.stored = raw;
   } else {
-    e.stored = out;
+    e.stored.assign(out.begin(), out.end());
   }
   return e;
 }
@@ -169,10 +170,24 @@ TEST_CASE("zstd frames of both modes are standard zstd frames") {
     for (int level : {-1, 1, 3, 19}) {
       CAPTURE(level);
       CAPTURE(static_cast<int>(mode));
-      Bytes frame;
+      Bytes frame(jtree::codec::zstd_compress_bound(skewed.size()));
       auto n = jtree::codec::zstd_compress(skewed, level, mode, frame);
       REQUIRE(n.ok());
-      CHECK(*n == frame.size());
+      REQUIRE(*n > 0);
+      frame.resize(*n);
+      // A frame that does not fit is 0, and nothing is written past the room given. (zstd
+      // asks for a few bytes of room beyond the frame: 8-9 on these sizes.)
+      Bytes tight(*n + 16);
+      tight[*n - 1] = std::byte{0x5A};
+      auto too_small = jtree::codec::zstd_compress(skewed, level, mode, {tight.data(), *n - 1});
+      REQUIRE(too_small.ok());
+      CHECK(*too_small == 0);
+      CHECK(tight[*n - 1] == std::byte{0x5A});
+      auto fits = jtree::codec::zstd_compress(skewed, level, mode, tight);
+      REQUIRE(fits.ok());
+      CHECK(*fits == *n);
+      tight.resize(*n);
+      CHECK(tight == frame);
       // Literals-only keeps entropy coding even at negative levels.
       if (mode == ZstdMode::kLiterals) CHECK(*n < skewed.size() * 6 / 10);
       auto sz = jtree::codec::zstd_compressed_size(skewed, level, mode);
@@ -295,7 +310,8 @@ TEST_CASE("min_gain decides between Planes and Raw") {
 }
 
 TEST_CASE("encode rejects bad arguments") {
-  Bytes out, scratch;
+  jtree::UninitBytes out;
+  Bytes scratch;
   const Bytes raw(64);
   auto r = encode_chunk(raw, {DType::kInt32, Filter::kFloatSplit, Codec::kZstd, 1}, out, scratch);
   CHECK(r.status().code() == StatusCode::kInvalidArgument);

@@ -135,27 +135,32 @@ bool not_worth_it(size_t compressed, size_t size) {
   return static_cast<double>(compressed) > static_cast<double>(size) * kRawAbove;
 }
 
-// Compresses one plane into `frame`; returns false when the plane is to be stored raw.
-Result<bool> encode_plane(std::span<const std::byte> plane, int level,
-                          std::vector<std::byte>& frame) {
-  thread_local std::vector<std::byte> other;
+// Compresses one plane into `dst`; returns the frame's size, or 0 when the plane is to be
+// stored raw (it does not compress, or its frame would not fit in dst).
+Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::span<std::byte> dst) {
   if (plane.size() <= kSampleBytes) {
     // The sample would be the whole plane: compress it both ways and keep the better frame.
-    JTREE_ASSIGN_OR_RETURN(const size_t lit, zstd_compress(plane, level, ZstdMode::kLiterals,
-                                                           frame));
-    JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compress(plane, level, ZstdMode::kLz, other));
-    if (choose_mode(lit, lz, plane.size()) == ZstdMode::kLz) frame.swap(other);
-    return !not_worth_it(frame.size(), plane.size());
+    thread_local std::vector<std::byte> lit_frame, lz_frame;
+    const size_t bound = zstd_compress_bound(plane.size());
+    lit_frame.resize(bound);
+    lz_frame.resize(bound);
+    JTREE_ASSIGN_OR_RETURN(const size_t lit,
+                           zstd_compress(plane, level, ZstdMode::kLiterals, lit_frame));
+    JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compress(plane, level, ZstdMode::kLz, lz_frame));
+    const bool use_lz = choose_mode(lit, lz, plane.size()) == ZstdMode::kLz;
+    const size_t size = use_lz ? lz : lit;
+    if (not_worth_it(size, plane.size()) || size > dst.size()) return size_t{0};
+    std::memcpy(dst.data(), (use_lz ? lz_frame : lit_frame).data(), size);
+    return size;
   }
   thread_local std::vector<std::byte> sample_buf;
   const std::span<const std::byte> sample = take_sample(plane, sample_buf);
   JTREE_ASSIGN_OR_RETURN(const size_t lit,
                          zstd_compressed_size(sample, level, ZstdMode::kLiterals));
   JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compressed_size(sample, level, ZstdMode::kLz));
-  if (not_worth_it(std::min(lit, lz), sample.size())) return false;
-  const ZstdMode mode = choose_mode(lit, lz, sample.size());
-  JTREE_ASSIGN_OR_RETURN(const size_t size, zstd_compress(plane, level, mode, frame));
-  return size < plane.size();
+  if (not_worth_it(std::min(lit, lz), sample.size())) return size_t{0};
+  // Straight into the chunk's bytes: 0 when the frame would not beat the raw plane or not fit.
+  return zstd_compress(plane, level, choose_mode(lit, lz, sample.size()), dst);
 }
 
 }  // namespace
@@ -179,7 +184,7 @@ bool filter_allowed(Filter filter, DType dtype) {
 }
 
 Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFormat& format,
-                                   std::vector<std::byte>& out, std::vector<std::byte>& scratch) {
+                                   UninitBytes& out, std::vector<std::byte>& scratch) {
   out.clear();
   const std::optional<Layout> layout = layout_of(format);
   if (!layout) {
@@ -200,9 +205,11 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
   if (format.codec == Codec::kRaw || raw.empty() || plane_size > UINT32_MAX) {
     return ChunkEncoding::kRaw;
   }
-  // Planes must beat raw by min_gain (a negative or NaN gain counts as zero).
+  // The stored chunk must beat raw by min_gain (a negative or NaN gain counts as zero): at most
+  // `budget` bytes.
   const double gain = format.min_gain >= 0 ? format.min_gain : 0.0;
-  const double budget = static_cast<double>(raw.size()) * (1.0 - gain);
+  const size_t budget = static_cast<size_t>(static_cast<double>(raw.size()) * (1.0 - gain));
+  if (budget < 4 * p) return ChunkEncoding::kRaw;
 
   std::span<const std::byte> filtered = raw;
   if (p > 1 || layout->component != 0) {
@@ -211,22 +218,31 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
     filtered = {scratch.data(), raw.size()};
   }
 
-  thread_local std::vector<std::byte> frame;
-  out.reserve(4 * p + raw.size());  // the most it can hold before giving up for Raw
-  out.resize(4 * p);
+  // Frames are compressed in place, each into what is left of the budget; a plane whose frame
+  // would not be smaller than the plane is stored as the plane itself.
+  out.resize(budget);  // not zeroed: every byte up to the final size is written below
+  size_t used = 4 * p;
   for (size_t k = 0; k < p; ++k) {
     const std::span<const std::byte> plane = filtered.subspan(k * plane_size, plane_size);
-    auto compressed = encode_plane(plane, format.level, frame);
-    if (!compressed.ok()) return in_plane(compressed.status(), k);
-    const std::span<const std::byte> payload =
-        *compressed ? std::span<const std::byte>(frame) : plane;
-    if (static_cast<double>(out.size() + payload.size()) > budget) {
-      out.clear();  // cannot pay any more: stop compressing the remaining planes
-      return ChunkEncoding::kRaw;
+    const size_t room = std::min(budget - used, plane_size - 1);
+    auto frame = encode_plane(plane, format.level, {out.data() + used, room});
+    if (!frame.ok()) {
+      out.clear();
+      return in_plane(frame.status(), k);
     }
-    store_le<uint32_t>(out.data() + 4 * k, static_cast<uint32_t>(payload.size()));
-    out.insert(out.end(), payload.begin(), payload.end());
+    size_t payload = *frame;
+    if (payload == 0) {  // stored raw, if the budget has room for the whole plane
+      if (plane_size > budget - used) {
+        out.clear();  // cannot pay any more: stop compressing the remaining planes
+        return ChunkEncoding::kRaw;
+      }
+      std::memcpy(out.data() + used, plane.data(), plane_size);
+      payload = plane_size;
+    }
+    store_le<uint32_t>(out.data() + 4 * k, static_cast<uint32_t>(payload));
+    used += payload;
   }
+  out.resize(used);
   return ChunkEncoding::kPlanes;
 }
 

@@ -23,6 +23,7 @@
 #include "jtree/reader.h"
 #include "jtree/status.h"
 #include "jtree/tree.h"
+#include "util/uninit_bytes.h"
 
 namespace jtree::codec {
 
@@ -46,7 +47,7 @@ bool filter_allowed(Filter filter, DType dtype);
 /// left empty and the caller writes `raw` itself, without a copy), or kPlanes with the
 /// stored bytes in `out`. `scratch` is reused between calls to avoid allocations.
 Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFormat& format,
-                                   std::vector<std::byte>& out, std::vector<std::byte>& scratch);
+                                   UninitBytes& out, std::vector<std::byte>& scratch);
 
 /// Decodes stored chunk bytes into `raw` (exactly the chunk's raw size). Any inconsistency
 /// (plane sizes, a bad zstd frame, a frame of the wrong size) is Corruption; `raw` is then

@@ -45,12 +45,8 @@ ZSTD_DCtx* thread_dctx() {
 }
 
 Status compress_error(size_t code) {
-  std::string msg = "zstd compression failed: ";
-  msg += ZSTD_getErrorName(code);
-  if (ZSTD_getErrorCode(code) == ZSTD_error_dstSize_tooSmall) {
-    return Status::ResourceExhausted(std::move(msg));
-  }
-  return Status::InvalidArgument(std::move(msg));
+  return Status::InvalidArgument(std::string("zstd compression failed: ") +
+                                 ZSTD_getErrorName(code));
 }
 
 // Configures the context for one frame; returns a zstd error code or 0.
@@ -67,7 +63,8 @@ size_t configure(ZSTD_CCtx* c, int level, ZstdMode mode) {
   return 0;
 }
 
-// Compresses into [dst, dst + cap); returns the frame size.
+// Compresses into [dst, dst + cap); returns the frame size, or 0 when it does not fit (zstd
+// never writes past the capacity it is given).
 Result<size_t> compress_into(std::span<const std::byte> src, int level, ZstdMode mode, void* dst,
                              size_t cap) {
   ZSTD_CCtx* c = thread_cctx();
@@ -83,13 +80,12 @@ Result<size_t> compress_into(std::span<const std::byte> src, int level, ZstdMode
       r = ZSTD_compressSequences(c, dst, cap, none, 0, src.data(), src.size());
     }
   }
+  if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) return size_t{0};
   if (ZSTD_isError(r)) return compress_error(r);
   return r;
 }
 
-// Frames are first written into a per-thread buffer that only grows, then copied out: resizing
-// the caller's vector up to the bound on every call would zero-fill it each time, which costs
-// more than copying the (smaller) frame.
+// Frames whose only use is their size (sampling) go to a per-thread buffer that only grows.
 std::vector<std::byte>& frame_buffer(size_t bound) {
   thread_local std::vector<std::byte> buf;
   if (buf.size() < bound) buf.resize(bound);
@@ -98,14 +94,11 @@ std::vector<std::byte>& frame_buffer(size_t bound) {
 
 }  // namespace
 
+size_t zstd_compress_bound(size_t src_size) { return ZSTD_compressBound(src_size); }
+
 Result<size_t> zstd_compress(std::span<const std::byte> src, int level, ZstdMode mode,
-                             std::vector<std::byte>& dst) {
-  const size_t bound = ZSTD_compressBound(src.size());
-  if (ZSTD_isError(bound)) return compress_error(bound);
-  std::vector<std::byte>& buf = frame_buffer(bound);
-  JTREE_ASSIGN_OR_RETURN(const size_t n, compress_into(src, level, mode, buf.data(), buf.size()));
-  dst.assign(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(n));
-  return n;
+                             std::span<std::byte> dst) {
+  return compress_into(src, level, mode, dst.data(), dst.size());
 }
 
 Result<size_t> zstd_compressed_size(std::span<const std::byte> src, int level, ZstdMode mode) {

@@ -87,7 +87,8 @@ struct Task {
 
 // Per-thread buffers: gathered elements, packed 4-bit elements, encoded chunk, codec scratch.
 struct Buffers {
-  std::vector<std::byte> gathered, packed, encoded, scratch;
+  std::vector<std::byte> gathered, packed, scratch;
+  UninitBytes encoded;
 };
 
 // Where one chunk's elements are in this process: the whole array, or the shard holding it.
