@@ -126,6 +126,15 @@ def _new_spec(kind: str, shape: Tuple[int, ...], dtype: Any, nbytes: int, scalar
     return s
 
 
+def leaf_spec(kind: int, flags: int, dtype: str, shape: Tuple[int, ...], nbytes: int,
+              type_name: Optional[str]) -> LeafSpec:
+    """The LeafSpec of a leaf as the file describes it (dtype: the jtree name, "" if none)."""
+    if kind == ARRAY:
+        return _new_spec("array", shape, dtype_for_spec(dtype), nbytes, bool(flags & FLAG_SCALAR),
+                         None)
+    return _new_spec(LEAF_KIND_NAMES[kind], (), None, nbytes, False, type_name)
+
+
 class FileLeaf:
     """A leaf as the file describes it (from the native Reader). (A plain class with slots:
     a file may have millions, each made when the file is opened.)"""
@@ -150,13 +159,8 @@ class FileLeaf:
     def spec(self) -> LeafSpec:
         s = self._spec
         if s is None:  # made once: a LeafSpec is immutable
-            kind = LEAF_KIND_NAMES[self.kind]
-            if self.kind == ARRAY:
-                s = _new_spec(kind, self.shape, dtype_for_spec(self.dtype), self.nbytes,
-                              bool(self.flags & FLAG_SCALAR), None)
-            else:
-                s = _new_spec(kind, (), None, self.nbytes, False, self.type_name)
-            self._spec = s
+            s = self._spec = leaf_spec(self.kind, self.flags, self.dtype, self.shape,
+                                       self.nbytes, self.type_name)
         return s
 
     def __repr__(self) -> str:
@@ -208,6 +212,15 @@ def _make_leaf(index: int, t: Tuple[Any, ...], name_of: Dict[int, str] = _dtypes
         value = int.from_bytes(value, "little", signed=True)
     return FileLeaf(index, kind, flags, name, shape, value, type_name, chunk_shape,
                     prod(shape) * table[name][1] if name else 0)
+
+
+def spec_of_tuple(t: Tuple[Any, ...], name_of: Dict[int, str] = _dtypes.NAME_OF,
+                  table: Dict[str, Any] = _dtypes.TABLE, prod: Any = math.prod) -> LeafSpec:
+    """The LeafSpec of the native Reader's leaf tuple (what _make_leaf(...).spec() gives,
+    without the FileLeaf)."""
+    kind, flags, dtype, shape = t[0], t[1], t[2], t[3]
+    name = name_of.get(dtype, "")
+    return leaf_spec(kind, flags, name, shape, prod(shape) * table[name][1] if name else 0, t[6])
 
 
 class LazyTree:

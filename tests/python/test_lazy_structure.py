@@ -123,10 +123,15 @@ def test_bulk_and_lazy_walks_agree(wide_file):
     with jtree.open(p) as a:
         counting = CountingReader(a._tree.reader)
         a._tree.reader = counting
-        bulk = a.structure()  # nothing made yet: the whole tree is made in one pass
+        bulk = a.structure()  # nothing made yet: the specs come from two native calls...
         assert counting.calls == {"leaves": 1, "nodes": 1}
+        assert made(a) == 0 and a._root._children is None  # ...without a FileNode or FileLeaf
+        assert a.structure() == bulk
+        whole = jtree.load(a)  # a full load makes the whole tree in one pass
+        assert counting.calls["nodes"] == 3 and "children" not in counting.calls
         assert made(a) == 2005
         assert all(n._children is not None for n in a._root.children)
+        assert whole["g003"]["p07"]["step"] == 7
     with jtree.open(p) as b:
         b.keys()  # the root's children made: the walk then makes the rest per container
         counting = CountingReader(b._tree.reader)
@@ -136,3 +141,71 @@ def test_bulk_and_lazy_walks_agree(wide_file):
         assert made(b) == 2005
     assert bulk == lazy
     assert bulk["g003"]["p07"]["step"].kind == "int"
+
+
+def spec_of_file_nodes(path, strict=True):
+    """load_pytreedef as it was before it read the Reader's tuples directly: over FileNodes."""
+    from jtree import _load
+    with jtree.open(path, strict=strict) as f:
+        f._tree.fill_all(f._root)
+        return _load._spec_tree(f._root, strict, f.name, ())
+
+
+class Hidden:
+    def __init__(self, v):
+        self.v = v
+
+    def __repr__(self):
+        return f"Hidden({self.v!r})"
+
+
+jtree.register_pytree_node_serialization(
+    Hidden, serialized_name="test.lazy.Hidden", serialize_auxdata=lambda a: b"aux",
+    deserialize_auxdata=lambda b: None, flatten_func=lambda h: ({"v": h.v}, None),
+    unflatten_func=lambda aux, ch: Hidden(ch["v"]))
+
+
+@pytest.mark.parametrize("tree", [
+    {"a": np.zeros((2, 3), np.float32), "b": [1, 2.5, None, (True, "s", b"x", 3j)], "c": {},
+     "d": [], "e": (), "big": 1 << 80},
+    [[], [[]], {"x": [None]}, ((),)],
+    np.arange(5),
+    None,
+    "just a string",
+], ids=["mixed", "empty-containers", "leaf-root", "none-root", "str-root"])
+def test_spec_tree_from_tuples_equals_the_file_node_walk(tmp_path, tree):
+    import collections
+    p = str(tmp_path / "t.jtree")
+    if isinstance(tree, dict):
+        Point = collections.namedtuple("Point", ["x", "y"])
+        tree = dict(tree, nt=Point(np.ones(3), {"q": [Point(1, 2)]}),
+                    od=collections.OrderedDict(k=1), custom=[Hidden(np.arange(2))])
+        tied = np.ones(4)
+        tree["tied"] = [tied, tied]
+    jtree.save(tree, p)
+    new, old = jtree.load_pytreedef(p), spec_of_file_nodes(p)
+    assert repr(new) == repr(old) and type(new) is type(old)
+    if isinstance(tree, dict):
+        assert new["tied"][0] is new["tied"][1]  # one spec for a leaf referred to twice
+        assert isinstance(new["custom"][0], Hidden)
+
+
+def test_spec_tree_from_tuples_names_an_unregistered_node_by_its_key_path(tmp_path):
+    from jtree import _registry
+    p = str(tmp_path / "t.jtree")
+    jtree.save({"a": [1, {"b": Hidden(np.arange(2))}], "z": 0}, p)
+    with _registry._lock:
+        saved = _registry._nodes_by_name.pop("test.lazy.Hidden")
+        _registry._nodes_by_type.pop(Hidden)
+    try:
+        for walk in (jtree.load_pytreedef, spec_of_file_nodes):
+            with pytest.raises(jtree.NotSupportedError, match="'test.lazy.Hidden'") as e:
+                walk(p)
+            assert e.value.key_path == "a/1/b"
+        loose = jtree.load_pytreedef(p, strict=False)
+        assert loose == spec_of_file_nodes(p, strict=False)
+        assert list(loose["a"][1]["b"]) == ["v"]
+    finally:
+        with _registry._lock:
+            _registry._nodes_by_name["test.lazy.Hidden"] = saved
+            _registry._nodes_by_type[Hidden] = saved
