@@ -23,9 +23,10 @@ from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotS
                       ResourceExhaustedError, error)
 from ._global_array import GlobalArray
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
-                         FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE, NODE_KIND_NAMES, NONE,
-                         ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf, FileNode, LeafSpec,
-                         allow_deep_trees, namedtuple_type, paused_gc, spec_of_tuple)
+                         FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
+                         NODE_KIND_NAMES, NONE, ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf,
+                         FileNode, LeafSpec, allow_deep_trees, namedtuple_type, paused_gc,
+                         spec_dtype_of)
 
 Thunk = Callable[[], Any]
 FRAMEWORKS = ("numpy", "torch", "jax")
@@ -99,65 +100,20 @@ def spec_tree(node: FileNode, *, strict: bool, file: Optional[str],
     with paused_gc():
         tree = node._tree
         if tree is not None and node.index == 0 and node._children is None:
-            # Nothing of the file's tree is made yet: the specs come straight from the
-            # Reader's node and leaf tuples, without a FileNode or FileLeaf for each.
-            return _spec_tree_of_tuples(tree.reader, strict, file)
+            # Nothing of the file's tree is made yet: the whole structure comes from the
+            # native Reader in one pass, without a FileNode or FileLeaf for each node.
+            return _spec_tree_native(tree.reader, strict, file)
         return _spec_tree(node, strict, file, path)
 
 
-def _spec_tree_of_tuples(reader: Any, strict: bool, file: Optional[str]) -> Any:
-    """spec_tree of a whole file in one preorder pass over reader.nodes(), without recursion:
-    each open container collects its children's keys and values on a stack and is built when
-    its last child arrives."""
-    leaf_tuples = reader.leaves()
-    specs: Dict[int, LeafSpec] = {}  # a leaf referred to twice (tied weights) is one spec
-    # Open containers: [kind, type_name, aux, key, keys, values, children still to come].
-    stack: List[List[Any]] = []
-    result: Any = None
-    for kind, key, n, type_name, aux, leaf in reader.nodes():
-        if kind == LEAF:
-            value = specs.get(leaf)
-            if value is None:
-                value = specs[leaf] = spec_of_tuple(leaf_tuples[leaf])
-        elif kind == NONE:
-            value = None
-        elif n > 0:
-            stack.append([kind, type_name, aux, key, [], [], n])
-            continue
-        else:
-            value = _spec_container(kind, type_name, aux, key, [], [], strict, file, stack)
-        while stack:  # hand the value up, building every container it completes
-            top = stack[-1]
-            top[4].append(key)
-            top[5].append(value)
-            top[6] -= 1
-            if top[6]:
-                break
-            stack.pop()
-            kind, type_name, aux, key, keys, values, _ = top
-            value = _spec_container(kind, type_name, aux, key, keys, values, strict, file, stack)
-        else:
-            result = value
-    return result
-
-
-def _spec_container(kind: int, type_name: Optional[str], aux: Optional[bytes], key: Any,
-                    keys: List[Any], values: List[Any], strict: bool, file: Optional[str],
-                    stack: List[List[Any]]) -> Any:
-    """A container of _spec_tree_of_tuples; `stack` holds its open ancestors (its key path,
-    needed only for an error)."""
-    if kind == DICT:
-        return dict(zip(keys, values))
-    if kind == LIST:
-        return values
-    if kind == TUPLE:
-        return tuple(values)
-    path: List[Any] = []
-    for depth in range(1, len(stack) + 1):  # each node's key, or its position in its parent
-        k = stack[depth][3] if depth < len(stack) else key
-        path.append(k if k is not None else len(stack[depth - 1][5]))
-    return rebuild_container(kind, type_name, aux, keys, values, strict=strict, file=file,
-                             key_path=kp.join(path))
+def _spec_tree_native(reader: Any, strict: bool, file: Optional[str]) -> Any:
+    """spec_tree of a whole file, built by the native Reader in one pass; only the containers
+    that need Python (named tuples, OrderedDict, custom nodes) come back here."""
+    def container(kind: int, type_name: Optional[str], aux: Optional[bytes], keys: List[Any],
+                  values: List[Any], parts: Tuple[Any, ...]) -> Any:
+        return rebuild_container(kind, type_name, aux, keys, values, strict=strict, file=file,
+                                 key_path=kp.join(parts))
+    return reader.spec_tree(LeafSpec, LEAF_KIND_NAMES, spec_dtype_of, container)
 
 
 def _spec_tree(node: FileNode, strict: bool, file: Optional[str], path: Tuple[Any, ...]) -> Any:

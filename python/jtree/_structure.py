@@ -214,13 +214,12 @@ def _make_leaf(index: int, t: Tuple[Any, ...], name_of: Dict[int, str] = _dtypes
                     prod(shape) * table[name][1] if name else 0)
 
 
-def spec_of_tuple(t: Tuple[Any, ...], name_of: Dict[int, str] = _dtypes.NAME_OF,
-                  table: Dict[str, Any] = _dtypes.TABLE, prod: Any = math.prod) -> LeafSpec:
-    """The LeafSpec of the native Reader's leaf tuple (what _make_leaf(...).spec() gives,
-    without the FileLeaf)."""
-    kind, flags, dtype, shape = t[0], t[1], t[2], t[3]
-    name = name_of.get(dtype, "")
-    return leaf_spec(kind, flags, name, shape, prod(shape) * table[name][1] if name else 0, t[6])
+def spec_dtype_of(code: int, name_of: Dict[int, str] = _dtypes.NAME_OF,
+                  table: Dict[str, Any] = _dtypes.TABLE) -> Optional[Tuple[Any, int]]:
+    """(LeafSpec dtype, item size) of a native dtype code, or None when it names no dtype (what
+    the native Reader.spec_tree asks once per dtype of a file)."""
+    name = name_of.get(code, "")
+    return (dtype_for_spec(name), table[name][1]) if name else None
 
 
 class LazyTree:

@@ -123,12 +123,12 @@ def test_bulk_and_lazy_walks_agree(wide_file):
     with jtree.open(p) as a:
         counting = CountingReader(a._tree.reader)
         a._tree.reader = counting
-        bulk = a.structure()  # nothing made yet: the specs come from two native calls...
-        assert counting.calls == {"leaves": 1, "nodes": 1}
+        bulk = a.structure()  # nothing made yet: the structure is one native call...
+        assert counting.calls == {"spec_tree": 1}
         assert made(a) == 0 and a._root._children is None  # ...without a FileNode or FileLeaf
         assert a.structure() == bulk
         whole = jtree.load(a)  # a full load makes the whole tree in one pass
-        assert counting.calls["nodes"] == 3 and "children" not in counting.calls
+        assert counting.calls["nodes"] == 1 and "children" not in counting.calls
         assert made(a) == 2005
         assert all(n._children is not None for n in a._root.children)
         assert whole["g003"]["p07"]["step"] == 7
@@ -144,7 +144,7 @@ def test_bulk_and_lazy_walks_agree(wide_file):
 
 
 def spec_of_file_nodes(path, strict=True):
-    """load_pytreedef as it was before it read the Reader's tuples directly: over FileNodes."""
+    """load_pytreedef as it was before the native Reader built it: a walk over FileNodes."""
     from jtree import _load
     with jtree.open(path, strict=strict) as f:
         f._tree.fill_all(f._root)
@@ -173,7 +173,7 @@ jtree.register_pytree_node_serialization(
     None,
     "just a string",
 ], ids=["mixed", "empty-containers", "leaf-root", "none-root", "str-root"])
-def test_spec_tree_from_tuples_equals_the_file_node_walk(tmp_path, tree):
+def test_native_spec_tree_equals_the_file_node_walk(tmp_path, tree):
     import collections
     p = str(tmp_path / "t.jtree")
     if isinstance(tree, dict):
@@ -190,7 +190,7 @@ def test_spec_tree_from_tuples_equals_the_file_node_walk(tmp_path, tree):
         assert isinstance(new["custom"][0], Hidden)
 
 
-def test_spec_tree_from_tuples_names_an_unregistered_node_by_its_key_path(tmp_path):
+def test_native_spec_tree_names_an_unregistered_node_by_its_key_path(tmp_path):
     from jtree import _registry
     p = str(tmp_path / "t.jtree")
     jtree.save({"a": [1, {"b": Hidden(np.arange(2))}], "z": 0}, p)

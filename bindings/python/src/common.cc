@@ -76,6 +76,18 @@ nb::object key_to_py(const jtree::KeyView& key) {
   }
 }
 
+nb::tuple shape_tuple(const jtree::Shape& s) {
+  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
+  if (t == nullptr) throw nb::python_error();
+  nb::tuple out = nb::steal<nb::tuple>(t);
+  for (size_t i = 0; i < s.size(); ++i) {
+    PyObject* e = PyLong_FromUnsignedLongLong(s[i]);
+    if (e == nullptr) throw nb::python_error();
+    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), e);
+  }
+  return out;
+}
+
 std::string bytes_to_string(nb::handle b) {
   char* p = nullptr;
   Py_ssize_t n = 0;

@@ -58,6 +58,19 @@ nb::object key_to_py(const jtree::KeyView& key);
 /// Bytes of a Python bytes object as a std::string (a copy: the tree owns its payloads).
 std::string bytes_to_string(nb::handle b);
 
+/// A shape as a tuple of ints (made once per leaf of every open file: straight into the tuple,
+/// without a list between).
+nb::tuple shape_tuple(const jtree::Shape& s);
+
+/// load_pytreedef of a whole file in one preorder pass over `reader`'s nodes, without a Python
+/// object per node: dicts, lists, tuples and None are made here, and each leaf's LeafSpec as
+/// `object.__new__(spec_cls)` with its six fields put in its __dict__ (as
+/// jtree._structure._new_spec does). `kind_names[kind]` names a leaf kind, `dtype_of(code)`
+/// gives (spec dtype, item size) or None (asked once per dtype), and every other container is
+/// `container(kind, type_name, aux, keys, values, key_path_parts)`.
+nb::object spec_tree(const jtree::Reader& reader, nb::handle spec_cls, nb::handle kind_names,
+                     nb::handle dtype_of, nb::handle container);
+
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);
 void register_writer(nb::module_& m);

@@ -18,19 +18,6 @@ namespace {
 
 using ByteBuffer = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig>;
 
-// (Made once per leaf of every open file: straight into a tuple, without a list between.)
-nb::tuple shape_tuple(const jtree::Shape& s) {
-  PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
-  if (t == nullptr) throw nb::python_error();
-  nb::tuple out = nb::steal<nb::tuple>(t);
-  for (size_t i = 0; i < s.size(); ++i) {
-    PyObject* e = PyLong_FromUnsignedLongLong(s[i]);
-    if (e == nullptr) throw nb::python_error();
-    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), e);
-  }
-  return out;
-}
-
 nb::object bytes_or_none(std::string_view s, bool present) {
   if (!present) return nb::none();
   return nb::bytes(s.data(), s.size());
@@ -123,6 +110,12 @@ class PyReader {
     nb::list out;
     for (uint32_t i = 0; i < r_->num_leaves(); ++i) out.append(leaf_tuple(r_->decode_leaf(i)));
     return out;
+  }
+
+  // load_pytreedef of the whole file (see jtpy::spec_tree).
+  nb::object spec_tree(nb::handle spec_cls, nb::handle kind_names, nb::handle dtype_of,
+                       nb::handle container) const {
+    return jtpy::spec_tree(*r_, spec_cls, kind_names, dtype_of, container);
   }
 
   // Node `node`: (node tuple, leaf tuple | None), the leaf tuple given for a Leaf node.
@@ -302,6 +295,11 @@ void register_reader(nb::module_& m) {
       .def("leaves", &PyReader::leaves,
            "The leaves: [(kind, flags, dtype, shape, storage, value, type_name, chunk_shape, "
            "codec, filter)].")
+      .def("spec_tree", &PyReader::spec_tree, nb::arg("spec_cls"), nb::arg("kind_names"),
+           nb::arg("dtype_of"), nb::arg("container"),
+           "The whole structure with a spec_cls object per leaf, in one pass: dicts, lists, "
+           "tuples and None made natively, other containers by container(kind, type_name, "
+           "aux, keys, values, key_path_parts); dtype_of(code) -> (dtype, item size) | None.")
       .def("metadata", &PyReader::metadata, "User metadata: [(key, value bytes)].")
       .def("info", &PyReader::info, "Facts about the file (jtree::FileInfo) as a dict.")
       .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")
