@@ -78,8 +78,26 @@ def numpy_dtype(name: str, file: Optional[str] = None, key_path: Any = None) -> 
     return dt
 
 
+# NumPy dtype -> jtree name and NumPy dtype -> (byteswap, native-order dtype or None,
+# unsigned view dtype or None), filled on first use: a save asks once per leaf, and NumPy
+# computes `dtype.name` in Python (three calls cost more than the rest of a small leaf's
+# save). Only dtypes jtree has are kept, so the tables stay as small as the dtype table.
+_NAME_OF_NUMPY: Dict[np.dtype, str] = {}
+_HOST_VIEW_OF: Dict[np.dtype, Tuple[bool, Optional[np.dtype], Optional[np.dtype]]] = {}
+
+
 def name_of_numpy(dt: np.dtype) -> Optional[str]:
     """The jtree dtype name of a NumPy dtype (either byte order), or None if jtree has none."""
+    name = _NAME_OF_NUMPY.get(dt)
+    if name is not None:
+        return name
+    name = _name_of_numpy_uncached(dt)
+    if name is not None:
+        _NAME_OF_NUMPY[dt] = name
+    return name
+
+
+def _name_of_numpy_uncached(dt: np.dtype) -> Optional[str]:
     if dt.fields is not None or dt.subdtype is not None:
         return None
     # ml_dtypes types are registered with NumPy under their own names (some with kind 'f').
@@ -101,13 +119,25 @@ def host_view(arr: np.ndarray) -> Tuple[np.ndarray, bool]:
     whose bytes the library swaps while it reads them.
     """
     dt = arr.dtype
-    byteswap = dt.byteorder == (">" if sys.byteorder == "little" else "<")
-    if byteswap:
-        dt = dt.newbyteorder("=")
-        arr = arr.view(dt)
-    if dt.name not in NUMPY_NATIVE:
-        arr = arr.view(_UINT_OF_SIZE[dt.itemsize])
+    plan = _HOST_VIEW_OF.get(dt)
+    if plan is None:
+        plan = _host_view_plan(dt)
+        if name_of_numpy(dt) is not None:
+            _HOST_VIEW_OF[dt] = plan
+    byteswap, native, uint_view = plan
+    if native is not None:
+        arr = arr.view(native)
+    if uint_view is not None:
+        arr = arr.view(uint_view)
     return arr, byteswap
+
+
+def _host_view_plan(dt: np.dtype) -> Tuple[bool, Optional[np.dtype], Optional[np.dtype]]:
+    byteswap = dt.byteorder == (">" if sys.byteorder == "little" else "<")
+    native = dt.newbyteorder("=") if byteswap else None
+    if (native or dt).name in NUMPY_NATIVE:
+        return byteswap, native, None
+    return byteswap, native, _UINT_OF_SIZE[dt.itemsize]
 
 
 def is_floating(name: str) -> bool:

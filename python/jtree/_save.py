@@ -23,7 +23,7 @@ from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE,
                          ORDEREDDICT, PICKLE, STR, TUPLE, FileNode, LeafSpec, allow_deep_trees,
-                         dtype_for_spec, namedtuple_type_name)
+                         dtype_for_spec, namedtuple_type_name, paused_gc)
 
 # The readers' default depth limit (jtree::Limits::max_depth): deeper files would be refused.
 MAX_DEPTH = 512
@@ -224,17 +224,22 @@ class _Flattener:
                            f"NumPy dtype {x.dtype} has no jtree dtype (supported: "
                            f"{', '.join(sorted(_dtypes.TABLE))})")
 
-        def make() -> SLeaf:
-            view, byteswap = _dtypes.host_view(x)
-            if self.o.snapshot:
-                view = view.copy(order="K")
-            return SLeaf(ARRAY, (HOST, view, byteswap), name, tuple(x.shape), flags)
-
+        view, byteswap = _dtypes.host_view(x)
         if x.size == 0 or flags:
-            return make()
+            return self.host_leaf(view, byteswap, name, x.shape, flags)
         self.keepalive.append(x)
-        key = ("np", x.__array_interface__["data"][0], x.shape, x.strides, x.dtype.str)
-        return self.tie(key, make)
+        # (The view: ml_dtypes arrays export no buffer; their integer views do.)
+        key = ("np", _jtree.data_address(view), x.shape, x.strides, x.dtype.str)
+        leaf = self.ties.get(key)
+        if leaf is None:
+            leaf = self.ties[key] = self.host_leaf(view, byteswap, name, x.shape, 0)
+        return leaf
+
+    def host_leaf(self, view: np.ndarray, byteswap: bool, name: str, shape: Tuple[int, ...],
+                  flags: int) -> SLeaf:
+        if self.o.snapshot:
+            view = view.copy(order="K")
+        return SLeaf(ARRAY, (HOST, view, byteswap), name, shape, flags)
 
     def torch(self, x: Any, path: Tuple[Any, ...]) -> SLeaf:
         import torch  # noqa: PLC0415
@@ -446,7 +451,8 @@ def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, "_Flattener"]:
     ``global_leaves`` (the GlobalArray leaves)."""
     allow_deep_trees()
     f = _Flattener(opts)
-    root = f.visit(tree, None, (), 0)
+    with paused_gc():  # (a node and a leaf object per leaf, all kept: a third of the walk)
+        root = f.visit(tree, None, (), 0)
     return root, f
 
 
@@ -506,6 +512,10 @@ def merge(update: SNode, old: FileNode, file: str, path: Tuple[Any, ...] = ()) -
 
 # ---- emit into the native Builder ------------------------------------------------------------
 
+# What the native Builder raises about a value it cannot take (a key or an int out of range...).
+_BAD_VALUE = (TypeError, ValueError, OverflowError, UnicodeError)
+
+
 class Emitter:
     def __init__(self, file: Optional[str], codec: int, level: Optional[int]):
         self.b = _jtree.Builder()
@@ -516,7 +526,8 @@ class Emitter:
 
     def run(self, root: SNode) -> Any:
         allow_deep_trees()
-        self.node(root, None, ())
+        with paused_gc():
+            self.node(root, None, ())
         return self.b
 
     def node(self, n: SNode, key: Any, path: Tuple[Any, ...]) -> None:
@@ -524,8 +535,12 @@ class Emitter:
             self._node(n, key, path)
         except Error:
             raise
-        except (TypeError, ValueError, OverflowError, UnicodeError) as e:
-            raise error(InvalidArgumentError, self.file, kp.join(path), str(e)) from None
+        except _BAD_VALUE as e:
+            raise self.bad_value(path, e) from None
+
+    def bad_value(self, path: Tuple[Any, ...], e: Exception) -> Error:
+        """What the native Builder raised about a value, as an error naming its key path."""
+        return error(InvalidArgumentError, self.file, kp.join(path), str(e))
 
     def _node(self, n: SNode, key: Any, path: Tuple[Any, ...]) -> None:
         b = self.b
@@ -537,8 +552,18 @@ class Emitter:
             self.leaf(n.leaf, key)  # type: ignore[arg-type]
         else:
             b.begin(n.kind, key, n.type_name, n.aux)
+            leaf = self.leaf
             for i, c in enumerate(n.children):
-                self.node(c, c.key, path + (c.key if c.key is not None else i,))
+                if c.kind != LEAF or c.keep is not None:
+                    self.node(c, c.key, path + (c.key if c.key is not None else i,))
+                    continue
+                # A leaf child directly (most nodes are leaves): its path only for an error.
+                try:
+                    leaf(c.leaf, c.key)  # type: ignore[arg-type]
+                except Error:
+                    raise
+                except _BAD_VALUE as e:
+                    raise self.bad_value(path + (c.key if c.key is not None else i,), e) from None
             b.end()
 
     def keep(self, old: FileNode, key: Any, path: Tuple[Any, ...]) -> None:
@@ -564,7 +589,9 @@ class Emitter:
             b.tied(key, lid)
             return
         k = leaf.kind
-        if k == INT:
+        if k == ARRAY:
+            lid = self.array(leaf, key)
+        elif k == INT:
             v = leaf.data
             if _INT64_MIN <= v <= _INT64_MAX:
                 lid = b.int_value(key, v)
@@ -576,8 +603,6 @@ class Emitter:
             lid = b.bool_value(key, leaf.data)
         elif k == COMPLEX:
             lid = b.complex_value(key, leaf.data.real, leaf.data.imag)
-        elif k == ARRAY:
-            lid = self.array(leaf, key)
         else:
             lid = b.payload(key, k, leaf.data, leaf.type_name)
         self.ids[id(leaf)] = lid

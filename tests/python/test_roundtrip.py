@@ -142,6 +142,26 @@ def test_tied_arrays_are_stored_once_and_restored_shared(path):
     assert stats.leaves == 2 and stats.raw_bytes == 2 * w.nbytes
 
 
+def test_ties_of_ml_dtypes_and_big_endian_views(path):
+    # Ties are found by address, shape, strides and dtype: also for the dtypes that export
+    # no buffer (ml_dtypes) and for big-endian arrays, and never between different views or
+    # dtypes of the same memory.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    w = np.arange(64, dtype=np.float32).reshape(8, 8)
+    b = w.astype(ml_dtypes.bfloat16)
+    be = w.astype(">f4")
+    tree = {"b": b, "b_view": b[:], "b_cols": b[:, ::2], "b_u16": b.view(np.uint16),
+            "be": be, "be_view": be.view(), "le": be.astype("<f4"), "w": w}
+    stats = jtree.save(tree, path, compression=None)
+    out = jtree.load(path)
+    assert out["b"] is out["b_view"] and out["be"] is out["be_view"]
+    assert len({id(out[k]) for k in ("b", "b_cols", "b_u16", "be", "le", "w")}) == 6
+    assert stats.leaves == 6
+    for k, v in tree.items():
+        np.testing.assert_array_equal(out[k], v)
+        assert out[k].dtype == v.dtype.newbyteorder("=")
+
+
 def random_tree(rng, depth=0):
     """A random nested tree and nothing else (exercises structure, keys and leaf kinds)."""
     r = rng.random()
