@@ -13,6 +13,8 @@
 #include <optional>
 #include <string_view>
 
+#include "jtree/export.h"
+
 namespace jtree {
 
 enum class DType : uint8_t {
@@ -46,7 +48,7 @@ enum class DType : uint8_t {
 inline constexpr int kDTypeCodeEnd = 24;
 
 /// Static facts about a dtype.
-struct DTypeInfo {
+struct JTREE_API DTypeInfo {
   DType dtype;
   std::string_view name;     ///< NumPy/ml_dtypes name: "bfloat16", "float8_e4m3fn", "int4"...
   uint8_t stored_bits;       ///< bits per element in the file: 4, 8, 16, 32, 64 or 128
@@ -56,25 +58,25 @@ struct DTypeInfo {
 };
 
 /// Facts about `dtype`, or nullopt for kInvalid and codes this build does not know.
-std::optional<DTypeInfo> dtype_info(DType dtype);
+JTREE_API std::optional<DTypeInfo> dtype_info(DType dtype);
 
 /// True when `code` names a dtype this build knows.
-bool dtype_known(uint8_t code);
+JTREE_API bool dtype_known(uint8_t code);
 
 /// The dtype called `name` (NumPy/ml_dtypes spelling, e.g. "float32", "bfloat16"), or nullopt.
-std::optional<DType> dtype_from_name(std::string_view name);
+JTREE_API std::optional<DType> dtype_from_name(std::string_view name);
 
 /// The name of `dtype`, or "dtype#<code>" for unknown codes (for messages).
-std::string_view dtype_name(DType dtype);
+JTREE_API std::string_view dtype_name(DType dtype);
 
 /// Bytes that `elements` elements of `dtype` take in memory buffers.
 /// Precondition: the dtype is known; overflow is the caller's to rule out (see limits).
-uint64_t memory_bytes(DType dtype, uint64_t elements);
+JTREE_API uint64_t memory_bytes(DType dtype, uint64_t elements);
 
 /// Bytes that `elements` elements take when stored (4-bit types: ceil(elements / 2)).
-uint64_t stored_bytes(DType dtype, uint64_t elements);
+JTREE_API uint64_t stored_bytes(DType dtype, uint64_t elements);
 
 /// True for the packed 4-bit types.
-bool is_4bit(DType dtype);
+JTREE_API bool is_4bit(DType dtype);
 
 }  // namespace jtree

@@ -16,19 +16,20 @@
 #include <string_view>
 #include <vector>
 
+#include "jtree/export.h"
 #include "jtree/options.h"
 #include "jtree/status.h"
 
 namespace jtree {
 
 /// One range to read: `dst.size()` bytes starting at file offset `offset`.
-struct ReadRange {
+struct JTREE_API ReadRange {
   uint64_t offset = 0;
   std::span<std::byte> dst;
 };
 
 /// Counters kept by a backend since it was opened.
-struct IoStats {
+struct JTREE_API IoStats {
   uint64_t read_requests = 0;  ///< read calls reaching the storage (one per range or request)
   uint64_t bytes_read = 0;
   uint64_t retries = 0;
@@ -37,7 +38,7 @@ struct IoStats {
 };
 
 /// The first and last bytes of an object, fetched together when opening a file.
-struct HeadTail {
+struct JTREE_API HeadTail {
   uint64_t size = 0;             ///< the object's total size
   std::vector<std::byte> head;   ///< bytes [0, min(head, size))
   std::vector<std::byte> tail;   ///< bytes [size - min(tail, size), size)
@@ -45,7 +46,7 @@ struct HeadTail {
 
 /// Random-access reads of one immutable object. Implementations are thread-safe: many
 /// threads may call read() at once.
-class Source {
+class JTREE_API Source {
  public:
   virtual ~Source() = default;
 
@@ -79,7 +80,7 @@ class Source {
 
 /// A sequential writer of one object that becomes visible only on commit(). Not thread-safe:
 /// one thread at a time (the writer serializes its appends).
-class Sink {
+class JTREE_API Sink {
  public:
   /// Destroying an uncommitted sink aborts it.
   virtual ~Sink() = default;
@@ -113,18 +114,19 @@ class Sink {
 
 /// Opens a path or URL for reading. Local paths (and file:// URLs) are supported by every
 /// build; other schemes return NotSupported until their backend is compiled in.
-Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
-                                            const OpenOptions& options = {});
+JTREE_API Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
+                                                      const OpenOptions& options = {});
 
 /// Opens a local file for reading; `use_mmap` maps it (falls back to pread if mapping fails).
-Result<std::shared_ptr<Source>> open_file_source(const std::string& path, bool use_mmap = true);
+JTREE_API Result<std::shared_ptr<Source>> open_file_source(const std::string& path,
+                                                          bool use_mmap = true);
 
 /// A Source over bytes in memory (tests, embedded files). `name` is used in messages.
-std::shared_ptr<Source> memory_source(std::vector<std::byte> bytes,
-                                      std::string name = "<memory>");
+JTREE_API std::shared_ptr<Source> memory_source(std::vector<std::byte> bytes,
+                                                std::string name = "<memory>");
 
 /// How a new object is created.
-struct SinkOptions {
+struct JTREE_API SinkOptions {
   bool overwrite = true;  ///< replace an existing object; false gives AlreadyExists
   bool sync = true;       ///< fsync the data and the directory on commit
   RemoteOptions remote;   ///< s3:// sinks: credentials, endpoint, part size, retries...
@@ -133,18 +135,19 @@ struct SinkOptions {
 /// Creates a sink for a new local file: writes go to a temporary file beside `path`, which
 /// commit() fsyncs and renames over `path`; abort() (or a failure) removes it, leaving any
 /// previous file untouched.
-Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
-                                               const SinkOptions& options = {});
+JTREE_API Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
+                                                         const SinkOptions& options = {});
 
 /// Opens an existing local file for appending in place: the file is truncated to
 /// `keep_bytes` (dropping the remains of an interrupted append) and writes continue there.
 /// patch() is available. abort() truncates back to `keep_bytes`.
-Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
-                                                    uint64_t keep_bytes, bool sync = true);
+JTREE_API Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
+                                                              uint64_t keep_bytes,
+                                                              bool sync = true);
 
 /// Creates a sink for a path or URL (dispatch by scheme, as open_source).
-Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
-                                          const SinkOptions& options = {});
+JTREE_API Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
+                                                    const SinkOptions& options = {});
 
 /// Opens an object for adding bytes after its first `keep_bytes` (an append): a local file is
 /// appended to in place (open_file_append_sink: patch() available); an s3:// object, which
@@ -152,13 +155,14 @@ Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
 /// from the old one on the server side (UploadPartCopy; downloaded and uploaded again when
 /// shorter than S3's 5 MiB minimum part), pinned to `expected_etag` when given. abort() leaves
 /// the object as it was. Other schemes: NotSupported.
-Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uint64_t keep_bytes,
-                                               const SinkOptions& options = {},
-                                               std::string_view expected_etag = {});
+JTREE_API Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url,
+                                                         uint64_t keep_bytes,
+                                                         const SinkOptions& options = {},
+                                                         std::string_view expected_etag = {});
 
 /// Deletes an object (a local file, or a remote object where the backend allows it).
 /// NotFound when it does not exist.
-Status remove_object(std::string_view path_or_url);
+JTREE_API Status remove_object(std::string_view path_or_url);
 
 /// Removes what killed saves of the local file `path` left beside it: temporary files named
 /// `.<name>.tmp-<16 hex digits>` that no running save holds (a save holds a lock on its
@@ -169,10 +173,10 @@ Status remove_object(std::string_view path_or_url);
 /// that cannot be opened or locked (another user's, a file system without flock()) are left.
 /// Errors: NotFound when the directory does not exist; NotSupported for URLs (remote
 /// backends write no temporary objects).
-Result<uint64_t> remove_stale_temp_files(std::string_view path);
+JTREE_API Result<uint64_t> remove_stale_temp_files(std::string_view path);
 
 /// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives
 /// the file system path (file:// URLs percent-decoded, "file://localhost/x" is "/x").
-bool is_local_path(std::string_view path_or_url, std::string* local_path = nullptr);
+JTREE_API bool is_local_path(std::string_view path_or_url, std::string* local_path = nullptr);
 
 }  // namespace jtree

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "jtree/export.h"
 #include "jtree/options.h"
 #include "jtree/status.h"
 #include "jtree/tree.h"
@@ -36,7 +37,7 @@
 namespace jtree {
 
 /// Which part of a multi-process save this process writes.
-struct SegmentOptions {
+struct JTREE_API SegmentOptions {
   uint32_t process_index = 0;
   uint32_t process_count = 1;
   /// The same value in every process of one save (e.g. a random number broadcast by the
@@ -45,16 +46,17 @@ struct SegmentOptions {
 };
 
 /// The path or URL of segment `index` of `count` for `target`: "<target>.seg-00002-of-00004".
-std::string segment_path(std::string_view target, uint32_t index, uint32_t count);
+JTREE_API std::string segment_path(std::string_view target, uint32_t index, uint32_t count);
 
 /// Writes this process's segment of `target`. Every process must pass the same tree structure,
 /// leaf specs and chunking (the same shapes, dtypes, options and shard shapes); only the data
 /// held differs. Errors: InvalidArgument (a chunk straddling shards, a shard outside its array),
 /// IOError.
-Result<WriteStats> save_segment(Tree tree, std::string_view target,
-                                const SegmentOptions& segment, const WriteOptions& options = {});
+JTREE_API Result<WriteStats> save_segment(Tree tree, std::string_view target,
+                                          const SegmentOptions& segment,
+                                          const WriteOptions& options = {});
 
-struct CommitOptions {
+struct JTREE_API CommitOptions {
   bool keep_segments = false;  ///< leave the segment files in place after the commit
   bool verify_chunks = false;  ///< also verify every chunk's checksum (reads all the data)
   WriteOptions write;          ///< sync, overwrite, progress...
@@ -64,7 +66,7 @@ struct CommitOptions {
 /// target file) when a segment is missing, damaged, from another save, or when a chunk is
 /// absent from every segment or present in two. Safe to run again after a crash: the target
 /// appears only when complete and the segments are removed only after that.
-Result<WriteStats> commit_segments(std::string_view target, uint32_t process_count,
-                                   const CommitOptions& options = {});
+JTREE_API Result<WriteStats> commit_segments(std::string_view target, uint32_t process_count,
+                                             const CommitOptions& options = {});
 
 }  // namespace jtree

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "jtree/export.h"
 #include "jtree/remote.h"
 #include "jtree/tree.h"
 
@@ -18,7 +19,7 @@ using ProgressFn = std::function<bool(uint64_t done, uint64_t total)>;
 /// against these (and the file's size) before it is used to allocate, index or loop.
 /// The defaults admit files with tens of millions of leaves; lower them for untrusted input
 /// in small processes. spec/FORMAT.md, "Limits", lists them with their rationale.
-struct Limits {
+struct JTREE_API Limits {
   uint64_t max_header_bytes = 1ull << 30;  ///< size of the header flatbuffer
   uint64_t max_index_bytes = 1ull << 30;   ///< size of the index flatbuffer
   uint64_t max_nodes = 1ull << 26;         ///< nodes in the tree
@@ -36,7 +37,7 @@ struct Limits {
 };
 
 /// Options for opening a file.
-struct OpenOptions {
+struct JTREE_API OpenOptions {
   Limits limits;
   /// Map local files into memory and read raw chunks straight from the mapping.
   bool use_mmap = true;
@@ -51,7 +52,7 @@ struct OpenOptions {
 };
 
 /// Options for reading leaves.
-struct ReadOptions {
+struct JTREE_API ReadOptions {
   /// Verify each chunk's checksum before using it. Skipping it is the fastest path; a damaged
   /// chunk then yields wrong data or (for compressed chunks) Corruption from the decoder.
   bool verify_checksums = true;
@@ -67,7 +68,7 @@ struct ReadOptions {
 };
 
 /// Options for writing a file (save, append, compact).
-struct WriteOptions {
+struct JTREE_API WriteOptions {
   Codec codec = Codec::kZstd;
   int level = 1;                              ///< zstd level
   uint64_t target_chunk_bytes = 4ull << 20;   ///< default chunk size (raw bytes)

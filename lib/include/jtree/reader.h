@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "jtree/export.h"
 #include "jtree/io.h"
 #include "jtree/options.h"
 #include "jtree/status.h"
@@ -37,7 +38,7 @@ namespace jtree {
 enum class ChunkEncoding : uint8_t { kRaw = 0, kPlanes = 1 };
 
 /// One entry of the chunk index, resolved to absolute file offsets.
-struct ChunkInfo {
+struct JTREE_API ChunkInfo {
   uint64_t file_offset = 0;  ///< absolute offset in the file
   uint64_t stored_size = 0;
   uint64_t raw_size = 0;     ///< bytes after decoding (stored form: 4-bit types packed)
@@ -49,14 +50,14 @@ struct ChunkInfo {
 };
 
 /// A segment: a contiguous data region written by one writer (one host, or one append).
-struct SegmentSpan {
+struct JTREE_API SegmentSpan {
   uint64_t file_offset = 0;
   uint64_t size = 0;
   uint64_t salt = 0;
 };
 
 /// What the file says about itself.
-struct FileInfo {
+struct JTREE_API FileInfo {
   uint64_t file_size = 0;
   uint16_t writer_version = 0;
   uint16_t min_read_version = 0;
@@ -86,20 +87,20 @@ struct FileInfo {
 };
 
 /// One part of a read_many(): a leaf, or a box of it, into a caller buffer.
-struct ReadRequest {
+struct JTREE_API ReadRequest {
   uint32_t leaf = 0;
   std::optional<Box> box;    ///< nullopt: the whole leaf
   std::span<std::byte> dst;  ///< C-order, memory layout: exactly box elements x item size
 };
 
 /// One problem found by Verify().
-struct VerifyProblem {
+struct JTREE_API VerifyProblem {
   std::string where;  ///< "leaf params/w chunk 3", "header", "padding at 1234"...
   Status status;
 };
 
 /// The outcome of Verify().
-struct VerifyReport {
+struct JTREE_API VerifyReport {
   uint64_t chunks_checked = 0;
   uint64_t bytes_checked = 0;
   uint64_t dead_bytes = 0;  ///< bytes no live structure uses (replaced leaves, old metadata)
@@ -108,7 +109,7 @@ struct VerifyReport {
   bool ok() const { return problems.empty(); }
 };
 
-class Reader {
+class JTREE_API Reader {
  public:
   /// Opens a path or URL. Errors: NotFound, IOError, Corruption, NotSupported,
   /// ResourceExhausted (a limit), each naming the file.

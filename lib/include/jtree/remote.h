@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "jtree/export.h"
 #include "jtree/status.h"
 
 namespace jtree {
@@ -49,7 +50,7 @@ enum class S3Addressing : uint8_t {
 
 /// Settings of the remote backends. A default-constructed value is what most callers want:
 /// empty strings mean "from the environment", as documented per field (and in docs/remote.md).
-struct RemoteOptions {
+struct JTREE_API RemoteOptions {
   // ---- requests, retries, limits ------------------------------------------------------------
   /// Retries of one request after its first attempt, on 429, 5xx, timeouts, connection resets,
   /// stalls and truncated bodies. Other errors (403, 404, 412...) are not retried.
@@ -115,23 +116,23 @@ struct RemoteOptions {
 };
 
 /// What stat_object() and list_objects() report about an object.
-struct ObjectInfo {
+struct JTREE_API ObjectInfo {
   std::string url;   ///< the object's URL (s3://bucket/key for S3)
   uint64_t size = 0;
   std::string etag;  ///< as the server sent it (quotes included), may be empty
 };
 
 /// The size and ETag of an http(s):// or s3:// object (a HEAD request). NotFound when absent.
-Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options = {});
+JTREE_API Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options = {});
 
 /// Every object under an S3 prefix, "s3://bucket/prefix" (ListObjectsV2, all pages; keys in
 /// the store's order, which is lexicographic on S3). `max_objects` bounds the answer
 /// (ResourceExhausted past it).
-Result<std::vector<ObjectInfo>> list_objects(std::string_view s3_prefix_url,
-                                             const RemoteOptions& options = {},
-                                             uint64_t max_objects = 10'000'000);
+JTREE_API Result<std::vector<ObjectInfo>> list_objects(std::string_view s3_prefix_url,
+                                                       const RemoteOptions& options = {},
+                                                       uint64_t max_objects = 10'000'000);
 
 /// Deletes an s3:// object (DeleteObject). Deleting an absent key succeeds, as on S3.
-Status delete_object(std::string_view s3_url, const RemoteOptions& options = {});
+JTREE_API Status delete_object(std::string_view s3_url, const RemoteOptions& options = {});
 
 }  // namespace jtree

@@ -15,6 +15,8 @@
 #include <utility>
 #include <variant>
 
+#include "jtree/export.h"
+
 namespace jtree {
 
 /// The closed set of error codes. Bindings map each to an exception class.
@@ -32,10 +34,10 @@ enum class StatusCode : int {
 };
 
 /// Name of a code, e.g. "Corruption".
-std::string_view status_code_name(StatusCode code);
+JTREE_API std::string_view status_code_name(StatusCode code);
 
 /// The outcome of an operation: ok, or a code with a message.
-class [[nodiscard]] Status {
+class [[nodiscard]] JTREE_API Status {
  public:
   Status() = default;  ///< ok
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}

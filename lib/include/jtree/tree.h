@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "jtree/export.h"
 #include "jtree/dtype.h"
 #include "jtree/status.h"
 
@@ -62,10 +63,10 @@ enum class Filter : uint8_t { kNone = 0, kShuffle = 1, kFloatSplit = 2 };
 /// The per-leaf compressor.
 enum class Codec : uint8_t { kRaw = 0, kZstd = 1 };
 
-std::string_view node_kind_name(NodeKind k);
-std::string_view leaf_kind_name(LeafKind k);
-std::string_view filter_name(Filter f);
-std::string_view codec_name(Codec c);
+JTREE_API std::string_view node_kind_name(NodeKind k);
+JTREE_API std::string_view leaf_kind_name(LeafKind k);
+JTREE_API std::string_view filter_name(Filter f);
+JTREE_API std::string_view codec_name(Codec c);
 
 /// Leaf flag bit 0: the array was a scalar of its dtype (a NumPy scalar), not a 0-d array.
 inline constexpr uint32_t kLeafFlagScalar = 1u << 0;
@@ -76,7 +77,7 @@ using Shape = std::vector<uint64_t>;
 /// one pointer when empty, its bytes out of line otherwise, so that trees of millions of
 /// nodes do not pay 32 bytes per such field. Reads like a `const std::string&`; assign a
 /// std::string to set it.
-class SparseString {
+class JTREE_API SparseString {
  public:
   SparseString() = default;
   SparseString(std::string s) { assign(std::move(s)); }  // NOLINT: implicit, like std::string
@@ -125,7 +126,7 @@ class SparseString {
 struct KeyView;
 
 /// A node's key within its parent.
-struct Key {
+struct JTREE_API Key {
   enum class Kind : uint8_t { kNone = 0, kStr = 1, kInt = 2 };
   Kind kind = Kind::kNone;
   std::string str;  ///< kStr
@@ -138,7 +139,7 @@ struct Key {
 };
 
 /// A key without its own copy of the string (valid while what it points into lives).
-struct KeyView {
+struct JTREE_API KeyView {
   Key::Kind kind = Key::Kind::kNone;
   std::string_view str;  ///< kStr
   int64_t i = 0;         ///< kInt
@@ -148,7 +149,7 @@ struct KeyView {
 inline KeyView Key::view() const { return KeyView{kind, str, i}; }
 
 /// A hyper-rectangle [begin, end) of an array, one pair per dimension.
-struct Box {
+struct JTREE_API Box {
   std::vector<uint64_t> begin;
   std::vector<uint64_t> end;
 
@@ -159,7 +160,7 @@ struct Box {
 };
 
 /// Host memory that the writer reads an array leaf's elements from.
-struct ArrayView {
+struct JTREE_API ArrayView {
   ArrayView() = default;
   /// A view of `data`; `strides` in bytes (empty: C-contiguous).
   explicit ArrayView(const void* data_, std::vector<int64_t> strides_ = {}, bool byteswap_ = false)
@@ -179,7 +180,7 @@ struct ArrayView {
 using FillFn = std::function<Status(const Box& box, std::span<std::byte> dst)>;
 
 /// Per-leaf write options; unset fields take WriteOptions' defaults.
-struct LeafOptions {
+struct JTREE_API LeafOptions {
   std::optional<Codec> codec;
   std::optional<int> level;              ///< zstd level (negative levels are the fast ones)
   std::optional<Filter> filter;          ///< default: FloatSplit for floats, Shuffle for wider ints
@@ -189,13 +190,13 @@ struct LeafOptions {
 
 /// One shard of a sharded array held by this process: its box in the global array and its data
 /// (C-order over the box unless the view has strides).
-struct Shard {
+struct JTREE_API Shard {
   Box box;
   ArrayView view;
 };
 
 /// What the writer reads a leaf's data from (write side only; null in trees read from files).
-struct LeafInput {
+struct JTREE_API LeafInput {
   ArrayView source;               ///< array data in host memory, or
   FillFn fill;                    ///< a producer of array data
   std::optional<uint32_t> reuse;  ///< append: keep leaf #reuse of the file being appended to
@@ -211,7 +212,7 @@ struct LeafInput {
 };
 
 /// A leaf: a scalar value, or a payload (array elements, UTF-8 text, bytes) with its spec.
-struct Leaf {
+struct JTREE_API Leaf {
   LeafKind kind = LeafKind::kArray;
   uint32_t flags = 0;
 
@@ -255,7 +256,7 @@ struct Leaf {
 
 /// A node without copies of its strings: what Reader::node() returns, read in place from the
 /// file's header (valid while the Reader lives), or Node::view() of a Tree's node.
-struct NodeView {
+struct JTREE_API NodeView {
   KeyView key;
   NodeKind kind = NodeKind::kNone;
   uint32_t num_children = 0;
@@ -265,7 +266,7 @@ struct NodeView {
 };
 
 /// A node of the tree.
-struct Node {
+struct JTREE_API Node {
   Key key;                    ///< this node's key in its parent (none for list/tuple items)
   NodeKind kind = NodeKind::kNone;
   uint32_t num_children = 0;  ///< containers only
@@ -280,7 +281,7 @@ struct Node {
 
 /// Where each node sits in its tree: computed once by Tree::Finalize (or by the Reader from a
 /// file's header) after the structure has been checked.
-struct TreeNavigation {
+struct JTREE_API TreeNavigation {
   std::vector<uint32_t> subtree_end;  ///< one past the last node of each node's subtree
   std::vector<uint32_t> parent;       ///< the root's parent is itself
   std::vector<uint32_t> position;     ///< index of each node among its parent's children
@@ -288,7 +289,7 @@ struct TreeNavigation {
 };
 
 /// A tree: nodes in preorder, leaves, user metadata.
-class Tree {
+class JTREE_API Tree {
  public:
   std::vector<Node> nodes;
   std::vector<Leaf> leaves;
@@ -336,7 +337,7 @@ class Tree {
 ///
 /// Misuse (a key outside a dict, end() without an open container, a missing key) is recorded
 /// and reported by Finish() as InvalidArgument.
-class TreeBuilder {
+class JTREE_API TreeBuilder {
  public:
   TreeBuilder& key(std::string k);
   TreeBuilder& key(int64_t k);

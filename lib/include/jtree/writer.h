@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "jtree/export.h"
 #include "jtree/io.h"
 #include "jtree/options.h"
 #include "jtree/status.h"
@@ -23,7 +24,7 @@
 namespace jtree {
 
 /// What a write did.
-struct WriteStats {
+struct JTREE_API WriteStats {
   uint64_t leaves = 0;
   uint64_t chunks = 0;          ///< chunks written by this call
   uint64_t raw_bytes = 0;       ///< payload bytes written by this call, before encoding
@@ -39,26 +40,27 @@ struct WriteStats {
 /// Leaf::fill; their storage (inline or chunked), chunk grid, filter and codec are chosen from
 /// Leaf::options and `options`. Errors: InvalidArgument (naming the leaf's path), IOError,
 /// AlreadyExists (options.overwrite false), Aborted (progress callback).
-Result<WriteStats> save(Tree tree, std::string_view path_or_url,
-                        const WriteOptions& options = {});
+JTREE_API Result<WriteStats> save(Tree tree, std::string_view path_or_url,
+                                  const WriteOptions& options = {});
 
 /// As above, into a sink the caller created; commits it on success, aborts it on failure.
-Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options = {});
+JTREE_API Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options = {});
 
 /// Adds a generation to an existing file: `tree` is the complete new tree. Leaves with
 /// `reuse` set keep the data of that leaf of the current generation (no bytes rewritten);
 /// the others are written after the current end of the file, followed by a new header,
 /// index and footer. An interrupted append leaves the previous generation readable.
-Result<WriteStats> append(std::string_view path, Tree tree, const WriteOptions& options = {});
+JTREE_API Result<WriteStats> append(std::string_view path, Tree tree,
+                                    const WriteOptions& options = {});
 
 /// Rewrites `path` into `out_path` (or in place, atomically, when out_path is empty) with only
 /// the current generation's live bytes; chunks are copied without re-encoding after their
 /// checksums are verified.
-Result<WriteStats> compact(std::string_view path, std::string_view out_path = {},
-                           const WriteOptions& options = {});
+JTREE_API Result<WriteStats> compact(std::string_view path, std::string_view out_path = {},
+                                     const WriteOptions& options = {});
 
 /// jtree's own version ("0.1.0") and the format version it writes.
-std::string_view version_string();
+JTREE_API std::string_view version_string();
 inline constexpr uint16_t kFormatVersion = 1;
 
 }  // namespace jtree

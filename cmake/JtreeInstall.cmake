@@ -1,0 +1,37 @@
+# `cmake --install`: headers, libjtree.so / libjtree.a, the jtree CLI (tools/jtree), a CMake
+# package (find_package(jtree CONFIG) -> jtree::jtree, the shared library, and
+# jtree::jtree_static) and jtree.pc for pkg-config. Both files are relocatable: the prefix given
+# at install time (cmake --install BUILD --prefix DIR) is the one they point at.
+include(CMakePackageConfigHelpers)
+set(JTREE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/jtree)
+
+install(TARGETS jtree jtree_shared EXPORT jtreeTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/include/jtree
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
+
+install(EXPORT jtreeTargets NAMESPACE jtree:: DESTINATION ${JTREE_CMAKE_DIR} COMPONENT dev)
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/jtreeConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/jtreeConfig.cmake INSTALL_DESTINATION ${JTREE_CMAKE_DIR})
+# 0.x: a new minor version may change the API, so only the same minor version is compatible.
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/jtreeConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jtreeConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/jtreeConfigVersion.cmake
+        DESTINATION ${JTREE_CMAKE_DIR} COMPONENT dev)
+
+# jtree.pc: the prefix is found from the .pc file's own place (${pcfiledir}), so that the file
+# stays right wherever the tree is installed or moved.
+file(RELATIVE_PATH JTREE_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+string(REGEX REPLACE "/$" "" JTREE_PC_TO_PREFIX "${JTREE_PC_TO_PREFIX}")
+# The static library's dependencies (pkg-config --static): what jtree links privately.
+set(JTREE_PC_REQUIRES_PRIVATE "libzstd libxxhash")
+set(JTREE_PC_HAVE_REMOTE OFF)
+if(TARGET CURL::libcurl)
+  set(JTREE_PC_HAVE_REMOTE ON)
+  string(APPEND JTREE_PC_REQUIRES_PRIVATE " libcurl libcrypto")
+endif()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/jtree.pc.in ${CMAKE_CURRENT_BINARY_DIR}/jtree.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jtree.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
