@@ -1,0 +1,129 @@
+// capi/c_internal.h — what the C API's translation units share: the handle structs behind the
+// opaque C types, the error reporting, and the guard that keeps C++ exceptions inside.
+//
+// The C API translates and decides nothing: every check here is of the C arguments themselves
+// (NULL pointers, numbers out of range, sizes that disagree); what a file or a tree may be is
+// the C++ library's to say, and its Status (code and message) is passed through unchanged.
+#pragma once
+
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jtree/c.h"
+#include "jtree/jtree.h"
+
+struct jtree_error_t {
+  jtree_status_t code;
+  std::string message;
+};
+
+struct jtree_remote_options_t {
+  jtree::RemoteOptions remote;
+};
+
+struct jtree_open_options_t {
+  jtree::OpenOptions open;
+  jtree::ReadOptions read;  // the defaults of every read made through the reader
+};
+
+struct jtree_reader_t {
+  std::shared_ptr<const jtree::Reader> reader;
+  jtree::ReadOptions read;  // immutable after open: reads from many threads share it
+};
+
+struct jtree_leaf_view_t {
+  std::shared_ptr<const void> owner;  // keeps the mapping alive
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+struct jtree_verify_report_t {
+  jtree::VerifyReport report;
+};
+
+struct jtree_builder_t {
+  jtree::TreeBuilder builder;
+  // Set by the first save or append (TreeBuilder::Finish): the finished tree, or why not.
+  bool frozen = false;
+  std::optional<jtree::Tree> tree;
+  jtree::Status finish_error;
+};
+
+struct jtree_write_options_t {
+  jtree::WriteOptions write;
+};
+
+namespace jtree::capi {
+
+/// Stores a new error in `*err` (freeing what it held) when `err` is not NULL; returns `code`.
+/// Never throws: when even the error cannot be allocated, `*err` gets a static "out of
+/// memory" error that jtree_error_free() knows not to free.
+jtree_status_t fail(jtree_error_t** err, jtree_status_t code, std::string message) noexcept;
+
+/// A C++ Status as a C code; reports it through `err` unless it is OK.
+jtree_status_t report(const Status& status, jtree_error_t** err) noexcept;
+
+/// The out-of-memory error (ResourceExhausted).
+jtree_status_t out_of_memory(jtree_error_t** err) noexcept;
+
+/// InvalidArgument "<fn>: <what>".
+inline jtree_status_t invalid(jtree_error_t** err, const char* fn, const std::string& what) {
+  return fail(err, JTREE_INVALID_ARGUMENT, std::string(fn) + ": " + what);
+}
+
+/// Runs `body` (returning jtree_status_t) so that no exception escapes into C: allocation
+/// failures become ResourceExhausted, anything else Aborted naming the exception.
+template <typename F>
+jtree_status_t guard(jtree_error_t** err, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(err);
+  } catch (const std::exception& e) {
+    return fail(err, JTREE_ABORTED, std::string("jtree: unexpected exception: ") + e.what());
+  } catch (...) {
+    return fail(err, JTREE_ABORTED, "jtree: unexpected exception");
+  }
+}
+
+/// A NUL-terminated malloc'd copy (what jtree_free() frees); throws std::bad_alloc.
+char* malloc_string(std::string_view s);
+
+/// Sets *out to a new T created with `args`, or returns NULL when out of memory (the create
+/// functions of options handles, which have no error parameter).
+template <typename T>
+T* create_nothrow() noexcept {
+  try {
+    return new T();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+/// The reader handle's checks: NULL reader, node or leaf number out of range.
+jtree_status_t check_reader(const jtree_reader_t* r, const char* fn, jtree_error_t** err);
+jtree_status_t check_node(const jtree_reader_t* r, uint32_t node, const char* fn,
+                          jtree_error_t** err);
+jtree_status_t check_leaf(const jtree_reader_t* r, uint32_t leaf, const char* fn,
+                          jtree_error_t** err);
+
+}  // namespace jtree::capi
+
+/// Returns from the enclosing function when a check failed.
+#define JTREE_C_CHECK(expr)                  \
+  do {                                       \
+    const jtree_status_t _jt_c = (expr);     \
+    if (_jt_c != JTREE_OK) return _jt_c;     \
+  } while (0)
+
+/// InvalidArgument when a required pointer argument is NULL.
+#define JTREE_C_REQUIRE(ptr, fn, err)                                                  \
+  do {                                                                                 \
+    if ((ptr) == nullptr) {                                                            \
+      return ::jtree::capi::invalid((err), (fn), std::string(#ptr) + " is NULL");      \
+    }                                                                                  \
+  } while (0)
