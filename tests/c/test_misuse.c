@@ -425,10 +425,32 @@ static void good_options(const char* path) {
   CHECK_OK(jtree_reader_open(path, oo, &r, &jt_err));
   jtree_reader_close(r);
 
+  /* The remote settings reach the backends: nothing listens on port 9, so with no retries an
+   * http:// or s3:// open fails at once (IOError; NotSupported in builds without the remote
+   * backends), naming the URL. */
+  jtree_remote_options_t* fast = jtree_remote_options_create();
+  CHECK_OK(jtree_remote_options_set_max_retries(fast, 0, &jt_err));
+  CHECK_OK(jtree_remote_options_set_timeouts(fast, 5, 2, 2, &jt_err));
+  CHECK_OK(jtree_remote_options_set_endpoint(fast, "http://127.0.0.1:9", &jt_err));
+  CHECK_OK(jtree_remote_options_set_region(fast, "us-east-1", &jt_err));
+  CHECK_OK(jtree_remote_options_set_credentials(fast, "AKIDEXAMPLE", "secret", "token", &jt_err));
+  jtree_open_options_t* remote = jtree_open_options_create();
+  CHECK_OK(jtree_open_options_set_remote(remote, fast, &jt_err));
+  jtree_remote_options_free(fast);
+  r = NULL;
+  jtree_status_t st = jtree_reader_open("http://127.0.0.1:9/model.jtree", remote, &r, &jt_err);
+  CHECK((st == JTREE_IO_ERROR || st == JTREE_NOT_SUPPORTED) && r == NULL);
+  CHECK(strstr(jtree_error_message(jt_err), "127.0.0.1:9/model.jtree") != NULL);
+  st = jtree_reader_open("s3://bucket/model.jtree", remote, &r, &jt_err);
+  CHECK((st == JTREE_IO_ERROR || st == JTREE_NOT_SUPPORTED) && r == NULL);
+  CHECK(strstr(jtree_error_message(jt_err), "s3://bucket/model.jtree") != NULL);
+  CHECK_OK(jtree_open_options_set_remote(remote, NULL, &jt_err));  /* back to the defaults */
+  jtree_open_options_free(remote);
+
   /* Limits are enforced: a file with more leaves than allowed is refused. */
   CHECK_OK(jtree_open_options_set_limit(oo, JTREE_LIMIT_MAX_LEAVES, 2, &jt_err));
   r = NULL;
-  const jtree_status_t st = jtree_reader_open(path, oo, &r, &jt_err);
+  st = jtree_reader_open(path, oo, &r, &jt_err);
   CHECK(st != JTREE_OK && r == NULL);
   CHECK(strstr(jtree_error_message(jt_err), "misuse.jtree") != NULL);
   /* And the allocation of a text leaf is bounded. */
