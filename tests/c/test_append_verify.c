@@ -153,6 +153,10 @@ static void test_verify(const char* dir, jtree_write_options_t* raw) {
   jtree_leaf_view_t* view = NULL;
   CHECK_FAIL(JTREE_CORRUPTION, "f32", jtree_reader_map_leaf(r, lf32, &view, &jt_err));
   CHECK(view == NULL);
+  const uint32_t both[2] = {li16, lf32};
+  jtree_leaf_view_t* views[2] = {NULL, NULL};
+  CHECK_FAIL(JTREE_CORRUPTION, "f32", jtree_reader_map_leaves(r, both, 2, views, &jt_err));
+  CHECK(views[0] == NULL && views[1] == NULL);
   int16_t i16[1000];  /* other leaves still read */
   CHECK_OK(jtree_reader_read(r, li16, i16, sizeof i16, &jt_err));
 

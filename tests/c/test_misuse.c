@@ -65,6 +65,7 @@ static void null_reader(void) {
   INVALID(jtree_reader_read_many(r, NULL, 1, &jt_err));
   INVALID(jtree_reader_read_bytes(r, 0, &s, &sz, &jt_err));
   INVALID(jtree_reader_map_leaf(r, 0, &view, &jt_err));
+  INVALID(jtree_reader_map_leaves(r, &u32, 1, &view, &jt_err));
   INVALID(jtree_reader_verify(r, &rep, &jt_err));
   CHECK(view == NULL && rep == NULL);
   CHECK(jtree_leaf_view_data(NULL) == NULL && jtree_leaf_view_size(NULL) == 0);
@@ -155,6 +156,13 @@ static void bad_arguments(const jtree_reader_t* r) {
   INVALID(jtree_reader_leaf_bool(r, leaves, &b, &jt_err));
   INVALID(jtree_reader_read_bytes(r, leaves, &s, &sz, &jt_err));
   INVALID(jtree_reader_map_leaf(r, leaves, &view, &jt_err));
+  const uint32_t some[2] = {0, leaves};
+  jtree_leaf_view_t* two[2] = {NULL, NULL};
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out of range",
+             jtree_reader_map_leaves(r, some, 2, two, &jt_err));
+  CHECK(two[0] == NULL && two[1] == NULL);
+  INVALID(jtree_reader_map_leaves(r, NULL, 2, two, &jt_err));
+  INVALID(jtree_reader_map_leaves(r, some, 2, NULL, &jt_err));
   size_t count = 0;
   CHECK_OK(jtree_reader_metadata_count(r, &count, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "metadata entry",

@@ -276,6 +276,28 @@ static void check_file(const char* path, int raw) {
     CHECK_FAIL(JTREE_NOT_SUPPORTED, "i16", jtree_reader_map_leaf(r, li16, &view, &jt_err));
     CHECK(view == NULL);
   }
+  /* Many at once: raw array leaves map (all but the empty one and the 4-bit one), the
+   * others come back NULL. */
+  const model_array* arrays = model_arrays();
+  uint32_t ids[MODEL_NUM_ARRAYS + 1];
+  jtree_leaf_view_t* views[MODEL_NUM_ARRAYS + 1];
+  for (int i = 0; i < MODEL_NUM_ARRAYS; ++i) {
+    CHECK_OK(jtree_reader_find_leaf(r, arrays[i].path, &ids[i], &jt_err));
+  }
+  CHECK_OK(jtree_reader_find_leaf(r, "step", &ids[MODEL_NUM_ARRAYS], &jt_err));
+  CHECK_OK(jtree_reader_map_leaves(r, ids, MODEL_NUM_ARRAYS + 1, views, &jt_err));
+  for (int i = 0; i < MODEL_NUM_ARRAYS + 1; ++i) {
+    const int mappable = raw && i < MODEL_NUM_ARRAYS && arrays[i].bytes > 0 &&
+                         arrays[i].dtype != JTREE_DTYPE_INT4;
+    CHECK((views[i] != NULL) == mappable);
+    if (views[i] != NULL && i < MODEL_NUM_ARRAYS) {
+      CHECK(jtree_leaf_view_size(views[i]) == arrays[i].bytes);
+      CHECK(memcmp(jtree_leaf_view_data(views[i]), arrays[i].data, arrays[i].bytes) == 0);
+    }
+    jtree_leaf_view_release(views[i]);
+  }
+  CHECK_OK(jtree_reader_map_leaves(r, NULL, 0, NULL, &jt_err));
+
   jtree_reader_close(r);
   if (raw) {
     CHECK(jtree_leaf_view_size(view) == MODEL_F32_ROWS * MODEL_F32_COLS * sizeof(float));

@@ -548,6 +548,17 @@ typedef struct jtree_leaf_view_t jtree_leaf_view_t;
  * in place (jtree's own saves replace files by renaming, which is safe). */
 JTREE_C_API jtree_status_t jtree_reader_map_leaf(const jtree_reader_t* reader, uint32_t leaf,
                                                  jtree_leaf_view_t** out, jtree_error_t** err);
+/* Views of many leaves at once (jtree::Reader::map_leaves): the checksums of all their chunks
+ * are verified in parallel on the options' threads, which also faults the pages in on all of
+ * them (faster than mapping leaves one by one and touching them on one thread). `views[i]`
+ * receives a view of `leaves[i]`, or NULL where that leaf cannot be mapped (for the reasons
+ * of jtree_reader_map_leaf). Release every non-NULL view. On error (InvalidArgument for a leaf
+ * out of range, Corruption for a damaged chunk of any of them) no view is made and `views`
+ * is left untouched. `count` 0 is OK. Thread-safe; same SIGBUS caveat. */
+JTREE_C_API jtree_status_t jtree_reader_map_leaves(const jtree_reader_t* reader,
+                                                   const uint32_t* leaves, size_t count,
+                                                   jtree_leaf_view_t** views,
+                                                   jtree_error_t** err);
 /* The view's bytes and their number; NULL / 0 for a NULL view. Valid until the view is
  * released. The memory is a private copy-on-write mapping: writing through a cast pointer
  * changes this process's copy of the page, never the file (and costs a page copy). */

@@ -4,6 +4,7 @@
 // names the file and the leaf's key path in its errors.
 #include <cstdlib>
 #include <cstring>
+#include <span>
 
 #include "capi/c_internal.h"
 
@@ -131,6 +132,33 @@ jtree_status_t jtree_reader_map_leaf(const jtree_reader_t* reader, uint32_t leaf
     view->data = mapped->bytes.data();
     view->size = mapped->bytes.size();
     *out = view;
+    return JTREE_OK;
+  });
+}
+
+jtree_status_t jtree_reader_map_leaves(const jtree_reader_t* reader, const uint32_t* leaves,
+                                       size_t count, jtree_leaf_view_t** views,
+                                       jtree_error_t** err) {
+  return guard(err, [&] {
+    static const char* fn = "jtree_reader_map_leaves";
+    JTREE_C_CHECK(check_reader(reader, fn, err));
+    if (count == 0) return JTREE_OK;
+    JTREE_C_REQUIRE(leaves, fn, err);
+    JTREE_C_REQUIRE(views, fn, err);
+    auto mapped = reader->reader->map_leaves(std::span(leaves, count), reader->read);
+    if (!mapped.ok()) return report(mapped.status(), err);
+    // Every view made before any is handed out, so that running out of memory half way
+    // leaks nothing and leaves `views` untouched.
+    std::vector<std::unique_ptr<jtree_leaf_view_t>> made(count);
+    for (size_t i = 0; i < count; ++i) {
+      jtree::MappedLeaf& m = (*mapped)[i];
+      if (!m) continue;
+      made[i] = std::make_unique<jtree_leaf_view_t>();
+      made[i]->owner = std::move(m.owner);
+      made[i]->data = m.bytes.data();
+      made[i]->size = m.bytes.size();
+    }
+    for (size_t i = 0; i < count; ++i) views[i] = made[i].release();
     return JTREE_OK;
   });
 }
