@@ -12,12 +12,16 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/include/jtree
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
 
 # What libjtree.a links privately, which its users must link too (jtreeConfig.cmake finds
-# these packages; jtree.pc lists them for pkg-config --static).
+# these packages; jtree.pc gives them to pkg-config --static). libcurl and libcrypto go into
+# Libs.private as plain -l flags, not into Requires.private: `pkg-config --static libcurl` asks
+# for every library curl itself was built with (nghttp2, ssh2, ldap, gssapi, ...), whose -dev
+# packages a user of the shared libcurl has no reason to install.
 set(JTREE_PC_REQUIRES_PRIVATE "libzstd libxxhash")
+set(JTREE_PC_LIBS_PRIVATE "")
 set(JTREE_HAVE_REMOTE_DEPS OFF)
 if(TARGET CURL::libcurl)
   set(JTREE_HAVE_REMOTE_DEPS ON)
-  string(APPEND JTREE_PC_REQUIRES_PRIVATE " libcurl libcrypto")
+  set(JTREE_PC_LIBS_PRIVATE "-lcurl -lcrypto ")
 endif()
 
 install(EXPORT jtreeTargets NAMESPACE jtree:: DESTINATION ${JTREE_CMAKE_DIR} COMPONENT dev)

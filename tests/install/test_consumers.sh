@@ -9,7 +9,8 @@
 #  3. tests/install/consumer/ is configured out of tree with find_package(jtree CONFIG) and
 #     built: C++ against jtree::jtree (libjtree.so) and jtree::jtree_static (libjtree.a), C
 #     against jtree::jtree when <jtree/c.h> is installed;
-#  4. the same sources are built with pkg-config (jtree.pc) alone: C and C++ against libjtree.so;
+#  4. the same sources are built with pkg-config (jtree.pc) alone: C and C++ against libjtree.so,
+#     C against libjtree.a (pkg-config --static);
 #  5. every program reads params/w and params/tok from the Python-written file; its output must
 #     equal the bytes NumPy had, and the shared ones must load libjtree.so.0 from the prefix;
 #  6. the installed jtree CLI lists the file.
@@ -60,6 +61,16 @@ if [ $with_c = ON ]; then
     -o "$work/pc_read_leaf_c" $(pkg-config --libs jtree) "$rpath"
   progs+=("$work/pc_read_leaf_c")
   shared+=("$work/pc_read_leaf_c")
+  # libjtree.a through pkg-config --static (-Bstatic: the linker would take the .so first).
+  static_libs=$(pkg-config --static --libs jtree | sed 's/-ljtree/-Wl,-Bstatic -ljtree -Wl,-Bdynamic/')
+  # shellcheck disable=SC2046,SC2086
+  cc -std=c11 -O1 $(pkg-config --cflags jtree) "$here/consumer/read_leaf.c" \
+    -o "$work/pc_read_leaf_c_static" $static_libs
+  if ldd "$work/pc_read_leaf_c_static" | grep -q libjtree; then
+    echo "pc_read_leaf_c_static loads libjtree.so: the static link did not take libjtree.a"
+    exit 1
+  fi
+  progs+=("$work/pc_read_leaf_c_static")
 fi
 
 echo "-- each program against the Python-written file"
