@@ -13,7 +13,8 @@
 #     C against libjtree.a (pkg-config --static);
 #  5. every program reads params/w and params/tok from the Python-written file; its output must
 #     equal the bytes NumPy had, and the shared ones must load libjtree.so.0 from the prefix;
-#  6. the installed jtree CLI lists the file.
+#  6. examples/save_and_load.cc, built against libjtree.so, saves and reads back a tree;
+#  7. the installed jtree CLI lists the file.
 # Exits non-zero on the first failure; cleans up its temporary directory.
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -38,7 +39,8 @@ echo "-- the file, written by the Python package ($python)"
 
 echo "-- find_package(jtree CONFIG) consumer (C: $with_c)"
 cmake -S "$here/consumer" -B "$work/cmake-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" -DJTREE_CONSUMER_C=$with_c >/dev/null
+  -DCMAKE_PREFIX_PATH="$prefix" -DJTREE_CONSUMER_C=$with_c \
+  -DJTREE_CONSUMER_EXAMPLE="$here/../../examples/save_and_load.cc" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 progs=("$work/cmake-build/read_leaf_cpp" "$work/cmake-build/read_leaf_cpp_static")
 shared=("$work/cmake-build/read_leaf_cpp")
@@ -91,6 +93,10 @@ for p in "${progs[@]}"; do
   done
   echo "   ok: $(basename "$p")"
 done
+
+echo "-- examples/save_and_load.cc against libjtree.so (the C++ write path)"
+"$work/cmake-build/save_and_load" "$work/example.jtree" | grep -q "step = 1000" ||
+  { echo "save_and_load against the installed library failed"; exit 1; }
 
 echo "-- the installed CLI"
 "$prefix/bin/jtree" ls "$work/py.jtree" | grep -q "params/w" ||
