@@ -43,7 +43,7 @@ pip=("$vpy" -m pip install -q --disable-pip-version-check)
 t0=$(date +%s.%N)
 "${pip[@]}" "$wheel[ml]" 2> >(grep -v "is ignored: it is neither" >&2)
 t1=$(date +%s.%N)
-echo "installed in $(echo "$t1 - $t0" | bc) s"
+echo "installed in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s"
 
 echo "== smoke test in the fresh venv ===================================================="
 mkdir "$work/scratch"
