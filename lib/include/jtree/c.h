@@ -37,7 +37,8 @@
  * a buffer of the wrong size, a box outside the array or of the wrong rank give
  * JTREE_INVALID_ARGUMENT. (Pointers that are not NULL must point at what the function says:
  * C cannot check the size of a buffer it is given, only compare it with the size you state.)
- * Out-pointers are written only on success.
+ * Out-pointers are written only on success (one exception, said there:
+ * jtree_reader_node_children() reports the count also when the array is too small).
  *
  * No C++ exception leaves this API: memory exhaustion is reported as
  * JTREE_RESOURCE_EXHAUSTED ("out of memory"), any other exception as JTREE_ABORTED naming it.
@@ -55,6 +56,9 @@
  * options handle that no thread modifies may be passed to calls in many threads). Error
  * objects and leaf views are independent values. Different handles never share state
  * that the caller must lock.
+ *
+ * ABI. Handles are opaque; the few structs (jtree_io_stats_t, jtree_read_request_t,
+ * jtree_write_stats_t) and the enums' values change only with the major version.
  *
  * Untrusted files. Opening and reading validate every structure of the file against its size
  * and the limits (jtree_open_options_set_limit): a damaged or hostile file gives
