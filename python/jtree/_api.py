@@ -18,7 +18,7 @@ from ._multi_process import collective_save
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._save import Emitter, SaveOptions, flatten, merge
 from ._save import spec_tree as save_spec_tree
-from ._structure import CODEC_RAW, CODEC_ZSTD, FileNode
+from ._structure import CODEC_RAW, CODEC_ZSTD, FileNode, paused_gc
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -283,12 +283,17 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     fsync; ``metadata`` is stored as user metadata. Returns the :class:`WriteStats`.
     Errors: :class:`jtree.Error` subclasses naming the file and the key path.
     """
-    job = _SaveJob(tree, path, partial_write=partial_write, snapshot=False, overwrite=overwrite,
-                   overwrite_foreign=overwrite_foreign, allow_pickle=allow_pickle,
-                   compression=compression, level=level, chunk_bytes=chunk_bytes,
-                   inline_threshold=inline_threshold, threads=threads, sync=sync,
-                   metadata=metadata, coordinator=coordinator)
-    return _in_order(job.path, job.write, background=False).result()
+    # The collector paused until the job's nodes (two objects per leaf) are freed: its next
+    # collection would otherwise scan them all (as load() does).
+    with paused_gc():
+        job = _SaveJob(tree, path, partial_write=partial_write, snapshot=False,
+                       overwrite=overwrite, overwrite_foreign=overwrite_foreign,
+                       allow_pickle=allow_pickle, compression=compression, level=level,
+                       chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
+                       threads=threads, sync=sync, metadata=metadata, coordinator=coordinator)
+        stats = _in_order(job.path, job.write, background=False).result()
+        del job
+    return stats
 
 
 def nonblocking_save(tree: Any, path: PathLike, **options: Any) -> Future:
@@ -325,14 +330,14 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
 # ---- load --------------------------------------------------------------------------------------
 
 _LOAD_OPTIONS = ("keys", "framework", "cast", "pad_truncate", "allow_pickle", "strict", "verify",
-                 "threads", "shardings")
+                 "threads", "shardings", "mmap")
 
 
 def _open(path: Union[PathLike, File], options: Dict[str, Any]) -> File:
     """An open File for a path (or the File given)."""
     if isinstance(path, File):
         return path
-    kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict")
+    kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict", "mmap")
           if options.get(k) is not None}
     return File(path, **kw)
 
@@ -341,7 +346,7 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
          out: Any = None, allow_pickle: Optional[bool] = None, strict: Optional[bool] = None,
          verify: Optional[bool] = None, threads: Optional[int] = None,
-         shardings: Any = None) -> Any:
+         shardings: Any = None, mmap: Union[bool, str, None] = None) -> Any:
     """Loads a .jtree file (a path, a URL, or a :class:`File` from :func:`jtree.open`).
 
     Arrays come back as NumPy arrays (bfloat16, float8, float4 and int4 as ml_dtypes types),
@@ -366,9 +371,22 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     array, or a function ``(key_path, LeafSpec) -> Sharding``: each device's slice is read on
     its own. ``strict=False`` loads custom nodes and leaves this process has not registered as
     plain dicts/lists and bytes; pickled leaves need ``allow_pickle=True``. ``verify=False``
-    skips checksum verification; ``threads`` bounds the decoding threads (0: all cores). These
-    four default to the :class:`File`'s settings (from :func:`jtree.open`), else to
-    allow_pickle=False, strict=True, verify=True, threads=0.
+    skips checksum verification; ``threads`` bounds the decoding threads (0: all cores).
+
+    ``mmap``: arrays the file stores uncompressed (a save with ``compression=None``) come back,
+    from a local file, as views of a private copy-on-write memory map of the file, as
+    safetensors does: no copy, and a page costs nothing until it is touched. They are
+    writable, and writes change this process's copy only, never the file; they stay valid
+    after the file is closed, replaced by a new save (a save writes a new file and renames it)
+    or appended to. Checksums are still verified (on all cores, which also reads the pages in)
+    unless ``verify=False``. ``mmap="r"`` gives read-only NumPy arrays instead; ``mmap=False``
+    copies every array into fresh memory. Compressed leaves, remote files, and torch/JAX
+    targets that need a cast are read into new memory whatever the setting. As with every
+    memory map, another program truncating the file while its arrays live makes touching
+    them fail with SIGBUS (jtree itself never truncates a file it replaces).
+
+    These five default to the :class:`File`'s settings (from :func:`jtree.open`), else to
+    allow_pickle=False, strict=True, verify=True, threads=0, mmap=True.
     """
     if out is not None and pytree is not None:
         raise InvalidArgumentError("load(): give pytree= or out=, not both")
@@ -376,11 +394,21 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
                    shardings=shardings)
     # None: the File's setting (or the default).
     options.update({k: v for k, v in dict(allow_pickle=allow_pickle, strict=strict,
-                                          verify=verify, threads=threads).items() if v is not None})
+                                          verify=verify, threads=threads,
+                                          mmap=mmap).items() if v is not None})
     LoadOptions(**options)  # bad options are reported before the file is opened
+    with paused_gc():
+        return _open_and_load(path, out if out is not None else pytree, out is not None,
+                              options)
+
+
+def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
+                   options: Dict[str, Any]) -> Any:
+    # Called with the collector paused: the file's tree and the load's plan (several objects
+    # per leaf) are freed here, before it runs again. Otherwise its next collection scans
+    # them all, only to find them freed (60-100 ms for 100,000 leaves).
     f = _open(path, options)
-    return load_subtree(f, f._root, (), out if out is not None else pytree,
-                        fill_out=out is not None, **options)
+    return load_subtree(f, f._root, (), pytree, fill_out=fill_out, **options)
 
 
 def load_subtree(f: File, node: FileNode, path: Tuple[Any, ...], pytree: Any,
@@ -415,15 +443,19 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options:
 
 def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
-         limits: Optional[Dict[str, int]] = None) -> File:
+         limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True) -> File:
     """Opens a .jtree file lazily: reads its header and index only. Index the result like the
     saved tree (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose
     slices (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
     parser limits for untrusted files (keys of jtree::Limits: max_nodes, max_depth, ...).
     The Python objects of the structure are made as it is visited: reaching one leaf of a file
-    with a million costs the containers on its path, not the million. A context manager."""
+    with a million costs the containers on its path, not the million. A context manager.
+    ``mmap`` is the default of its loads (see :func:`load`): whole arrays read from it
+    (``f.load()``, ``np.asarray(f["w"])``, ``f["w"].read()``) are views of the file's memory
+    map where the file allows it; slices are always copies. ``use_mmap=False`` does not map
+    the file at all (every read is a pread)."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
-                use_mmap=use_mmap, limits=limits)
+                use_mmap=use_mmap, limits=limits, mmap=mmap)
 
 
 def compact(path: PathLike, out_path: Optional[PathLike] = None, *,

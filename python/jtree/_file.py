@@ -3,6 +3,7 @@ indexing walks the structure, and slicing an array leaf reads only the chunks it
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -27,8 +28,9 @@ class File:
 
     def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
-                 limits: Optional[Dict[str, int]] = None):
+                 limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True):
         self.name: str = os.fspath(path)
+        LoadOptions(mmap=mmap)  # a bad value is reported before the file is opened
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
         self._tree = LazyTree(_jtree.Reader.open(self.name, use_mmap, limits))
@@ -37,6 +39,7 @@ class File:
         self.threads = threads
         self.allow_pickle = allow_pickle
         self.strict = strict
+        self.mmap = mmap
 
     # -- the structure --
 
@@ -134,6 +137,7 @@ class File:
         kw.setdefault("threads", self.threads)
         kw.setdefault("allow_pickle", self.allow_pickle)
         kw.setdefault("strict", self.strict)
+        kw.setdefault("mmap", self.mmap)
         return LoadOptions(**kw)
 
 
@@ -343,8 +347,39 @@ class LazyArray:
         return load_subtree(self._f, self._node, self._path, None, **options)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = np.asarray(self[...])
-        return a.astype(dtype) if dtype is not None else a
+        # read(): the whole leaf, a view of the file's memory map where it can be (File.mmap).
+        a = np.asarray(self.read())
+        if dtype is not None and a.dtype != np.dtype(dtype):
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __iter__(self) -> Iterator[Any]:
+        """The rows, read a block of whole chunks at a time (each chunk once)."""
+        if not self._leaf.shape:
+            raise error(IndexKindError, self._f.name, self.path, "iteration over a 0-d array")
+        n = self._leaf.shape[0]
+        step = max(self._leaf.chunk_shape[0] if self._leaf.chunk_shape else n, 1)
+        for b in range(0, n, step):
+            yield from self[b:b + step]
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        """DLPack export of the whole array, read once: ``torch.as_tensor(a)`` and
+        ``torch.from_dlpack(a)`` take this path (without it, torch reads a sequence row by
+        row). Types NumPy cannot export (bfloat16, float8...) go through torch."""
+        a = np.asarray(self.read())
+        if a.dtype.kind not in "biufc" or a.dtype.type.__module__ != "numpy" \
+                or not a.flags.writeable:
+            torch = sys.modules.get("torch")
+            if torch is None:
+                raise error(NotSupportedError, self._f.name, self.path,
+                            f"NumPy cannot export a {self._leaf.dtype} array through DLPack "
+                            f"(import torch, or read it with jtree.load(..., "
+                            f"framework='torch'))")
+            return self.read(framework="torch").__dlpack__(*args, **kwargs)
+        return a.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (1, 0)  # kDLCPU: arrays are read into host memory
 
     def __repr__(self) -> str:
         return (f"<jtree.LazyArray {self._leaf.dtype}{list(self._leaf.shape)} at {self.path!r} "

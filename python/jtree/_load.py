@@ -30,6 +30,7 @@ from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_
 
 Thunk = Callable[[], Any]
 FRAMEWORKS = ("numpy", "torch", "jax")
+MMAP_MODES = (True, False, "r")
 
 
 class _All:
@@ -140,9 +141,13 @@ class LoadOptions:
     def __init__(self, *, framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
                  allow_pickle: bool = False, strict: bool = True, verify: bool = True,
                  threads: int = 0, shardings: Any = None, keys: Any = None,
-                 fill_out: bool = False):
+                 fill_out: bool = False, mmap: Any = True):
         if framework not in FRAMEWORKS:
             raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
+        if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
+            raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
+                                       f"'r' (read-only views) or False (copies), not {mmap!r}")
+        self.mmap = mmap
         self.framework = framework
         self.cast = cast
         self.pad_truncate = pad_truncate
@@ -180,6 +185,8 @@ class Loader:
         self.name = file.name
         self.o = opts
         self.requests: List[Tuple[int, Any, Any, Any]] = []
+        # Whole leaves to take from the file's memory map: (leaf, dtype, path, slot).
+        self.to_map: List[Tuple[FileLeaf, np.dtype, Tuple[Any, ...], List[np.ndarray]]] = []
         self.cache: Dict[Any, Thunk] = {}
         self.reserved = 0  # bytes this load allocated for its caller (see reserve)
         self.limits: Optional[Tuple[int, int]] = None  # the open's memory_limits(), once
@@ -187,12 +194,13 @@ class Loader:
     def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
         allow_deep_trees()
         try:
+            # (Paused until the result is built: the plan's objects die with this Loader.)
             with paused_gc():
                 if (target is ALL or target is True) and root._tree is not None:
                     root._tree.fill_all(root)  # the whole tree is walked: made in one pass
                 build = self.plan(root, target, path)
-            self.read()
-            return build()
+                self.read()
+                return build()
         except MemoryError:
             # Within the limits, but more than this machine has: still the file's doing.
             raise self.err(ResourceExhaustedError, path, "out of memory while loading (lower "
@@ -247,7 +255,52 @@ class Loader:
         self.requests.append((leaf.index, None if whole else list(begin),
                               None if whole else list(end), dst))
 
+    def stored_array(self, fl: FileLeaf, npdt: Optional[np.dtype],
+                     path: Tuple[Any, ...]) -> Thunk:
+        """The whole leaf as an array of dtype ``npdt`` (its stored type), or (``npdt`` None)
+        as its bytes in a flat uint8 array: with ``mmap`` on, a view of the file's
+        copy-on-write memory map where the file holds the leaf as its array (the native Reader
+        decides: raw, back to back, local); else a new array the leaf is read into."""
+        if self.o.mmap and fl.chunk_shape and fl.nbytes:
+            slot: List[np.ndarray] = []
+            self.to_map.append((fl, npdt, path, slot))
+            return lambda: slot[0]
+        return self.new_array(fl, npdt, path)
+
+    def new_array(self, fl: FileLeaf, npdt: Optional[np.dtype],
+                  path: Tuple[Any, ...]) -> Thunk:
+        """A new array for the whole leaf (see stored_array), queued to be read into."""
+        if npdt is None:
+            shape, npdt = (fl.nbytes,), np.dtype(np.uint8)
+        else:
+            shape = fl.shape
+        self.reserve_array(shape, npdt.itemsize, path)
+        arr = np.empty(shape, npdt)
+        if arr.size:
+            self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
+        return lambda: arr
+
+    def map_leaves(self) -> None:
+        """Takes the queued whole leaves from the memory map in one native call (checksums
+        verified on all cores, which also faults the pages in); leaves the file does not hold
+        as their array are queued for read_many instead."""
+        todo, self.to_map = self.to_map, []
+        views = self.file._reader.map_leaves([fl.index for fl, _, _, _ in todo], self.o.verify,
+                                             self.o.threads)
+        for (fl, npdt, path, slot), view in zip(todo, views):
+            if view is None:
+                slot.append(self.new_array(fl, npdt, path)())
+            elif npdt is None:
+                slot.append(view)  # (torch: tensors have no read-only flag)
+            else:
+                arr = view.view(npdt).reshape(fl.shape)
+                if self.o.mmap == "r":
+                    arr.flags.writeable = False
+                slot.append(arr)
+
     def read(self) -> None:
+        if self.to_map:
+            self.map_leaves()
         if self.requests:
             self.file._reader.read_many(self.requests, self.o.verify, self.o.threads)
             self.requests = []
@@ -467,14 +520,11 @@ class Loader:
         thunk = self.cache.get(key)
         if thunk is not None:
             return thunk
-        self.reserve_array(shape, npdt.itemsize, path)
-        arr = np.empty(shape, npdt)
-        if arr.size:
-            self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
+        get = self.stored_array(fl, npdt, path)
         if fl.flags & FLAG_SCALAR and shape == ():
-            thunk = _memo(lambda: arr[()])
+            thunk = _memo(lambda: get()[()])
         else:
-            thunk = lambda: arr  # noqa: E731
+            thunk = get
         self.cache[key] = thunk
         return thunk
 
@@ -517,6 +567,18 @@ class Loader:
                 np.ascontiguousarray(self.numpy_cast(get(), stored, want, path)))
         stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
         shape = tuple(e - b for b, e in box)
+        if self.o.mmap and shape == fl.shape and all(b == 0 for b, _ in box):
+            # The whole leaf: its bytes (mapped, or read) seen as a tensor without a copy.
+            # (Torch tensors have no read-only flag: mmap="r" gives them copy-on-write too.)
+            get_bytes = self.stored_array(fl, None, path)
+
+            def tensor() -> Any:
+                b = get_bytes()
+                t = (torch.from_numpy(b).view(stored_t).reshape(shape) if b.size
+                     else torch.empty(shape, dtype=stored_t))  # (torch views no empty bytes)
+                return t if t.dtype == want_t else t.to(want_t)
+
+            return tensor
         self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
         t = torch.empty(shape, dtype=stored_t)
         self.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
@@ -659,6 +721,8 @@ class Loader:
         begin = tuple(b for b, _ in box)
         inner = tuple(ie - b for ie, b in zip(inner_end, begin))
         if inner == shape:
+            if dst is None and shape == fl.shape and not any(begin):
+                return self.stored_array(fl, npdt, path)  # the whole leaf (mapped or read)
             if dst is None:
                 self.reserve_array(shape, npdt.itemsize, path)
             arr = dst if dst is not None else np.empty(shape, npdt)

@@ -37,6 +37,9 @@ def _stored(f, key_path):
 
 
 def _read_during(f, fn):
+    """(fn(), bytes read, read requests) through f's counters. (Files opened with mmap=False:
+    loads of raw leaves then go through pread, which the counters see; by default they are
+    views of the file's memory map, tested in test_mmap.py.)"""
     before = f.io_stats()
     out = fn()
     after = f.io_stats()
@@ -64,7 +67,7 @@ def test_mask_with_none_and_placeholders_reads_only_the_chosen_leaves(ckpt):
         "step": True,
         "name": None,
     }
-    with jtree.open(path) as f:
+    with jtree.open(path, mmap=False) as f:
         out, read, requests = _read_during(f, lambda: jtree.load(f, mask))
         want = _stored(f, "params/layer1/kernel")
     assert read == want  # exactly the chosen leaf's chunks: nothing of the skipped ones
@@ -81,7 +84,7 @@ def test_a_boolean_mask_skips_false_leaves(ckpt):
     mask = {"params": {"layer0": {"kernel": False, "bias": True},
                        "layer1": {"kernel": False, "bias": False}},
             "opt_state": [False, False], "step": True, "name": False}
-    with jtree.open(path) as f:
+    with jtree.open(path, mmap=False) as f:
         out, read, _ = _read_during(f, lambda: jtree.load(f, mask))
         want = _stored(f, "params/layer0/bias")
     assert read == want
@@ -95,7 +98,7 @@ def test_a_boolean_mask_skips_false_leaves(ckpt):
 
 def test_a_dict_target_may_name_only_some_keys(ckpt):
     path, tree = ckpt
-    with jtree.open(path) as f:
+    with jtree.open(path, mmap=False) as f:
         out, read, _ = _read_during(f, lambda: jtree.load(f, {"params": {"layer0": True}, "step": 0}))
         want = _stored(f, "params/layer0/kernel") + _stored(f, "params/layer0/bias")
     assert list(out) == ["params", "step"] and list(out["params"]) == ["layer0"]
@@ -113,7 +116,7 @@ def test_a_dict_target_may_name_only_some_keys(ckpt):
 ])
 def test_key_path_patterns(ckpt, patterns, chosen):
     path, tree = ckpt
-    with jtree.open(path) as f:
+    with jtree.open(path, mmap=False) as f:
         out, read, _ = _read_during(f, lambda: jtree.load(f, keys=patterns))
         want = sum(_stored(f, p) for p in chosen)
     assert read == want
@@ -191,7 +194,7 @@ def test_shape_mismatch_needs_pad_truncate(path):
 def test_truncation_reads_only_the_kept_rows(path):
     w = _rand((4096, 256), 11)  # 4 MiB
     jtree.save({"w": w}, path, compression=None, chunk_bytes=64 << 10)
-    with jtree.open(path) as f:
+    with jtree.open(path, mmap=False) as f:
         out, read, _ = _read_during(
             f, lambda: jtree.load(f, {"w": np.empty((100, 256), np.float32)}, pad_truncate=True))
     np.testing.assert_array_equal(out["w"], w[:100])

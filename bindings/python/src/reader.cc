@@ -235,6 +235,44 @@ class PyReader {
     check(st);
   }
 
+  // [uint8 array | None] per leaf: the leaf's bytes in place in the file's copy-on-write
+  // mapping (jtree::Reader::map_leaves), None where the leaf cannot be mapped. Each array keeps
+  // the mapping alive (not the Reader); `writable` false gives read-only arrays. Checksums are
+  // verified in parallel, the GIL released.
+  nb::list map_leaves(const std::vector<uint32_t>& leaves, bool verify, int threads,
+                      bool writable) const {
+    jtree::ReadOptions o;
+    o.verify_checksums = verify;
+    o.threads = threads;
+    std::optional<jtree::Result<std::vector<jtree::MappedLeaf>>> r;
+    {
+      nb::gil_scoped_release release;
+      r.emplace(r_->map_leaves(leaves, o));
+    }
+    std::vector<jtree::MappedLeaf> mapped = value_or_raise(std::move(*r));
+    nb::list out;
+    for (jtree::MappedLeaf& m : mapped) {
+      if (!m) {
+        out.append(nb::none());
+        continue;
+      }
+      // The capsule holds a reference to the mapping for as long as NumPy holds the array.
+      auto* keep = new std::shared_ptr<const void>(std::move(m.owner));
+      nb::capsule owner(keep, [](void* p) noexcept {
+        delete static_cast<std::shared_ptr<const void>*>(p);
+      });
+      const size_t shape[1] = {m.bytes.size()};
+      auto* data = reinterpret_cast<uint8_t*>(m.bytes.data());
+      if (writable) {
+        out.append(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast());
+      } else {
+        out.append(
+            nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast());
+      }
+    }
+    return out;
+  }
+
   // {"ok": bool, "chunks_checked", "bytes_checked", "dead_bytes", "problems": [(where, msg)],
   //  "notes": [...]}
   nb::dict verify(int threads) const {
@@ -311,6 +349,10 @@ void register_reader(nb::module_& m) {
       .def("read_many", &PyReader::read_many, nb::arg("requests"), nb::arg("verify") = true,
            nb::arg("threads") = 0, nb::arg("max_bytes_in_flight") = 0,
            "Reads leaves or boxes into byte buffers in one pass, the GIL released.")
+      .def("map_leaves", &PyReader::map_leaves, nb::arg("leaves"), nb::arg("verify") = true,
+           nb::arg("threads") = 0, nb::arg("writable") = true,
+           "[uint8 array | None] per leaf: its bytes in place in the file's copy-on-write map "
+           "(None where the leaf is not stored as its array), checksums verified in parallel.")
       .def("verify", &PyReader::verify, nb::arg("threads") = 0,
            "Checks every checksum and decodes every chunk (jtree::Reader::Verify).");
 }

@@ -44,6 +44,21 @@ struct JTREE_API HeadTail {
   std::vector<std::byte> tail;   ///< bytes [size - min(tail, size), size)
 };
 
+/// A whole local file mapped into memory copy-on-write (MAP_PRIVATE): readable and writable,
+/// and a write changes only this process's copy of the page it touches, never the file. Pages
+/// cost nothing until touched. Unmapped when the last shared_ptr to it goes, whatever became
+/// of the Source (arrays viewing it may outlive the Reader).
+/// Unsafe if another program truncates or rewrites the file in place while it is mapped:
+/// touching a page past the new end raises SIGBUS, and untouched pages show the new bytes
+/// (jtree's own saves, appends and compactions never do either: they write a new file and
+/// rename it over the old one, or add bytes after the end).
+class JTREE_API MappedFile {
+ public:
+  virtual ~MappedFile() = default;
+  /// The file's bytes at the time it was mapped (the mapping's length).
+  virtual std::span<std::byte> bytes() const = 0;
+};
+
 /// Random-access reads of one immutable object. Implementations are thread-safe: many
 /// threads may call read() at once.
 class JTREE_API Source {
@@ -63,6 +78,9 @@ class JTREE_API Source {
   /// The whole object mapped into memory, when the backend offers that (local files);
   /// empty otherwise. Valid as long as the Source lives.
   virtual std::span<const std::byte> mapping() const { return {}; }
+  /// The same mapping as a shared, copy-on-write MappedFile (local files mapped with
+  /// OpenOptions::use_mmap); null when the backend has none.
+  virtual std::shared_ptr<const MappedFile> mapped_file() const { return nullptr; }
   /// Counters since opening.
   virtual IoStats stats() const = 0;
   /// How many reads this backend wants in flight at once: 0 means "as many as CPU threads"

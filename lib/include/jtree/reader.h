@@ -93,6 +93,17 @@ struct JTREE_API ReadRequest {
   std::span<std::byte> dst;  ///< C-order, memory layout: exactly box elements x item size
 };
 
+/// A leaf's bytes in place in the file's copy-on-write mapping (Reader::mapped_leaf): its
+/// C-order array in memory layout, without a copy.
+struct JTREE_API MappedLeaf {
+  /// Writable: a write changes this process's private copy of the page, never the file.
+  std::span<std::byte> bytes;
+  /// Keeps the mapping alive (not the Reader): hold it as long as `bytes` is used.
+  std::shared_ptr<const void> owner;
+  /// False when the leaf cannot be mapped (see Reader::mapped_leaf).
+  explicit operator bool() const { return owner != nullptr; }
+};
+
 /// One problem found by Verify().
 struct JTREE_API VerifyProblem {
   std::string where;  ///< "leaf params/w chunk 3", "header", "padding at 1234"...
@@ -185,12 +196,24 @@ class JTREE_API Reader {
   /// allocate without bound. Thread-safe.
   Status reserve_memory(uint64_t bytes, std::string_view what) const;
 
-  /// A raw chunked leaf's bytes straight from the file mapping, without a copy: non-empty only
-  /// for local mapped files whose leaf is stored raw in one chunk (checksum verified once when
-  /// `verify` is set). The span lives as long as the Reader.
-  /// Unsafe if another process truncates the file while it is mapped: touching the lost pages
-  /// raises SIGBUS (every other read uses pread and reports an error instead).
-  Result<std::span<const std::byte>> mapped_leaf(uint32_t leaf, bool verify = true) const;
+  /// A leaf's bytes straight from the file's copy-on-write mapping, without a copy: set for
+  /// a local file opened with use_mmap whose leaf is stored as its C-order array (every chunk
+  /// Raw, chunks cutting only along a run of leading dimensions, stored back to back in grid
+  /// order, the first aligned for the dtype: what jtree writes for leaves saved without
+  /// compression, spec/FORMAT.md 8.2); empty (false) for any other leaf (compressed, 4-bit,
+  /// inline, remote...), which read() decodes instead. With options.verify_checksums every
+  /// chunk is checked before returning (which also faults the pages in); Corruption names
+  /// the leaf and chunk. Errors: InvalidArgument for a leaf number out of range.
+  /// The mapping outlives the Reader while `owner` is held. Unsafe if another program
+  /// truncates the file while it is mapped: touching the lost pages raises SIGBUS (every
+  /// other read uses pread and reports an error instead); see MappedFile.
+  Result<MappedLeaf> mapped_leaf(uint32_t leaf, const ReadOptions& options = {}) const;
+  /// mapped_leaf() of many leaves at once, their checksums verified in parallel on
+  /// options.threads workers (the hashing faults the pages in on all of them: faster than
+  /// a consumer touching them on one thread). One entry per leaf, empty where the leaf
+  /// cannot be mapped. The first damaged chunk fails the whole call.
+  Result<std::vector<MappedLeaf>> map_leaves(std::span<const uint32_t> leaves,
+                                             const ReadOptions& options = {}) const;
 
   /// Checks every checksum, decodes every chunk, and accounts for every byte of the file.
   Result<VerifyReport> Verify(const ReadOptions& options = {}) const;

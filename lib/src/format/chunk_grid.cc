@@ -95,4 +95,15 @@ Shape default_chunk_shape(const Shape& shape, uint32_t stored_bits, uint64_t tar
   return chunk;
 }
 
+bool chunks_concatenate_in_c_order(const Shape& shape, const Shape& chunk) {
+  if (chunk.size() != shape.size()) return false;
+  size_t k = shape.size();  // the last dimension the grid cuts
+  while (k > 0 && chunk[k - 1] == shape[k - 1]) --k;
+  if (k == 0) return true;  // one chunk
+  for (size_t d = 0; d + 1 < k; ++d) {
+    if (chunk[d] != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace jtree::format

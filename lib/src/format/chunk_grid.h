@@ -51,4 +51,10 @@ std::optional<uint64_t> grid_chunk_count(const Shape& shape, const Shape& chunk,
 /// contiguous byte range of the array (whole-leaf reads decode straight into place).
 Shape default_chunk_shape(const Shape& shape, uint32_t stored_bits, uint64_t target_bytes);
 
+/// True when the chunks of the grid, concatenated in grid order, are the C-order array: the
+/// grid cuts one dimension k into runs, every dimension before k into single indices, and
+/// keeps every dimension after k whole. A leaf stored so, every chunk Raw and back to back,
+/// is its array in the file (Reader::mapped_leaf).
+bool chunks_concatenate_in_c_order(const Shape& shape, const Shape& chunk);
+
 }  // namespace jtree::format

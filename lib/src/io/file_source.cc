@@ -1,5 +1,5 @@
-// The local-file Source: pread() for every read, plus an optional read-only mapping that the
-// reader uses to take raw chunks without copying.
+// The local-file Source: pread() for every read, plus an optional copy-on-write mapping of the
+// whole file from which the reader hands out raw leaves without copying (Reader::mapped_leaf).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,38 +20,40 @@
 namespace jtree {
 namespace {
 
-// A read-only mapping of a whole file, unmapped on destruction.
-class Mapping {
+// A private (copy-on-write) mapping of a whole file, unmapped on destruction.
+class Mapping final : public MappedFile {
  public:
-  Mapping() = default;
   Mapping(void* addr, size_t length) : addr_(addr), length_(length) {}
-  Mapping(Mapping&& other) noexcept
-      : addr_(std::exchange(other.addr_, nullptr)), length_(std::exchange(other.length_, 0)) {}
-  Mapping& operator=(Mapping&&) = delete;
-  ~Mapping() {
-    if (addr_ != nullptr) ::munmap(addr_, length_);
-  }
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(addr_), length_};
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() override { ::munmap(addr_, length_); }
+  std::span<std::byte> bytes() const override {
+    return {static_cast<std::byte*>(addr_), length_};
   }
 
  private:
-  void* addr_ = nullptr;
-  size_t length_ = 0;
+  void* const addr_;
+  const size_t length_;
 };
 
-// Maps the file, or returns an empty mapping: the mapping is an optimization, reads work
-// without it (mmap fails on some file systems, or the address space may be short).
-Mapping map_file(int fd, uint64_t size) {
-  if (size == 0 || size > SIZE_MAX) return {};  // mmap rejects a length of 0
-  void* addr = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-  if (addr == MAP_FAILED) return {};
-  return Mapping(addr, static_cast<size_t>(size));
+// Maps the file, or returns null: the mapping is an optimization, reads work without it (mmap
+// fails on some file systems, or the address space may be short).
+// MAP_PRIVATE with PROT_WRITE: arrays handed out over the mapping (Reader::mapped_leaf) are
+// writable like any loaded array, and writes stay in this process. MAP_NORESERVE: no swap is
+// reserved for pages that may be written (most never are), so a mapping larger than memory
+// is not refused by the kernel's overcommit heuristic.
+std::shared_ptr<const Mapping> map_file(int fd, uint64_t size) {
+  if (size == 0 || size > SIZE_MAX) return nullptr;  // mmap rejects a length of 0
+  void* addr = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+  if (addr == MAP_FAILED) return nullptr;
+  return std::make_shared<const Mapping>(addr, static_cast<size_t>(size));
 }
 
 class FileSource final : public Source {
  public:
-  FileSource(std::string path, UniqueFd fd, uint64_t size, Mapping mapping)
+  FileSource(std::string path, UniqueFd fd, uint64_t size,
+             std::shared_ptr<const Mapping> mapping)
       : path_(std::move(path)), fd_(std::move(fd)), size_(size), mapping_(std::move(mapping)) {}
 
   const std::string& name() const override { return path_; }
@@ -63,7 +65,10 @@ class FileSource final : public Source {
     return Status::OK();
   }
 
-  std::span<const std::byte> mapping() const override { return mapping_.bytes(); }
+  std::span<const std::byte> mapping() const override {
+    return mapping_ ? std::span<const std::byte>(mapping_->bytes()) : std::span<const std::byte>();
+  }
+  std::shared_ptr<const MappedFile> mapped_file() const override { return mapping_; }
 
   IoStats stats() const override {
     IoStats s;
@@ -111,7 +116,8 @@ class FileSource final : public Source {
   const std::string path_;
   UniqueFd fd_;
   const uint64_t size_;
-  Mapping mapping_;  // declared after fd_: unmapped before the descriptor closes
+  // A mapping outlives the descriptor when arrays still view it (the kernel keeps the file).
+  std::shared_ptr<const Mapping> mapping_;
   std::atomic<uint64_t> read_requests_{0};
   std::atomic<uint64_t> bytes_read_{0};
 };
@@ -137,7 +143,7 @@ Result<std::shared_ptr<Source>> open_file_source(const std::string& path, bool u
   }
 
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  Mapping mapping = use_mmap ? map_file(fd.get(), size) : Mapping();
+  std::shared_ptr<const Mapping> mapping = use_mmap ? map_file(fd.get(), size) : nullptr;
   std::shared_ptr<Source> source =
       std::make_shared<FileSource>(path, std::move(fd), size, std::move(mapping));
   return source;

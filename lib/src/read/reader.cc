@@ -530,22 +530,4 @@ Status Reader::reserve_memory(uint64_t bytes, std::string_view what) const {
   return Status::OK();
 }
 
-Result<std::span<const std::byte>> Reader::mapped_leaf(uint32_t leaf, bool verify) const {
-  const ReadTree& t = impl_->file.tree;
-  if (leaf >= t.num_leaves()) return Status::InvalidArgument(name() + ": leaf out of range");
-  const Leaf& l = t.leaf(leaf);
-  auto map = impl_->source->mapping();
-  if (map.empty() || l.storage != Storage::kChunked || is_4bit(l.dtype) ||
-      Tree::chunk_count(l) != 1) {
-    return std::span<const std::byte>();
-  }
-  const ChunkInfo c = impl_->chunk(l.first_chunk);
-  if (c.encoding != ChunkEncoding::kRaw || c.absent || c.file_offset + c.stored_size > map.size()) {
-    return std::span<const std::byte>();
-  }
-  auto bytes = map.subspan(c.file_offset, c.stored_size);
-  if (verify) JTREE_RETURN_IF_ERROR(impl_->verify_chunk(c, bytes, leaf, 0));
-  return bytes;
-}
-
 }  // namespace jtree

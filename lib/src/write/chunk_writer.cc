@@ -39,6 +39,21 @@ Status pad_segment_end(Sink& sink, const SegmentSpan& segment) {
   return rem == 0 ? Status::OK() : sink.append({kZeros, 64 - rem});
 }
 
+namespace {
+
+void describe(format::ChunkRecord* record, uint64_t offset, uint64_t size, uint64_t checksum,
+              uint32_t segment, ChunkEncoding encoding) {
+  record->offset = offset;
+  record->stored_size = size;
+  record->checksum = checksum;
+  record->segment = segment;
+  record->encoding = static_cast<uint8_t>(encoding);
+  record->flags = 0;
+  record->reserved = 0;
+}
+
+}  // namespace
+
 Status ChunkStream::begin() {
   // Checked here, where every writer (save, append, compact, segments) starts its chunks: a
   // zero would divide by zero in pad_to().
@@ -64,13 +79,33 @@ Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encodin
   // The checksum goes into the index, not the stream: it is computed outside the lock, so one
   // thread hashes its chunk while another writes (writes into one file are serialized by the
   // kernel anyway).
-  record->offset = offset;
-  record->stored_size = stored.size();
-  record->checksum = xxh3(stored, chunk_seed(salt_, offset));
-  record->segment = segment_id_;
-  record->encoding = static_cast<uint8_t>(encoding);
-  record->flags = 0;
-  record->reserved = 0;
+  describe(record, offset, stored.size(), xxh3(stored, chunk_seed(salt_, offset)), segment_id_,
+           encoding);
+  return Status::OK();
+}
+
+
+Status ChunkStream::put_raw_run(uint64_t count,
+                                const std::function<Result<RunChunk>(uint64_t)>& chunk,
+                                format::ChunkRecord* records) {
+  // Chunks that stay valid are hashed after the stream is released (another thread writes
+  // meanwhile); the others (gathered into a reused buffer) while it is held.
+  std::vector<std::pair<uint64_t, std::span<const std::byte>>> later;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
+    for (uint64_t k = 0; k < count; ++k) {
+      JTREE_ASSIGN_OR_RETURN(RunChunk c, chunk(k));
+      const uint64_t offset = sink_.position() - start_;
+      JTREE_RETURN_IF_ERROR(sink_.append(c.bytes));
+      const uint64_t checksum = c.stable ? 0 : xxh3(c.bytes, chunk_seed(salt_, offset));
+      describe(&records[k], offset, c.bytes.size(), checksum, segment_id_, ChunkEncoding::kRaw);
+      if (c.stable) later.emplace_back(k, c.bytes);
+    }
+  }
+  for (const auto& [k, bytes] : later) {
+    records[k].checksum = xxh3(bytes, chunk_seed(salt_, records[k].offset));
+  }
   return Status::OK();
 }
 
@@ -80,9 +115,12 @@ SegmentSpan ChunkStream::span() const {
 
 namespace {
 
+// Chunks [local, local + count) of a leaf: one chunk, or every chunk of a leaf written as a
+// raw run (ChunkStream::put_raw_run).
 struct Task {
   uint32_t leaf;
   uint64_t local;
+  uint64_t count = 1;
 };
 
 // Per-thread buffers: gathered elements, packed 4-bit elements, encoded chunk, codec scratch.
@@ -179,6 +217,28 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
   return std::span<const std::byte>(b.packed.data(), packed);
 }
 
+// Every chunk of a leaf saved without compression, as one raw run in grid order.
+Status write_raw_run(const Tree& tree, uint32_t l, const format::ChunkGrid& grid,
+                     ChunkStream& stream, std::vector<format::ChunkRecord>& records,
+                     Buffers& b) {
+  const Leaf& leaf = tree.leaves[l];
+  const size_t item = dtype_info(leaf.dtype)->item_size;
+  auto chunk = [&](uint64_t k) -> Result<ChunkStream::RunChunk> {
+    const Box box = grid.box(k);
+    const auto origin = origin_of(leaf, box, item, std::nullopt);
+    auto where = [&] { return "leaf " + tree.leaf_path(l) + ": chunk " + std::to_string(k); };
+    if (!origin) {
+      return Status::InvalidArgument(where() + ": no data (the shards given do not cover it)");
+    }
+    auto raw = chunk_bytes(leaf, box, *origin, b);
+    if (!raw.ok()) return raw.status().WithPrefix(where());
+    // A view of the caller's array stays valid; gathered or packed bytes do not.
+    const bool stable = raw->data() != b.gathered.data() && raw->data() != b.packed.data();
+    return ChunkStream::RunChunk{*raw, stable};
+  };
+  return stream.put_raw_run(grid.count(), chunk, &records[leaf.first_chunk]);
+}
+
 }  // namespace
 
 Status write_chunks(const Tree& tree, ChunkStream& stream,
@@ -194,7 +254,14 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     grids.emplace_back(write ? format::ChunkGrid(leaf.shape, leaf.chunk_shape)
                              : format::ChunkGrid({}, {}));
     if (!write) continue;
-    for (uint64_t k = 0; k < grids.back().count(); ++k) tasks.push_back({l, k});
+    const uint64_t count = grids.back().count();
+    // Leaves saved without compression are written as one run, so that they lie in the file
+    // as their array (mappable). Not in a segment: another process may hold some chunks.
+    if (leaf.codec == Codec::kRaw && count > 1 && !process_index) {
+      tasks.push_back({l, 0, count});
+    } else {
+      for (uint64_t k = 0; k < count; ++k) tasks.push_back({l, k});
+    }
     total_raw += stored_bytes(leaf.dtype, leaf.num_elements());
     uint64_t chunk_elems = 1;
     for (uint64_t c : leaf.chunk_shape) chunk_elems *= c;
@@ -210,6 +277,12 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
 
   std::mutex progress_mu;
   uint64_t done = 0;
+  auto count_chunk = [&](uint64_t raw, uint64_t stored) {
+    stats->chunks++;
+    stats->raw_bytes += raw;
+    stats->stored_bytes += stored;
+    done += raw;
+  };
   Status st = parallel_for(ThreadPool::shared(), tasks.size(), workers, [&](size_t i) -> Status {
     const Task& task = tasks[i];
     const Leaf& leaf = tree.leaves[task.leaf];
@@ -217,6 +290,18 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     auto where = [&] {
       return "leaf " + tree.leaf_path(task.leaf) + ": chunk " + std::to_string(task.local);
     };
+    if (task.count > 1) {
+      JTREE_RETURN_IF_ERROR(write_raw_run(tree, task.leaf, grids[task.leaf], stream, records, b));
+      std::lock_guard<std::mutex> lock(progress_mu);
+      for (uint64_t k = 0; k < task.count; ++k) {
+        const uint64_t n = records[leaf.first_chunk + k].stored_size;
+        count_chunk(n, n);
+      }
+      if (options.progress && !options.progress(done, total_raw)) {
+        return Status::Aborted("save cancelled");
+      }
+      return Status::OK();
+    }
     const Box box = grids[task.leaf].box(task.local);
     const auto origin = origin_of(leaf, box, dtype_info(leaf.dtype)->item_size, process_index);
     format::ChunkRecord& record = records[leaf.first_chunk + task.local];
@@ -239,10 +324,7 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
                                             : std::span<const std::byte>(b.encoded);
     JTREE_RETURN_IF_ERROR(stream.put(stored, *enc, &record));
     std::lock_guard<std::mutex> lock(progress_mu);
-    stats->chunks++;
-    stats->raw_bytes += raw->size();
-    stats->stored_bytes += stored.size();
-    done += raw->size();
+    count_chunk(raw->size(), stored.size());
     if (options.progress && !options.progress(done, total_raw)) {
       return Status::Aborted("save cancelled");
     }

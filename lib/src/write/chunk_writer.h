@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -27,6 +28,18 @@ class ChunkStream {
   /// Writes one stored chunk and describes it in `record`.
   Status put(std::span<const std::byte> stored, ChunkEncoding encoding,
              format::ChunkRecord* record);
+  /// One chunk of a raw run: its stored bytes, and whether they stay valid until the run is
+  /// written (a view of the caller's array) or only until the next chunk is asked for.
+  struct RunChunk {
+    std::span<const std::byte> bytes;
+    bool stable = false;
+  };
+  /// Writes `count` Raw chunks back to back in order with no other chunk between them and no
+  /// padding but before the first, which is aligned: a leaf whose chunks are all Raw then lies
+  /// in the file as its C-order array, mappable whole (spec/FORMAT.md 8.2). `chunk(k)` gives
+  /// chunk k; records[k] describes it. The stream is held for the whole run.
+  Status put_raw_run(uint64_t count, const std::function<Result<RunChunk>(uint64_t)>& chunk,
+                     format::ChunkRecord* records);
   /// The segment written so far.
   SegmentSpan span() const;
   uint32_t segment_id() const { return segment_id_; }

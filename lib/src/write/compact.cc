@@ -34,9 +34,22 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
       std::max(resolve_threads(options.threads), reader.source()->preferred_concurrency());
   const int workers = static_cast<int>(std::clamp<uint64_t>(
       options.max_bytes_in_flight / max_chunk, 1, static_cast<uint64_t>(wanted)));
-  Status st = parallel_for(pool_for(workers), n, workers, [&](size_t i) -> Status {
+  // Chunks [first, first + count): one chunk, or every chunk of a Raw-codec leaf, copied as one
+  // run so that the leaf stays stored as its array (mappable, spec section 8.2).
+  struct Task {
+    uint64_t first, count;
+  };
+  std::vector<uint64_t> run_at(n, 1);  // chunks in the task starting at chunk i
+  for (const Leaf& l : tree.leaves) {
+    if (l.storage == Storage::kChunked && l.codec == Codec::kRaw && l.first_chunk < n) {
+      run_at[l.first_chunk] = std::clamp<uint64_t>(Tree::chunk_count(l), 1, n - l.first_chunk);
+    }
+  }
+  std::vector<Task> tasks;
+  for (uint64_t i = 0; i < n; i += run_at[i]) tasks.push_back({i, run_at[i]});
+  // Reads chunk i into `buf` and checks it.
+  auto fetch = [&](uint64_t i, std::vector<std::byte>& buf) -> Result<ChunkInfo> {
     const ChunkInfo c = reader.chunk(i);
-    thread_local std::vector<std::byte> buf;
     buf.resize(c.stored_size);
     ReadRange r{c.file_offset, buf};
     JTREE_RETURN_IF_ERROR(reader.source()->read(std::span(&r, 1)));
@@ -44,11 +57,34 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
       return Status::Corruption(reader.name() + ": chunk " + std::to_string(i) +
                                 ": checksum mismatch; not compacting a damaged file");
     }
-    JTREE_RETURN_IF_ERROR(stream.put(buf, c.encoding, &index.chunks[i]));
+    return c;
+  };
+  Status st = parallel_for(pool_for(workers), tasks.size(), workers, [&](size_t t) -> Status {
+    const Task task = tasks[t];
+    thread_local std::vector<std::byte> buf;
+    uint64_t bytes = 0;
+    bool all_raw = task.count > 1;
+    for (uint64_t i = task.first; all_raw && i < task.first + task.count; ++i) {
+      all_raw = reader.chunk(i).encoding == ChunkEncoding::kRaw;
+    }
+    if (all_raw) {
+      auto chunk = [&](uint64_t k) -> Result<ChunkStream::RunChunk> {
+        JTREE_ASSIGN_OR_RETURN(ChunkInfo c, fetch(task.first + k, buf));
+        bytes += c.stored_size;
+        return ChunkStream::RunChunk{buf, false};
+      };
+      JTREE_RETURN_IF_ERROR(stream.put_raw_run(task.count, chunk, &index.chunks[task.first]));
+    } else {
+      for (uint64_t i = task.first; i < task.first + task.count; ++i) {
+        JTREE_ASSIGN_OR_RETURN(ChunkInfo c, fetch(i, buf));
+        JTREE_RETURN_IF_ERROR(stream.put(buf, c.encoding, &index.chunks[i]));
+        bytes += c.stored_size;
+      }
+    }
     std::lock_guard<std::mutex> lock(mu);
-    stats->chunks++;
-    stats->stored_bytes += c.stored_size;
-    done += c.stored_size;
+    stats->chunks += task.count;
+    stats->stored_bytes += bytes;
+    done += bytes;
     if (options.progress && !options.progress(done, total)) {
       return Status::Aborted("compact cancelled");
     }

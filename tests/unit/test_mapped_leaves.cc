@@ -1,0 +1,267 @@
+// Reader::mapped_leaf / map_leaves: leaves saved without compression lie in the file as their
+// array (chunks back to back in grid order) and come back as views of the file's copy-on-write
+// mapping: the right bytes, checksums verified, private writes, alive after the Reader and
+// after the file is replaced; everything else is refused (empty) and read as before.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "test_util.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+
+namespace {
+
+struct Saved {
+  std::string path;
+  std::vector<std::vector<std::byte>> data;  // per leaf, C order
+};
+
+struct Spec {
+  DType dtype;
+  Shape shape;
+  Shape chunk;  // empty: default
+  Codec codec = Codec::kRaw;
+  bool zeros = false;  // contents all zero (compressible) instead of random
+};
+
+uint64_t elements_of(const Shape& s) {
+  uint64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+// Saves leaves "l0", "l1"... of `specs` (random contents) to `path`.
+Saved save_leaves(const std::string& path, const std::vector<Spec>& specs, uint64_t seed = 1) {
+  Saved out{path, {}};
+  TreeBuilder b;
+  b.dict();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    out.data.push_back(random_array(specs[i].dtype, elements_of(specs[i].shape), seed + i));
+    if (specs[i].zeros) std::fill(out.data.back().begin(), out.data.back().end(), std::byte{0});
+    LeafOptions lo;
+    lo.codec = specs[i].codec;
+    lo.chunk_shape = specs[i].chunk;
+    b.key("l" + std::to_string(i)).array(specs[i].dtype, specs[i].shape,
+                                          ArrayView{out.data.back().data()}, lo);
+  }
+  b.end();
+  auto tree = std::move(b).Finish();
+  REQUIRE(tree.ok());
+  WriteOptions wo;
+  wo.inline_threshold = 16;
+  wo.target_chunk_bytes = 1000;  // many chunks, most not a multiple of the 64-byte alignment
+  auto st = save(std::move(*tree), path, wo);
+  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  return out;
+}
+
+std::shared_ptr<Reader> open_or_die(const std::string& path) {
+  auto r = Reader::Open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return *r;
+}
+
+std::vector<uint32_t> all_leaves(const Reader& r) {
+  std::vector<uint32_t> v(r.num_leaves());
+  for (uint32_t i = 0; i < v.size(); ++i) v[i] = *r.find_leaf("l" + std::to_string(i));
+  return v;
+}
+
+bool same(std::span<const std::byte> a, const std::vector<std::byte>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+}  // namespace
+
+TEST_CASE("raw leaves map whole: back to back in grid order, the right bytes") {
+  TempDir dir;
+  const std::vector<Spec> specs = {
+      {DType::kFloat32, {33, 17}, {}},        // rows of 68 bytes: chunks not 64-aligned
+      {DType::kBFloat16, {1000}, {}},
+      {DType::kInt8, {5, 6, 7}, {1, 3, 7}},   // cut along dimension 1 inside single rows
+      {DType::kFloat64, {2, 3, 4, 5}, {1, 1, 2, 5}},
+      {DType::kUInt16, {300}, {300}},         // one chunk
+      {DType::kComplex64, {40, 3}, {}},
+  };
+  const Saved s = save_leaves(dir.file("raw.jtree"), specs);
+  auto r = open_or_die(s.path);
+  const auto leaves = all_leaves(*r);
+  auto mapped = r->map_leaves(leaves);
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    CAPTURE(i);
+    const Leaf& l = r->leaf(leaves[i]);
+    REQUIRE(l.storage == Storage::kChunked);
+    REQUIRE((*mapped)[i]);
+    CHECK(same((*mapped)[i].bytes, s.data[i]));
+    // Aligned for every dtype and for DMA (the writer aligns the first chunk to 64).
+    const ChunkInfo first = r->chunk(l.first_chunk);
+    CHECK(first.file_offset % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>((*mapped)[i].bytes.data()) % 64 == 0);
+    uint64_t next = first.file_offset;
+    for (uint64_t k = 0; k < Tree::chunk_count(l); ++k) {
+      const ChunkInfo c = r->chunk(l.first_chunk + k);
+      CHECK(c.file_offset == next);
+      next += c.stored_size;
+    }
+    // mapped_leaf() of one leaf gives the same view.
+    auto one = r->mapped_leaf(leaves[i]);
+    REQUIRE(one.ok());
+    CHECK(one->bytes.data() == (*mapped)[i].bytes.data());
+  }
+  CHECK(Tree::chunk_count(r->leaf(leaves[0])) > 1);
+  CHECK(Tree::chunk_count(r->leaf(leaves[2])) > 1);
+}
+
+TEST_CASE("a strided source is gathered into the same back-to-back layout") {
+  TempDir dir;
+  // A transposed view: every chunk is gathered into a reused buffer.
+  const uint64_t rows = 50, cols = 30;
+  std::vector<float> base(rows * cols);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<float>(i) * 0.5f;
+  TreeBuilder b;
+  b.dict();
+  LeafOptions lo;
+  lo.codec = Codec::kRaw;
+  const std::vector<int64_t> strides = {4, static_cast<int64_t>(cols * 4)};  // (cols, rows) view
+  b.key("t").array(DType::kFloat32, {cols, rows}, ArrayView{base.data(), strides}, lo);
+  b.end();
+  auto tree = std::move(b).Finish();
+  REQUIRE(tree.ok());
+  WriteOptions wo;
+  wo.target_chunk_bytes = 256;
+  REQUIRE(save(std::move(*tree), dir.file("t.jtree"), wo).ok());
+  auto r = open_or_die(dir.file("t.jtree"));
+  auto m = r->mapped_leaf(*r->find_leaf("t"));
+  REQUIRE(m.ok());
+  REQUIRE(*m);
+  CHECK(Tree::chunk_count(r->leaf(*r->find_leaf("t"))) > 1);
+  std::vector<float> got(cols * rows);
+  std::memcpy(got.data(), m->bytes.data(), m->bytes.size());
+  for (uint64_t c = 0; c < cols; ++c) {
+    for (uint64_t rr = 0; rr < rows; ++rr) CHECK(got[c * rows + rr] == base[rr * cols + c]);
+  }
+}
+
+TEST_CASE("leaves that are not stored as their array are not mapped") {
+  TempDir dir;
+  std::vector<Spec> specs = {
+      {DType::kFloat32, {33, 17}, {5, 4}},               // a grid cutting two dimensions
+      {DType::kInt4, {1000}, {}},                        // packed two per byte in the file
+      {DType::kUInt8, {8}, {}},                          // inline in the header
+      {DType::kUInt8, {4000}, {}, Codec::kZstd, true},   // compressed (zeros: it shrinks)
+  };
+  Saved s = save_leaves(dir.file("mixed.jtree"), specs);
+  auto r = open_or_die(s.path);
+  const auto leaves = all_leaves(*r);
+  CHECK(r->leaf(leaves[2]).storage == Storage::kInline);
+  CHECK(r->chunk(r->leaf(leaves[3]).first_chunk).encoding == ChunkEncoding::kPlanes);
+  auto mapped = r->map_leaves(leaves);
+  REQUIRE(mapped.ok());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    CAPTURE(i);
+    CHECK_FALSE((*mapped)[i]);
+    CHECK((*mapped)[i].bytes.empty());
+  }
+  // No mapping at all: use_mmap off, or a Source that is not a local file.
+  OpenOptions no_map;
+  no_map.use_mmap = false;
+  const Saved raw = save_leaves(dir.file("raw.jtree"), {{DType::kFloat32, {100}, {}}});
+  auto unmapped = Reader::Open(raw.path, no_map);
+  REQUIRE(unmapped.ok());
+  auto m = (*unmapped)->mapped_leaf(0);
+  REQUIRE(m.ok());
+  CHECK_FALSE(*m);
+  auto in_memory = Reader::Open(memory_source(read_file(raw.path), "mem.jtree"));
+  REQUIRE(in_memory.ok());
+  auto m2 = (*in_memory)->mapped_leaf(0);
+  REQUIRE(m2.ok());
+  CHECK_FALSE(*m2);
+  // A leaf number out of range is the caller's error.
+  auto bad = (*in_memory)->mapped_leaf(7);
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK(bad.status().message().find("leaf number 7 out of range") != std::string::npos);
+}
+
+TEST_CASE("mapped bytes are private, outlive the Reader and a replaced file") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("w.jtree"), {{DType::kFloat32, {64, 64}, {}}});
+  const auto on_disk = read_file(s.path);
+  MappedLeaf m;
+  {
+    auto r = open_or_die(s.path);
+    auto got = r->mapped_leaf(0);
+    REQUIRE(got.ok());
+    REQUIRE(*got);
+    m = std::move(*got);
+  }  // the Reader (and its Source, its descriptor) is gone; the mapping stays
+  CHECK(same(m.bytes, s.data[0]));
+  // Writes change this process's copy only.
+  std::memset(m.bytes.data(), 0x5a, 4096);
+  CHECK(m.bytes[0] == std::byte{0x5a});
+  CHECK(read_file(s.path) == on_disk);
+  auto again = open_or_die(s.path)->mapped_leaf(0);
+  REQUIRE(again.ok());
+  CHECK(same(again->bytes, s.data[0]));
+  // A new save to the same path writes a new file and renames it: the old mapping still holds
+  // the old bytes.
+  MappedLeaf before = std::move(*again);
+  save_leaves(s.path, {{DType::kFloat32, {64, 64}, {}}}, 99);
+  CHECK(same(before.bytes, s.data[0]));
+  auto after = open_or_die(s.path)->mapped_leaf(0);
+  REQUIRE(after.ok());
+  CHECK_FALSE(same(after->bytes, s.data[0]));
+}
+
+TEST_CASE("a damaged chunk of a mapped leaf is Corruption naming it; verify off maps it as is") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("d.jtree"), {{DType::kUInt8, {100, 50}, {}},
+                                                   {DType::kUInt8, {100, 50}, {}}});
+  uint64_t victim = 0;
+  {
+    auto r = open_or_die(s.path);
+    const Leaf& l = r->leaf(1);
+    REQUIRE(Tree::chunk_count(l) > 2);
+    victim = r->chunk(l.first_chunk + 2).file_offset + 3;
+  }
+  auto bytes = read_file(s.path);
+  bytes[victim] ^= std::byte{0x01};
+  write_file(s.path, bytes);
+  auto r = open_or_die(s.path);
+  const std::vector<uint32_t> both = {0, 1};
+  auto m = r->map_leaves(both);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == StatusCode::kCorruption);
+  CHECK(m.status().message().find("leaf l1: chunk 2: checksum mismatch") != std::string::npos);
+  ReadOptions unchecked;
+  unchecked.verify_checksums = false;
+  auto raw = r->map_leaves(both, unchecked);
+  REQUIRE(raw.ok());
+  REQUIRE((*raw)[1]);
+  CHECK_FALSE(same((*raw)[1].bytes, s.data[1]));  // what the file holds, damage included
+  CHECK(same((*raw)[0].bytes, s.data[0]));
+}
+
+TEST_CASE("compact keeps raw leaves stored as their array") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("c.jtree"), {{DType::kFloat32, {33, 17}, {}},
+                                                   {DType::kInt16, {5, 6, 7}, {1, 3, 7}},
+                                                   {DType::kUInt8, {3000}, {}}});
+  auto st = compact(s.path, dir.file("out.jtree"));
+  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  auto r = open_or_die(dir.file("out.jtree"));
+  const auto leaves = all_leaves(*r);
+  auto mapped = r->map_leaves(leaves);
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(Tree::chunk_count(r->leaf(leaves[i])) > 1);
+    REQUIRE((*mapped)[i]);
+    CHECK(same((*mapped)[i].bytes, s.data[i]));
+  }
+  auto report = r->Verify();
+  REQUIRE(report.ok());
+  CHECK(report->ok());
+}
