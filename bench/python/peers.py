@@ -211,6 +211,18 @@ class JtreeRaw(Jtree):
     ops = ("save", "load", "leaf", "struct", "slice")
 
 
+class JtreeRawUnverified(JtreeRaw):
+    name, label = "jtree-raw-nv", "jtree (raw, verify=False)"
+    load_opts = {"verify": False}
+    ops = ("save", "load", "leaf", "slice")  # (its save: the file its loads read)
+
+
+class JtreeRawCopy(JtreeRaw):
+    name, label = "jtree-raw-copy", "jtree (raw, mmap=False: copies)"
+    load_opts = {"mmap": False}
+    ops = ("save", "load", "leaf")
+
+
 class JtreeOneThread(Jtree):
     name, label = "jtree-1t", "jtree (zstd, threads=1)"
     save_opts = {"threads": 1}
@@ -778,7 +790,7 @@ class Memory(Peer):
 
 
 PEERS: Dict[str, Peer] = {p.name: p for p in (
-    Jtree(), JtreeRaw(), JtreeOneThread(), JaxPytree(), Orbax(), OrbaxRaw(), FlaxMsgpack(),
+    Jtree(), JtreeRaw(), JtreeRawUnverified(), JtreeRawCopy(), JtreeOneThread(), JaxPytree(), Orbax(), OrbaxRaw(), FlaxMsgpack(),
     Tensorstore(), Safetensors(), TorchSave(), NumpyNpz(), NumpyNpyDir(), H5py(), H5pyGzip(),
     ZarrZip(), ZstdAnchor(), Memory())}
 

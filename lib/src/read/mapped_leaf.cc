@@ -1,5 +1,8 @@
 // Reader::mapped_leaf / map_leaves: leaves stored as their C-order array, handed out in place
 // from the file's copy-on-write mapping (no copy), their checksums verified in parallel.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <mutex>
 #include <optional>
@@ -43,6 +46,20 @@ std::optional<LeafRun> leaf_run(const Reader::Impl& impl, const Leaf& l, uint64_
     return std::nullopt;
   }
   return run;
+}
+
+// Maps the pages of `bytes` in one system call (MADV_POPULATE_READ, Linux 5.14+) instead of
+// one fault per page (or per 16 pages with the kernel's fault-around) as the hash touches
+// them. A hint: where the kernel lacks it the hash faults them in as before.
+void populate(std::span<const std::byte> bytes) {
+#ifdef MADV_POPULATE_READ
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size();
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)bytes;
+#endif
 }
 
 }  // namespace
@@ -90,8 +107,9 @@ Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> lea
   Status st = parallel_for(pool_for(workers), chunks.size(), workers, [&](size_t n) -> Status {
     const auto [i, k] = chunks[n];
     const ChunkInfo c = impl_->chunk(runs[i]->first + k);
-    JTREE_RETURN_IF_ERROR(
-        impl_->verify_chunk(c, bytes.subspan(c.file_offset, c.stored_size), leaves[i], k));
+    const std::span<const std::byte> stored = bytes.subspan(c.file_offset, c.stored_size);
+    populate(stored);
+    JTREE_RETURN_IF_ERROR(impl_->verify_chunk(c, stored, leaves[i], k));
     if (options.progress) {
       std::lock_guard<std::mutex> lock(progress_mu);
       done += c.stored_size;
