@@ -92,6 +92,28 @@ class PeakRss:
         return max(self.samples + [_status("VmRSS")])
 
 
+def drop_from_page_cache(path: str) -> bool:
+    """Asks the kernel to drop the cached pages of a file (or of every file under a
+    directory): fsync, then POSIX_FADV_DONTNEED. True when the storage is not tmpfs (where
+    nothing can be dropped: the file is memory)."""
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    real, fs, best = os.path.realpath(path), "", ""
+    with open("/proc/mounts") as m:
+        for line in m:
+            mnt, kind = line.split()[1], line.split()[2]
+            if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                best, fs = mnt, kind
+    return fs != "tmpfs"
+
+
 def check(peer: P.Peer, cache: str, got: Any, key=None, rows=None) -> str:
     """Compares what was loaded with the source data, leaf by leaf, byte for byte."""
     src = W.load_tree(cache)
@@ -165,6 +187,10 @@ def main() -> None:
         with open(data, "rb", buffering=0) as f:  # warm-up: the file is in the page cache
             while f.read(64 << 20):
                 pass
+    if a.op == "load_cold":
+        # A cold cache: the output's pages dropped from the page cache (on a disk; tmpfs files
+        # are memory and stay), so that the load reads the storage.
+        res["evicted"] = drop_from_page_cache(a.path)
     if a.op == "leaf" and isinstance(peer, P.Orbax):
         spec = W.get(m["tree"], key)["__array__"]
         extra = {"shape": tuple(spec[2]), "dtype": W.DTYPES[spec[1]]}
@@ -187,6 +213,8 @@ def main() -> None:
         wait()
     elif a.op == "load":
         out = peer.load(frames if frames is not None else a.path)
+    elif a.op == "load_cold":
+        out = peer.load(a.path)
     elif a.op == "load_mmap":
         out = peer.load_mmap(a.path)
     elif a.op == "leaf":
@@ -220,7 +248,8 @@ def main() -> None:
                 out.append(x)
     else:
         raise SystemExit(f"unknown op {a.op}")
-    if a.op in ("load", "load_mmap", "leaf", "slice", "http_load", "http_leaf", "http_slice") \
+    if a.op in ("load", "load_cold", "load_mmap", "leaf", "slice", "http_load", "http_leaf",
+                "http_slice") \
             and peer.kind != "anchor":
         peer.materialize(out)
     t1 = time.perf_counter()
@@ -235,7 +264,7 @@ def main() -> None:
         else:
             res["size"] = P.path_size(a.path)
     if a.check and peer.kind != "anchor":
-        if a.op in ("load", "load_mmap", "http_load"):
+        if a.op in ("load", "load_cold", "load_mmap", "http_load"):
             res["check"] = check(peer, a.cache, out)
         elif a.op in ("leaf", "http_leaf"):
             got = out if a.op == "leaf" else W.get(out, key)

@@ -36,6 +36,7 @@ OP_TITLE = {
     "save": "Save (blocking)",
     "load": "Full load",
     "load_mmap": "Full load through a memory map (every page touched)",
+    "load_cold": "Full load of a file not in the page cache (on disk; every page touched)",
     "leaf": "Partial load: one leaf",
     "slice": "Partial load: one row slice of the table",
     "struct": "Structure only (tree, dtypes, shapes; no array data)",
@@ -183,7 +184,7 @@ def label(peer: str) -> str:
 
 
 def part_bytes(info: Dict[str, Any], op: str) -> Optional[int]:
-    if op in ("save", "nbsave", "load", "load_mmap", "http_load"):
+    if op in ("save", "nbsave", "load", "load_cold", "load_mmap", "http_load"):
         return info["raw_bytes"]
     if op in ("leaf", "http_leaf"):
         return info["leaf_bytes"]
@@ -598,7 +599,7 @@ def write_md(R: Results, md: str, plots: List[Tuple[str, str]], notes: str) -> N
         out += workload_header(R, wl)
         out += analysis_table(R, wl)
         out += save_table(R, wl)
-        for op in ("load", "load_mmap", "leaf", "slice", "struct"):
+        for op in ("load", "load_cold", "load_mmap", "leaf", "slice", "struct"):
             out += load_table(R, wl, op)
         out += http_table(R, wl)
     out += targets(R)

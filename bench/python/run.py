@@ -33,7 +33,7 @@ import nginx  # noqa: E402
 import peers as P  # noqa: E402
 import workloads as W  # noqa: E402
 
-LOAD_OPS = ("load", "load_mmap", "leaf", "struct", "slice")
+LOAD_OPS = ("load", "load_cold", "load_mmap", "leaf", "struct", "slice")
 HTTP_OPS = ("http_struct", "http_leaf", "http_slice", "http_load")
 
 
@@ -164,6 +164,9 @@ class Driver:
         os.makedirs(a.workdir, exist_ok=True)
         os.makedirs(a.cache, exist_ok=True)
         self.results["machine"] = machine(a.workdir, a.cache)
+        if "load_cold" in a.ops and self.results["machine"]["workdir_fs"] == "tmpfs":
+            log("WARNING: load_cold on tmpfs measures a warm load (tmpfs files are memory): "
+                "give --workdir a directory on a disk")
         if not a.no_http and shutil.which("nginx"):
             self.nginx = nginx.Nginx(a.workdir)
             self.nginx.start()
