@@ -65,6 +65,23 @@ jtree_status_t out_of_memory(jtree_error_t** err) noexcept {
   return JTREE_RESOURCE_EXHAUSTED;
 }
 
+jtree_status_t unexpected_exception(jtree_error_t** err, const char* what) noexcept {
+  try {
+    std::string message = "jtree: unexpected exception";
+    if (what != nullptr) message += std::string(": ") + what;
+    return fail(err, JTREE_ABORTED, std::move(message));
+  } catch (...) {  // building the message
+    out_of_memory(err);
+    return JTREE_ABORTED;
+  }
+}
+
+size_t item_size_of(int code) noexcept {
+  if (code <= JTREE_DTYPE_INVALID || code >= jtree::kDTypeCodeEnd) return 0;
+  auto info = jtree::dtype_info(static_cast<jtree::DType>(code));
+  return info ? info->item_size : 0;
+}
+
 char* malloc_string(std::string_view s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
   if (p == nullptr) throw std::bad_alloc();
@@ -96,7 +113,8 @@ unsigned jtree_version_number(void) {
 }
 unsigned jtree_format_version(void) { return jtree::kFormatVersion; }
 
-const char* jtree_status_name(jtree_status_t code) {
+const char* jtree_status_name(jtree_status_t status) {
+  const int code = jtree::capi::enum_int(status);
   if (code < JTREE_OK || code > JTREE_RESOURCE_EXHAUSTED) return "Unknown";
   return jtree::status_code_name(static_cast<jtree::StatusCode>(code)).data();  // literals
 }
@@ -117,8 +135,9 @@ void jtree_error_free(jtree_error_t* err) {
 void jtree_free(void* p) { std::free(p); }
 
 const char* jtree_dtype_name(jtree_dtype_t dtype) {
-  if (dtype <= JTREE_DTYPE_INVALID || dtype >= jtree::kDTypeCodeEnd) return nullptr;
-  auto info = jtree::dtype_info(static_cast<jtree::DType>(dtype));
+  const int code = jtree::capi::enum_int(dtype);
+  if (code <= JTREE_DTYPE_INVALID || code >= jtree::kDTypeCodeEnd) return nullptr;
+  auto info = jtree::dtype_info(static_cast<jtree::DType>(code));
   return info ? info->name.data() : nullptr;  // literals
 }
 
@@ -129,9 +148,7 @@ jtree_dtype_t jtree_dtype_from_name(const char* name) {
 }
 
 size_t jtree_dtype_item_size(jtree_dtype_t dtype) {
-  if (dtype <= JTREE_DTYPE_INVALID || dtype >= jtree::kDTypeCodeEnd) return 0;
-  auto info = jtree::dtype_info(static_cast<jtree::DType>(dtype));
-  return info ? info->item_size : 0;
+  return jtree::capi::item_size_of(jtree::capi::enum_int(dtype));
 }
 
 }  // extern "C"

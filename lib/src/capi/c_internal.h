@@ -6,6 +6,7 @@
 // the C++ library's to say, and its Status (code and message) is passed through unchanged.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -75,8 +76,12 @@ inline jtree_status_t invalid(jtree_error_t** err, const char* fn, const std::st
   return fail(err, JTREE_INVALID_ARGUMENT, std::string(fn) + ": " + what);
 }
 
+/// Aborted "jtree: unexpected exception: <what>" (`what` may be NULL); never throws.
+jtree_status_t unexpected_exception(jtree_error_t** err, const char* what) noexcept;
+
 /// Runs `body` (returning jtree_status_t) so that no exception escapes into C: allocation
-/// failures become ResourceExhausted, anything else Aborted naming the exception.
+/// failures become ResourceExhausted, anything else Aborted naming the exception. Every
+/// exported function that may allocate runs its whole body in one.
 template <typename F>
 jtree_status_t guard(jtree_error_t** err, F&& body) noexcept {
   try {
@@ -84,11 +89,25 @@ jtree_status_t guard(jtree_error_t** err, F&& body) noexcept {
   } catch (const std::bad_alloc&) {
     return out_of_memory(err);
   } catch (const std::exception& e) {
-    return fail(err, JTREE_ABORTED, std::string("jtree: unexpected exception: ") + e.what());
+    return unexpected_exception(err, e.what());
   } catch (...) {
-    return fail(err, JTREE_ABORTED, "jtree: unexpected exception");
+    return unexpected_exception(err, nullptr);
   }
 }
+
+/// The integer a C caller passed as an enum parameter. C lets any int through a C enum type,
+/// but in C++ loading an enum object outside its enumerators' range is undefined: read its
+/// bytes instead, then check the number.
+template <typename E>
+int enum_int(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+/// Bytes per element in memory of the dtype code `code`; 0 for unknown codes.
+size_t item_size_of(int code) noexcept;
 
 /// A NUL-terminated malloc'd copy (what jtree_free() frees); throws std::bad_alloc.
 char* malloc_string(std::string_view s);

@@ -194,7 +194,7 @@ jtree_status_t jtree_open_options_set_limit(jtree_open_options_t* opts, jtree_li
       field = static_cast<uint32_t>(value);
       return JTREE_OK;
     };
-    switch (limit) {
+    switch (jtree::capi::enum_int(limit)) {
       case JTREE_LIMIT_MAX_HEADER_BYTES: l.max_header_bytes = value; return JTREE_OK;
       case JTREE_LIMIT_MAX_INDEX_BYTES: l.max_index_bytes = value; return JTREE_OK;
       case JTREE_LIMIT_MAX_NODES: l.max_nodes = value; return JTREE_OK;
@@ -206,7 +206,7 @@ jtree_status_t jtree_open_options_set_limit(jtree_open_options_t* opts, jtree_li
       case JTREE_LIMIT_MAX_LEAF_BYTES: l.max_leaf_bytes = value; return JTREE_OK;
       case JTREE_LIMIT_MAX_TOTAL_BYTES: l.max_total_bytes = value; return JTREE_OK;
     }
-    return invalid(err, fn, "unknown limit " + std::to_string(static_cast<int>(limit)));
+    return invalid(err, fn, "unknown limit " + std::to_string(jtree::capi::enum_int(limit)));
   });
 }
 
@@ -233,11 +233,12 @@ jtree_status_t jtree_write_options_set_compression(jtree_write_options_t* opts,
   return guard(err, [&] {
     static const char* fn = "jtree_write_options_set_compression";
     JTREE_C_REQUIRE(opts, fn, err);
-    if (codec != JTREE_CODEC_RAW && codec != JTREE_CODEC_ZSTD) {
-      return invalid(err, fn, "unknown codec " + std::to_string(static_cast<int>(codec)));
+    const int c = jtree::capi::enum_int(codec);
+    if (c != JTREE_CODEC_RAW && c != JTREE_CODEC_ZSTD) {
+      return invalid(err, fn, "unknown codec " + std::to_string(c));
     }
-    opts->write.codec = static_cast<jtree::Codec>(codec);
-    if (codec == JTREE_CODEC_ZSTD) opts->write.level = level;
+    opts->write.codec = static_cast<jtree::Codec>(c);
+    if (c == JTREE_CODEC_ZSTD) opts->write.level = level;
     return JTREE_OK;
   });
 }

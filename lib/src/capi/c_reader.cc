@@ -203,7 +203,8 @@ jtree_status_t jtree_reader_node_children(const jtree_reader_t* reader, uint32_t
       return invalid(err, fn, r.name() + ": node " + r.path(node) + " has " + std::to_string(n) +
                                   " children, room for " + std::to_string(capacity));
     }
-    if (n > 0) JTREE_C_REQUIRE(out, fn, err);
+    if (n == 0) return JTREE_OK;  // (out may be NULL)
+    JTREE_C_REQUIRE(out, fn, err);
     const std::vector<uint32_t> children = r.children(node);
     std::memcpy(out, children.data(), children.size() * sizeof(uint32_t));
     return JTREE_OK;

@@ -59,9 +59,11 @@ jtree_builder_t* jtree_builder_create(void) {
 void jtree_builder_free(jtree_builder_t* builder) { delete builder; }
 
 jtree_status_t jtree_builder_key(jtree_builder_t* builder, const char* key, jtree_error_t** err) {
-  if (key == nullptr) return invalid(err, "jtree_builder_key", "key is NULL");
-  return add(builder, "jtree_builder_key", err,
-             [&](jtree::TreeBuilder& b) { b.key(std::string(key)); });
+  return guard(err, [&] {
+    if (key == nullptr) return invalid(err, "jtree_builder_key", "key is NULL");
+    return add(builder, "jtree_builder_key", err,
+               [&](jtree::TreeBuilder& b) { b.key(std::string(key)); });
+  });
 }
 
 jtree_status_t jtree_builder_key_int(jtree_builder_t* builder, int64_t key, jtree_error_t** err) {
@@ -90,8 +92,9 @@ jtree_status_t jtree_builder_array(jtree_builder_t* builder, jtree_dtype_t dtype
   return guard(err, [&] {
     static const char* fn = "jtree_builder_array";
     JTREE_C_CHECK(check_open(builder, fn, err));
-    const size_t item = jtree_dtype_item_size(dtype);
-    if (item == 0) return invalid(err, fn, "unknown dtype " + std::to_string(dtype));
+    const int code = jtree::capi::enum_int(dtype);
+    const size_t item = jtree::capi::item_size_of(code);
+    if (item == 0) return invalid(err, fn, "unknown dtype " + std::to_string(code));
     if (rank > 0) JTREE_C_REQUIRE(dims, fn, err);
     jtree::Shape shape(dims, dims + rank);
     // The size the shape needs, refusing shapes whose size overflows (the buffer the caller
@@ -104,12 +107,13 @@ jtree_status_t jtree_builder_array(jtree_builder_t* builder, jtree_dtype_t dtype
       bytes *= d;
     }
     if (bytes != data_bytes) {
-      return invalid(err, fn, std::string(jtree_dtype_name(dtype)) + " array of " +
+      return invalid(err, fn, std::string(jtree::dtype_name(static_cast<jtree::DType>(code))) +
+                                  " array of " +
                                   std::to_string(bytes) + " bytes, data_bytes is " +
                                   std::to_string(data_bytes));
     }
     if (data == nullptr && data_bytes != 0) return invalid(err, fn, "data is NULL");
-    builder->builder.array(static_cast<jtree::DType>(dtype), std::move(shape),
+    builder->builder.array(static_cast<jtree::DType>(code), std::move(shape),
                            jtree::ArrayView{data});
     return JTREE_OK;
   });
@@ -132,17 +136,21 @@ jtree_status_t jtree_builder_bool(jtree_builder_t* builder, int value, jtree_err
 
 jtree_status_t jtree_builder_str(jtree_builder_t* builder, const char* utf8, size_t size,
                                  jtree_error_t** err) {
-  if (utf8 == nullptr && size != 0) return invalid(err, "jtree_builder_str", "utf8 is NULL");
-  return add(builder, "jtree_builder_str", err, [&](jtree::TreeBuilder& b) {
-    b.str(size ? std::string(utf8, size) : std::string());
+  return guard(err, [&] {
+    if (utf8 == nullptr && size != 0) return invalid(err, "jtree_builder_str", "utf8 is NULL");
+    return add(builder, "jtree_builder_str", err, [&](jtree::TreeBuilder& b) {
+      b.str(size ? std::string(utf8, size) : std::string());
+    });
   });
 }
 
 jtree_status_t jtree_builder_bytes(jtree_builder_t* builder, const void* data, size_t size,
                                    jtree_error_t** err) {
-  if (data == nullptr && size != 0) return invalid(err, "jtree_builder_bytes", "data is NULL");
-  return add(builder, "jtree_builder_bytes", err, [&](jtree::TreeBuilder& b) {
-    b.bytes(size ? std::string(static_cast<const char*>(data), size) : std::string());
+  return guard(err, [&] {
+    if (data == nullptr && size != 0) return invalid(err, "jtree_builder_bytes", "data is NULL");
+    return add(builder, "jtree_builder_bytes", err, [&](jtree::TreeBuilder& b) {
+      b.bytes(size ? std::string(static_cast<const char*>(data), size) : std::string());
+    });
   });
 }
 
@@ -154,11 +162,13 @@ jtree_status_t jtree_builder_reuse(jtree_builder_t* builder, uint32_t old_leaf,
 
 jtree_status_t jtree_builder_metadata(jtree_builder_t* builder, const char* key,
                                       const char* value, jtree_error_t** err) {
-  if (key == nullptr || value == nullptr) {
-    return invalid(err, "jtree_builder_metadata", key ? "value is NULL" : "key is NULL");
-  }
-  return add(builder, "jtree_builder_metadata", err,
-             [&](jtree::TreeBuilder& b) { b.metadata(key, value); });
+  return guard(err, [&] {
+    if (key == nullptr || value == nullptr) {
+      return invalid(err, "jtree_builder_metadata", key ? "value is NULL" : "key is NULL");
+    }
+    return add(builder, "jtree_builder_metadata", err,
+               [&](jtree::TreeBuilder& b) { b.metadata(key, value); });
+  });
 }
 
 jtree_status_t jtree_save(jtree_builder_t* builder, const char* path_or_url,
