@@ -134,7 +134,8 @@ static void bad_arguments(const jtree_reader_t* r) {
   CHECK(u32 == 77);  /* out-pointers untouched on failure */
 
   /* Numbers out of range name the file and the range. */
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out of range", jtree_reader_node_kind(r, nodes, &nk, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out of range",
+             jtree_reader_node_kind(r, nodes, &nk, &jt_err));
   CHECK(strstr(jtree_error_message(jt_err), "misuse.jtree") != NULL);
   INVALID(jtree_reader_node_key(r, nodes, &kk, NULL, NULL, NULL, &jt_err));
   INVALID(jtree_reader_node_num_children(r, 0xffffffffu, &u32, &jt_err));
@@ -143,7 +144,8 @@ static void bad_arguments(const jtree_reader_t* r) {
   INVALID(jtree_reader_node_subtree_end(r, nodes, &u32, &jt_err));
   INVALID(jtree_reader_node_leaf(r, nodes, &u32, &jt_err));
   INVALID(jtree_reader_node_path(r, nodes, &s, &jt_err));
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out of range", jtree_reader_leaf_kind(r, leaves, &lk, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out of range",
+             jtree_reader_leaf_kind(r, leaves, &lk, &jt_err));
   INVALID(jtree_reader_leaf_path(r, leaves, &s, &jt_err));
   INVALID(jtree_reader_leaf_storage(r, leaves, &st, &jt_err));
   INVALID(jtree_reader_leaf_dtype(r, leaves, &dt, &jt_err));
@@ -205,9 +207,11 @@ static void bad_arguments(const jtree_reader_t* r) {
   /* Reads: wrong sizes, NULL buffers, bad boxes, leaves without payload. */
   const size_t n = MODEL_F32_ROWS * MODEL_F32_COLS * sizeof(float);
   float* buf = malloc(n + 4);
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "destination of", jtree_reader_read(r, lf32, buf, n + 4, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "destination of",
+             jtree_reader_read(r, lf32, buf, n + 4, &jt_err));
   CHECK(strstr(jtree_error_message(jt_err), "f32") != NULL);
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "destination of", jtree_reader_read(r, lf32, buf, n - 4, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "destination of",
+             jtree_reader_read(r, lf32, buf, n - 4, &jt_err));
   INVALID(jtree_reader_read(r, lf32, NULL, n, &jt_err));
   INVALID(jtree_reader_read(r, leaves, buf, n, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "no array data", jtree_reader_read(r, lstep, buf, 8, &jt_err));

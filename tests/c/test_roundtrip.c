@@ -272,7 +272,8 @@ static void check_file(const char* path, int raw) {
     CHECK_OK(jtree_reader_map_leaf(r, lf32, &view, &jt_err));
   } else {
     /* Compressed (or, at the default threshold, inline) leaves cannot be mapped. */
-    CHECK_FAIL(JTREE_NOT_SUPPORTED, "cannot be mapped", jtree_reader_map_leaf(r, lf32, &view, &jt_err));
+    CHECK_FAIL(JTREE_NOT_SUPPORTED, "cannot be mapped",
+               jtree_reader_map_leaf(r, lf32, &view, &jt_err));
     CHECK_FAIL(JTREE_NOT_SUPPORTED, "i16", jtree_reader_map_leaf(r, li16, &view, &jt_err));
     CHECK(view == NULL);
   }

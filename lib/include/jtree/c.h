@@ -541,10 +541,10 @@ typedef struct jtree_leaf_view_t jtree_leaf_view_t;
  * (jtree_open_options_set_use_mmap, the default), and a leaf stored as its C-order array
  * (every chunk raw, chunks cutting only along leading dimensions, stored back to back): what
  * jtree writes for array leaves saved with JTREE_CODEC_RAW and not inline. Any other leaf
- * (compressed, 4-bit, inline in the header, a scalar, a remote file...) gives NotSupported,
- * saying so: read it with jtree_reader_read() instead. With checksum verification on (the
- * open options) every chunk is checked here, which also faults the pages in: Corruption
- * names the leaf and the chunk. InvalidArgument for a leaf out of range.
+ * (compressed, 4-bit, inline in the header, empty, a scalar, a remote file...) gives
+ * NotSupported, saying so: read it with jtree_reader_read() instead. With checksum
+ * verification on (the open options) every chunk is checked here, which also faults the pages
+ * in: Corruption names the leaf and the chunk. InvalidArgument for a leaf out of range.
  * The view keeps the mapping alive until jtree_leaf_view_release(), even after the reader is
  * closed. Thread-safe.
  * Unsafe: if another program truncates the file while it is mapped, touching the lost pages
