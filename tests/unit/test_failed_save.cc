@@ -44,6 +44,15 @@ TEST_CASE("failing producer, cancelled progress and refused targets keep the old
   CHECK(save(small_tree(data), path, no_overwrite).status().code() ==
         StatusCode::kAlreadyExists);
   CHECK(read_file(path) == original);
+
+  // A reused leaf belongs to appends: a new file has nothing to reuse.
+  TreeBuilder reuse;
+  reuse.dict().key("kept").leaf(Leaf::Reuse(0)).end();
+  auto refused = save(std::move(*std::move(reuse).Finish()), path);
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message().find("leaf kept: reuses a leaf of an existing file") !=
+        std::string::npos);
+  CHECK(read_file(path) == original);
   CHECK(dir.entries() == std::vector<std::string>{"p.jtree"});
 }
 

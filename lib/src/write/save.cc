@@ -32,6 +32,15 @@ Status check_target(std::string_view path_or_url, const WriteOptions& options) {
 Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
                  const SegmentOptions* segment) {
   JTREE_RETURN_IF_ERROR(tree.Finalize());
+  // Reuse names a leaf of the file an append adds to: a new file has none (the leaf would be
+  // written without storage, a file readers refuse).
+  for (uint32_t i = 0; i < tree.leaves.size(); ++i) {
+    if (tree.leaves[i].reuse()) {
+      return Status::InvalidArgument("leaf " + tree.leaf_path(i) +
+                                     ": reuses a leaf of an existing file, which only an append "
+                                     "can do (jtree::append)");
+    }
+  }
   JTREE_RETURN_IF_ERROR(plan_leaves(tree, options));
   uint64_t chunks = 0;
   for (Leaf& l : tree.leaves) {
