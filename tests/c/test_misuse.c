@@ -323,7 +323,7 @@ static void bad_builders_and_options(const char* dir) {
   jtree_builder_free(b);
   b = jtree_builder_create();  /* a reused leaf outside an append */
   CHECK_OK(jtree_builder_reuse(b, 0, &jt_err));
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "jtree_append", jtree_save(b, path, NULL, NULL, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "only an append", jtree_save(b, path, NULL, NULL, &jt_err));
   jtree_builder_free(b);
   b = jtree_builder_create();  /* a reused leaf out of range (of a valid file) */
   CHECK_OK(jtree_builder_int(b, 1, &jt_err));

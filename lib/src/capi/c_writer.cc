@@ -179,15 +179,6 @@ jtree_status_t jtree_save(jtree_builder_t* builder, const char* path_or_url,
     JTREE_C_REQUIRE(path_or_url, fn, err);
     jtree::Tree tree;
     JTREE_C_CHECK(finished_tree(builder, fn, &tree, err));
-    // jtree::save() does not refuse reused leaves itself (it writes a leaf without storage,
-    // which readers then reject as Corruption): refuse them here until it does.
-    for (uint32_t l = 0; l < tree.leaves.size(); ++l) {
-      if (tree.leaves[l].reuse()) {
-        return invalid(err, fn, std::string(path_or_url) + ": leaf '" + tree.leaf_path(l) +
-                                    "' reuses a leaf of an existing file: only jtree_append() "
-                                    "can keep old leaves");
-      }
-    }
     const jtree_write_options_t defaults;
     auto result = jtree::save(std::move(tree), path_or_url, (options ? *options : defaults).write);
     if (!result.ok()) return report(result.status(), err);
