@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Builds the binary wheel of the Python package (distribution jtree-arrays, import jtree):
-#   scripts/build_wheel.sh [OUT_DIR]     (default: $TMPDIR/jtree-wheel/dist, /tmp when unset)
+#   scripts/build_wheel.sh [OUT_DIR]     (default: $TMPDIR/jtree-wheel-<id>/dist, /tmp when unset;
+#                                         <id> a checksum of the checkout's path)
 # 1. pip wheel . through scikit-build-core, in Release, with the CLI (jtree/_bin/jtree);
 # 2. auditwheel repair: the shared libraries the module and the CLI need beyond the manylinux
 #    set (libzstd, libxxhash, libcurl, OpenSSL and theirs) are copied into the wheel
 #    (jtree_arrays.libs/) and found through RPATH, so that the wheel installs with no compiler
 #    and no -dev package. Prints the repaired wheel's path as the last line.
 # Writes nothing into the source tree: the CMake build goes to $JTREE_WHEEL_BUILD_DIR (default
-# $TMPDIR/jtree-wheel/build; kept, so that a second run rebuilds only what changed), the wheels to
-# OUT_DIR. Uses ccache when installed. Needs the project's venv (scripts/python_env.sh wheel).
+# $TMPDIR/jtree-wheel-<id>/build; kept, so that a second run rebuilds only what changed), the
+# wheels to OUT_DIR. Uses ccache when installed. Needs the project's venv (scripts/python_env.sh wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tmp_root=${TMPDIR:-/tmp}/jtree-wheel
+# One build directory per checkout (CMake refuses a build directory made for another source).
+tmp_root=${TMPDIR:-/tmp}/jtree-wheel-$(pwd | cksum | cut -d' ' -f1)
 out=$(mkdir -p "${1:-$tmp_root/dist}" && cd "${1:-$tmp_root/dist}" && pwd)
 build_dir=${JTREE_WHEEL_BUILD_DIR:-$tmp_root/build}
 ./scripts/install_deps.sh build python >&2
