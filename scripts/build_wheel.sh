@@ -9,7 +9,8 @@
 #    and no -dev package. Prints the repaired wheel's path as the last line.
 # Writes nothing into the source tree: the CMake build goes to $JTREE_WHEEL_BUILD_DIR (default
 # $TMPDIR/jtree-wheel-<id>/build; kept, so that a second run rebuilds only what changed), the
-# wheels to OUT_DIR. Uses ccache when installed. Needs the project's venv (scripts/python_env.sh wheel).
+# wheels to OUT_DIR. Uses ccache when installed. Needs the project's venv (scripts/python_env.sh
+# wheel, which it runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build directory per checkout (CMake refuses a build directory made for another source).
