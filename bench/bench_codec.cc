@@ -1,12 +1,18 @@
 // Codec micro-benchmark: single-thread compression / decompression throughput and ratio of
 // plain zstd on whole chunks versus jtree's encode_chunk / decode_chunk, on the same bytes.
 //
-//   bench_codec [total MiB per dataset = 256] [runs = 5]
+//   bench_codec [total MiB per dataset = 256] [runs = 5] [chunk KiB = 4096]
+//
+// Small chunks (say 64) show what the encoder's shared plane choices save: the rows
+// "choices shared" encode each chunk as its own leaf whose planes take the choices of the
+// dtype's earlier leaves (a save of many small leaves), the others decide every chunk alone.
 //
 // Throughputs are raw (uncompressed) bytes per second of one core; each figure is the median
 // of `runs` passes over the whole dataset, with the min and max. Decoding writes into a
 // dataset-sized output buffer (as a load does), not into one cache-hot chunk.
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -34,7 +40,7 @@ using jtree::Filter;
 using jtree::codec::ChunkFormat;
 
 using Bytes = std::vector<std::byte>;
-constexpr size_t kChunk = size_t{4} << 20;
+size_t g_chunk = size_t{4} << 20;  // (set from the command line)
 
 double now_s() {
   using clock = std::chrono::steady_clock;
@@ -141,12 +147,18 @@ Method plain_zstd(int level) {
   return m;
 }
 
-Method jtree_codec(const std::string& name, ChunkFormat format) {
+Method jtree_codec(const std::string& name, ChunkFormat format, bool shared_choices = false) {
   auto scratch = std::make_shared<Bytes>();
+  using Kind = std::array<std::atomic<uint8_t>, 16>;
+  auto kind = shared_choices ? std::make_shared<Kind>() : nullptr;
   Method m;
   m.name = name;
-  m.compress = [format, scratch](const std::byte* src, size_t n, Chunk& c) {
-    auto r = jtree::codec::encode_chunk({src, n}, format, c.stored, *scratch);
+  m.compress = [format, scratch, kind](const std::byte* src, size_t n, Chunk& c) {
+    jtree::codec::PlaneChoices leaf;  // each chunk its own leaf...
+    leaf.kind = kind.get();           // ...of a kind shared with the others
+    ChunkFormat f = format;
+    if (kind) f.choices = &leaf;
+    auto r = jtree::codec::encode_chunk({src, n}, f, c.stored, *scratch);
     if (!r.ok()) fail(r.status().ToString());
     c.encoding = *r;
     return c.encoding == ChunkEncoding::kRaw ? n : c.stored.size();
@@ -169,7 +181,7 @@ struct Row {
 };
 
 Row run(const Method& m, const Bytes& data, int runs) {
-  const size_t chunks = data.size() / kChunk;
+  const size_t chunks = data.size() / g_chunk;
   std::vector<Chunk> out(chunks);
   Bytes back(data.size());
   std::vector<double> comp, decomp;
@@ -178,13 +190,13 @@ Row run(const Method& m, const Bytes& data, int runs) {
     stored = 0;
     double t0 = now_s();
     for (size_t c = 0; c < chunks; ++c) {
-      stored += m.compress(data.data() + c * kChunk, kChunk, out[c]);
+      stored += m.compress(data.data() + c * g_chunk, g_chunk, out[c]);
     }
     double t1 = now_s();
     comp.push_back(static_cast<double>(data.size()) / (t1 - t0) / 1e6);
     t0 = now_s();
     for (size_t c = 0; c < chunks; ++c) {
-      m.decompress(data.data() + c * kChunk, out[c], back.data() + c * kChunk, kChunk);
+      m.decompress(data.data() + c * g_chunk, out[c], back.data() + c * g_chunk, g_chunk);
     }
     t1 = now_s();
     decomp.push_back(static_cast<double>(data.size()) / (t1 - t0) / 1e6);
@@ -215,14 +227,14 @@ void print_table(const std::string& title, const std::vector<Row>& rows) {
 void bench_kernels(int runs) {
   std::printf("\n### kernels on one 4 MiB chunk (cache-warm), GB/s median [min, max]\n\n");
   std::printf("| kernel | GB/s |\n|---|---|\n");
-  const Bytes src = bf16_normal(kChunk, 0.02f, 1);
-  Bytes dst(kChunk);
+  const Bytes src = bf16_normal(g_chunk, 0.02f, 1);
+  Bytes dst(g_chunk);
   auto time_it = [&](const char* name, const std::function<void()>& f) {
     std::vector<double> v;
     for (int r = 0; r < std::max(runs, 5) * 4; ++r) {
       const double t0 = now_s();
       f();
-      v.push_back(static_cast<double>(kChunk) / (now_s() - t0) / 1e9);
+      v.push_back(static_cast<double>(g_chunk) / (now_s() - t0) / 1e9);
     }
     const Stats s = stats_of(v);
     std::printf("| %s | %.1f [%.1f, %.1f] |\n", name, s.median, s.min, s.max);
@@ -237,7 +249,7 @@ void bench_kernels(int runs) {
     const std::string name = "rotate_right_1 component=" + std::to_string(c);
     time_it(name.c_str(), [&] { jtree::codec::rotate_right_1(dst, c); });
   }
-  time_it("memcpy", [&] { std::memcpy(dst.data(), src.data(), kChunk); });
+  time_it("memcpy", [&] { std::memcpy(dst.data(), src.data(), g_chunk); });
   std::fflush(stdout);
 }
 
@@ -246,9 +258,10 @@ void bench_kernels(int runs) {
 int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 256;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 5;
-  const size_t total = std::max<size_t>(mib, 4) / 4 * kChunk;
-  std::printf("bench_codec: %zu MiB per dataset in 4 MiB chunks, %d runs, one thread, zstd %s\n",
-              total >> 20, runs, ZSTD_versionString());
+  if (argc > 3) g_chunk = std::max<size_t>(std::strtoull(argv[3], nullptr, 10), 1) << 10;
+  const size_t total = std::max<size_t>((std::max<size_t>(mib, 4) << 20) / g_chunk, 1) * g_chunk;
+  std::printf("bench_codec: %zu MiB per dataset in %zu KiB chunks, %d runs, one thread, zstd %s\n",
+              total >> 20, g_chunk >> 10, runs, ZSTD_versionString());
 
   bench_kernels(runs);
 
@@ -264,6 +277,9 @@ int main(int argc, char** argv) {
                                  {DType::kBFloat16, Filter::kNone, Codec::kZstd, 1}), d, runs),
                  run(jtree_codec("FloatSplit+zstd-1", {DType::kBFloat16, Filter::kFloatSplit,
                                                        Codec::kZstd, 1}), d, runs),
+                 run(jtree_codec("FloatSplit+zstd-1, choices shared",
+                                 {DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1}, true),
+                     d, runs),
                  run(jtree_codec("Shuffle+zstd-1",
                                  {DType::kBFloat16, Filter::kShuffle, Codec::kZstd, 1}), d, runs)});
   }
@@ -273,6 +289,9 @@ int main(int argc, char** argv) {
                 {run(z1, d, runs), run(z3, d, runs),
                  run(jtree_codec("FloatSplit+zstd-1", {DType::kFloat32, Filter::kFloatSplit,
                                                        Codec::kZstd, 1}), d, runs),
+                 run(jtree_codec("FloatSplit+zstd-1, choices shared",
+                                 {DType::kFloat32, Filter::kFloatSplit, Codec::kZstd, 1}, true),
+                     d, runs),
                  run(jtree_codec("Shuffle+zstd-1",
                                  {DType::kFloat32, Filter::kShuffle, Codec::kZstd, 1}), d, runs)});
   }

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -298,6 +300,55 @@ TEST_CASE("compression targets on 4 MiB chunks") {
     // Order-0 bound per plane: ~7 bits (low byte) + 3 x 1 bit (sign bytes) of 32, ~0.31.
     CHECK(ratio(e, mib4) < 0.32);
   }
+}
+
+TEST_CASE("shared plane choices: small chunks compressed once, as small as deciding each") {
+  // 64 chunks of 16 KiB of bf16 weights (planes of 8 KiB, below the sample size): with shared
+  // choices only the first chunk tries both modes.
+  const size_t chunk = 16 * 1024;
+  const Bytes all = bf16_weights(64 * chunk / 2, 7);
+  jtree::codec::PlaneChoices shared;
+  std::array<std::atomic<uint8_t>, 16> kind{};
+  shared.kind = &kind;
+  ChunkFormat alone{DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1};
+  ChunkFormat with = alone;
+  with.choices = &shared;
+  size_t stored_alone = 0, stored_with = 0;
+  for (size_t c = 0; c < 64; ++c) {
+    const Bytes raw(all.begin() + c * chunk, all.begin() + (c + 1) * chunk);
+    const Encoded a = encode(raw, alone), b = encode(raw, with);
+    stored_alone += a.stored.size();
+    stored_with += b.stored.size();
+    Bytes back(raw.size());
+    REQUIRE(decode(b.stored, b.encoding, with, back).ok());
+    CHECK(back == raw);
+  }
+  // The same choices as deciding each chunk: within 1% of the size.
+  CHECK(static_cast<double>(stored_with) <= static_cast<double>(stored_alone) * 1.01);
+  CHECK(static_cast<double>(stored_with) < 0.8 * static_cast<double>(all.size()));
+  CHECK(shared.leaf[0].load() != 0);
+  CHECK(kind[0].load() == shared.leaf[0].load());
+
+  // A plane decided Raw (random bytes) does not make a compressible plane of the same kind
+  // stay raw: the next one still tries one mode.
+  jtree::codec::PlaneChoices next;
+  std::array<std::atomic<uint8_t>, 16> kind8{};
+  next.kind = &kind8;
+  ChunkFormat u8{DType::kUInt8, Filter::kNone, Codec::kZstd, 1};
+  u8.choices = &next;
+  std::mt19937_64 rng(3);
+  Bytes noise(8192);
+  for (auto& b : noise) b = static_cast<std::byte>(rng());
+  CHECK(encode(noise, u8).encoding == ChunkEncoding::kRaw);
+  CHECK(static_cast<jtree::codec::PlaneChoice>(next.leaf[0].load()) ==
+        jtree::codec::PlaneChoice::kRaw);
+  CHECK(kind8[0].load() == next.leaf[0].load());
+  const Encoded zeros = encode(Bytes(8192), u8);
+  CHECK(zeros.encoding == ChunkEncoding::kPlanes);
+  CHECK(zeros.stored.size() < 200);
+  Bytes back(8192);
+  REQUIRE(decode(zeros.stored, zeros.encoding, u8, back).ok());
+  CHECK(back == Bytes(8192));
 }
 
 TEST_CASE("min_gain decides between Planes and Raw") {

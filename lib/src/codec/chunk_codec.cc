@@ -23,6 +23,11 @@ namespace {
 constexpr size_t kSampleSlice = 16 * 1024;  // a plane sample is kSampleSlices slices of this
 constexpr size_t kSampleSlices = 4;         // spread over the plane
 constexpr size_t kSampleBytes = kSampleSlice * kSampleSlices;
+// Planes up to this size take a choice made before for their leaf or kind (PlaneChoices)
+// instead of trying both modes on a sample: for them the trial would cost as much as, or a good
+// part of, compressing the plane. Larger planes sample each time (under 7% of their cost),
+// which follows data that changes along a big leaf.
+constexpr size_t kSharedChoiceMax = 1 << 20;
 constexpr double kRawAbove = 0.98;     // sample ratio above which a plane is not compressed
 constexpr double kLiteralsWin = 0.99;  // literals-only is chosen when it is this much smaller
                                        // than LZ (float exponent planes: ~10% smaller); on
@@ -135,9 +140,41 @@ bool not_worth_it(size_t compressed, size_t size) {
   return static_cast<double>(compressed) > static_cast<double>(size) * kRawAbove;
 }
 
+PlaneChoice choice_of(const std::atomic<uint8_t>* slot) {
+  return slot ? static_cast<PlaneChoice>(slot->load(std::memory_order_relaxed))
+              : PlaneChoice::kUndecided;
+}
+
+void record(std::atomic<uint8_t>* slot, PlaneChoice c) {
+  if (slot) slot->store(static_cast<uint8_t>(c), std::memory_order_relaxed);
+}
+
 // Compresses one plane into `dst`; returns the frame's size, or 0 when the plane is to be
-// stored raw (it does not compress, or its frame would not fit in dst).
-Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::span<std::byte> dst) {
+// stored raw (it does not compress, or its frame would not fit in dst). `leaf` and `kind`
+// are the plane's shared choices (PlaneChoices), or null.
+Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::span<std::byte> dst,
+                            std::atomic<uint8_t>* leaf, std::atomic<uint8_t>* kind) {
+  if (plane.size() <= kSharedChoiceMax) {
+    PlaneChoice known = choice_of(leaf);
+    if (known == PlaneChoice::kUndecided) known = choice_of(kind);
+    if (known != PlaneChoice::kUndecided) {
+      // Decided by an earlier plane of this leaf or kind: one compression. (A Raw choice still
+      // tries literals-only, the cheapest mode, for planes unlike the one that decided.)
+      // (Into a frame of the full bound, then copied: zstd's literals-only path reports a
+      // generic error, not dstSize_tooSmall, when given much less room than the plane.)
+      const bool lz = known == PlaneChoice::kLz;
+      thread_local std::vector<std::byte> frame;
+      frame.resize(zstd_compress_bound(plane.size()));
+      JTREE_ASSIGN_OR_RETURN(const size_t size,
+                             zstd_compress(plane, level, lz ? ZstdMode::kLz : ZstdMode::kLiterals,
+                                           frame));
+      const bool pays = !not_worth_it(size, plane.size());
+      record(leaf, !pays ? PlaneChoice::kRaw : lz ? PlaneChoice::kLz : PlaneChoice::kLiterals);
+      if (!pays || size > dst.size()) return size_t{0};
+      std::memcpy(dst.data(), frame.data(), size);
+      return size;
+    }
+  }
   if (plane.size() <= kSampleBytes) {
     // The sample would be the whole plane: compress it both ways and keep the better frame.
     thread_local std::vector<std::byte> lit_frame, lz_frame;
@@ -149,7 +186,12 @@ Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::sp
     JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compress(plane, level, ZstdMode::kLz, lz_frame));
     const bool use_lz = choose_mode(lit, lz, plane.size()) == ZstdMode::kLz;
     const size_t size = use_lz ? lz : lit;
-    if (not_worth_it(size, plane.size()) || size > dst.size()) return size_t{0};
+    const bool raw = not_worth_it(size, plane.size());
+    const PlaneChoice chosen =
+        raw ? PlaneChoice::kRaw : use_lz ? PlaneChoice::kLz : PlaneChoice::kLiterals;
+    record(leaf, chosen);
+    record(kind, chosen);
+    if (raw || size > dst.size()) return size_t{0};
     std::memcpy(dst.data(), (use_lz ? lz_frame : lit_frame).data(), size);
     return size;
   }
@@ -158,9 +200,17 @@ Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::sp
   JTREE_ASSIGN_OR_RETURN(const size_t lit,
                          zstd_compressed_size(sample, level, ZstdMode::kLiterals));
   JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compressed_size(sample, level, ZstdMode::kLz));
-  if (not_worth_it(std::min(lit, lz), sample.size())) return size_t{0};
+  const ZstdMode mode = choose_mode(lit, lz, sample.size());
+  const bool raw = not_worth_it(std::min(lit, lz), sample.size());
+  const PlaneChoice chosen =
+      raw ? PlaneChoice::kRaw : mode == ZstdMode::kLz ? PlaneChoice::kLz : PlaneChoice::kLiterals;
+  if (plane.size() <= kSharedChoiceMax) {
+    record(leaf, chosen);
+    record(kind, chosen);
+  }
+  if (raw) return size_t{0};
   // Straight into the chunk's bytes: 0 when the frame would not beat the raw plane or not fit.
-  return zstd_compress(plane, level, choose_mode(lit, lz, sample.size()), dst);
+  return zstd_compress(plane, level, mode, dst);
 }
 
 }  // namespace
@@ -225,7 +275,10 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
   for (size_t k = 0; k < p; ++k) {
     const std::span<const std::byte> plane = filtered.subspan(k * plane_size, plane_size);
     const size_t room = std::min(budget - used, plane_size - 1);
-    auto frame = encode_plane(plane, format.level, {out.data() + used, room});
+    PlaneChoices* shared = format.choices;
+    auto frame = encode_plane(plane, format.level, {out.data() + used, room},
+                              shared ? &shared->leaf[k] : nullptr,
+                              shared && shared->kind ? &(*shared->kind)[k] : nullptr);
     if (!frame.ok()) {
       out.clear();
       return in_plane(frame.status(), k);

@@ -11,9 +11,12 @@
 // (planes that do not pay are not compressed at all), and falls back to a Raw chunk when the
 // whole does not shrink by WriteOptions::min_gain.
 //
-// Thread-safe: all state is per call or per thread.
+// Thread-safe: all state is per call or per thread, except the shared plane choices
+// (PlaneChoices), which are atomic.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -27,6 +30,23 @@
 
 namespace jtree::codec {
 
+/// What the encoder chose for a small plane: kept and reused by later planes that share it, so
+/// that a plane is decided by one trial (both zstd modes) and then compressed once. An encoder
+/// heuristic, not part of the format.
+enum class PlaneChoice : uint8_t { kUndecided = 0, kRaw, kLiterals, kLz };
+
+/// Choices for the planes of small chunks (planes up to 1 MiB, for which trying both modes on a
+/// sample costs a good part of compressing them): `leaf` is shared by the chunks of one
+/// leaf, `kind` by the leaves of one dtype and filter in one save. A plane takes the leaf's
+/// choice, else the kind's, else tries both modes and records what it chose in both. A plane
+/// with a choice is compressed once (a Raw choice tries literals-only, the cheapest mode) and
+/// stored raw when that does not pay. Thread-safe (relaxed atomics: any recorded choice is a
+/// valid one).
+struct PlaneChoices {
+  std::array<std::atomic<uint8_t>, 16> leaf{};
+  std::array<std::atomic<uint8_t>, 16>* kind = nullptr;
+};
+
 /// How the chunks of one leaf are encoded.
 struct ChunkFormat {
   DType dtype = DType::kUInt8;
@@ -34,6 +54,7 @@ struct ChunkFormat {
   Codec codec = Codec::kRaw;
   int level = 1;
   double min_gain = 0.03;  ///< encoder only
+  PlaneChoices* choices = nullptr;  ///< encoder only: shared choices (none: each chunk decides)
 };
 
 /// Number of planes P of a Planes chunk of this format.

@@ -1,6 +1,8 @@
 #include "write/chunk_writer.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -269,6 +271,17 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
   }
   if (tasks.empty()) return Status::OK();
 
+  // Plane choices shared by the chunks of a leaf and by the leaves of a dtype and filter, so
+  // that small planes are tried both ways once, not once per chunk (codec::PlaneChoices).
+  std::unique_ptr<codec::PlaneChoices[]> choices(new codec::PlaneChoices[tree.leaves.size()]);
+  std::map<std::pair<DType, Filter>, std::array<std::atomic<uint8_t>, 16>> kinds;
+  for (uint32_t l = 0; l < tree.leaves.size(); ++l) {
+    const Leaf& leaf = tree.leaves[l];
+    if (leaf.storage == Storage::kChunked && leaf.codec != Codec::kRaw) {
+      choices[l].kind = &kinds[{leaf.dtype, leaf.filter}];
+    }
+  }
+
   // Each worker holds at most one chunk's gathered and encoded bytes: bound the workers so
   // that workers x 2 x chunk stays within the budget.
   int workers = resolve_threads(options.threads);
@@ -315,7 +328,8 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     }
     auto raw = chunk_bytes(leaf, box, *origin, b);
     if (!raw.ok()) return raw.status().WithPrefix(where());
-    codec::ChunkFormat fmt{leaf.dtype, leaf.filter, leaf.codec, leaf.level, options.min_gain};
+    codec::ChunkFormat fmt{leaf.dtype, leaf.filter, leaf.codec, leaf.level, options.min_gain,
+                           &choices[task.leaf]};
     b.encoded.clear();
     auto enc = codec::encode_chunk(*raw, fmt, b.encoded, b.scratch);
     if (!enc.ok()) return enc.status().WithPrefix(where());
