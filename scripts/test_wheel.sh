@@ -8,15 +8,17 @@
 #  3. ldd: the module and the CLI need nothing outside the wheel but the manylinux base
 #     libraries (libc, libm, libstdc++, libgcc_s, ...): no -dev package, no build tree;
 #  4. tests/install/test_consumers.sh: cmake --install of build-test (scripts/test_cpp.sh's
-#     build; configured and built here if absent; JTREE_TEST_BUILD_DIR=DIR names another) into a temporary prefix, C and C++ programs
-#     built out of tree with find_package and with pkg-config, run against a file the wheel's
-#     Python package wrote, their bytes compared.
+#     build; configured and built here if absent; JTREE_TEST_BUILD_DIR=DIR names another) into
+#     a temporary prefix, C and C++ programs built out of tree with find_package and with
+#     pkg-config, run against a file the wheel's Python package wrote, their bytes compared.
 # Prints the wheel's size, its install time and what ldd shows for the module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 start=$(date +%s)
 ./scripts/install_deps.sh build python
+# The project venv with the build tools (made before the snapshot below: it is no build output).
+./scripts/python_env.sh wheel
 work=$(mktemp -d "${TMPDIR:-/tmp}/jtree-test-wheel.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -47,7 +49,8 @@ echo "installed in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s
 
 echo "== smoke test in the fresh venv ===================================================="
 mkdir "$work/scratch"
-(cd "$work/scratch" && env -u PYTHONPATH "$vpy" - "$work/scratch" < "$repo/tests/install/wheel_smoke.py")
+(cd "$work/scratch" &&
+   env -u PYTHONPATH "$vpy" - "$work/scratch" < "$repo/tests/install/wheel_smoke.py")
 jt=$work/venv/bin/jtree
 (cd "$work/scratch" && "$jt" ls smoke.jtree | grep -q "params/emb") ||
   { echo "the wheel's jtree command does not list params/emb"; exit 1; }
@@ -58,7 +61,8 @@ echo "jtree command ok: $("$jt" --version 2>&1 | head -1)"
 echo "== ldd: only the wheel's own libraries and the manylinux base ========================="
 pkg=$("$vpy" -c 'import jtree, os; print(os.path.dirname(jtree.__file__))')
 # (auditwheel's manylinux allow-list: what every glibc system has; everything else is bundled.)
-base='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libnsl|libutil|libz|libstdc\+\+|libgcc_s)\.so'
+base='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libnsl|libutil'
+base+='|libz|libstdc\+\+|libgcc_s)\.so'
 for elf in "$pkg"/_jtree*.so "$pkg/_bin/jtree"; do
   echo "$(basename "$elf"):"
   ldd "$elf" | sed 's/ (0x[0-9a-f]*)$//; s/^\s*/   /'
