@@ -114,7 +114,7 @@ class Peer:
     label = ""          # what the tables say
     kind = "peer"       # jtree | peer | anchor | reference
     ext = ""            # file name suffix ("/" for a directory)
-    ops = ("save", "load", "leaf", "struct", "slice")
+    ops = ("save", "load", "load_cold", "leaf", "struct", "slice")
     note = ""
 
     modules: Tuple[str, ...] = ()  # imported before the clock starts
@@ -146,7 +146,7 @@ class Peer:
 class Jtree(Peer):
     name, label, kind, ext = "jtree", "jtree (zstd, default)", "jtree", ".jtree"
     modules = ("jtree",)
-    ops = ("save", "nbsave", "load", "leaf", "struct", "slice",
+    ops = ("save", "nbsave", "load", "load_cold", "leaf", "struct", "slice",
            "http_struct", "http_leaf", "http_slice", "http_load")
     save_opts: Dict[str, Any] = {}
     load_opts: Dict[str, Any] = {}
@@ -208,7 +208,7 @@ class Jtree(Peer):
 class JtreeRaw(Jtree):
     name, label = "jtree-raw", "jtree (raw, compression=None)"
     save_opts = {"compression": None}
-    ops = ("save", "load", "leaf", "struct", "slice")
+    ops = ("save", "load", "load_cold", "leaf", "struct", "slice")
 
 
 class JtreeRawUnverified(JtreeRaw):
@@ -282,7 +282,7 @@ class Safetensors(Peer):
 class TorchSave(Peer):
     name, label, ext = "torch", "torch.save / torch.load", ".pt"
     modules = ("torch",)
-    ops = ("save", "load", "load_mmap", "leaf", "struct", "slice")
+    ops = ("save", "load", "load_cold", "load_mmap", "leaf", "struct", "slice")
     note = ("torch.save; torch.load(weights_only=True); leaf/slice/mmap load: torch.load(mmap=True) "
             "then a copy; structure: torch.load(map_location='meta')")
 

@@ -89,24 +89,43 @@ Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encodin
 
 Status ChunkStream::put_raw_run(uint64_t count,
                                 const std::function<Result<RunChunk>(uint64_t)>& chunk,
-                                format::ChunkRecord* records) {
-  // Chunks that stay valid are hashed after the stream is released (another thread writes
-  // meanwhile); the others (gathered into a reused buffer) while it is held.
-  std::vector<std::pair<uint64_t, std::span<const std::byte>>> later;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
-    for (uint64_t k = 0; k < count; ++k) {
-      JTREE_ASSIGN_OR_RETURN(RunChunk c, chunk(k));
-      const uint64_t offset = sink_.position() - start_;
-      JTREE_RETURN_IF_ERROR(sink_.append(c.bytes));
-      const uint64_t checksum = c.stable ? 0 : xxh3(c.bytes, chunk_seed(salt_, offset));
-      describe(&records[k], offset, c.bytes.size(), checksum, segment_id_, ChunkEncoding::kRaw);
-      if (c.stable) later.emplace_back(k, c.bytes);
-    }
+                                format::ChunkRecord* records, int threads) {
+  // Views of the caller's arrays (the usual case) are all taken first: their offsets are then
+  // known before any is written, so that other threads hash them while this one writes.
+  std::vector<std::span<const std::byte>> views;
+  views.reserve(count);
+  for (uint64_t k = 0; k < count; ++k) {
+    JTREE_ASSIGN_OR_RETURN(RunChunk c, chunk(k));
+    if (!c.stable) break;
+    views.push_back(c.bytes);
   }
-  for (const auto& [k, bytes] : later) {
-    records[k].checksum = xxh3(bytes, chunk_seed(salt_, records[k].offset));
+  std::lock_guard<std::mutex> lock(mu_);
+  JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
+  if (views.size() == count) {
+    uint64_t offset = sink_.position() - start_;
+    for (uint64_t k = 0; k < count; ++k) {
+      describe(&records[k], offset, views[k].size(), 0, segment_id_, ChunkEncoding::kRaw);
+      offset += views[k].size();
+    }
+    // Item 0 writes every chunk in order; items 1..count hash one chunk each, meanwhile.
+    return parallel_for(ThreadPool::shared(), count + 1, resolve_threads(threads),
+                        [&](size_t i) -> Status {
+                          if (i == 0) {
+                            for (const auto& v : views) JTREE_RETURN_IF_ERROR(sink_.append(v));
+                            return Status::OK();
+                          }
+                          format::ChunkRecord& r = records[i - 1];
+                          r.checksum = xxh3(views[i - 1], chunk_seed(salt_, r.offset));
+                          return Status::OK();
+                        });
+  }
+  // Chunks gathered into a reused buffer: each written and hashed before the next is made.
+  for (uint64_t k = 0; k < count; ++k) {
+    JTREE_ASSIGN_OR_RETURN(RunChunk c, chunk(k));
+    const uint64_t offset = sink_.position() - start_;
+    JTREE_RETURN_IF_ERROR(sink_.append(c.bytes));
+    describe(&records[k], offset, c.bytes.size(), xxh3(c.bytes, chunk_seed(salt_, offset)),
+             segment_id_, ChunkEncoding::kRaw);
   }
   return Status::OK();
 }
@@ -222,7 +241,7 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
 // Every chunk of a leaf saved without compression, as one raw run in grid order.
 Status write_raw_run(const Tree& tree, uint32_t l, const format::ChunkGrid& grid,
                      ChunkStream& stream, std::vector<format::ChunkRecord>& records,
-                     Buffers& b) {
+                     Buffers& b, int threads) {
   const Leaf& leaf = tree.leaves[l];
   const size_t item = dtype_info(leaf.dtype)->item_size;
   auto chunk = [&](uint64_t k) -> Result<ChunkStream::RunChunk> {
@@ -238,7 +257,7 @@ Status write_raw_run(const Tree& tree, uint32_t l, const format::ChunkGrid& grid
     const bool stable = raw->data() != b.gathered.data() && raw->data() != b.packed.data();
     return ChunkStream::RunChunk{*raw, stable};
   };
-  return stream.put_raw_run(grid.count(), chunk, &records[leaf.first_chunk]);
+  return stream.put_raw_run(grid.count(), chunk, &records[leaf.first_chunk], threads);
 }
 
 }  // namespace
@@ -304,7 +323,8 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
       return "leaf " + tree.leaf_path(task.leaf) + ": chunk " + std::to_string(task.local);
     };
     if (task.count > 1) {
-      JTREE_RETURN_IF_ERROR(write_raw_run(tree, task.leaf, grids[task.leaf], stream, records, b));
+      JTREE_RETURN_IF_ERROR(
+          write_raw_run(tree, task.leaf, grids[task.leaf], stream, records, b, workers));
       std::lock_guard<std::mutex> lock(progress_mu);
       for (uint64_t k = 0; k < task.count; ++k) {
         const uint64_t n = records[leaf.first_chunk + k].stored_size;

@@ -37,9 +37,10 @@ class ChunkStream {
   /// Writes `count` Raw chunks back to back in order with no other chunk between them and no
   /// padding but before the first, which is aligned: a leaf whose chunks are all Raw then lies
   /// in the file as its C-order array, mappable whole (spec/FORMAT.md 8.2). `chunk(k)` gives
-  /// chunk k; records[k] describes it. The stream is held for the whole run.
+  /// chunk k; records[k] describes it. The stream is held for the whole run; when every chunk
+  /// is stable, up to `threads` threads hash them while the chunks are written.
   Status put_raw_run(uint64_t count, const std::function<Result<RunChunk>(uint64_t)>& chunk,
-                     format::ChunkRecord* records);
+                     format::ChunkRecord* records, int threads = 1);
   /// The segment written so far.
   SegmentSpan span() const;
   uint32_t segment_id() const { return segment_id_; }

@@ -69,11 +69,11 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
     }
     if (all_raw) {
       auto chunk = [&](uint64_t k) -> Result<ChunkStream::RunChunk> {
-        JTREE_ASSIGN_OR_RETURN(ChunkInfo c, fetch(task.first + k, buf));
-        bytes += c.stored_size;
+        JTREE_RETURN_IF_ERROR(fetch(task.first + k, buf).status());
         return ChunkStream::RunChunk{buf, false};
       };
       JTREE_RETURN_IF_ERROR(stream.put_raw_run(task.count, chunk, &index.chunks[task.first]));
+      for (uint64_t k = 0; k < task.count; ++k) bytes += index.chunks[task.first + k].stored_size;
     } else {
       for (uint64_t i = task.first; i < task.first + task.count; ++i) {
         JTREE_ASSIGN_OR_RETURN(ChunkInfo c, fetch(i, buf));
