@@ -18,9 +18,10 @@ jobs=$(nproc)
   2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 
 echo "== build (warnings are errors) ======================================================"
-targets=(test_remote_units test_remote_servers jtree_remote_tool jtree_cli)
+# (shard_loader: examples/c, the C API against the servers; the other examples are not built.)
+targets=(test_remote_units test_remote_servers jtree_remote_tool jtree_cli shard_loader)
 cmake -S . -B build-remote -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DJTREE_WERROR=ON \
-  -DJTREE_BUILD_BENCH=OFF -DJTREE_BUILD_EXAMPLES=OFF >/dev/null
+  -DJTREE_BUILD_BENCH=OFF -DJTREE_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build-remote -j "$jobs" --target "${targets[@]}"
 if [ "${JTREE_REMOTE_SANITIZE:-0}" = 1 ]; then
   cmake -S . -B build-remote-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DJTREE_WERROR=ON \
@@ -44,9 +45,10 @@ if [ "${JTREE_REMOTE_SANITIZE:-0}" = 1 ]; then
   ctest --test-dir build-remote-asan -L remote --output-on-failure
 fi
 
-echo "== Python package, boto3 / botocore cross-checks and the CLI ========================================"
+echo "== Python package, boto3 / botocore cross-checks, the CLI and the C example ======================"
 JTREE_REMOTE_TOOL=$PWD/build-remote/tests/remote/jtree_remote_tool \
 JTREE_CLI=$PWD/build-remote/tools/jtree/jtree \
+JTREE_SHARD_LOADER=$PWD/build-remote/examples/shard_loader \
   .venv/bin/python -m pytest -q -p no:cacheprovider tests/remote
 
 echo "remote tests passed in $(( $(date +%s) - start )) s"
