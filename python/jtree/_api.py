@@ -443,7 +443,8 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options:
 
 def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
-         limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True) -> File:
+         limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
+         framework: str = "numpy") -> File:
     """Opens a .jtree file lazily: reads its header and index only. Index the result like the
     saved tree (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose
     slices (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
@@ -453,9 +454,11 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     ``mmap`` is the default of its loads (see :func:`load`): whole arrays read from it
     (``f.load()``, ``np.asarray(f["w"])``, ``f["w"].read()``) are views of the file's memory
     map where the file allows it; slices are always copies. ``use_mmap=False`` does not map
-    the file at all (every read is a pread)."""
+    the file at all (every read is a pread). ``framework`` ("numpy", "torch" or "jax") is what
+    slices of its arrays come back as (``f["w"][10:20]``; ``f["w"].get(index, framework=...)``
+    asks for another); whole loads take theirs from :func:`load`'s ``framework``."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
-                use_mmap=use_mmap, limits=limits, mmap=mmap)
+                use_mmap=use_mmap, limits=limits, mmap=mmap, framework=framework)
 
 
 def compact(path: PathLike, out_path: Optional[PathLike] = None, *,

@@ -28,9 +28,11 @@ class File:
 
     def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
-                 limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True):
+                 limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
+                 framework: str = "numpy"):
         self.name: str = os.fspath(path)
-        LoadOptions(mmap=mmap)  # a bad value is reported before the file is opened
+        # Bad values are reported before the file is opened.
+        LoadOptions(mmap=mmap, framework=framework)
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
         self._tree = LazyTree(_jtree.Reader.open(self.name, use_mmap, limits))
@@ -40,6 +42,7 @@ class File:
         self.allow_pickle = allow_pickle
         self.strict = strict
         self.mmap = mmap
+        self.framework = framework  # what slices of its LazyArrays come back as
 
     # -- the structure --
 
@@ -304,16 +307,47 @@ class LazyArray:
         """The leaf's :class:`LeafSpec`."""
         return self._leaf.spec()
 
-    def __len__(self) -> int:
-        if not self._leaf.shape:
-            raise error(IndexKindError, self._f.name, self.path, "len() of a 0-d array")
-        return self._leaf.shape[0]
-
     def __getitem__(self, index: Any) -> Any:
-        """The elements a basic index selects, as a NumPy array (reads only their chunks)."""
+        """The elements a basic index selects (reads only their chunks), as the File's
+        ``framework`` gives them (NumPy by default; see :meth:`get`)."""
+        return self.get(index, self._f.framework)
+
+    def get(self, index: Any, framework: str = "numpy") -> Any:
+        """The elements a basic index selects, reading only their chunks, as a NumPy array
+        (``framework="numpy"``), a CPU torch tensor (``"torch"``: bfloat16 and float8 need no
+        ml_dtypes) or a JAX array (``"jax"``)."""
+        if framework not in ("numpy", "torch", "jax"):
+            raise error(InvalidArgumentError, self._f.name, self.path,
+                        f"framework must be 'numpy', 'torch' or 'jax', not {framework!r}")
+        if framework == "torch":
+            return self._torch_slice(index)
+        out = self._numpy_slice(index, _dtypes.numpy_dtype(self._leaf.dtype, self._f.name,
+                                                           self.path))
+        if framework == "jax":
+            import jax  # noqa: PLC0415
+
+            return jax.device_put(out)
+        return out
+
+    def _torch_slice(self, index: Any) -> Any:
+        import torch  # noqa: PLC0415
+
+        name = self._leaf.dtype
+        stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
+        # Read as the NumPy type of the same bytes (native, or an unsigned int of the item's
+        # size: bfloat16 and float8 need no ml_dtypes), index there (NumPy takes any step),
+        # then seen as the torch dtype without a copy.
+        holder = (np.dtype(name) if name in _dtypes.NUMPY_NATIVE
+                  else np.dtype(f"uint{8 * _dtypes.TABLE[name][1]}"))
+        a = np.ascontiguousarray(self._numpy_slice(index, holder))
+        if a.size == 0:
+            return torch.empty(a.shape, dtype=stored_t)
+        t = torch.from_numpy(a)
+        return t if t.dtype == stored_t else t.view(stored_t)
+
+    def _numpy_slice(self, index: Any, npdt: np.dtype) -> np.ndarray:
         where = self.path
         begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
-        npdt = _dtypes.numpy_dtype(self._leaf.dtype, self._f.name, where)
         shape = tuple(e - b for b, e in zip(begin, end))
         # Bounded before allocating, as loads are (Loader.reserve): one slice is one allocation.
         nbytes = npdt.itemsize
@@ -339,6 +373,11 @@ class LazyArray:
             self._f._reader.read_many([(self._leaf.index, begin, end, _dtypes.numpy_bytes(arr))],
                                       self._f.verify_checksums, self._f.threads)
         return arr[post]
+
+    def __len__(self) -> int:
+        if not self._leaf.shape:
+            raise error(IndexKindError, self._f.name, self.path, "len() of a 0-d array")
+        return self._leaf.shape[0]
 
     def read(self, **options: Any) -> Any:
         """The whole array (options of :func:`jtree.load`: framework=, cast=, ...)."""

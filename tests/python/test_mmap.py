@@ -182,3 +182,37 @@ def test_iterating_a_0d_lazy_array_is_an_error(path):
     with jtree.open(path) as f:
         with pytest.raises(TypeError, match="iteration over a 0-d array"):
             iter(f["s"]).__next__()
+
+
+def test_lazy_slices_as_torch_and_jax(path):
+    torch = require("torch")
+    jax = require("jax")
+    ml_dtypes = require("ml_dtypes")
+    rng = np.random.default_rng(2)
+    tree = {"h": rng.standard_normal((300, 40)).astype(ml_dtypes.bfloat16),
+            "f8": rng.standard_normal((64, 8)).astype(ml_dtypes.float8_e4m3fn),
+            "c": (rng.standard_normal((50, 3)) + 1j).astype(np.complex64),
+            "i": np.arange(1000, dtype=np.int64)}
+    jtree.save(tree, path, chunk_bytes=4096)
+    index = (slice(250, 7, -3), slice(None, None, 2))
+    with jtree.open(path, framework="torch") as f:
+        h = f["h"][index]
+        assert isinstance(h, torch.Tensor) and h.dtype == torch.bfloat16
+        np.testing.assert_array_equal(h.view(torch.uint16).numpy(),
+                                      tree["h"][index].view(np.uint16))
+        f8 = f["f8"][3:9, 1]
+        assert f8.dtype == torch.float8_e4m3fn and tuple(f8.shape) == (6,)
+        np.testing.assert_array_equal(f8.view(torch.uint8).numpy(),
+                                      tree["f8"][3:9, 1].view(np.uint8))
+        c = f["c"][::-1]
+        assert c.dtype == torch.complex64
+        np.testing.assert_array_equal(c.numpy(), tree["c"][::-1])
+        assert tuple(f["i"][5:5].shape) == (0,)
+        assert isinstance(f["i"].get(slice(0, 3)), np.ndarray)  # another framework when asked
+        j = f["i"].get(slice(10, 20), framework="jax")
+        assert isinstance(j, jax.Array)
+        np.testing.assert_array_equal(np.asarray(j), tree["i"][10:20])
+        with pytest.raises(jtree.InvalidArgumentError, match="framework must be"):
+            f["i"].get(0, framework="tf")
+    with pytest.raises(jtree.InvalidArgumentError, match="framework must be"):
+        jtree.open(path, framework="tf")
