@@ -52,7 +52,10 @@ mkdir "$work/scratch"
 (cd "$work/scratch" &&
    env -u PYTHONPATH "$vpy" - "$work/scratch" < "$repo/tests/install/wheel_smoke.py")
 jt=$work/venv/bin/jtree
-(cd "$work/scratch" && "$jt" ls smoke.jtree | grep -q "params/emb") ||
+# (The output captured first: `cmd | grep -q` under pipefail fails when grep leaves early.)
+listing=$(cd "$work/scratch" && "$jt" ls smoke.jtree) ||
+  { echo "the wheel's jtree ls failed"; exit 1; }
+grep -q "params/emb" <<< "$listing" ||
   { echo "the wheel's jtree command does not list params/emb"; exit 1; }
 (cd "$work/scratch" && "$jt" verify smoke.jtree >/dev/null) ||
   { echo "the wheel's jtree verify failed"; exit 1; }

@@ -47,8 +47,10 @@ if [ -n "$header" ] && [ -f "$header" ]; then
     sed 's://.*$::' "$header" | grep -oE '\bjtree_[A-Za-z0-9_]+[[:space:]]*\(' |
       sed 's/[[:space:](]//g' | sort -u)
 fi
+# (A here-string, not printf | grep -q: with pipefail, grep -q leaving at the first match makes
+# printf die of SIGPIPE and the pipeline fail, now and then, for a symbol that is there.)
 for sym in "${need[@]}"; do
-  if ! printf '%s\n' "$demangled" | grep -qxF -- "$sym"; then
+  if ! grep -qxF -- "$sym" <<< "$demangled"; then
     echo "missing export: $sym"
     fail=1
   fi

@@ -68,7 +68,7 @@ if [ $with_c = ON ]; then
   # shellcheck disable=SC2046,SC2086
   cc -std=c11 -O1 $(pkg-config --cflags jtree) "$here/consumer/read_leaf.c" \
     -o "$work/pc_read_leaf_c_static" $static_libs
-  if ldd "$work/pc_read_leaf_c_static" | grep -q libjtree; then
+  if grep -q libjtree <<< "$(ldd "$work/pc_read_leaf_c_static")"; then
     echo "pc_read_leaf_c_static loads libjtree.so: the static link did not take libjtree.a"
     exit 1
   fi
@@ -95,10 +95,13 @@ for p in "${progs[@]}"; do
 done
 
 echo "-- examples/save_and_load.cc against libjtree.so (the C++ write path)"
-"$work/cmake-build/save_and_load" "$work/example.jtree" | grep -q "step = 1000" ||
+# (Outputs captured first: `cmd | grep -q` under pipefail fails when grep leaves early.)
+out=$("$work/cmake-build/save_and_load" "$work/example.jtree") ||
   { echo "save_and_load against the installed library failed"; exit 1; }
+grep -q "step = 1000" <<< "$out" ||
+  { echo "save_and_load against the installed library printed no step = 1000"; exit 1; }
 
 echo "-- the installed CLI"
-"$prefix/bin/jtree" ls "$work/py.jtree" | grep -q "params/w" ||
-  { echo "jtree ls does not list params/w"; exit 1; }
+out=$("$prefix/bin/jtree" ls "$work/py.jtree") || { echo "jtree ls failed"; exit 1; }
+grep -q "params/w" <<< "$out" || { echo "jtree ls does not list params/w"; exit 1; }
 echo "consumers ok: ${#progs[@]} programs (find_package and pkg-config) read the file byte-exact"
