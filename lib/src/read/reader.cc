@@ -11,7 +11,6 @@
 #include "read/read_plan.h"
 #include "read/reader_impl.h"
 #include "util/box_copy.h"
-#include "util/huge_pages.h"
 #include "util/thread_pool.h"
 
 namespace jtree {
@@ -284,9 +283,6 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   for (const ReadRequest& req : requests) {
     JTREE_ASSIGN_OR_RETURN(Box b, check_request(*this, t, req));
     if (t.leaf(req.leaf).storage == Storage::kInline) read_inline(t.leaf(req.leaf), b, req.dst);
-    // Large destinations are usually fresh memory whose first touch (a fault per 4 KiB page)
-    // costs as much as the copy: 2 MiB pages make that a fault per 2 MiB.
-    advise_huge_pages(req.dst.data(), req.dst.size());
     boxes.push_back(std::move(b));
   }
   // Fetches no larger than the backend wants (remote ones: a few MiB, so that decoding
