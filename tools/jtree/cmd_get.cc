@@ -1,6 +1,10 @@
 // jtree get FILE KEY[SLICE] [-o OUT]: a leaf or a slice of it, to .npy, raw bytes or stdout.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <vector>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -17,25 +21,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Status write_raw(const std::string& path, std::span<const std::byte> data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  out.close();
-  if (!out) return Status::IOError(path + ": write failed");
-  return Status::OK();
-}
-
-// Prints an array as nested lists (numpy-like); large arrays are summarized.
+// Prints a small array (at most kMaxPrinted elements) as nested lists, numpy-like.
 void print_array(DType dtype, const Shape& shape, std::span<const std::byte> data) {
   const size_t item = dtype_info(dtype)->item_size;
-  const uint64_t n = data.size() / std::max<size_t>(item, 1);
   std::printf("%s %s\n", std::string(dtype_name(dtype)).c_str(), shape_string(shape).c_str());
-  if (n > kMaxPrinted) {
-    std::printf("first: ");
-    for (uint64_t i = 0; i < 8; ++i) std::printf("%s ", format_element(dtype, data.data() + i * item).c_str());
-    std::printf("...\nlast:  ... ");
-    for (uint64_t i = n - 8; i < n; ++i) std::printf("%s ", format_element(dtype, data.data() + i * item).c_str());
-    std::printf("\n(%llu elements; write them with -o out.npy)\n", static_cast<unsigned long long>(n));
+  if (data.empty()) {  // (any dimension may be huge when another is 0: nothing to walk)
+    std::printf("[] (no elements)\n");
     return;
   }
   std::string out;
@@ -55,6 +46,90 @@ void print_array(DType dtype, const Shape& shape, std::span<const std::byte> dat
   };
   rec(rec, 0);
   std::printf("%s\n", out.c_str());
+}
+
+// The single-element box of element `k` (C order) of `box`.
+Box element_box(const Box& box, uint64_t k) {
+  Box e = box;
+  for (size_t d = box.begin.size(); d-- > 0;) {
+    const uint64_t extent = box.end[d] - box.begin[d];
+    e.begin[d] = box.begin[d] + k % extent;
+    e.end[d] = e.begin[d] + 1;
+    k /= extent;
+  }
+  return e;
+}
+
+// A large array summarized: its first and last 8 elements, read alone (not the array).
+Status print_summary(const Reader& r, uint32_t leaf, DType dtype, const Shape& out_shape,
+                     const Box& box, uint64_t n, const ReadOptions& ro) {
+  const size_t item = dtype_info(dtype)->item_size;
+  auto element = [&](uint64_t k, std::string* text) -> Status {
+    std::byte buf[16];
+    JTREE_RETURN_IF_ERROR(r.read_box(leaf, element_box(box, k), {buf, item}, ro));
+    *text = format_element(dtype, buf);
+    return Status::OK();
+  };
+  std::string first, last, e;
+  for (uint64_t k = 0; k < 8; ++k) {
+    JTREE_RETURN_IF_ERROR(element(k, &e));
+    first += e + " ";
+  }
+  for (uint64_t k = n - 8; k < n; ++k) {
+    JTREE_RETURN_IF_ERROR(element(k, &e));
+    last += e + " ";
+  }
+  std::printf("%s %s\nfirst: %s...\nlast:  ... %s\n(%llu elements; write them with -o out.npy)\n",
+              std::string(dtype_name(dtype)).c_str(), shape_string(out_shape).c_str(),
+              first.c_str(), last.c_str(), static_cast<unsigned long long>(n));
+  return Status::OK();
+}
+
+// Memory for `bytes` of a leaf, or ResourceExhausted (a valid file may hold more than this
+// machine has: that is an error, never an abort).
+Status allocate(std::vector<std::byte>& buf, uint64_t bytes, const std::string& what) {
+  try {
+    buf.resize(static_cast<size_t>(bytes));
+  } catch (const std::exception&) {
+    return Status::ResourceExhausted(what + ": out of memory allocating " + human_bytes(bytes) +
+                                     " (write it with -o FILE, which streams it)");
+  }
+  return Status::OK();
+}
+
+// Reads `box` in slabs of about kSlabBytes along its first dimension of extent > 1 (the dims
+// before it have extent 1, so the slabs in order are the box in C order) and hands each slab
+// to `sink`: memory stays about one slab whatever the size.
+constexpr uint64_t kSlabBytes = 64ull << 20;
+
+Status read_in_slabs(const Reader& r, uint32_t leaf, DType dtype, const Box& box,
+                     const ReadOptions& ro, const std::string& what, Progress& progress,
+                     const std::function<Status(std::span<const std::byte>)>& sink) {
+  const size_t rank = box.begin.size();
+  size_t d = 0;
+  while (d + 1 < rank && box.end[d] - box.begin[d] == 1) ++d;
+  const uint64_t total = memory_bytes(dtype, box.num_elements());
+  if (total == 0) return Status::OK();
+  const uint64_t extent = rank ? box.end[d] - box.begin[d] : 1;
+  const uint64_t per_unit = total / extent;  // bytes of one index along d
+  const uint64_t step = std::max<uint64_t>(1, kSlabBytes / std::max<uint64_t>(per_unit, 1));
+  std::vector<std::byte> buf;
+  JTREE_RETURN_IF_ERROR(allocate(buf, std::min(extent, step) * per_unit, what));
+  ProgressFn report = progress.fn();
+  uint64_t done = 0;
+  for (uint64_t i = 0; i < extent; i += step) {
+    Box slab = box;
+    if (rank) {
+      slab.begin[d] = box.begin[d] + i;
+      slab.end[d] = box.begin[d] + std::min(extent, i + step);
+    }
+    const uint64_t bytes = memory_bytes(dtype, slab.num_elements());
+    JTREE_RETURN_IF_ERROR(r.read_box(leaf, slab, {buf.data(), bytes}, ro));
+    JTREE_RETURN_IF_ERROR(sink({buf.data(), bytes}));
+    done += bytes;
+    if (report && !report(done, total)) return Status::Aborted(what + ": cancelled");
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -95,17 +170,16 @@ int cmd_get(const Args& args) {
     return fail(r.name() + ": leaf " + spec->path + ": " + human_bytes(bytes) +
                 " is over the read limit");
   }
-  std::vector<std::byte> data(bytes);
+  const std::string what = r.name() + ": leaf " + spec->path;
   ReadOptions ro;
   ro.verify_checksums = f.verify;
   ro.threads = f.threads;
   Progress progress("reading", !f.quiet && bytes > (64u << 20));
-  ro.progress = progress.fn();
-  Status st = r.read_box(n.leaf, *box, data, ro);
-  progress.finish();
-  if (!st.ok()) return fail(st.message());
 
   if (!f.output.empty()) {
+    // Streamed: the header (.npy), then the box in slabs, each written as it is read.
+    std::ofstream out(f.output, std::ios::binary | std::ios::trunc);
+    if (!out) return fail(f.output + ": cannot create: " + std::strerror(errno));
     if (ends_with(f.output, ".npy")) {
       bool exact;
       npy_descr(leaf.dtype, &exact);
@@ -116,11 +190,23 @@ int cmd_get(const Args& args) {
                      size_t{dtype_info(leaf.dtype)->item_size},
                      std::string(dtype_name(leaf.dtype)).c_str());
       }
-      st = write_npy(f.output, leaf.dtype, out_shape, data);
-    } else {
-      st = write_raw(f.output, data);
+      const std::string head = npy_header(leaf.dtype, out_shape);
+      out.write(head.data(), static_cast<std::streamsize>(head.size()));
     }
-    if (!st.ok()) return fail(st.message());
+    Status st = read_in_slabs(r, n.leaf, leaf.dtype, *box, ro, what, progress,
+                              [&](std::span<const std::byte> slab) -> Status {
+                                out.write(reinterpret_cast<const char*>(slab.data()),
+                                          static_cast<std::streamsize>(slab.size()));
+                                return out ? Status::OK()
+                                           : Status::IOError(f.output + ": write failed");
+                              });
+    progress.finish();
+    out.close();
+    if (st.ok() && !out) st = Status::IOError(f.output + ": write failed");
+    if (!st.ok()) {
+      std::remove(f.output.c_str());  // no partial output
+      return fail(st.message());
+    }
     if (!f.quiet) {
       std::fprintf(stderr, "wrote %s %s%s (%s) to %s\n", std::string(dtype_name(leaf.dtype)).c_str(),
                    spec->path.c_str(), shape_string(out_shape).c_str(), human_bytes(bytes).c_str(),
@@ -128,12 +214,28 @@ int cmd_get(const Args& args) {
     }
     return 0;
   }
+  if (leaf.kind != LeafKind::kArray && leaf.kind != LeafKind::kStr) {  // (nothing to read)
+    std::printf("%s of %llu bytes (write them with -o FILE)\n",
+                std::string(leaf_kind_name(leaf.kind)).c_str(),
+                static_cast<unsigned long long>(bytes));
+    return 0;
+  }
+  const uint64_t n_elements = box->num_elements();
+  if (leaf.kind == LeafKind::kArray && n_elements > kMaxPrinted) {
+    Status st = print_summary(r, n.leaf, leaf.dtype, out_shape, *box, n_elements, ro);
+    return st.ok() ? 0 : fail(st.message());
+  }
+  std::vector<std::byte> data;
+  Status st = allocate(data, bytes, what);
+  if (st.ok()) {
+    ro.progress = progress.fn();
+    st = r.read_box(n.leaf, *box, data, ro);
+    progress.finish();
+  }
+  if (!st.ok()) return fail(st.message());
   if (leaf.kind == LeafKind::kStr) {
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::printf("\n");
-  } else if (leaf.kind != LeafKind::kArray) {
-    std::printf("%s of %zu bytes (write them with -o FILE)\n",
-                std::string(leaf_kind_name(leaf.kind)).c_str(), data.size());
   } else {
     print_array(leaf.dtype, out_shape, data);
   }

@@ -1,5 +1,7 @@
 #include "describe.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +40,26 @@ std::string storage_desc(const Leaf& l) {
   return "";
 }
 
+// Decimal conversion below is quadratic in the size: past this many bytes (about 300 digits)
+// a big int is shown in hexadecimal, head and tail (a file may hold 1 MiB of one).
+constexpr size_t kMaxDecimalBytes = 128;
+
+std::string big_int_hex(std::vector<uint8_t> mag, bool neg) {
+  static const char* kHex = "0123456789abcdef";
+  while (mag.size() > 1 && mag.back() == 0) mag.pop_back();
+  std::string hex;
+  for (size_t i = mag.size(); i-- > 0;) {
+    hex += kHex[mag[i] >> 4];
+    hex += kHex[mag[i] & 15];
+  }
+  const size_t lead = std::min(hex.find_first_not_of('0'), hex.size() - 1);
+  hex.erase(0, lead);
+  const size_t bits = hex.size() * 4 - (hex[0] < '2' ? 3 : hex[0] < '4' ? 2 : hex[0] < '8' ? 1 : 0);
+  if (hex.size() > 64) hex = hex.substr(0, 32) + "..." + hex.substr(hex.size() - 32);
+  return std::string(neg ? "-" : "") + "0x" + hex + " (an int of " + std::to_string(bits) +
+         " bits)";
+}
+
 std::string big_int_decimal(const std::string& le) {
   if (le.empty()) return "0";
   // Magnitude as little-endian bytes; two's complement negation when negative.
@@ -51,6 +73,7 @@ std::string big_int_decimal(const std::string& le) {
       carry = v >> 8;
     }
   }
+  if (mag.size() > kMaxDecimalBytes) return big_int_hex(std::move(mag), neg);
   std::string digits;
   while (true) {
     bool zero = true;

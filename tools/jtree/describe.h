@@ -16,7 +16,8 @@ uint64_t leaf_raw_bytes(const Leaf& leaf);
 std::string storage_desc(const Leaf& leaf);
 /// A scalar's value as Python would print it (ints of any size in decimal).
 std::string scalar_value(const Leaf& leaf);
-/// Decimal text of a little-endian two's complement integer.
+/// Decimal text of a little-endian two's complement integer; past 128 bytes (where decimal
+/// conversion, quadratic, would take long) hexadecimal, its head and tail, and its bit count.
 std::string big_int_decimal(const std::string& le_bytes);
 /// Up to `max_chars` of a string payload, quoted, with an ellipsis when cut.
 std::string quoted(const std::string& s, size_t max_chars);

@@ -30,8 +30,7 @@ std::string npy_descr(DType dtype, bool* exact) {
   }
 }
 
-Status write_npy(const std::string& path, DType dtype, const Shape& shape,
-                 std::span<const std::byte> data) {
+std::string npy_header(DType dtype, const Shape& shape) {
   bool exact;
   std::string header = "{'descr': '" + npy_descr(dtype, &exact) +
                        "', 'fortran_order': False, 'shape': (";
@@ -45,13 +44,19 @@ Status write_npy(const std::string& path, DType dtype, const Shape& shape,
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  std::string out = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  return out + header;
+}
+
+Status write_npy(const std::string& path, DType dtype, const Shape& shape,
+                 std::span<const std::byte> data) {
+  const std::string head = npy_header(dtype, shape);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::IOError(path + ": cannot create: " + std::strerror(errno));
-  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  out.write(magic, 8);
-  uint16_t len = static_cast<uint16_t>(header.size());
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(head.data(), static_cast<std::streamsize>(head.size()));
   out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
   out.close();
   if (!out) return Status::IOError(path + ": write failed: " + std::strerror(errno));

@@ -14,6 +14,10 @@ namespace jtree::cli {
 /// int4/uint4 (one byte per element in memory, sign-extended) as int8/uint8.
 std::string npy_descr(DType dtype, bool* exact);
 
+/// The .npy preamble (magic, version, header dict padded to 64 bytes) for an array: the data
+/// (C order) follows it.
+std::string npy_header(DType dtype, const Shape& shape);
+
 /// Writes a complete .npy file.
 Status write_npy(const std::string& path, DType dtype, const Shape& shape,
                  std::span<const std::byte> data);
