@@ -1,7 +1,6 @@
 #include "describe.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
