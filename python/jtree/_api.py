@@ -368,8 +368,9 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     ``{stored: wanted}``, or a function ``(key_path, stored_dtype_name) -> dtype or None``.
     ``out`` is a tree of preallocated arrays (NumPy or torch) to fill in place (instead of
     ``pytree``); the result holds those arrays. ``shardings`` (JAX) is a Sharding for every
-    array, or a function ``(key_path, LeafSpec) -> Sharding``: each device's slice is read on
-    its own. ``strict=False`` loads custom nodes and leaves this process has not registered as
+    array, or a function ``(key_path, LeafSpec) -> Sharding or None``: each device's slice is
+    read on its own. It implies ``framework="jax"`` (with ``"torch"`` it is an error, as is a
+    value that is no Sharding). ``strict=False`` loads custom nodes and leaves this process has not registered as
     plain dicts/lists and bytes; pickled leaves need ``allow_pickle=True``. ``verify=False``
     skips checksum verification; ``threads`` bounds the decoding threads (0: all cores).
 

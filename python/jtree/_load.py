@@ -147,6 +147,16 @@ class LoadOptions:
         if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
             raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
                                        f"'r' (read-only views) or False (copies), not {mmap!r}")
+        if shardings is not None:
+            # shardings= asks for JAX arrays: it implies framework="jax", and contradicts torch.
+            if framework == "torch":
+                raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
+                                           "framework='torch'")
+            if not callable(shardings) and not _is_sharding(shardings):
+                raise InvalidArgumentError(
+                    f"shardings must be a jax.sharding.Sharding or a function (key_path, "
+                    f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
+            framework = "jax"
         self.mmap = mmap
         self.framework = framework
         self.cast = cast
@@ -491,6 +501,11 @@ class Loader:
         if framework == "jax" and sharding is None and self.o.shardings is not None:
             s = self.o.shardings
             sharding = s(where, fl.spec()) if callable(s) else s
+            if sharding is not None and not _is_sharding(sharding):
+                raise self.err(InvalidArgumentError, path,
+                               f"the shardings function returned a "
+                               f"{type(sharding).__qualname__}, not a jax.sharding.Sharding "
+                               f"(or None)")
         scalar = bool(fl.flags & FLAG_SCALAR) and shape == ()
 
         key = (fl.index, framework, want, shape, id(sharding), str(device), id(out))
@@ -739,6 +754,13 @@ class Loader:
             return arr
 
         return done
+
+
+def _is_sharding(x: Any) -> bool:
+    """True for a jax.sharding.Sharding (what device_put and make_array_from_single_device_arrays
+    take); checked without importing JAX when it is not loaded."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.sharding.Sharding)
 
 
 def _nbytes(shape: Sequence[int], itemsize: int) -> int:

@@ -131,3 +131,19 @@ def test_chunk_shape_helper():
     assert shard_chunk_shape((400, 60), [(0, 0)], (100, 30), 32, 100) == (1, 15)  # 15 | 30
     # A shard start that is not a multiple of the shard shape narrows the grid (gcd).
     assert shard_chunk_shape((12,), [(0,), (6,), (9,)], (6,), 8, 1 << 20) == (3,)
+
+
+def test_shardings_imply_jax_and_bad_values_are_clear_errors(path, mesh):
+    tree = {"w": np.ones((16, 8), np.float32), "n": 3}
+    jtree.save(tree, path)
+    s_rows = NamedSharding(mesh, P("x"))
+    out = jtree.load(path, shardings=s_rows)  # no framework= needed
+    assert isinstance(out["w"], jax.Array) and out["w"].sharding == s_rows and out["n"] == 3
+    with pytest.raises(jtree.InvalidArgumentError, match="shardings must be a jax.sharding"):
+        jtree.load(path, shardings="rows")
+    with pytest.raises(jtree.InvalidArgumentError, match="framework='torch'"):
+        jtree.load(path, shardings=s_rows, framework="torch")
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match=r"at 'w': the shardings function returned a str, not a "
+                             r"jax.sharding.Sharding"):
+        jtree.load(path, shardings=lambda key_path, spec: "rows")
