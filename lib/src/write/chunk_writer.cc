@@ -86,7 +86,6 @@ Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encodin
   return Status::OK();
 }
 
-
 Status ChunkStream::put_raw_run(uint64_t count,
                                 const std::function<Result<RunChunk>(uint64_t)>& chunk,
                                 format::ChunkRecord* records, int threads) {
