@@ -195,8 +195,10 @@ class Loader:
         self.name = file.name
         self.o = opts
         self.requests: List[Tuple[int, Any, Any, Any]] = []
-        # Whole leaves to take from the file's memory map: (leaf, dtype, path, slot).
-        self.to_map: List[Tuple[FileLeaf, np.dtype, Tuple[Any, ...], List[np.ndarray]]] = []
+        # Whole leaves to take from the file's memory map: (leaf, dtype or None for flat
+        # bytes, path, slot).
+        self.to_map: List[Tuple[FileLeaf, Optional[np.dtype], Tuple[Any, ...],
+                                List[np.ndarray]]] = []
         self.cache: Dict[Any, Thunk] = {}
         self.reserved = 0  # bytes this load allocated for its caller (see reserve)
         self.limits: Optional[Tuple[int, int]] = None  # the open's memory_limits(), once
