@@ -1,0 +1,104 @@
+"""GGUF (llama.cpp's model format) -> tree, for `jtree convert model.gguf model.jtree`.
+
+The tree (every dict in the file's order):
+
+    {"tensors":        {name: array},      # every tensor, a view of the memory-mapped input
+     "tensor_types":   {name: "Q4_0"},     # every tensor's GGML type name
+     "metadata":       {key: value},       # GGUF's key-values
+     "metadata_types": {key: "UINT32"}}    # their GGUF value types ("ARRAY[STRING]", ...)
+
+Shapes are NumPy's (row-major) order: GGUF lists dimensions fastest-varying first (ne[0] is a
+row's length), so a GGUF tensor with ne = [4096, 32000] is a (32000, 4096) array here, the shape
+``gguf.GGUFReader`` and llama.cpp's converters use. F32, F16, F64, BF16 (ml_dtypes.bfloat16) and
+I8/I16/I32/I64 tensors are arrays of that dtype. Every other type (Q4_0, Q8_0, Q4_K, IQ2_XS...)
+is kept bit-exact as its raw blocks: a uint8 array whose last dimension is the bytes of one row
+(``gguf.quants.quant_shape_to_byte_shape``), its type named in ``tensor_types``; rows stay rows,
+so a slice of rows reads only those rows. Key-values: numbers and bools as Python scalars,
+strings as str (bytes if not UTF-8), arrays of numbers as 1-d NumPy arrays of their exact type,
+arrays of strings (the tokenizer's vocabulary) as lists; ``metadata_types`` keeps each GGUF type
+so ``_to_gguf`` writes the same bytes back. The .jtree file's user metadata gets "gguf.version".
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict
+
+import numpy as np
+
+from .._errors import CorruptionError, NotSupportedError
+from . import _gguf_parse
+from ._source import Source
+
+FORMAT = "gguf"
+
+# GGML types stored as arrays of a NumPy dtype; every other type is kept as raw uint8 blocks.
+_ARRAY_TYPES: Dict[str, Any] = {
+    "F32": np.float32, "F16": np.float16, "F64": np.float64,
+    "I8": np.int8, "I16": np.int16, "I32": np.int32, "I64": np.int64,
+}
+
+
+def _bfloat16() -> Any:
+    import ml_dtypes
+    return ml_dtypes.bfloat16
+
+
+def sniff(path: str) -> bool:
+    """True if ``path`` is a file starting with GGUF's magic. Never raises."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == _gguf_parse.MAGIC
+    except OSError:
+        return False
+
+
+def _tensor_view(mm: np.ndarray, t: _gguf_parse.TensorInfo, type_name: str) -> np.ndarray:
+    """The tensor as a zero-copy view of the file's map, in NumPy's dimension order: an array
+    of its dtype, or for block types its rows of raw bytes (the parser checked that ne[0] is a
+    whole number of blocks and that the bytes lie inside the file)."""
+    shape = tuple(reversed(t.ne))
+    raw = mm[t.offset:t.offset + t.nbytes]
+    if type_name in _ARRAY_TYPES:
+        return raw.view(_ARRAY_TYPES[type_name]).reshape(shape)
+    if type_name == "BF16":
+        return raw.view(_bfloat16()).reshape(shape)
+    block, type_size = _gguf_parse.block_sizes(t.ggml_type)
+    return raw.reshape(shape[:-1] + (shape[-1] // block * type_size,))
+
+
+def open_source(path: str, *, allow_pickle: bool = False) -> Source:
+    """Maps the GGUF file ``path``, validates its header (_gguf_parse) and returns the tree
+    described in this module's docstring, its tensors views of the map (no copy). Raises
+    CorruptionError / NotSupportedError naming the file."""
+    del allow_pickle  # GGUF has no pickles
+    try:
+        import gguf  # noqa: F401 - the GGML type table comes from it
+    except ImportError as e:
+        raise NotSupportedError(f"jtree convert: reading GGUF needs the gguf package "
+                                f"(pip install gguf): {e}", file=path) from e
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        from .._errors import NotFoundError
+        raise NotFoundError(f"jtree convert: {path}: {e.strerror}", file=path) from e
+    if size == 0:
+        raise CorruptionError(f"jtree convert: {path}: GGUF: the file is empty", file=path)
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    header = _gguf_parse.parse(mm, path)
+
+    tensors: Dict[str, Any] = {}
+    types: Dict[str, str] = {}
+    for t in header.tensors:
+        name = _gguf_parse.ggml_type_name(t.ggml_type)
+        types[t.name] = name
+        tensors[t.name] = _tensor_view(mm, t, name)
+    tree = {
+        "tensors": tensors,
+        "tensor_types": types,
+        "metadata": {kv.key: kv.value for kv in header.kvs},
+        "metadata_types": {kv.key: kv.type_name for kv in header.kvs},
+    }
+    n_quant = sum(1 for v in types.values() if v not in _ARRAY_TYPES and v != "BF16")
+    desc = (f"GGUF v{header.version}: {len(tensors)} tensors ({n_quant} quantized), "
+            f"{len(header.kvs)} key-values")
+    return Source(tree=tree, metadata={"gguf.version": str(header.version)}, description=desc)
