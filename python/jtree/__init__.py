@@ -28,13 +28,16 @@ from ._file import File, LazyArray, Node
 from ._global_array import GlobalArray
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._structure import LeafSpec
+# (The function shadows the subpackage's name as an attribute of jtree; python -m jtree.convert
+# and `from jtree.convert import ...` still find the package in sys.modules.)
+from .convert import ConvertStats, convert
 
 __version__ = _jtree.version()
 
 __all__ = [
     "save", "load", "load_pytreedef", "nonblocking_save", "nonblocking_load", "open", "compact",
-    "commit_segments", "GlobalArray", "Coordinator", "JaxCoordinator", "MPICoordinator",
-    "TorchCoordinator", "SingleProcess",
+    "commit_segments", "convert", "ConvertStats", "GlobalArray", "Coordinator",
+    "JaxCoordinator", "MPICoordinator", "TorchCoordinator", "SingleProcess",
     "register_pytree_node_serialization", "register_pytree_leaf_serialization",
     "Future", "WriteStats", "File", "Node", "LazyArray", "LeafSpec",
     "Error", "CorruptionError", "StorageError", "InvalidArgumentError", "NotSupportedError",

@@ -145,6 +145,20 @@ def open(path: _PathLike, *, verify: bool = ..., threads: int = ..., allow_pickl
          limits: Optional[Mapping[str, int]] = ..., mmap: Union[bool, str] = ...,
          framework: _Framework = ...) -> File: ...
 def compact(path: _PathLike, out_path: Optional[_PathLike] = ..., *, sync: bool = ...) -> WriteStats: ...
+
+class ConvertStats:
+    src_format: str
+    dst_format: str
+    leaves: int
+    array_bytes: int
+    seconds: float
+    verified: bool
+
+def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
+            to_format: Optional[str] = ..., compression: Optional[str] = ...,
+            level: Optional[int] = ..., chunk_bytes: Optional[int] = ..., verify: bool = ...,
+            progress: Union[bool, Callable[[int, int], object]] = ...,
+            allow_pickle: bool = ..., overwrite: bool = ...) -> ConvertStats: ...
 def commit_segments(path: _PathLike, process_count: int, *, overwrite: bool = ...,
                     overwrite_foreign: bool = ..., keep_segments: bool = ..., verify: bool = ...,
                     sync: bool = ...,

@@ -1,0 +1,82 @@
+"""The ``jtree convert`` command: argument parsing and error reporting around convert().
+
+Exit status: 0 done, 1 failed (``jtree convert: <message>`` on stderr), 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, NoReturn, Optional
+
+from . import _registry
+
+USAGE = "jtree convert SRC DST [options]"
+DESCRIPTION = """\
+Converts a checkpoint to or from a .jtree file, streaming (memory about one tensor).
+Sources: safetensors (a file, or a Hugging Face sharded checkpoint: its
+*.safetensors.index.json or its directory), PyTorch .pt/.bin, NumPy .npy/.npz, GGUF,
+orbax / JAX pytree_serialization directories, flax msgpack, .jtree.
+Destinations by extension: .jtree (default), .safetensors, .gguf."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # usage errors: exit 2 with the usage
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"jtree convert: {message}\n")
+        sys.exit(2)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of ``jtree convert``."""
+    p = _Parser(prog="jtree convert", usage=USAGE, description=DESCRIPTION,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("src", metavar="SRC", help="the checkpoint to convert")
+    p.add_argument("dst", metavar="DST", help="the file to write")
+    readers = [n for n, _ in _registry.READERS]
+    p.add_argument("--from", dest="from_format", metavar="FMT",
+                   help=f"the source format when detection does not tell ({', '.join(readers)})")
+    p.add_argument("--to", dest="to_format", metavar="FMT",
+                   help="the destination format (jtree, safetensors, gguf); default: from "
+                        "DST's extension, else jtree")
+    p.add_argument("--compression", choices=["zstd", "none"], default="zstd",
+                   help="chunk compression of a .jtree destination (default zstd)")
+    p.add_argument("--level", type=int, default=None, help="the zstd level")
+    p.add_argument("--verify", action="store_true",
+                   help="re-read DST and compare every leaf bit for bit with SRC")
+    p.add_argument("--allow-pickle", action="store_true",
+                   help="let a PyTorch file that needs full unpickling load (runs code: only "
+                        "for files you trust)")
+    p.add_argument("--no-overwrite", action="store_true", help="refuse an existing DST")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Runs ``jtree convert`` with ``argv`` (default sys.argv[1:]); exits with its status."""
+    sys.exit(run(sys.argv[1:] if argv is None else argv))
+
+
+def run(argv: List[str]) -> int:
+    """Runs ``jtree convert`` and returns its exit status."""
+    args = parser().parse_args(argv)
+    from .. import Error  # noqa: PLC0415
+    from ._driver import convert  # noqa: PLC0415
+
+    try:
+        stats = convert(args.src, args.dst, from_format=args.from_format,
+                        to_format=args.to_format,
+                        compression=None if args.compression == "none" else args.compression,
+                        level=args.level, verify=args.verify, progress=not args.quiet,
+                        allow_pickle=args.allow_pickle, overwrite=not args.no_overwrite)
+    except (Error, OSError) as e:
+        sys.stderr.write(f"jtree convert: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("jtree convert: interrupted\n")
+        return 130
+    if not args.quiet:
+        sys.stderr.write(
+            f"{args.src} ({stats.src_format}) -> {args.dst} ({stats.dst_format}): "
+            f"{stats.leaves} leaves, {stats.array_bytes} array bytes in {stats.seconds:.2f} s"
+            f"{', verified' if stats.verified else ''}\n")
+    return 0
