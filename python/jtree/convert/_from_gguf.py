@@ -20,13 +20,14 @@ so ``_to_gguf`` writes the same bytes back. The .jtree file's user metadata gets
 """
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Any, Dict
 
 import numpy as np
 
-from .._errors import CorruptionError, NotSupportedError
-from . import _gguf_parse
+from .._errors import NotSupportedError
+from . import _common, _gguf_parse
 from ._source import Source
 
 FORMAT = "gguf"
@@ -52,18 +53,21 @@ def sniff(path: str) -> bool:
         return False
 
 
-def _tensor_view(mm: np.ndarray, t: _gguf_parse.TensorInfo, type_name: str) -> np.ndarray:
-    """The tensor as a zero-copy view of the file's map, in NumPy's dimension order: an array
-    of its dtype, or for block types its rows of raw bytes (the parser checked that ne[0] is a
-    whole number of blocks and that the bytes lie inside the file)."""
+def _tensor_leaf(fd: int, t: _gguf_parse.TensorInfo, type_name: str) -> Any:
+    """The tensor's leaf, in NumPy's dimension order: an array of its dtype, or for block types
+    its rows of raw bytes (the parser checked that ne[0] is a whole number of blocks and that
+    the bytes lie inside the file). A map of its own byte range, made when the writer reaches
+    it (_common.file_leaf), so memory stays about one tensor."""
     shape = tuple(reversed(t.ne))
-    raw = mm[t.offset:t.offset + t.nbytes]
     if type_name in _ARRAY_TYPES:
-        return raw.view(_ARRAY_TYPES[type_name]).reshape(shape)
-    if type_name == "BF16":
-        return raw.view(_bfloat16()).reshape(shape)
-    block, type_size = _gguf_parse.block_sizes(t.ggml_type)
-    return raw.reshape(shape[:-1] + (shape[-1] // block * type_size,))
+        dtype = np.dtype(_ARRAY_TYPES[type_name])
+    elif type_name == "BF16":
+        dtype = np.dtype(_bfloat16())
+    else:
+        block, type_size = _gguf_parse.block_sizes(t.ggml_type)
+        dtype = np.dtype(np.uint8)
+        shape = shape[:-1] + (shape[-1] // block * type_size,)
+    return _common.file_leaf(fd, t.offset, shape, dtype)
 
 
 def open_source(path: str, *, allow_pickle: bool = False) -> Source:
@@ -76,22 +80,23 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
     except ImportError as e:
         raise NotSupportedError(f"jtree convert: reading GGUF needs the gguf package "
                                 f"(pip install gguf): {e}", file=path) from e
+    fd, size = _common.open_fd(path)
     try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        from .._errors import NotFoundError
-        raise NotFoundError(f"jtree convert: {path}: {e.strerror}", file=path) from e
-    if size == 0:
-        raise CorruptionError(f"jtree convert: {path}: GGUF: the file is empty", file=path)
-    mm = np.memmap(path, dtype=np.uint8, mode="r")
-    header = _gguf_parse.parse(mm, path)
-
-    tensors: Dict[str, Any] = {}
-    types: Dict[str, str] = {}
-    for t in header.tensors:
-        name = _gguf_parse.ggml_type_name(t.ggml_type)
-        types[t.name] = name
-        tensors[t.name] = _tensor_view(mm, t, name)
+        if size == 0:
+            raise _common.corrupt(path, "GGUF: the file is empty")
+        # The header is parsed from a map of the whole file, dropped afterwards: only the
+        # header's pages are touched. Each tensor gets a map of its own bytes later.
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as whole:
+            header = _gguf_parse.parse(whole, path)
+        tensors: Dict[str, Any] = {}
+        types: Dict[str, str] = {}
+        for t in header.tensors:
+            name = _gguf_parse.ggml_type_name(t.ggml_type)
+            types[t.name] = name
+            tensors[t.name] = _tensor_leaf(fd, t, name)
+    except BaseException:
+        os.close(fd)
+        raise
     tree = {
         "tensors": tensors,
         "tensor_types": types,
@@ -101,4 +106,5 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
     n_quant = sum(1 for v in types.values() if v not in _ARRAY_TYPES and v != "BF16")
     desc = (f"GGUF v{header.version}: {len(tensors)} tensors ({n_quant} quantized), "
             f"{len(header.kvs)} key-values")
-    return Source(tree=tree, metadata={"gguf.version": str(header.version)}, description=desc)
+    return Source(tree=tree, metadata={"gguf.version": str(header.version)}, description=desc,
+                  close=_common.closer(lambda: os.close(fd)))

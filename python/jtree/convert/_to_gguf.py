@@ -18,12 +18,12 @@ when complete: a failure leaves no partial file and keeps an existing ``dst``.
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from .._errors import Error, InvalidArgumentError, NotSupportedError
+from .._errors import InvalidArgumentError, NotSupportedError
 from . import _gguf_parse
 
 FORMAT = "gguf"
@@ -119,9 +119,10 @@ def _read_layout(f: Any, src: str) -> Dict[str, Any]:
     return {k: f[k] for k in _LAYOUT}
 
 
-def write(file: Any, dst: str, *, progress: Optional[Callable[[int, int], None]] = None) -> None:
+def write(file: Any, dst: str, *, progress: Optional[Callable[[int], None]] = None) -> None:
     """Writes the GGUF-layout jtree ``file`` (a jtree.File) as the GGUF file ``dst``, one
-    tensor in memory at a time, through a temporary file renamed into place when complete."""
+    tensor in memory at a time, through a temporary file renamed into place when complete.
+    ``progress(n)`` is called with the bytes of each tensor once written."""
     gguf = _gguf()
     V = gguf.GGUFValueType
     src = str(getattr(file, "path", "") or "the .jtree file")
@@ -139,8 +140,9 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int, int], None]]
                                    f"different tensors", file=src)
 
     d = os.path.dirname(os.path.abspath(dst)) or "."
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(dst) + ".", suffix=".tmp", dir=d)
-    os.close(fd)
+    # A fresh name GGUFWriter creates itself (open "wb": the usual permissions, not mkstemp's
+    # 0600), renamed over dst only when complete.
+    tmp = os.path.join(d, f".{os.path.basename(dst)}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         w = _writer_class()(tmp, arch="")  # arch="" adds no key: every key comes from the file
         for key, value in meta.items():
@@ -148,7 +150,6 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int, int], None]]
             w.add_key_value(key, _value(value, vtype, V), vtype, sub_type=sub)
             if key == "general.alignment":
                 w.data_alignment = int(_value(value, vtype, V))
-        total = 0
         for name in names:
             leaf = tensors[name]
             tid = _gguf_parse.ggml_type_id(str(ttypes[name]))
@@ -174,18 +175,16 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int, int], None]]
                     f"{qtype.name}", file=src, key_path=f"tensors/{name}")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
             w.add_tensor_info(name, shape, dtype, nbytes, raw_dtype=qtype)
-            total += nbytes
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_ti_data_to_file()
-        done = 0
         for name in names:
             arr = np.ascontiguousarray(np.asarray(tensors[name]))
             w.write_tensor_data(arr.reshape(-1).view(np.uint8))
-            done += arr.nbytes
-            del arr
+            n = arr.nbytes
+            del arr  # one tensor in memory at a time
             if progress:
-                progress(done, total)
+                progress(n)
         w.flush()
         for fout in w.fout or []:
             os.fsync(fout.fileno())
@@ -197,3 +196,49 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int, int], None]]
         except OSError:
             pass
         raise
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal bit for bit: arrays by dtype, shape and bytes; floats by their bits (NaN too)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return (a.dtype == b.dtype and a.shape == b.shape
+                and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+    return type(a) is type(b) and a == b
+
+
+def verify(file: Any, dst: str) -> None:
+    """Re-reads the GGUF ``dst`` (_from_gguf) and compares it with the .jtree ``file``: every
+    key-value with its GGUF type, every tensor's name, GGML type, shape and bytes, in order.
+    CorruptionError naming the first difference."""
+    from .._errors import CorruptionError
+    from . import _from_gguf
+
+    def differs(what: str) -> CorruptionError:
+        return CorruptionError(f"jtree convert: {dst}: verify: {what} differs from the source",
+                               file=dst, key_path=what)
+
+    source = _from_gguf.open_source(dst)
+    try:
+        got = source.tree
+        for k in ("metadata_types", "tensor_types", "metadata"):
+            want = file[k].load()
+            if list(want) != list(got[k]):
+                raise differs(f"the keys of {k}")
+            for key, v in want.items():
+                if not _same(v, got[k][key]):
+                    raise differs(f"{k}/{key}")
+        if list(file["tensors"].keys()) != list(got["tensors"]):
+            raise differs("the tensor names")
+        for name, leaf in got["tensors"].items():
+            mine = np.asarray(file["tensors"][name])
+            theirs = leaf.fetch() if hasattr(leaf, "fetch") else leaf
+            if not _same(mine, np.asarray(theirs)):
+                raise differs(f"tensors/{name}")
+            del mine, theirs
+    finally:
+        source.close()
