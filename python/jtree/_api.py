@@ -330,7 +330,7 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
 # ---- load --------------------------------------------------------------------------------------
 
 _LOAD_OPTIONS = ("keys", "framework", "cast", "pad_truncate", "allow_pickle", "strict", "verify",
-                 "threads", "shardings", "mmap")
+                 "threads", "shardings", "mmap", "prune", "progress")
 
 
 def _open(path: Union[PathLike, File], options: Dict[str, Any]) -> File:
@@ -346,7 +346,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
          out: Any = None, allow_pickle: Optional[bool] = None, strict: Optional[bool] = None,
          verify: Optional[bool] = None, threads: Optional[int] = None,
-         shardings: Any = None, mmap: Union[bool, str, None] = None) -> Any:
+         shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
+         progress: Any = False) -> Any:
     """Loads a .jtree file (a path, a URL, or a :class:`File` from :func:`jtree.open`).
 
     Arrays come back as NumPy arrays (bfloat16, float8, float4 and int4 as ml_dtypes types),
@@ -362,7 +363,15 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     the dtype to cast to, the shape (different shapes need ``pad_truncate=True``: zeros pad,
     extra elements are dropped), the framework, and for JAX the sharding.
     ``keys`` selects leaves by key-path patterns such as ``"params/*/kernel"`` or
-    ``["step", "**/bias"]``; the others come back as None and are never read.
+    ``["step", "**/bias"]``; the others come back as None and are never read. A pattern that
+    matches nothing is a :class:`NotFoundError` naming it and the nearest key paths.
+    ``prune=True`` returns only what is loaded: dicts drop the entries not selected (by
+    ``keys`` or ``pytree``) and the containers left with nothing, so a state_dict subset
+    comes back that ``load_state_dict(strict=False)`` takes (lists, tuples and other
+    containers keep their positions, None where nothing is loaded).
+    ``progress`` is True (a bar on stderr when it is a terminal), a function
+    ``(done_bytes, total_bytes)`` called as the data is read (raising in it aborts the load
+    with that exception), or False.
 
     ``cast`` converts arrays on load: a dtype (every floating-point array), a mapping
     ``{stored: wanted}``, or a function ``(key_path, stored_dtype_name) -> dtype or None``.
@@ -392,7 +401,7 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     if out is not None and pytree is not None:
         raise InvalidArgumentError("load(): give pytree= or out=, not both")
     options = dict(keys=keys, framework=framework, cast=cast, pad_truncate=pad_truncate,
-                   shardings=shardings)
+                   shardings=shardings, prune=prune, progress=progress)
     # None: the File's setting (or the default).
     options.update({k: v for k, v in dict(allow_pickle=allow_pickle, strict=strict,
                                           verify=verify, threads=threads,

@@ -8,8 +8,9 @@ that matches a container selects everything below it.
 """
 from __future__ import annotations
 
+import difflib
 from fnmatch import fnmatchcase
-from typing import Iterable, List, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from ._errors import InvalidArgumentError
 
@@ -64,10 +65,42 @@ class PatternSet:
                 isinstance(p, str) for p in patterns):
             raise InvalidArgumentError(
                 f"keys must be a key-path pattern (str) or a list of them, not {patterns!r}")
+        self.texts: List[str] = list(patterns)
         self.patterns: List[Tuple[str, ...]] = [tuple(split(p)) for p in patterns]
 
-    def selects(self, parts: Sequence[str]) -> bool:
-        return any(_prefix_match(p, tuple(parts)) for p in self.patterns)
+    def selects(self, parts: Sequence[str], pending: Optional[Set[int]] = None) -> bool:
+        """True when a pattern matches ``parts`` or one of its prefixes. The numbers of the
+        patterns that match are removed from ``pending`` (the patterns not matched yet: a load
+        reports those that matched nothing)."""
+        path = tuple(parts)
+        if pending:
+            for i in [i for i in pending if _prefix_match(self.patterns[i], path)]:
+                pending.discard(i)
+        return any(_prefix_match(p, path) for p in self.patterns)
+
+    def text(self, i: int) -> str:
+        """Pattern number ``i`` as the caller wrote it."""
+        return self.texts[i]
+
+
+def nearest(pattern: str, paths: Sequence[str], n: int = 3) -> List[str]:
+    """The key paths most like ``pattern`` (difflib), best first: what a typo meant."""
+    parts = split(pattern)
+    # The paths as deep as the pattern first: "params/w0" is nearer "params/w" than "params".
+    same = [p for p in paths if len(split(p)) == len(parts)] if parts else []
+    got = difflib.get_close_matches(pattern, same, n=n, cutoff=0.5)
+    if len(got) < n:
+        got += [p for p in difflib.get_close_matches(pattern, paths, n=n, cutoff=0.5)
+                if p not in got][:n - len(got)]
+    if len(got) < n and parts and not any(c in parts[-1] for c in "*?["):
+        # "**/bais": the paths whose last key is like the pattern's last one.
+        last = {}
+        for p in paths:
+            last.setdefault(split(p)[-1], p)
+        got += [last[k] for k in difflib.get_close_matches(parts[-1], list(last), n=n,
+                                                            cutoff=0.6)
+                if last[k] not in got][:n - len(got)]
+    return got
 
 
 def _prefix_match(pattern: Tuple[str, ...], path: Tuple[str, ...]) -> bool:

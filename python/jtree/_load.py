@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import difflib
 import pickle
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -22,6 +23,7 @@ from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
                       ResourceExhaustedError, error)
 from ._global_array import GlobalArray
+from ._progress import Phases, finish, progress_callback
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE, ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf,
@@ -41,6 +43,25 @@ class _All:
 
 
 ALL = _All()
+
+
+def _PRUNED() -> Any:
+    """The plan of a subtree ``prune=True`` leaves out (never called: containers drop it)."""
+    return None
+
+
+def _key_paths(root: FileNode, path: Tuple[Any, ...], limit: int = 200_000) -> List[str]:
+    """The key paths of every node below ``root`` (at most ``limit``), for error messages."""
+    out: List[str] = []
+    stack = [(root, path)]
+    while stack and len(out) < limit:
+        node, p = stack.pop()
+        if p:
+            out.append(kp.join(p))
+        if node.kind not in (LEAF, NONE):
+            stack.extend(reversed([(c, p + (c.key if c.key is not None else i,))
+                                   for i, c in enumerate(node.children)]))
+    return out
 
 
 def _const(v: Any) -> Thunk:
@@ -141,7 +162,8 @@ class LoadOptions:
     def __init__(self, *, framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
                  allow_pickle: bool = False, strict: bool = True, verify: bool = True,
                  threads: int = 0, shardings: Any = None, keys: Any = None,
-                 fill_out: bool = False, mmap: Any = True):
+                 fill_out: bool = False, mmap: Any = True, prune: bool = False,
+                 progress: Any = None):
         if framework not in FRAMEWORKS:
             raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
         if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
@@ -168,6 +190,9 @@ class LoadOptions:
         self.shardings = shardings
         self.keys = kp.PatternSet(keys) if keys is not None else None
         self.fill_out = fill_out
+        # prune: dicts drop the entries not loaded (no skeleton of Nones); see Loader.plan.
+        self.prune = bool(prune)
+        self.progress = progress_callback(progress, "load")
 
 
 def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = None) -> str:
@@ -202,6 +227,8 @@ class Loader:
         self.cache: Dict[Any, Thunk] = {}
         self.reserved = 0  # bytes this load allocated for its caller (see reserve)
         self.limits: Optional[Tuple[int, int]] = None  # the open's memory_limits(), once
+        # The keys= patterns that matched nothing yet (reported once the plan is made).
+        self.pending = set(range(len(opts.keys.patterns))) if opts.keys is not None else None
 
     def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
         allow_deep_trees()
@@ -211,6 +238,11 @@ class Loader:
                 if (target is ALL or target is True) and root._tree is not None:
                     root._tree.fill_all(root)  # the whole tree is walked: made in one pass
                 build = self.plan(root, target, path)
+                if self.pending:
+                    raise self.unmatched(root, path)
+                if build is _PRUNED:
+                    build = _const({} if self.o.prune and root.kind in (DICT, ORDEREDDICT)
+                                   else None)
                 self.read()
                 return build()
         except MemoryError:
@@ -320,19 +352,43 @@ class Loader:
     # ---- planning ----
 
     def selected(self, path: Tuple[Any, ...]) -> bool:
-        return self.o.keys is None or self.o.keys.selects([str(p) for p in path])
+        return self.o.keys is None or self.o.keys.selects([str(p) for p in path], self.pending)
+
+    def unmatched(self, root: FileNode, path: Tuple[Any, ...]):
+        """The NotFoundError for the keys= patterns that matched nothing, with the key paths
+        nearest each (a typo in a key must not load an all-None tree without a word)."""
+        assert self.o.keys is not None and self.pending
+        paths = _key_paths(root, path)
+        lines = []
+        for i in sorted(self.pending):
+            text = self.o.keys.text(i)
+            near = kp.nearest(text, paths)
+            lines.append(f"{text!r} (nearest: {', '.join(map(repr, near))})" if near
+                         else f"{text!r}")
+        top = [kp.join(path + (c.key if c.key is not None else i,))
+               for i, c in enumerate(root.children[:10])] if root.kind not in (LEAF, NONE) \
+            else []
+        return self.err(NotFoundError, path,
+                        f"keys= {'pattern' if len(lines) == 1 else 'patterns'} "
+                        f"{'; '.join(lines)} matched nothing in the file"
+                        + (f" (its top-level keys: {', '.join(map(repr, top))}"
+                           f"{', ...' if len(root.children) > 10 else ''})" if top else ""))
 
     def plan(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        # With prune, what is not loaded is _PRUNED: a dict drops it (Loader.container).
         if target is None or target is Ellipsis:
-            return _const(target)
+            return _PRUNED if self.o.prune else _const(target)
         if target is False:  # a boolean mask: False skips (the result holds None)
-            return _const(None)
-        if node.kind == NONE:
-            return _const(None)
+            return _PRUNED if self.o.prune else _const(None)
+        if node.kind == NONE:  # (a pattern naming it matched: the file holds None there)
+            chosen = self.selected(path) if self.pending or self.o.prune else True
+            return _const(None) if chosen or not self.o.prune else _PRUNED
         if node.kind == LEAF:
             if not self.selected(path):
-                return _const(None)
+                return _PRUNED if self.o.prune else _const(None)
             return self.leaf(node.leaf, target, path)  # type: ignore[arg-type]
+        if self.pending and not node.children:
+            self.selected(path)  # (a pattern naming an empty container matched it)
         return self.container(node, target, path)
 
     def container(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:
@@ -341,6 +397,16 @@ class Loader:
         thunks = [self.plan(c, t, path + (c.key if c.key is not None else i,))
                   for i, (c, t) in enumerate(pairs)]
         keys = [c.key for c, _ in pairs]
+        if self.o.prune:
+            if pairs and all(t is _PRUNED for t in thunks):
+                return _PRUNED  # nothing below is loaded: the parent drops this container
+            if not pairs and not (self.o.keys is None or self.selected(path)):
+                return _PRUNED
+            if node.kind in (DICT, ORDEREDDICT):
+                keys = [k for k, t in zip(keys, thunks) if t is not _PRUNED]
+                thunks = [t for t in thunks if t is not _PRUNED]
+            else:  # positions and fields keep their place: None where nothing is loaded
+                thunks = [_const(None) if t is _PRUNED else t for t in thunks]
         kind, type_name, aux, strict = node.kind, node.type_name, node.aux, self.o.strict
         if kind == DICT:  # the common case, without the generic dispatch
             return lambda: dict(zip(keys, [t() for t in thunks]))
@@ -378,9 +444,13 @@ class Loader:
             by_key = {c.key: c for c in children}
             missing = [k for k in target if k not in by_key]
             if missing:
+                near = [k for k in by_key if isinstance(k, str)]
+                near = difflib.get_close_matches(missing[0], near, n=3, cutoff=0.5) \
+                    if isinstance(missing[0], str) else []
                 raise self.err(NotFoundError, path + (missing[0],),
                                f"the target names key {missing[0]!r}, which the file does not "
-                               f"have here (it has {list(by_key)[:20]})")
+                               f"have here ({f'nearest: {near}; ' if near else ''}it has "
+                               f"{list(by_key)[:20]}{'...' if len(by_key) > 20 else ''})")
             if node.kind in (DICT, ORDEREDDICT):  # a partial dict: only the target's keys
                 return [(c, target[c.key]) for c in children if c.key in target], None
             return [(c, target.get(c.key)) for c in children], None

@@ -112,8 +112,7 @@ def test_a_dict_target_may_name_only_some_keys(ckpt):
     (["params/layer1", "opt_state/1"], ["params/layer1/kernel", "params/layer1/bias",
                                         "opt_state/1"]),
     ("step", []),
-    ("nothing/here", []),
-])
+])  # (a pattern that matches nothing is an error: test_selection.py)
 def test_key_path_patterns(ckpt, patterns, chosen):
     path, tree = ckpt
     with jtree.open(path, mmap=False) as f:

@@ -1,0 +1,110 @@
+"""Selection that cannot fail silently (issue 23 item 5): a keys= pattern or a target key that
+matches nothing is a NotFoundError naming it, the file and the nearest key paths; prune=True
+returns only what was selected."""
+import numpy as np
+import pytest
+
+import jtree
+from conftest import assert_same
+
+
+@pytest.fixture
+def ckpt(path):
+    tree = {
+        "params": {"dense": {"kernel": np.arange(6.0).reshape(2, 3), "bias": np.ones(3)},
+                   "layers": [{"w": np.full(2, 7.0)}, {"w": np.full(3, 8.0)}]},
+        "opt_state": (np.zeros(2), None),
+        "step": 12,
+        "empty": {},
+        "nothing": None,
+    }
+    jtree.save(tree, path)
+    return path, tree
+
+
+@pytest.mark.parametrize("pattern, named, near", [
+    ("params/dense/kernal", "params/dense/kernal", "params/dense/kernel"),  # a typo
+    ("parms/*", "parms/*", "params"),                                       # a glob over a typo
+    ("**/bais", "**/bais", "params/dense/bias"),                            # the last key's typo
+    (["step", "stpe"], "stpe", "step"),                                     # one bad of two
+])
+def test_a_pattern_matching_nothing_is_not_found(ckpt, pattern, named, near):
+    path, _ = ckpt
+    with pytest.raises(jtree.NotFoundError) as e:
+        jtree.load(path, keys=pattern)
+    msg = str(e.value)
+    assert repr(named) in msg and path in msg and "matched nothing" in msg
+    assert repr(near) in msg.split("nearest:")[1], msg
+    assert e.value.file == path
+    if isinstance(pattern, list):
+        assert "keys= pattern 'stpe' (nearest: 'step')" in msg  # only the bad one is named
+
+
+def test_every_unmatched_pattern_is_named(ckpt):
+    path, _ = ckpt
+    with pytest.raises(jtree.NotFoundError, match="'zz/a'.*'zz/b'.*matched nothing"):
+        jtree.load(path, keys=["zz/a", "step", "zz/b"])
+
+
+def test_patterns_that_match_count_whatever_else_matches(ckpt):
+    path, tree = ckpt
+    # An overlapping pattern, a None node, an empty container: each matched, no error.
+    out = jtree.load(path, keys=["params/*", "params/dense/kernel", "nothing", "empty"])
+    assert_same(out["params"]["dense"]["kernel"], tree["params"]["dense"]["kernel"])
+    assert out["step"] is None and out["empty"] == {}
+
+
+def test_a_lazy_file_and_a_subtree_check_too(ckpt):
+    path, _ = ckpt
+    with jtree.open(path) as f:
+        with pytest.raises(jtree.NotFoundError, match="'params/dens/kernel'"):
+            f.load(keys="params/dens/kernel")
+        with pytest.raises(jtree.NotFoundError, match="matched nothing"):
+            f["params"].load(keys="params/zzz")
+        assert f["params"].load(keys="params/dense/bias")["dense"]["bias"].shape == (3,)
+
+
+def test_a_target_naming_a_missing_key_is_not_found(ckpt):
+    path, _ = ckpt
+    with pytest.raises(jtree.NotFoundError) as e:
+        jtree.load(path, {"params": {"dense": {"kernal": True}}})
+    msg = str(e.value)
+    assert "'kernal'" in msg and "nearest: ['kernel']" in msg and path in msg
+    assert e.value.key_path == "params/dense/kernal"
+
+
+def test_prune_returns_only_the_selected_entries(ckpt):
+    path, tree = ckpt
+    out = jtree.load(path, keys=["params/dense/kernel", "step"], prune=True)
+    assert list(out) == ["params", "step"] and list(out["params"]) == ["dense"]
+    assert list(out["params"]["dense"]) == ["kernel"] and out["step"] == 12
+    # Lists and tuples keep their positions (None where nothing is loaded).
+    out = jtree.load(path, keys=["params/layers/1/w", "opt_state/0"], prune=True)
+    assert out == {"params": {"layers": [None, {"w": out["params"]["layers"][1]["w"]}]},
+                   "opt_state": (out["opt_state"][0], None)}
+    assert_same(out["params"]["layers"][1]["w"], tree["params"]["layers"][1]["w"])
+    # A selected None leaf and a selected empty container stay.
+    assert jtree.load(path, keys=["nothing", "empty"], prune=True) == {"empty": {},
+                                                                       "nothing": None}
+    # A target's None / False leaves are dropped too.
+    out = jtree.load(path, {"params": {"dense": {"kernel": True, "bias": None}},
+                            "step": False}, prune=True)
+    assert list(out) == ["params"] and list(out["params"]["dense"]) == ["kernel"]
+    # Without prune: the whole skeleton, Nones where nothing was selected.
+    full = jtree.load(path, keys="step")
+    assert full["params"]["dense"]["kernel"] is None and set(full) == set(tree)
+
+
+def test_prune_gives_a_state_dict_subset_torch_accepts(path, torch):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    jtree.save(model.state_dict(), path)
+    fresh = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    before = fresh.state_dict()["2.weight"].clone()
+    sub = jtree.load(path, keys="0.*", framework="torch", prune=True)
+    assert sorted(sub) == ["0.bias", "0.weight"]
+    missing, unexpected = fresh.load_state_dict(sub, strict=False)
+    assert sorted(missing) == ["2.bias", "2.weight"] and unexpected == []
+    assert torch.equal(fresh[0].weight, model[0].weight)
+    assert torch.equal(fresh[2].weight, before)  # untouched
+    with pytest.raises(jtree.NotFoundError, match=r"'0\.wieght'.*nearest: '0\.weight'"):
+        jtree.load(path, keys="0.wieght", framework="torch", prune=True)
