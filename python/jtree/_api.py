@@ -330,6 +330,7 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
 # ---- load --------------------------------------------------------------------------------------
 
 _LOAD_OPTIONS = ("keys", "framework", "cast", "pad_truncate", "allow_pickle", "strict", "verify",
+                 "device", "map_location",
                  "threads", "shardings", "mmap", "prune", "progress")
 
 
@@ -346,6 +347,7 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
          out: Any = None, allow_pickle: Optional[bool] = None, strict: Optional[bool] = None,
          verify: Optional[bool] = None, threads: Optional[int] = None,
+         device: Any = None, map_location: Any = None,
          shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
          progress: Any = False) -> Any:
     """Loads a .jtree file (a path, a URL, or a :class:`File` from :func:`jtree.open`).
@@ -395,6 +397,14 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     memory map, another program truncating the file while its arrays live makes touching
     them fail with SIGBUS (jtree itself never truncates a file it replaces).
 
+    ``device`` (or its alias ``map_location``, as in ``torch.load``; not both) places torch
+    tensors: a ``torch.device`` or a string such as ``"cpu"`` or ``"cuda:0"``. It implies
+    ``framework="torch"`` (with JAX use ``shardings``). Arrays are read into host memory and
+    moved there (``"cuda"`` raises :class:`NotSupportedError` when ``torch.cuda`` is not
+    available). Torch targets (``pytree``) on a device keep theirs; targets on the meta
+    device give only shape and dtype: their data is created on ``device`` (default the
+    CPU), never returned as meta, also as ``out`` (the result then holds new tensors).
+
     These five default to the :class:`File`'s settings (from :func:`jtree.open`), else to
     allow_pickle=False, strict=True, verify=True, threads=0, mmap=True.
     """
@@ -402,6 +412,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
         raise InvalidArgumentError("load(): give pytree= or out=, not both")
     options = dict(keys=keys, framework=framework, cast=cast, pad_truncate=pad_truncate,
                    shardings=shardings, prune=prune, progress=progress)
+    if device is not None or map_location is not None:
+        options.update(device=device, map_location=map_location)
     # None: the File's setting (or the default).
     options.update({k: v for k, v in dict(allow_pickle=allow_pickle, strict=strict,
                                           verify=verify, threads=threads,
@@ -454,7 +466,7 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options:
 def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
          limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
-         framework: str = "numpy") -> File:
+         framework: str = "numpy", device: Any = None, map_location: Any = None) -> File:
     """Opens a .jtree file lazily: reads its header and index only. Index the result like the
     saved tree (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose
     slices (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
@@ -466,9 +478,12 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     map where the file allows it; slices are always copies. ``use_mmap=False`` does not map
     the file at all (every read is a pread). ``framework`` ("numpy", "torch" or "jax") is what
     slices of its arrays come back as (``f["w"][10:20]``; ``f["w"].get(index, framework=...)``
-    asks for another); whole loads take theirs from :func:`load`'s ``framework``."""
+    asks for another); whole loads take theirs from :func:`load`'s ``framework``.
+    ``device`` (alias ``map_location``) is where torch slices are placed (it implies
+    ``framework="torch"`` for slices; see :func:`load`)."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
-                use_mmap=use_mmap, limits=limits, mmap=mmap, framework=framework)
+                use_mmap=use_mmap, limits=limits, mmap=mmap, framework=framework,
+                device=device, map_location=map_location)
 
 
 def compact(path: PathLike, out_path: Optional[PathLike] = None, *,

@@ -29,10 +29,11 @@ class File:
     def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
-                 framework: str = "numpy"):
+                 framework: str = "numpy", device: Any = None, map_location: Any = None):
         self.name: str = os.fspath(path)
         # Bad values are reported before the file is opened.
-        LoadOptions(mmap=mmap, framework=framework)
+        opts = LoadOptions(mmap=mmap, framework=framework, device=device,
+                           map_location=map_location)
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
         self._tree = LazyTree(_jtree.Reader.open(self.name, use_mmap, limits))
@@ -42,7 +43,8 @@ class File:
         self.allow_pickle = allow_pickle
         self.strict = strict
         self.mmap = mmap
-        self.framework = framework  # what slices of its LazyArrays come back as
+        self.framework = opts.framework  # what slices of its LazyArrays come back as
+        self.device = opts.device  # and where torch slices go (None: the CPU)
 
     # -- the structure --
 
@@ -310,15 +312,28 @@ class LazyArray:
     def __getitem__(self, index: Any) -> Any:
         """The elements a basic index selects (reads only their chunks), as the File's
         ``framework`` gives them (NumPy by default; see :meth:`get`)."""
-        return self.get(index, self._f.framework)
+        return self.get(index, self._f.framework, self._f.device)
 
-    def get(self, index: Any, framework: str = "numpy") -> Any:
+    def get(self, index: Any, framework: str = "numpy", device: Any = None,
+            map_location: Any = None) -> Any:
         """The elements a basic index selects, reading only their chunks, as a NumPy array
-        (``framework="numpy"``), a CPU torch tensor (``"torch"``: bfloat16 and float8 need no
-        ml_dtypes) or a JAX array (``"jax"``)."""
+        (``framework="numpy"``), a torch tensor (``"torch"``: bfloat16 and float8 need no
+        ml_dtypes) or a JAX array (``"jax"``). ``device`` (alias ``map_location``) places the
+        torch tensor (default the CPU) and implies ``framework="torch"``; the slice is read
+        into host memory and then moved there."""
         if framework not in ("numpy", "torch", "jax"):
             raise error(InvalidArgumentError, self._f.name, self.path,
                         f"framework must be 'numpy', 'torch' or 'jax', not {framework!r}")
+        if device is not None or map_location is not None:
+            from ._torch_values import load_device  # noqa: PLC0415
+
+            dev = load_device(device, map_location)
+            if framework == "jax":
+                raise error(InvalidArgumentError, self._f.name, self.path,
+                            "device= places torch tensors; it cannot be used with "
+                            "framework='jax'")
+            t = self._torch_slice(index)
+            return t if dev.type == "cpu" else t.to(dev)
         if framework == "torch":
             return self._torch_slice(index)
         out = self._numpy_slice(index, _dtypes.numpy_dtype(self._leaf.dtype, self._f.name,

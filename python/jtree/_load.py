@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _dtypes, _registry
+from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
                       ResourceExhaustedError, error)
@@ -98,6 +99,8 @@ def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
     if kind == CUSTOM:
         entry = _registry.node_for_name(type_name or "")
         keyed = bool(keys) and keys[0] is not None
+        if entry is None and type_name in _tv.NODES:
+            return tuple(children)  # (Loader.container makes a torch.Size for framework="torch")
         if entry is None:
             if strict:
                 raise _unregistered_node(type_name, file, key_path)
@@ -108,6 +111,14 @@ def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
 
 
 def _unregistered_node(type_name: Optional[str], file: Optional[str], key_path: str):
+    if (type_name or "").startswith(_registry.DATACLASS_PREFIX):
+        module, _, qualname = type_name[len(_registry.DATACLASS_PREFIX):].partition(":")
+        return error(NotSupportedError, file, key_path,
+                     f"the file holds a dataclass {qualname!r} of module {module!r} (registered "
+                     f"with JAX when saved): import that module before loading (jtree never "
+                     f"imports a module a file names), register the class with "
+                     f"jtree.register_pytree_node_serialization(cls, serialized_name="
+                     f"{type_name!r}, ...), or pass strict=False to load it as a dict")
     return error(NotSupportedError, file, key_path,
                  f"the file holds a custom node {type_name!r} that is not registered in this "
                  f"process: register it with jtree.register_pytree_node_serialization("
@@ -162,6 +173,7 @@ class LoadOptions:
     def __init__(self, *, framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
                  allow_pickle: bool = False, strict: bool = True, verify: bool = True,
                  threads: int = 0, shardings: Any = None, keys: Any = None,
+                 device: Any = None, map_location: Any = None,
                  fill_out: bool = False, mmap: Any = True, prune: bool = False,
                  progress: Any = None):
         if framework not in FRAMEWORKS:
@@ -169,6 +181,15 @@ class LoadOptions:
         if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
             raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
                                        f"'r' (read-only views) or False (copies), not {mmap!r}")
+        # device= (or map_location=) places torch tensors: it implies framework="torch".
+        device = _tv.load_device(device, map_location) if (
+            device is not None or map_location is not None) else None
+        if device is not None:
+            if framework == "jax" or shardings is not None:
+                raise InvalidArgumentError("device= places torch tensors; JAX arrays are placed "
+                                           "with shardings=")
+            framework = "torch"
+        self.device = device
         if shardings is not None:
             # shardings= asks for JAX arrays: it implies framework="jax", and contradicts torch.
             if framework == "torch":
@@ -414,6 +435,9 @@ class Loader:
             make = list if kind == LIST else tuple
             return lambda: make([t() for t in thunks])
         where = kp.join(path) if kind == CUSTOM else ""  # (only custom nodes' errors use it)
+        if kind == CUSTOM and type_name in _tv.NODES and _registry.node_for_name(type_name) is None:
+            framework = self.o.framework  # torch.Size for torch, a tuple for the others
+            return lambda: _tv.build_node(type_name, [t() for t in thunks], framework)
         if kind == CUSTOM and strict and _registry.node_for_name(type_name or "") is None:
             raise _unregistered_node(type_name, self.name, where)
         name = self.name
@@ -462,7 +486,7 @@ class Loader:
                                f"the target has {len(target)} children here; the file's "
                                f"{NODE_KIND_NAMES[node.kind]} has {len(children)}")
             return list(zip(children, target)), None
-        entry = _registry.node_for_type(t)
+        entry = _registry.node_for_type(t) or _registry.dataclass_entry(target)
         if entry is not None:
             values, keys, _aux = _registry.flatten_node(entry, target, self.name, kp.join(path))
             if keys is not None and node.keyed():
@@ -493,9 +517,11 @@ class Loader:
             raise self.err(InvalidArgumentError, path,
                            "the leaf is a pickled object; pass allow_pickle=True to unpickle it "
                            "(only for files you trust: unpickling runs code)")
+        builtin = False  # a torch value jtree knows (torch.dtype), made per framework
         if k == CUSTOM_LEAF:
             entry = _registry.leaf_for_name(fl.type_name or "")
-            if entry is None and self.o.strict:
+            builtin = entry is None and fl.type_name in _tv.LEAVES
+            if entry is None and self.o.strict and not builtin:
                 raise self.err(NotSupportedError, path,
                                f"the file holds a custom leaf {fl.type_name!r} that is not "
                                f"registered in this process: register it with "
@@ -506,8 +532,11 @@ class Loader:
         self.request(fl, (0,), (fl.nbytes,), np.frombuffer(buf, np.uint8))
         name = self.name
         where = kp.join(path)
+        framework, type_name = self.o.framework, fl.type_name
 
         def build() -> Any:
+            if builtin:
+                return _tv.build_leaf(type_name, bytes(buf), framework, name, where)
             if k == STR:
                 try:
                     return buf.decode("utf-8")
@@ -559,6 +588,12 @@ class Loader:
         elif jax is not None and isinstance(t, (jax.Array, jax.ShapeDtypeStruct)):
             framework, want, shape = "jax", dtype_name(t.dtype, self.name, where), tuple(t.shape)
             sharding = getattr(t, "sharding", None)
+        if framework == "torch" and (device is None or device.type == "meta"):
+            # A target on the meta device gives shape and dtype only: the data goes to the
+            # load's device= (default the CPU), never to meta, where it would be thrown away.
+            if out is not None and out.device.type == "meta":
+                out = None  # (a new tensor in the result: a meta tensor holds no memory)
+            device = self.o.device
         if want is None:
             want = self.cast_for(fl.dtype, path)
         if shape != fl.shape:

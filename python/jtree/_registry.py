@@ -7,9 +7,16 @@ and unflattens through JAX (with its key paths); without JAX, pass ``flatten_fun
 
 Files name types only by their registered name: loading never imports a module named by a
 file.
+
+Dataclasses registered with JAX (``jax.tree_util.register_dataclass``, ``flax.struct.dataclass``)
+need no registration here: the first save of one registers it under the name
+``dataclass:<module>:<qualname>``, its ``init`` fields (data and static alike) saved as keyed
+children, and a load finds the class by that name among the modules this process has already
+imported (never importing one), accepting it only when it is such a dataclass.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from dataclasses import dataclass
@@ -134,7 +141,90 @@ def node_for_type(t: type) -> Optional[NodeEntry]:
 
 
 def node_for_name(name: str) -> Optional[NodeEntry]:
-    return _nodes_by_name.get(name)
+    entry = _nodes_by_name.get(name)
+    if entry is None and name.startswith(DATACLASS_PREFIX):
+        entry = _resolve_dataclass(name)
+    return entry
+
+
+# ---- dataclasses registered with JAX ---------------------------------------------------------
+
+DATACLASS_PREFIX = "dataclass:"
+
+
+def _init_fields(cls: type) -> Tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+def _jax_registered(cls: type) -> bool:
+    """True when JAX (already imported) has ``cls`` as a pytree node type."""
+    if _jax() is None:
+        return False
+    try:
+        from jax._src import tree_util as jtu  # noqa: PLC0415  (no public lookup by type)
+
+        return cls in jtu._registry
+    except (ImportError, AttributeError, TypeError):
+        return True  # (another JAX layout: the class is a dataclass, checked by the caller)
+
+
+def dataclass_entry(obj: Any) -> Optional[NodeEntry]:
+    """The entry for ``obj`` when its class is a dataclass JAX flattens into its fields
+    (``register_dataclass``, ``flax.struct.dataclass``) and jtree has no registration for it:
+    made and registered on first sight. None for anything else."""
+    t = type(obj)
+    jax = _jax()
+    if jax is None or not dataclasses.is_dataclass(t) or not _jax_registered(t):
+        return None
+    names = set(_init_fields(t))
+    try:
+        pairs, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda y: y is not obj)
+    except Exception:  # noqa: BLE001  (a broken flatten: not a dataclass registration)
+        return None
+    for p, _ in pairs:  # the children JAX sees must be fields (a custom flatten is not ours)
+        if len(p) != 1 or not isinstance(p[0], jax.tree_util.GetAttrKey) or \
+                p[0].name not in names:
+            return None
+    return _register_dataclass(t)
+
+
+def _register_dataclass(cls: type) -> NodeEntry:
+    fields = _init_fields(cls)
+
+    def flatten(obj: Any) -> Tuple[Children, Any]:
+        return {f: getattr(obj, f) for f in fields}, None
+
+    def unflatten(_aux: Any, children: Children) -> Any:
+        return cls(**children) if isinstance(children, dict) else cls(*children)
+
+    name = f"{DATACLASS_PREFIX}{cls.__module__}:{cls.__qualname__}"
+    entry = NodeEntry(cls, name, lambda _aux: b"", lambda _data: None, flatten, unflatten)
+    with _lock:
+        existing = _nodes_by_type.get(cls)
+        if existing is not None:
+            return existing
+        _nodes_by_type[cls] = entry
+        _nodes_by_name.setdefault(name, entry)
+    return entry
+
+
+def _resolve_dataclass(name: str) -> Optional[NodeEntry]:
+    """The entry for a ``dataclass:<module>:<qualname>`` a file names, when that module is
+    already imported and the class there is a dataclass registered with JAX (a file never
+    makes this process import a module, nor build a class of any other kind)."""
+    module, _, qualname = name[len(DATACLASS_PREFIX):].partition(":")
+    obj: Any = sys.modules.get(module)
+    if obj is None or not qualname:
+        return None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None) if part.isidentifier() else None
+        if obj is None:
+            return None
+    if not isinstance(obj, type) or not dataclasses.is_dataclass(obj) or \
+            not _jax_registered(obj):
+        return None
+    entry = _register_dataclass(obj)
+    return entry if entry.name == name else None
 
 
 def leaf_for_type(t: type) -> Optional[LeafEntry]:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import _dtypes, _jtree, _registry
+from . import _torch_values
 from . import _keypath as kp
 from ._errors import Error, InvalidArgumentError, error
 from ._global_array import GlobalArray, box_of
@@ -149,6 +150,9 @@ class _Flattener:
         leaf = self.array(x, path)
         if leaf is not None:
             return SNode(LEAF, key, leaf=leaf)
+        known = self.known_value(x, key, path, depth)
+        if known is not None:
+            return known
         if self.o.allow_pickle:
             return SNode(LEAF, key, leaf=SLeaf(PICKLE, pickle.dumps(x, protocol=5)))
         if _registry.is_jax_node(x):
@@ -161,6 +165,23 @@ class _Flattener:
                        f"not an array, a built-in value or container, nor a registered type "
                        f"(jtree.register_pytree_leaf_serialization / "
                        f"register_pytree_node_serialization); allow_pickle=True would pickle it")
+
+    def known_value(self, x: Any, key: Any, path: Tuple[Any, ...],
+                    depth: int) -> Optional[SNode]:
+        """Values saved without a registration (reached only by objects of no other kind):
+        torch.Size and torch.dtype (jtree._torch_values), and dataclasses registered with
+        JAX (jax.tree_util.register_dataclass, flax.struct.dataclass: jtree._registry)."""
+        form = _torch_values.saved_form(x)
+        if form is not None:
+            kind, name, value = form
+            if kind == "leaf":
+                return SNode(LEAF, key, leaf=SLeaf(CUSTOM_LEAF, value, type_name=name))
+            return SNode(CUSTOM, key, [self.visit(v, None, path + (i,), depth + 1)
+                                       for i, v in enumerate(value)], type_name=name, aux=b"")
+        entry = _registry.dataclass_entry(x)
+        if entry is not None:
+            return self.custom(x, entry, key, path, depth)
+        return None
 
     def check_key(self, k: Any, path: Tuple[Any, ...]) -> None:
         if type(k) is str:

@@ -1,0 +1,116 @@
+"""PyTorch values jtree knows without a registration: ``device=`` for loads, and the non-array
+values of torch checkpoints (``torch.Size``, ``torch.dtype``) saved without pickle.
+
+Nothing here imports torch unless the caller's objects or options are torch's: saving a
+``torch.Size`` means torch is loaded already, and loading one back as a ``torch.Size`` is
+asked for by ``framework="torch"`` (other frameworks get the plain Python value, so a file
+written from torch loads in a process without it).
+
+In the file: a ``torch.Size`` is a custom node named ``torch.Size`` whose children are its
+ints (no aux data); a ``torch.dtype`` is a custom leaf named ``torch.dtype`` whose bytes are
+the dtype's name in torch (``"bfloat16"``, UTF-8).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, List, Optional, Tuple
+
+from ._errors import InvalidArgumentError, NotSupportedError
+
+SIZE = "torch.Size"
+DTYPE = "torch.dtype"
+NODES = frozenset({SIZE})
+LEAVES = frozenset({DTYPE})
+
+
+# ---- device= ---------------------------------------------------------------------------------
+
+def load_device(device: Any, map_location: Any) -> Any:
+    """The torch.device a load asked for (``device=``, or its alias ``map_location=`` as in
+    torch.load), or None. Refuses both at once, the meta device (it would throw the data
+    away), devices this torch cannot use, and map_location's dict and function forms."""
+    if device is not None and map_location is not None:
+        raise InvalidArgumentError("give device= or map_location= (its alias), not both")
+    value = device if device is not None else map_location
+    if value is None:
+        return None
+    what = "device" if device is not None else "map_location"
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        raise NotSupportedError(f"{what}={value!r} places torch tensors, and torch is not "
+                                f"installed") from None
+    if isinstance(value, torch.device):
+        dev = value
+    elif isinstance(value, (str, int)) and not isinstance(value, bool):
+        try:
+            dev = torch.device(value)
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"{what}={value!r} is not a torch device: {e}") from None
+    else:
+        raise InvalidArgumentError(
+            f"{what} must be a torch.device or a device string such as 'cpu' or 'cuda:0', not "
+            f"a {type(value).__qualname__} (torch.load's dict and function forms of "
+            f"map_location are not supported)")
+    if dev.type == "meta":
+        raise InvalidArgumentError(f"{what}='meta' would throw the loaded data away; load to "
+                                   f"'cpu' or an accelerator")
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise NotSupportedError(f"{what}={str(dev)!r}: torch.cuda is not available in this "
+                                f"process (torch {torch.__version__}, no CUDA device or a "
+                                f"CPU-only build)")
+    try:
+        torch.empty(0, device=dev)
+    except Exception as e:  # noqa: BLE001  (torch raises several kinds for missing backends)
+        raise NotSupportedError(f"{what}={str(dev)!r}: torch cannot place tensors there: "
+                                f"{e}") from None
+    return dev
+
+
+# ---- saving ----------------------------------------------------------------------------------
+
+def saved_form(x: Any) -> Optional[Tuple[str, str, Any]]:
+    """How a torch value with no array and no registration is saved: ("node", name, children)
+    or ("leaf", name, bytes); None when ``x`` is no such value (or torch is not loaded)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if type(x) is torch.Size:
+        return "node", SIZE, [int(d) for d in x]
+    if isinstance(x, torch.dtype):
+        return "leaf", DTYPE, str(x).split(".", 1)[-1].encode("utf-8")
+    return None
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+def build_node(name: str, children: List[Any], framework: str) -> Any:
+    """A ``torch.Size`` node: a torch.Size for ``framework="torch"``, else a tuple."""
+    if framework == "torch":
+        import torch  # noqa: PLC0415
+
+        return torch.Size(children)
+    return tuple(children)
+
+
+def build_leaf(name: str, data: bytes, framework: str, file: Optional[str],
+               key_path: str) -> Any:
+    """A ``torch.dtype`` leaf: the torch.dtype for ``framework="torch"``, else its name."""
+    from ._errors import CorruptionError, error  # noqa: PLC0415
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise error(CorruptionError, file, key_path, "a torch.dtype leaf that is not UTF-8")
+    if framework != "torch":
+        return text
+    import torch  # noqa: PLC0415
+
+    value = getattr(torch, text, None) if text.isidentifier() else None
+    if not isinstance(value, torch.dtype):
+        raise error(NotSupportedError, file, key_path,
+                    f"the file holds torch.dtype {text!r}, which this torch "
+                    f"({torch.__version__}) does not have")
+    return value

@@ -1,0 +1,188 @@
+"""PyTorch models and state dicts in .jtree files, in the convention of ``safetensors.torch``.
+
+    import jtree.torch
+    jtree.torch.save_model(model, "model.jtree")
+    missing, unexpected = jtree.torch.load_model(model, "model.jtree")
+    jtree.torch.save_file({"w": w, "b": b}, "tensors.jtree")
+    tensors = jtree.torch.load_file("tensors.jtree", device="cpu")
+
+A model's state dict is saved as one flat dict of tensors (keys such as ``"0.weight"``). Tied
+weights -- parameters that are one tensor under several names, such as a language model's
+embedding and output projection -- are stored once under every name and loaded back tied
+(``save_model`` needs no ``safetensors``-style removal of the duplicate names, and a file that
+holds only one of the names loads into both).
+
+``import jtree`` never imports torch; this module does.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+import torch
+
+from . import _torch_values
+from ._api import WriteStats, load, open, save
+from ._errors import InvalidArgumentError, error
+from ._file import File
+
+__all__ = ["save_model", "load_model", "save_file", "load_file"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def save_model(model: torch.nn.Module, path: PathLike, *,
+               metadata: Optional[Mapping[str, Union[str, bytes]]] = None,
+               **save_options: Any) -> WriteStats:
+    """Saves ``model.state_dict()`` as a .jtree file (a flat dict of tensors).
+
+    Tied parameters (one tensor under several names) are stored once and keep every name.
+    Tensors on an accelerator are copied to host memory as they are written; tensors on the
+    meta device hold no data and are refused (:class:`jtree.InvalidArgumentError` naming the
+    key). ``metadata`` is stored as user metadata (:attr:`jtree.File.metadata`);
+    ``save_options`` are those of :func:`jtree.save` (``compression``, ``level``,
+    ``chunk_bytes``...). Returns the :class:`jtree.WriteStats`.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidArgumentError(f"save_model: model must be a torch.nn.Module, not a "
+                                   f"{type(model).__qualname__}")
+    return save(dict(model.state_dict()), path, metadata=metadata, **save_options)
+
+
+def load_model(model: torch.nn.Module, path: Union[PathLike, File], *, strict: bool = True,
+               device: Any = None, map_location: Any = None,
+               **load_options: Any) -> Tuple[List[str], List[str]]:
+    """Loads a state dict saved by :func:`save_model` (or any .jtree file whose root is a
+    flat dict of tensors, such as one converted from safetensors) into ``model``.
+
+    Returns ``(missing, unexpected)``: the model's keys the file lacks, and the file's keys
+    the model lacks. With ``strict=True`` (default) either being non-empty is a
+    :class:`jtree.InvalidArgumentError` listing them, raised before anything is read, with the
+    model unchanged. Of tied parameters, a file needs only one name: the others are
+    filled through the tie and not reported missing.
+
+    Each tensor is read straight at the dtype and shape of the model's own (a dtype is cast,
+    another shape is an error naming the key), then copied into the model's parameters and
+    buffers in place (``load_state_dict``), so optimizers holding them stay valid.
+    Parameters on the meta device (a model built under ``torch.device("meta")``) are
+    materialized instead: their tensors are created on ``device`` (alias ``map_location``;
+    default the CPU) and assigned to the model, tied ones to every name of their tie.
+    ``device`` places only those: parameters already on a device are loaded onto it. For a
+    CUDA device the tensors are read into host memory and then moved (``device="cuda"``
+    raises :class:`jtree.NotSupportedError` when ``torch.cuda`` is not available).
+    ``load_options`` are those of :func:`jtree.load` (``verify``, ``threads``, ``mmap``...).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidArgumentError(f"load_model: model must be a torch.nn.Module, not a "
+                                   f"{type(model).__qualname__}")
+    dev = (_torch_values.load_device(device, map_location)
+           if device is not None or map_location is not None else None)
+    for k in ("framework", "pytree", "out", "keys", "shardings"):
+        if k in load_options:
+            raise InvalidArgumentError(f"load_model: {k}= is decided by the model")
+    f = path if isinstance(path, File) else open(path)
+    try:
+        return _load_into(model, f, strict, dev, load_options)
+    finally:
+        if f is not path:
+            f.close()
+
+
+def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
+               load_options: Dict[str, Any]) -> Tuple[List[str], List[str]]:
+    root = f.root
+    if not (hasattr(root, "kind") and root.kind in ("dict", "OrderedDict")):
+        raise error(InvalidArgumentError, f.name, "",
+                    "load_model: the file's root is not a dict of tensors (a state dict); load "
+                    "it with jtree.load and pick the state dict out")
+    file_keys = [k for k in root.keys() if isinstance(k, str)]
+    in_file = set(file_keys)
+    # keep_vars: the Parameter objects themselves, so tied parameters are one object.
+    entries = model.state_dict(keep_vars=True)
+    groups: Dict[int, List[str]] = {}
+    for k, v in entries.items():
+        groups.setdefault(id(v) if isinstance(v, torch.Tensor) else id(k), []).append(k)
+    missing: List[str] = []
+    sources: Dict[str, List[str]] = {}  # the key read -> every name of its tie
+    for names in groups.values():
+        present = [n for n in names if n in in_file]
+        if present:
+            sources[present[0]] = names
+        else:
+            missing.extend(names)
+    missing.sort(key=list(entries).index)
+    unexpected = [k for k in file_keys if k not in entries]
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append(f"missing key(s) {_some(missing)}")
+        if unexpected:
+            parts.append(f"unexpected key(s) {_some(unexpected)}")
+        raise error(InvalidArgumentError, f.name, "",
+                    f"load_model into {type(model).__qualname__}: {'; '.join(parts)} "
+                    f"(strict=False loads the keys both have)")
+
+    # The model's own tensors are the targets: their dtype, shape and device (meta ones give
+    # shape and dtype; jtree.load creates their data on `device`).
+    target = {k: (entries[k] if isinstance(entries[k], torch.Tensor) else True)
+              for k in sources}
+    with torch.no_grad():
+        loaded = load(f, target, framework="torch", device=device, **load_options)
+    on_meta = {k for k in sources
+               if isinstance(entries[k], torch.Tensor) and entries[k].device.type == "meta"}
+    copy = {k: v for k, v in loaded.items() if k not in on_meta}
+    if copy:
+        model.load_state_dict(copy, strict=False)
+    if on_meta:
+        model.load_state_dict({k: loaded[k] for k in on_meta}, strict=False, assign=True)
+        for k in on_meta:  # assign made a new Parameter under one name: tie the others to it
+            new = _get(model, k)
+            for other in sources[k]:
+                if other != k:
+                    _set(model, other, new)
+    return missing, unexpected
+
+
+def _some(keys: List[str], n: int = 10) -> str:
+    shown = ", ".join(repr(k) for k in keys[:n])
+    return shown + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+def _owner(model: torch.nn.Module, key: str) -> Tuple[torch.nn.Module, str]:
+    prefix, _, name = key.rpartition(".")
+    return (model.get_submodule(prefix) if prefix else model), name
+
+
+def _get(model: torch.nn.Module, key: str) -> Any:
+    mod, name = _owner(model, key)
+    return getattr(mod, name)
+
+
+def _set(model: torch.nn.Module, key: str, value: Any) -> None:
+    mod, name = _owner(model, key)
+    if name in mod._parameters:
+        mod._parameters[name] = value
+    elif name in mod._buffers:
+        mod._buffers[name] = value
+    else:
+        setattr(mod, name, value)
+
+
+def save_file(tensors: Mapping[str, torch.Tensor], path: PathLike, *,
+              metadata: Optional[Mapping[str, Union[str, bytes]]] = None,
+              **save_options: Any) -> WriteStats:
+    """Saves a dict of tensors (``safetensors.torch.save_file``'s form): :func:`jtree.save` of
+    ``dict(tensors)`` with ``metadata`` as user metadata. Tensors that are one tensor under
+    several names are stored once. Options are those of :func:`jtree.save`."""
+    if not isinstance(tensors, Mapping):
+        raise InvalidArgumentError(f"save_file: tensors must be a dict of tensors, not a "
+                                   f"{type(tensors).__qualname__}")
+    return save(dict(tensors), path, metadata=metadata, **save_options)
+
+
+def load_file(path: Union[PathLike, File], device: Any = "cpu",
+              **load_options: Any) -> Dict[str, Any]:
+    """Loads a .jtree file as torch tensors on ``device`` (``safetensors.torch.load_file``'s
+    form; default the CPU): :func:`jtree.load` with ``framework="torch"``. Tied tensors come
+    back as one tensor under each name. Options are those of :func:`jtree.load`."""
+    return load(path, framework="torch", device=device, **load_options)
