@@ -1,0 +1,366 @@
+"""jtree.torch (save_model / load_model / save_file / load_file), device= and map_location= on
+loads, targets on the meta device, and the non-array values of torch checkpoints (torch.Size,
+torch.dtype, RNG states) saved without pickle."""
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jtree
+from conftest import require
+
+
+def _tied_model_class(torch):
+    """A small language-model-like module: an embedding whose weight the output projection
+    shares (tied), a Sequential body and a buffer."""
+    nn = torch.nn
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(11, 6)
+            self.body = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 6))
+            self.head = nn.Linear(6, 11, bias=False)
+            self.head.weight = self.emb.weight
+            self.register_buffer("steps", torch.tensor(7))
+
+    return Tied
+
+
+def _same_state(torch, a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert list(sa) == list(sb)
+    for k in sa:
+        assert sa[k].dtype == sb[k].dtype, k
+        assert torch.equal(sa[k], sb[k]), k
+
+
+@pytest.fixture
+def tj():
+    require("torch")
+    import jtree.torch  # noqa: PLC0415
+
+    return jtree.torch
+
+
+def test_import_jtree_does_not_import_torch():
+    code = ("import sys, numpy as np, jtree, tempfile, os\n"
+            "p = os.path.join(tempfile.mkdtemp(), 'a.jtree')\n"
+            "jtree.save({'w': np.ones(3)}, p); jtree.load(p)\n"
+            "assert 'torch' not in sys.modules, 'jtree imported torch'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_save_model_load_model_round_trip_keeps_ties(torch, tj, path):
+    Tied = _tied_model_class(torch)
+    torch.manual_seed(0)
+    src = Tied()
+    stats = tj.save_model(src, path, metadata={"format": "pt"})
+    # Seven names, six tensors: the tied weight is stored once.
+    assert len(src.state_dict()) == 7 and stats.leaves == 6
+    assert jtree.open(path).metadata == {"format": b"pt"}
+    dst = Tied()
+    weight = dst.body[0].weight  # an optimizer would hold this object
+    missing, unexpected = tj.load_model(dst, path)
+    assert (missing, unexpected) == ([], [])
+    _same_state(torch, src, dst)
+    assert dst.body[0].weight is weight  # copied in place: references stay valid
+    assert dst.head.weight is dst.emb.weight
+    # load_file: the tied tensor comes back as one tensor under both names.
+    tensors = tj.load_file(path)
+    assert tensors["head.weight"].data_ptr() == tensors["emb.weight"].data_ptr()
+    assert tensors["steps"].item() == 7
+
+
+def test_load_model_fills_a_tie_from_one_name(torch, tj, path):
+    """A file holding one name of a tie (safetensors' save_model drops the others) fills
+    every name of it and reports none missing."""
+    Tied = _tied_model_class(torch)
+    src = Tied()
+    sd = src.state_dict()
+    del sd["head.weight"]
+    tj.save_file(sd, path)
+    dst = Tied()
+    assert tj.load_model(dst, path) == ([], [])
+    assert torch.equal(dst.head.weight, src.emb.weight)
+    assert dst.head.weight is dst.emb.weight
+
+
+def test_load_model_into_a_meta_model_materializes_it(torch, tj, path):
+    Tied = _tied_model_class(torch)
+    src = Tied()
+    tj.save_model(src, path)
+    with torch.device("meta"):
+        dst = Tied()
+    assert dst.emb.weight.device.type == "meta"
+    assert tj.load_model(dst, path) == ([], [])
+    for name, t in list(dst.named_parameters()) + list(dst.named_buffers()):
+        assert t.device.type == "cpu", name
+    for _, p in dst.named_parameters():
+        assert isinstance(p, torch.nn.Parameter) and p.requires_grad
+    _same_state(torch, src, dst)
+    # Tied again: one Parameter under both names (assign gave each a new one).
+    assert dst.head.weight is dst.emb.weight
+    assert len(list(dst.parameters())) == len(list(src.parameters()))
+    # The model trains: a backward pass reaches the tied weight once.
+    out = dst.head(dst.body(dst.emb(torch.tensor([1, 2]))))
+    out.sum().backward()
+    assert dst.emb.weight.grad is not None
+
+
+@pytest.mark.parametrize("kw", [{"device": "cpu"}, {"map_location": "cpu"}, {}])
+def test_load_model_meta_with_device(torch, tj, path, kw):
+    Tied = _tied_model_class(torch)
+    src = Tied()
+    tj.save_model(src, path)
+    with torch.device("meta"):
+        dst = Tied()
+    tj.load_model(dst, path, **kw)
+    _same_state(torch, src, dst)
+
+
+def test_load_model_strict_missing_and_unexpected(torch, tj, path):
+    Tied = _tied_model_class(torch)
+    src = Tied()
+    sd = src.state_dict()
+    del sd["body.0.bias"]
+    sd["extra.weight"] = torch.zeros(2)
+    tj.save_file(sd, path)
+    dst = Tied()
+    before = {k: v.clone() for k, v in dst.state_dict().items()}
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match=r"missing key\(s\) 'body.0.bias'; unexpected key\(s\) "
+                             r"'extra.weight'"):
+        tj.load_model(dst, path)
+    for k, v in dst.state_dict().items():  # nothing was loaded
+        assert torch.equal(v, before[k]), k
+    missing, unexpected = tj.load_model(dst, path, strict=False)
+    assert missing == ["body.0.bias"] and unexpected == ["extra.weight"]
+    assert torch.equal(dst.body[0].weight, src.body[0].weight)
+    assert torch.equal(dst.body[0].bias, before["body.0.bias"])  # left as it was
+
+
+def test_load_model_casts_to_the_models_dtype_and_checks_shapes(torch, tj, path):
+    Tied = _tied_model_class(torch)
+    src = Tied()
+    tj.save_model(src, path)
+    dst = Tied().to(torch.float64)
+    tj.load_model(dst, path)
+    assert dst.body[0].weight.dtype == torch.float64
+    assert torch.equal(dst.body[0].weight, src.body[0].weight.double())
+    wrong = torch.nn.Sequential(torch.nn.Linear(6, 9))
+    tj.save_model(torch.nn.Sequential(torch.nn.Linear(6, 8)), path)
+    with pytest.raises(jtree.InvalidArgumentError, match=r"'0.weight'.*\(8, 6\).*\(9, 6\)"):
+        tj.load_model(wrong, path)
+
+
+def test_load_model_refuses_what_is_not_a_state_dict(torch, tj, path):
+    jtree.save([np.ones(2)], path)
+    with pytest.raises(jtree.InvalidArgumentError, match="not a dict of tensors"):
+        tj.load_model(torch.nn.Linear(2, 2), path)
+    with pytest.raises(jtree.InvalidArgumentError, match="torch.nn.Module"):
+        tj.load_model({"w": 1}, path)
+    with pytest.raises(jtree.InvalidArgumentError, match="decided by the model"):
+        tj.load_model(torch.nn.Linear(2, 2), path, framework="numpy")
+
+
+def test_save_model_refuses_meta_tensors(torch, tj, path):
+    with torch.device("meta"):
+        m = torch.nn.Linear(2, 2)
+    with pytest.raises(jtree.InvalidArgumentError, match="weight.*meta"):
+        tj.save_model(m, path)
+
+
+def test_optimizer_checkpoint_round_trip(torch, path):
+    """A whole training checkpoint, as torch.save would take it, without pickle: model,
+    Adam state (int keys, tuples, None flags), epoch, and every RNG state."""
+    torch.manual_seed(1)
+    model = _tied_model_class(torch)()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.head(model.body(model.emb(torch.tensor([3, 4])))).sum().backward()
+    opt.step()
+    ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3,
+            "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
+            "python_rng": random.getstate()}
+    jtree.save(ckpt, path)
+    back = jtree.load(path, framework="torch")
+    model2 = _tied_model_class(torch)()
+    model2.load_state_dict(back["model"])
+    opt2 = torch.optim.Adam(model2.parameters(), lr=5.0)
+    opt2.load_state_dict(back["optimizer"])
+    assert opt2.param_groups[0]["lr"] == 1e-3
+    assert opt2.param_groups[0]["betas"] == (0.9, 0.999)
+    s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]
+    assert list(s1) == list(s2)
+    for k in s1:
+        for name in s1[k]:
+            assert torch.equal(s1[k][name], s2[k][name]), (k, name)
+    assert back["epoch"] == 3
+
+
+def test_rng_states_round_trip(torch, path):
+    gen_pcg = np.random.default_rng(5)
+    gen_mt = np.random.Generator(np.random.MT19937(6))
+    torch.manual_seed(2)
+    np.random.seed(3)
+    random.seed(4)
+    states = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+              "python": random.getstate(), "pcg64": gen_pcg.bit_generator.state,
+              "mt19937": gen_mt.bit_generator.state,
+              "torch_gen": torch.Generator().manual_seed(9).get_state()}
+    expect = (torch.rand(3), np.random.rand(3), random.random(), gen_pcg.random(3),
+              gen_mt.random(3))
+    jtree.save(states, path)
+    for framework in ("numpy", "torch"):
+        back = jtree.load(path, framework=framework)
+        torch.set_rng_state(torch.as_tensor(back["torch"]))
+        np.random.set_state(back["numpy"])
+        random.setstate(back["python"])
+        g1 = np.random.default_rng()
+        g1.bit_generator.state = back["pcg64"]
+        g2 = np.random.Generator(np.random.MT19937())
+        g2.bit_generator.state = back["mt19937"]
+        got = (torch.rand(3), np.random.rand(3), random.random(), g1.random(3), g2.random(3))
+        assert torch.equal(got[0], expect[0])
+        for a, b in zip(got[1:], expect[1:]):
+            np.testing.assert_array_equal(a, b)
+        gen = torch.Generator()
+        gen.set_state(torch.as_tensor(back["torch_gen"]))
+        assert torch.equal(torch.rand(2, generator=gen),
+                           torch.rand(2, generator=torch.Generator().manual_seed(9)))
+
+
+def test_torch_size_and_dtype_round_trip(torch, path):
+    dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.bool,
+              torch.complex64, torch.float8_e4m3fn, torch.int64]
+    tree = {"shape": torch.Size([2, 3]), "empty": torch.Size([]), "dtypes": dtypes,
+            "meta": {"w": (torch.Size([4]), torch.float32)}}
+    jtree.save(tree, path)
+    back = jtree.load(path, framework="torch")
+    assert type(back["shape"]) is torch.Size and back["shape"] == torch.Size([2, 3])
+    assert type(back["empty"]) is torch.Size and back["empty"] == torch.Size([])
+    assert back["dtypes"] == dtypes and all(isinstance(d, torch.dtype) for d in back["dtypes"])
+    assert back["meta"]["w"] == (torch.Size([4]), torch.float32)
+    # Other frameworks (and a process without torch) get the plain Python values.
+    plain = jtree.load(path)
+    assert type(plain["shape"]) is tuple and plain["shape"] == (2, 3)
+    assert plain["dtypes"][:2] == ["float32", "bfloat16"]
+    spec = jtree.load_pytreedef(path)
+    assert isinstance(spec["shape"], tuple) and len(spec["shape"]) == 2
+    code = ("import sys, jtree\n"
+            f"t = jtree.load({path!r})\n"
+            "assert t['shape'] == (2, 3) and t['dtypes'][1] == 'bfloat16', t\n"
+            "assert 'torch' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_unknown_torch_dtype_in_a_file_is_a_clear_error(torch, path):
+    class Fake:
+        pass
+
+    jtree.register_pytree_leaf_serialization(Fake, serialized_name="torch.dtype",
+                                             serialize_leaf=lambda x: "no_such_dtype",
+                                             deserialize_leaf=lambda b: Fake())
+    from jtree import _registry  # noqa: PLC0415
+
+    try:
+        jtree.save({"d": Fake()}, path)
+    finally:
+        entry = _registry._leaves_by_name.pop("torch.dtype")
+        _registry._leaves_by_type.pop(entry.cls)
+    with pytest.raises(jtree.NotSupportedError, match="at 'd': .*'no_such_dtype'"):
+        jtree.load(path, framework="torch")
+    assert jtree.load(path) == {"d": "no_such_dtype"}
+
+
+# ---- device= / map_location= ------------------------------------------------------------------
+
+def test_load_device_and_map_location(torch, path):
+    jtree.save({"w": np.arange(6, dtype=np.float32).reshape(2, 3),
+                "b": torch.ones(3, dtype=torch.bfloat16), "n": 5}, path)
+    for kw in ({"device": "cpu"}, {"map_location": "cpu"}, {"device": torch.device("cpu")},
+               {"map_location": torch.device("cpu"), "framework": "numpy"}):
+        t = jtree.load(path, **kw)  # device= implies framework="torch"
+        assert isinstance(t["w"], torch.Tensor) and t["w"].device.type == "cpu", kw
+        assert t["b"].dtype == torch.bfloat16 and t["n"] == 5
+        assert torch.equal(t["w"], torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    fut = jtree.nonblocking_load(path, device="cpu")
+    assert isinstance(fut.result()["w"], torch.Tensor)
+
+
+def test_load_device_errors(torch, path):
+    jtree.save({"w": np.ones(3, np.float32)}, path)
+    with pytest.raises(jtree.InvalidArgumentError, match="not both"):
+        jtree.load(path, device="cpu", map_location="cpu")
+    with pytest.raises(jtree.InvalidArgumentError, match="meta.*throw the loaded data away"):
+        jtree.load(path, device="meta")
+    with pytest.raises(jtree.InvalidArgumentError, match="dict and function forms"):
+        jtree.load(path, map_location={"cuda:0": "cpu"})
+    with pytest.raises(jtree.InvalidArgumentError, match="not a torch device"):
+        jtree.load(path, device="nowhere")
+    with pytest.raises(jtree.InvalidArgumentError, match="shardings"):
+        jtree.load(path, device="cpu", framework="jax")
+    with pytest.raises(jtree.InvalidArgumentError, match="not both"):
+        jtree.open(path, device="cpu", map_location="cpu")
+
+
+def test_load_device_cuda(torch, path):
+    jtree.save({"w": np.ones(3, np.float32)}, path)
+    if torch.cuda.is_available():
+        t = jtree.load(path, device="cuda:0")
+        assert t["w"].device == torch.device("cuda:0")
+        assert torch.equal(t["w"].cpu(), torch.ones(3))
+    else:
+        with pytest.raises(jtree.NotSupportedError, match="cuda.*torch.cuda is not available"):
+            jtree.load(path, device="cuda")
+        with pytest.raises(jtree.NotSupportedError, match="torch.cuda is not available"):
+            jtree.open(path, device="cuda:0")
+
+
+def test_meta_targets_are_materialized_never_returned_as_meta(torch, path):
+    w = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    jtree.save({"w": w, "b": torch.ones(4, dtype=torch.bfloat16)}, path)
+    target = {"w": torch.empty(3, 4, device="meta"),
+              "b": torch.empty(4, dtype=torch.float32, device="meta")}
+    for kw in ({}, {"device": "cpu"}, {"map_location": "cpu"}):
+        for how in ("pytree", "out"):
+            got = (jtree.load(path, target, **kw) if how == "pytree"
+                   else jtree.load(path, out=target, **kw))
+            assert got["w"].device.type == "cpu" and got["b"].device.type == "cpu", (kw, how)
+            assert torch.equal(got["w"], w)
+            assert got["b"].dtype == torch.float32  # the target's dtype
+            assert torch.equal(got["b"], torch.ones(4))
+    # A state_dict of a model built on the meta device, as the issue found it.
+    with torch.device("meta"):
+        m = torch.nn.Linear(4, 3)
+    jtree.save({"weight": w, "bias": torch.zeros(3)}, path)
+    sd = jtree.load(path, m.state_dict())
+    assert sd["weight"].device.type == "cpu" and torch.equal(sd["weight"], w)
+    # A CPU out= target is still filled in place.
+    cpu = {"w": torch.zeros(3, 4), "b": torch.zeros(4)}
+    jtree.save({"w": w, "b": torch.ones(4)}, path)
+    got = jtree.load(path, out=cpu)
+    assert got["w"] is cpu["w"] and torch.equal(cpu["w"], w)
+
+
+def test_lazy_slices_with_device(torch, path):
+    a = np.arange(40, dtype=np.float32).reshape(10, 4)
+    jtree.save({"a": a}, path)
+    with jtree.open(path, device="cpu") as f:
+        s = f["a"][2:5]
+        assert isinstance(s, torch.Tensor) and torch.equal(s, torch.from_numpy(a[2:5]))
+    with jtree.open(path) as f:
+        assert isinstance(f["a"][0], np.ndarray)
+        s = f["a"].get((slice(1, 3), 1), device="cpu")
+        assert isinstance(s, torch.Tensor) and torch.equal(s, torch.from_numpy(a[1:3, 1]))
+        s = f["a"].get(0, map_location=torch.device("cpu"))
+        assert isinstance(s, torch.Tensor)
+        with pytest.raises(jtree.InvalidArgumentError, match="framework='jax'"):
+            f["a"].get(0, framework="jax", device="cpu")
+        if not torch.cuda.is_available():
+            with pytest.raises(jtree.NotSupportedError, match="torch.cuda is not available"):
+                f["a"].get(0, device="cuda")
