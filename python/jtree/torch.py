@@ -184,5 +184,8 @@ def load_file(path: Union[PathLike, File], device: Any = "cpu",
               **load_options: Any) -> Dict[str, Any]:
     """Loads a .jtree file as torch tensors on ``device`` (``safetensors.torch.load_file``'s
     form; default the CPU): :func:`jtree.load` with ``framework="torch"``. Tied tensors come
-    back as one tensor under each name. Options are those of :func:`jtree.load`."""
+    back as one tensor under each name. ``map_location=`` may stand for ``device``. Options
+    are those of :func:`jtree.load`."""
+    if load_options.get("map_location") is not None and device == "cpu":
+        device = None  # (the default gives way to the alias)
     return load(path, framework="torch", device=device, **load_options)

@@ -73,6 +73,7 @@ def test_save_model_load_model_round_trip_keeps_ties(torch, tj, path):
     tensors = tj.load_file(path)
     assert tensors["head.weight"].data_ptr() == tensors["emb.weight"].data_ptr()
     assert tensors["steps"].item() == 7
+    assert tj.load_file(path, map_location="cpu")["steps"].item() == 7
 
 
 def test_load_model_fills_a_tie_from_one_name(torch, tj, path):
