@@ -16,6 +16,8 @@ int cmd_verify(const Args& args);
 int cmd_compact(const Args& args);
 int cmd_clean(const Args& args);
 int cmd_commit(const Args& args);
+/// Runs jtree.convert in $JTREE_PYTHON or python3 with the arguments (cmd_convert.cc).
+int cmd_convert(const Args& args);
 
 /// Prints "jtree: <message>" to stderr; returns 1.
 int fail(const std::string& message);

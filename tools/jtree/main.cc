@@ -1,4 +1,4 @@
-// jtree — inspect, extract, verify, compact, commit and clean up after .jtree files.
+// jtree — inspect, extract, verify, compact, commit, convert and clean up after .jtree files.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -23,6 +23,9 @@ const char* kUsage =
     "  commit TARGET        finish a multi-process save: assemble TARGET from its segments\n"
     "                       (-n N processes; found beside a local TARGET when omitted;\n"
     "                       --keep-segments, --verify-data reads and checks all the data)\n"
+    "  convert SRC DST      safetensors (Hugging Face sharded too), PyTorch, NumPy, GGUF, orbax,\n"
+    "                       flax -> .jtree, or .jtree -> .safetensors/.gguf (runs the jtree\n"
+    "                       Python package: $JTREE_PYTHON or python3; convert --help)\n"
     "\n"
     "options: --json (ls, info, verify), -q/--quiet (no progress bar), --no-verify (skip\n"
     "         chunk checksums), --threads N, -o/--output PATH\n"
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   if (cmd == "compact") return jtree::cli::cmd_compact(args);
   if (cmd == "clean") return jtree::cli::cmd_clean(args);
   if (cmd == "commit") return jtree::cli::cmd_commit(args);
+  if (cmd == "convert") return jtree::cli::cmd_convert(args);
   std::fprintf(stderr, "jtree: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

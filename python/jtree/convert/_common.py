@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import sys
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -137,3 +137,54 @@ def closer(*fns: Callable[[], None]) -> Callable[[], None]:
 __all__ = ["Error", "NotSupportedError", "corrupt", "numpy_dtype", "map_array", "file_leaf",
            "open_fd", "read_exact", "closer", "deferred_class", "SAFETENSORS_DTYPES",
            "SAFETENSORS_NAME_OF"]
+
+
+# ---- releasing pages of a whole-file map (PyTorch's mmap=True loads) ----------------------------
+
+def file_mappings(path: str) -> List[Tuple[int, int]]:
+    """[start, end) address ranges of this process's memory maps of ``path`` (by device and
+    inode, from /proc/self/maps); empty where that file does not exist (not Linux)."""
+    try:
+        st = os.stat(path)
+        out = []
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) < 5:
+                    continue
+                inode = int(parts[4])
+                major, minor = (int(x, 16) for x in parts[3].split(":"))
+                if inode == st.st_ino and os.makedev(major, minor) == st.st_dev:
+                    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                    out.append((lo, hi))
+        return out
+    except (OSError, ValueError):
+        return []
+
+
+_MADV_DONTNEED = 4
+_libc: Any = None
+
+
+def release_pages(addr: int, nbytes: int, mappings: List[Tuple[int, int]]) -> None:
+    """Drops the pages of [addr, addr + nbytes) from this process (they stay in the page cache)
+    when the range lies inside one of ``mappings`` (maps of an unmodified input file, whose
+    pages come back from the file if touched again). Anything else -- anonymous memory, whose
+    pages would be zeroed -- is left alone. Best effort: failures are ignored."""
+    global _libc
+    if nbytes <= 0 or not mappings:
+        return
+    page = mmap.PAGESIZE
+    start = addr - addr % page
+    end = addr + nbytes
+    if not any(lo <= start and end <= hi for lo, hi in mappings):
+        return
+    try:
+        if _libc is None:
+            import ctypes  # noqa: PLC0415
+
+            _libc = ctypes.CDLL(None, use_errno=True)
+            _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        _libc.madvise(start, end - start, _MADV_DONTNEED)
+    except (OSError, AttributeError):
+        pass
