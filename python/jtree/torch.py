@@ -61,9 +61,12 @@ def load_model(model: torch.nn.Module, path: Union[PathLike, File], *, strict: b
     model unchanged. Of tied parameters, a file needs only one name: the others are
     filled through the tie and not reported missing.
 
-    Each tensor is read straight at the dtype and shape of the model's own (a dtype is cast,
-    another shape is an error naming the key), then copied into the model's parameters and
-    buffers in place (``load_state_dict``), so optimizers holding them stay valid.
+    Each tensor is read straight at the dtype and shape of the model's own (a dtype is cast;
+    another shape is an error naming the key, raised before the model is changed), then
+    copied into the model's parameters and buffers in place (``load_state_dict``), so
+    optimizers holding them stay valid. Tensors are read in batches of about 256 MiB, each
+    copied before the next is read: the load needs about that much memory besides the
+    model's, and a read error (a damaged file) can leave the model partly loaded.
     Parameters on the meta device (a model built under ``torch.device("meta")``) are
     materialized instead: their tensors are created on ``device`` (alias ``map_location``;
     default the CPU) and assigned to the model, tied ones to every name of their tie.
@@ -122,25 +125,60 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
                     f"load_model into {type(model).__qualname__}: {'; '.join(parts)} "
                     f"(strict=False loads the keys both have)")
 
-    # The model's own tensors are the targets: their dtype, shape and device (meta ones give
-    # shape and dtype; jtree.load creates their data on `device`).
-    target = {k: (entries[k] if isinstance(entries[k], torch.Tensor) else True)
-              for k in sources}
-    with torch.no_grad():
-        loaded = load(f, target, framework="torch", device=device, **load_options)
+    # Shapes first, so that a wrong one is reported before the model is changed.
+    if not load_options.get("pad_truncate"):
+        for k in sources:
+            v, leaf = entries[k], root[k]
+            if isinstance(v, torch.Tensor) and hasattr(leaf, "shape") and \
+                    tuple(leaf.shape) != tuple(v.shape):
+                raise error(InvalidArgumentError, f.name, k,
+                            f"load_model: the file holds shape {tuple(leaf.shape)}; the model "
+                            f"has {tuple(v.shape)} (pad_truncate=True pads or truncates)")
     on_meta = {k for k in sources
                if isinstance(entries[k], torch.Tensor) and entries[k].device.type == "meta"}
-    copy = {k: v for k, v in loaded.items() if k not in on_meta}
-    if copy:
-        model.load_state_dict(copy, strict=False)
-    if on_meta:
-        model.load_state_dict({k: loaded[k] for k in on_meta}, strict=False, assign=True)
-        for k in on_meta:  # assign made a new Parameter under one name: tie the others to it
-            new = _get(model, k)
-            for other in sources[k]:
-                if other != k:
-                    _set(model, other, new)
+    # The model's own tensors are the targets: their dtype, shape and device (meta ones give
+    # shape and dtype; jtree.load creates their data on `device`). Read in batches, each
+    # copied into the model before the next is read: the memory a load needs besides the
+    # model is about one batch, not a second model.
+    for batch in _batches(entries, list(sources)):
+        target = {k: (entries[k] if isinstance(entries[k], torch.Tensor) else True)
+                  for k in batch}
+        with torch.no_grad():
+            loaded = load(f, target, framework="torch", device=device, **load_options)
+        copy = {k: v for k, v in loaded.items() if k not in on_meta}
+        if copy:
+            model.load_state_dict(copy, strict=False)
+        assign = {k: v for k, v in loaded.items() if k in on_meta}
+        if assign:
+            model.load_state_dict(assign, strict=False, assign=True)
+        del loaded, copy, assign
+    for k in on_meta:  # assign made a new Parameter under one name: tie the others to it
+        new = _get(model, k)
+        for other in sources[k]:
+            if other != k:
+                _set(model, other, new)
     return missing, unexpected
+
+
+# Bytes of tensors load_model reads before copying them into the model.
+_BATCH_BYTES = 256 << 20
+
+
+def _batches(entries: Mapping[str, Any], keys: List[str]) -> List[List[str]]:
+    """``keys`` cut into runs of about _BATCH_BYTES of the model's tensors (one key alone may
+    be more)."""
+    out: List[List[str]] = []
+    size = 0
+    for k in keys:
+        v = entries[k]
+        n = v.numel() * v.element_size() if isinstance(v, torch.Tensor) else 0
+        if out and out[-1] and size + n <= _BATCH_BYTES:
+            out[-1].append(k)
+            size += n
+        else:
+            out.append([k])
+            size = n
+    return out
 
 
 def _some(keys: List[str], n: int = 10) -> str:

@@ -123,6 +123,25 @@ def test_load_model_meta_with_device(torch, tj, path, kw):
     _same_state(torch, src, dst)
 
 
+def test_load_model_in_small_batches(torch, tj, path, monkeypatch):
+    """Tensors are read a batch at a time (here one tensor each): the same model comes out,
+    tied weights included, on a CPU model and a meta one."""
+    monkeypatch.setattr(tj, "_BATCH_BYTES", 64)
+    assert len(tj._batches({"a": torch.zeros(4), "b": torch.zeros(40), "c": torch.zeros(1)},
+                           ["a", "b", "c"])) == 3
+    Tied = _tied_model_class(torch)
+    src = Tied()
+    tj.save_model(src, path)
+    dst = Tied()
+    assert tj.load_model(dst, path) == ([], [])
+    _same_state(torch, src, dst)
+    with torch.device("meta"):
+        dst = Tied()
+    tj.load_model(dst, path)
+    _same_state(torch, src, dst)
+    assert dst.head.weight is dst.emb.weight
+
+
 def test_load_model_strict_missing_and_unexpected(torch, tj, path):
     Tied = _tied_model_class(torch)
     src = Tied()
@@ -154,8 +173,10 @@ def test_load_model_casts_to_the_models_dtype_and_checks_shapes(torch, tj, path)
     assert torch.equal(dst.body[0].weight, src.body[0].weight.double())
     wrong = torch.nn.Sequential(torch.nn.Linear(6, 9))
     tj.save_model(torch.nn.Sequential(torch.nn.Linear(6, 8)), path)
+    before = wrong[0].weight.clone()
     with pytest.raises(jtree.InvalidArgumentError, match=r"'0.weight'.*\(8, 6\).*\(9, 6\)"):
         tj.load_model(wrong, path)
+    assert torch.equal(wrong[0].weight, before)  # checked before anything was loaded
 
 
 def test_load_model_refuses_what_is_not_a_state_dict(torch, tj, path):
