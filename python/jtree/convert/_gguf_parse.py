@@ -198,7 +198,18 @@ def parse(buf: Any, path: str) -> Header:
     """Parses and validates the GGUF header in ``buf`` (the whole file: bytes, mmap or NumPy
     memmap). Raises CorruptionError (damaged or hostile bytes) or NotSupportedError (GGUF v1,
     big-endian files, unknown tensor types), each naming ``path``."""
-    c = _Cursor(memoryview(buf).cast("B"), path)
+    base = memoryview(buf)
+    view = base.cast("B")
+    try:
+        return _parse(_Cursor(view, path), path)
+    finally:
+        # Released even when an error's traceback keeps the cursor alive: the caller's map
+        # can then be closed.
+        view.release()
+        base.release()
+
+
+def _parse(c: _Cursor, path: str) -> Header:
     if c.size < 4 or bytes(c.buf[:4]) != MAGIC:
         raise c.fail("not a GGUF file (no 'GGUF' magic)")
     c.pos = 4
@@ -273,7 +284,18 @@ def parse(buf: Any, path: str) -> Header:
         tname, block, type_size = sizes[ggml_type]
         n_elem = 1
         for d in ne:
+            # ggml's ne are int64: a dimension of 2**63 or more is negative there (and past
+            # what NumPy can represent, even in an empty array).
+            if d >= 2 ** 63:
+                raise c.fail(f"dimension {d} is not below 2**63")
             n_elem *= d  # Python ints: no overflow; bounded against the file size below
+        extent = 1
+        for d in ne:
+            extent *= max(d, 1)
+        if extent * type_size >= 2 ** 63:
+            # Like llama.cpp's overflow check; also what NumPy needs to make even an empty
+            # array of this shape.
+            raise c.fail(f"dimensions {list(ne)} overflow 64 bits")
         if ne and ne[0] % block:
             raise c.fail(f"first dimension {ne[0]} is not a multiple of {tname}'s block size "
                          f"{block}")

@@ -1,0 +1,379 @@
+"""`jtree convert` for GGUF (python/jtree/convert/_from_gguf.py, _to_gguf.py, _gguf_parse.py).
+
+Files are written by the gguf package's own GGUFWriter (quantized tensors by gguf.quants, or raw
+blocks of any type) and compared with its GGUFReader: every tensor's bytes, GGML type and shape,
+every key-value with its GGUF type. GGUF -> jtree -> GGUF gives back the same bytes. Hostile
+files (huge counts, offsets past the end, truncations, overlaps...) give a clear error naming
+the file, quickly, and leave no output; a fuzz loop mutates valid files and allows only
+jtree errors out of the parser.
+"""
+import os
+import random
+import struct
+import time
+
+import numpy as np
+import pytest
+
+import jtree
+from conftest import require
+
+gguf = require("gguf")
+ml_dtypes = require("ml_dtypes")
+
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+from gguf import GGUFValueType as V  # noqa: E402
+from gguf import GGUFWriter  # noqa: E402
+
+from jtree.convert import _from_gguf, _gguf_parse, _to_gguf  # noqa: E402
+
+
+def _write_model(path, alignment=None, n_vocab=300):
+    """A small GGUF with every kind of key-value and tensor GGUFWriter can write."""
+    rng = np.random.default_rng(0)
+    w = GGUFWriter(path, arch="llama")
+    if alignment:
+        w.add_custom_alignment(alignment)
+    w.add_name("tiny model")
+    w.add_uint32("llama.context_length", 4096)
+    w.add_float32("llama.rope.freq_base", 10000.5)
+    w.add_bool("x.flag", True)
+    for vt, v in [(V.UINT8, 200), (V.INT8, -3), (V.UINT16, 60000), (V.INT16, -30000),
+                  (V.INT32, -2 ** 31), (V.UINT64, 2 ** 63 + 5), (V.INT64, -2 ** 62),
+                  (V.FLOAT64, 1 / 3), (V.FLOAT32, float(np.float32(0.1)))]:
+        w.add_key_value(f"x.{vt.name.lower()}", v, vt)
+    w.add_key_value("x.not_utf8", b"\xff\xfe tok", V.STRING)
+    w.add_token_list(["<s>", "</s>", "h\u00e9", "a b", ""] + [f"t{i}" for i in range(n_vocab)])
+    w.add_token_scores([float(i) / 7 for i in range(n_vocab + 5)])
+    w.add_token_types([1] * (n_vocab + 5))
+    for vt in (V.UINT8, V.INT8, V.UINT16, V.INT16, V.UINT32, V.UINT64, V.INT64, V.FLOAT64):
+        w.add_key_value(f"x.arr_{vt.name.lower()}", [1, 2, 3], vt.ARRAY, sub_type=vt)
+    w.add_key_value("x.arr_bool", [True, False, True], V.ARRAY, sub_type=V.BOOL)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    w.add_tensor("token_embd.weight", x)
+    w.add_tensor("f16", rng.standard_normal((3, 5)).astype(np.float16))
+    w.add_tensor("f64", rng.standard_normal((2, 3)))
+    w.add_tensor("bf16", gguf.quants.quantize(x, Q.BF16), raw_dtype=Q.BF16)
+    for q in (Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.TQ2_0, Q.MXFP4):
+        w.add_tensor(f"blk.0.{q.name.lower()}.weight", gguf.quants.quantize(x, q), raw_dtype=q)
+    # K-quants and IQ types have no NumPy quantizer: raw blocks of random bytes are valid
+    # files all the same (a converter only moves the blocks).
+    for q in (Q.Q4_K, Q.Q6_K, Q.IQ2_XS):
+        block, size = gguf.GGML_QUANT_SIZES[q]
+        w.add_tensor(f"blk.1.{q.name.lower()}.weight",
+                     rng.integers(0, 256, (4, 512 // block * size), dtype=np.uint8), raw_dtype=q)
+    for dt in (np.int8, np.int16, np.int32, np.int64):
+        w.add_tensor(f"{np.dtype(dt).name}", np.arange(7, dtype=dt) - 3)
+    w.add_tensor("scalar", np.array(2.5, np.float32).reshape(()))
+    w.add_tensor("empty", np.zeros((0, 4), np.float32))
+    w.add_tensor("3d", rng.standard_normal((2, 3, 4)).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture
+def model(tmp_path):
+    return _write_model(str(tmp_path / "model.gguf"))
+
+
+def _bytes(a):
+    return np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("alignment", [None, 64])
+def test_gguf_jtree_gguf_is_byte_identical(tmp_path, alignment):
+    src = _write_model(str(tmp_path / "a.gguf"), alignment=alignment)
+    mid, back = str(tmp_path / "a.jtree"), str(tmp_path / "b.gguf")
+    st = jtree.convert(src, mid, verify=True)
+    assert (st.src_format, st.dst_format, st.verified) == ("gguf", "jtree", True)
+    st = jtree.convert(mid, back, verify=True)
+    assert (st.src_format, st.dst_format, st.verified) == ("jtree", "gguf", True)
+    with open(src, "rb") as f1, open(back, "rb") as f2:
+        a, b = f1.read(), f2.read()
+    assert len(a) == len(b) and a == b
+    # Also without compression, and straight through the writer function.
+    jtree.convert(src, mid, compression=None)
+    with jtree.open(mid) as f:
+        _to_gguf.write(f, str(tmp_path / "c.gguf"))
+    with open(tmp_path / "c.gguf", "rb") as f3:
+        assert f3.read() == a
+
+
+def test_gguf_tree_matches_gguf_reader(model, tmp_path):
+    dst = str(tmp_path / "m.jtree")
+    jtree.convert(model, dst)
+    tree = jtree.load(dst)
+    assert list(tree) == ["tensors", "tensor_types", "metadata", "metadata_types"]
+    with jtree.open(dst) as f:
+        assert f.metadata["gguf.version"] == b"3"
+    r = gguf.GGUFReader(model)
+    assert list(tree["tensors"]) == [t.name for t in r.tensors]
+    for t in r.tensors:
+        got = tree["tensors"][t.name]
+        assert tree["tensor_types"][t.name] == t.tensor_type.name
+        logical = tuple(reversed([int(d) for d in t.shape]))  # GGUF lists ne[0] first
+        if t.tensor_type.name in ("F32", "F16", "F64", "I8", "I16", "I32", "I64"):
+            assert got.dtype == t.data.dtype and got.shape == logical
+        elif t.tensor_type == Q.BF16:
+            assert got.dtype == ml_dtypes.bfloat16 and got.shape == logical
+        else:  # raw blocks: uint8 rows, the shape GGUFReader gives them
+            assert got.dtype == np.uint8 and got.shape == t.data.shape
+            assert got.shape == gguf.quants.quant_shape_to_byte_shape(logical, t.tensor_type)
+        n = int(np.prod(got.shape)) * got.dtype.itemsize
+        raw = np.asarray(r.data[t.data_offset:t.data_offset + n])
+        assert _bytes(got) == raw.tobytes(), t.name
+    # Quantized rows dequantize like the original's.
+    q8 = tree["tensors"]["blk.0.q8_0.weight"]
+    orig = np.random.default_rng(0).standard_normal((8, 256)).astype(np.float32)
+    np.testing.assert_array_equal(gguf.quants.dequantize(q8, Q.Q8_0),
+                                  gguf.quants.dequantize(gguf.quants.quantize(orig, Q.Q8_0),
+                                                         Q.Q8_0))
+    # Every key-value, with its GGUF type.
+    meta, types = tree["metadata"], tree["metadata_types"]
+    assert list(meta) == [k for k in r.fields if not k.startswith("GGUF.")]
+    for key, field in r.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        t0 = field.types[0].name
+        want_type = t0 if t0 != "ARRAY" else f"ARRAY[{field.types[-1].name}]"
+        assert types[key] == want_type, key
+        if key == "x.not_utf8":
+            assert meta[key] == b"\xff\xfe tok"
+            continue
+        want = field.contents()
+        got = meta[key]
+        if isinstance(got, np.ndarray):
+            assert got.dtype == field.parts[field.data[0]].dtype.newbyteorder("=")
+            got = got.tolist()
+        assert got == want, key
+    assert meta["tokenizer.ggml.tokens"][:5] == ["<s>", "</s>", "h\u00e9", "a b", ""]
+    assert meta["tokenizer.ggml.scores"].dtype == np.float32
+
+
+def test_gguf_slice_of_quantized_rows(model, tmp_path):
+    dst = str(tmp_path / "m.jtree")
+    jtree.convert(model, dst)
+    full = jtree.load(dst)["tensors"]["blk.0.q4_0.weight"]
+    with jtree.open(dst) as f:
+        np.testing.assert_array_equal(f["tensors"]["blk.0.q4_0.weight"][2:5], full[2:5])
+
+
+def _raw_kv(key, vtype, payload):
+    k = key.encode()
+    return struct.pack("<Q", len(k)) + k + struct.pack("<I", vtype) + payload
+
+
+def _raw_str(s):
+    return struct.pack("<Q", len(s)) + s
+
+
+def _raw_gguf(kvs, tensors, data=b"", alignment=32, version=3, n_kv=None, n_t=None):
+    """A GGUF assembled byte by byte (for what GGUFWriter refuses to write)."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors) if n_t is None else n_t,
+                                len(kvs) if n_kv is None else n_kv)
+    out += b"".join(kvs)
+    for name, ne, gtype, off in tensors:
+        out += _raw_str(name.encode()) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, gtype, off)
+    out += b"\0" * (-len(out) % alignment)
+    return out + data
+
+
+def test_gguf_what_gguf_writer_cannot_write_round_trips(tmp_path):
+    # Keys in an order GGUFWriter would not use, an empty array, arrays of arrays, a string
+    # array with a non-UTF-8 entry.
+    arr_of_arr = struct.pack("<IQ", 9, 2) + struct.pack("<IQ", 5, 2) + struct.pack("<ii", 1, -1) \
+        + struct.pack("<IQ", 8, 1) + _raw_str(b"x")
+    kvs = [
+        _raw_kv("b.first", 4, struct.pack("<I", 7)),
+        _raw_kv("general.architecture", 8, _raw_str(b"test")),
+        _raw_kv("e.empty", 9, struct.pack("<IQ", 8, 0)),
+        _raw_kv("e.empty_f32", 9, struct.pack("<IQ", 6, 0)),
+        _raw_kv("n.nested", 9, arr_of_arr),
+        _raw_kv("s.mixed", 9, struct.pack("<IQ", 8, 2) + _raw_str(b"ok") + _raw_str(b"\xc3")),
+    ]
+    data = np.arange(8, dtype=np.float32).tobytes()
+    src = tmp_path / "odd.gguf"
+    src.write_bytes(_raw_gguf(kvs, [("w", (8,), 0, 0)], data))
+    mid, back = str(tmp_path / "odd.jtree"), str(tmp_path / "back.gguf")
+    jtree.convert(str(src), mid)
+    tree = jtree.load(mid)
+    assert list(tree["metadata"]) == ["b.first", "general.architecture", "e.empty",
+                                      "e.empty_f32", "n.nested", "s.mixed"]
+    assert tree["metadata"]["e.empty"] == [] and tree["metadata_types"]["e.empty"] == \
+        "ARRAY[STRING]"
+    assert tree["metadata"]["e.empty_f32"].dtype == np.float32
+    assert tree["metadata_types"]["n.nested"] == "ARRAY[ARRAY]"
+    assert tree["metadata"]["s.mixed"] == ["ok", b"\xc3"]
+    jtree.convert(mid, back, verify=True)
+    # Written by hand the same way GGUFWriter would: the same bytes.
+    assert open(back, "rb").read() == src.read_bytes()
+
+
+def test_jtree_without_gguf_layout_is_refused(tmp_path):
+    p = str(tmp_path / "plain.jtree")
+    jtree.save({"w": np.zeros(3, np.float32)}, p)
+    dst = tmp_path / "out.gguf"
+    with pytest.raises(jtree.InvalidArgumentError, match="converted from GGUF"):
+        jtree.convert(p, str(dst))
+    assert not dst.exists()
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_failed_write_keeps_existing_dst(model, tmp_path):
+    tree = _from_gguf.open_source(model).tree
+    tree["tensor_types"]["f16"] = "Q4_0"  # float16 data under a block type: refused
+    p = str(tmp_path / "bad.jtree")
+    jtree.save(tree, p)
+    dst = tmp_path / "out.gguf"
+    dst.write_bytes(b"previous")
+    with pytest.raises(jtree.InvalidArgumentError, match="f16"):
+        jtree.convert(p, str(dst))
+    assert dst.read_bytes() == b"previous"
+    assert sorted(os.listdir(tmp_path)) == ["bad.jtree", "model.gguf", "out.gguf"]
+
+
+# ---- hostile and damaged files -----------------------------------------------------------------
+
+def _expect_error(tmp_path, data, match=None, cls=jtree.Error):
+    tmp_path = tmp_path / "hostile"  # a directory of its own: only bad.gguf may be in it
+    tmp_path.mkdir(exist_ok=True)
+    src = tmp_path / "bad.gguf"
+    src.write_bytes(data)
+    dst = tmp_path / "bad.jtree"
+    t0 = time.monotonic()
+    with pytest.raises(cls, match=match) as e:
+        jtree.convert(str(src), str(dst), from_format="gguf")
+    assert time.monotonic() - t0 < 5
+    assert str(src) in str(e.value)
+    assert not dst.exists()
+    assert sorted(os.listdir(tmp_path)) == ["bad.gguf"]
+    return e.value
+
+
+def test_huge_counts(tmp_path):
+    f32 = [("w", (8,), 0, 0)]
+    data = np.zeros(8, np.float32).tobytes()
+    _expect_error(tmp_path, _raw_gguf([], f32, data, n_t=2 ** 62), "tensors cannot fit",
+                  jtree.CorruptionError)
+    _expect_error(tmp_path, _raw_gguf([], f32, data, n_kv=2 ** 63), "key-values cannot fit",
+                  jtree.CorruptionError)
+    # An array of 2**60 strings (GGUFReader would loop over every one of them).
+    kv = _raw_kv("tok", 9, struct.pack("<IQ", 8, 2 ** 60))
+    _expect_error(tmp_path, _raw_gguf([kv], f32, data), "cannot fit", jtree.CorruptionError)
+    kv = _raw_kv("scores", 9, struct.pack("<IQ", 6, 2 ** 61))
+    _expect_error(tmp_path, _raw_gguf([kv], f32, data), "truncated", jtree.CorruptionError)
+    kv = _raw_kv("k", 8, struct.pack("<Q", 2 ** 63))
+    _expect_error(tmp_path, _raw_gguf([kv], f32, data), "truncated", jtree.CorruptionError)
+    # A tensor of 2**60 elements, and dimensions whose product overflows 64 bits.
+    _expect_error(tmp_path, _raw_gguf([], [("w", (2 ** 60,), 0, 0)], data), "past the end",
+                  jtree.CorruptionError)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (2 ** 40, 2 ** 40), 0, 0)], data),
+                  "past the end", jtree.CorruptionError)
+
+
+def test_bad_tensor_infos(tmp_path):
+    data = np.zeros(64, np.float32).tobytes()
+    C = jtree.CorruptionError
+    _expect_error(tmp_path, _raw_gguf([], [("w", (8,), 0, 4096)], data), "past the end", C)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (8,), 0, 4)], data), "alignment", C)
+    _expect_error(tmp_path, _raw_gguf([], [("a", (16,), 0, 0), ("b", (8,), 0, 32)], data),
+                  "overlaps", C)
+    _expect_error(tmp_path, _raw_gguf([], [("a", (8,), 0, 0), ("a", (8,), 0, 32)], data),
+                  "duplicate", C)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (1, 1, 1, 1, 1), 0, 0)], data),
+                  "dimensions", C)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (16,), 2, 0)], data), "block size", C)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (8,), 99, 0)], data), "GGML type 99",
+                  jtree.NotSupportedError)
+    kvs = [_raw_kv("general.alignment", 4, struct.pack("<I", 24))]
+    _expect_error(tmp_path, _raw_gguf(kvs, [], b""), "power of two", C)
+    kvs = [_raw_kv("general.alignment", 5, struct.pack("<i", 32))]
+    _expect_error(tmp_path, _raw_gguf(kvs, [], b""), "not UINT32", C)
+    kvs = [_raw_kv("k", 4, struct.pack("<I", 1))] * 2
+    _expect_error(tmp_path, _raw_gguf(kvs, [], b""), "duplicate key", C)
+    kvs = [_raw_kv("k", 13, b"\0" * 8)]
+    _expect_error(tmp_path, _raw_gguf(kvs, [], b""), "unknown value type", C)
+    kvs = [_raw_kv("k", 7, b"\x05")]
+    _expect_error(tmp_path, _raw_gguf(kvs, [], b""), "bool", C)
+    deep = struct.pack("<IQ", 9, 1) * 20 + struct.pack("<IQ", 4, 0)
+    _expect_error(tmp_path, _raw_gguf([_raw_kv("k", 9, deep)], [], b""), "nested", C)
+    bad_name = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + _raw_str(b"\xff") + b"\0" * 40
+    _expect_error(tmp_path, bad_name, "not UTF-8", C)
+
+
+def test_unsupported_variants(tmp_path):
+    data = np.zeros(8, np.float32).tobytes()
+    good = _raw_gguf([], [("w", (8,), 0, 0)], data)
+    _expect_error(tmp_path, good[:4] + struct.pack("<I", 1) + good[8:], "version 1",
+                  jtree.NotSupportedError)
+    _expect_error(tmp_path, good[:4] + struct.pack(">I", 3) + good[8:], "big-endian",
+                  jtree.NotSupportedError)
+    _expect_error(tmp_path, b"GGUX" + good[4:], "magic", jtree.CorruptionError)
+    _expect_error(tmp_path, b"", "empty", jtree.CorruptionError)
+
+
+def test_every_truncation(model, tmp_path):
+    data = open(model, "rb").read()
+    r = _gguf_parse.parse(data, "m")
+    cuts = sorted(set(list(range(0, 200, 7)) + [r.data_offset - 1, r.data_offset,
+                                                len(data) - 1]
+                      + list(range(200, r.data_offset, 97))))
+    for n in cuts:
+        e = _expect_error(tmp_path, data[:n], cls=jtree.CorruptionError)
+        assert "GGUF" in str(e)
+
+
+def test_fuzz_mutated_gguf(model, tmp_path):
+    """Mutates a valid file many times (bytes flipped, counts and lengths overwritten with
+    extremes, cuts): the parser and reader either succeed (every leaf then readable) or raise
+    a jtree.Error; nothing else, and no call takes long."""
+    data = bytearray(open(model, "rb").read())
+    rng = random.Random(1234)
+    header_end = _gguf_parse.parse(bytes(data), "m").data_offset
+    extremes = [0, 1, 2 ** 31, 2 ** 32 - 1, 2 ** 63, 2 ** 64 - 1, 0x7FFFFFFF]
+    p = str(tmp_path / "f.gguf")
+    n_ok = n_err = 0
+    for i in range(int(os.environ.get("JTREE_GGUF_FUZZ_N", "600"))):
+        d = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            op = rng.random()
+            pos = rng.randrange(0, min(header_end, len(d) or 1))
+            if not d:
+                break
+            if op < 0.5:
+                d[pos] = rng.randrange(256)
+            elif op < 0.8:
+                v = rng.choice(extremes)
+                d[pos:pos + 8] = struct.pack("<Q", v % 2 ** 64)
+            elif op < 0.9:
+                d = d[:rng.randrange(0, len(d))]
+            else:
+                d[pos:pos + 4] = struct.pack("<I", rng.randrange(0, 14))
+        with open(p, "wb") as f:
+            f.write(d)
+        t0 = time.monotonic()
+        try:
+            s = _from_gguf.open_source(p)
+            try:
+                for leaf in s.tree["tensors"].values():
+                    a = leaf.fetch() if hasattr(leaf, "fetch") else leaf
+                    _bytes(a)
+            finally:
+                s.close()
+            n_ok += 1
+        except jtree.Error as e:
+            assert p in str(e)
+            n_err += 1
+        assert time.monotonic() - t0 < 5, f"mutation {i} took too long"
+    assert n_ok > 0 and n_err > 0
+
+
+def test_sniff(model, tmp_path):
+    assert _from_gguf.sniff(model)
+    assert not _from_gguf.sniff(str(tmp_path / "missing.gguf"))
+    other = tmp_path / "x.gguf"
+    other.write_bytes(b"PK\3\4")
+    assert not _from_gguf.sniff(str(other))
