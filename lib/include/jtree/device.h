@@ -1,0 +1,120 @@
+// jtree/device.h — reading leaves straight into GPU (device) memory.
+//
+// A load to a device goes through a bounded ring of pinned (page-locked) host buffers: the
+// Reader's workers fetch and decode chunks into one buffer (raw chunks are read by the backend
+// straight into it) while the copies of the buffers filled before it run asynchronously, each
+// buffer on its own stream, so reading, decoding and copying overlap. A buffer is refilled only
+// after its last copy has completed, so the pinned memory never exceeds
+// DeviceOptions::staging_bytes, however slow the copies are.
+//
+// The copies go through a CopyEngine: the CUDA one (make_cuda_copy_engine, in builds configured
+// with JTREE_CUDA=ON or AUTO with the toolkit found) or any other implementation a caller
+// provides (another accelerator's runtime, or a host-memory stand-in in tests).
+//
+// Errors: Status, naming the file and the leaf's key path. An error in the middle of a load
+// (a read, a decode, a checksum, a copy) or a cancellation stops the load: no further chunk is
+// read and no further copy is issued, every copy already issued is waited for, every pinned
+// buffer is freed, and the first error is returned. The destination then holds partial data.
+//
+// Thread safety: read_many_staged / read_many_to_device may run on many threads at once (each
+// call uses its own buffers and streams); one CopyEngine is used by one call at a time unless
+// its implementation says otherwise (the CUDA one may be shared).
+//
+// Untrusted input: as for Reader::read_many. The destinations are the caller's: the library
+// writes exactly DeviceRequest::dst_bytes bytes at each dst and nothing elsewhere.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "jtree/export.h"
+#include "jtree/options.h"
+#include "jtree/reader.h"
+#include "jtree/status.h"
+#include "jtree/tree.h"
+
+namespace jtree {
+
+/// One part of a load to a device: a leaf, or a box of it, into device memory at `dst`.
+struct JTREE_API DeviceRequest {
+  uint32_t leaf = 0;
+  std::optional<Box> box;  ///< nullopt: the whole leaf
+  /// Device address (for CUDA: memory from cudaMalloc, or any address cudaMemcpyAsync accepts,
+  /// mapped or managed host memory included). Receives the box in C order, memory layout.
+  void* dst = nullptr;
+  uint64_t dst_bytes = 0;  ///< exactly box elements x item size (as ReadRequest::dst)
+};
+
+/// Options for a load to a device.
+struct JTREE_API DeviceOptions {
+  /// How chunks are read and decoded (verify_checksums, threads, max_bytes_in_flight...).
+  /// read.progress, when set, is called with (bytes copied so far, bytes in all) as the load
+  /// goes, on the calling thread; returning false cancels it (Aborted).
+  ReadOptions read;
+  /// Pinned host memory for staging, all buffers together: the most the load pins at once.
+  /// Smaller loads pin less (no buffer is larger than the bytes it has to carry).
+  uint64_t staging_bytes = 256ull << 20;
+  /// Number of staging buffers (each staging_bytes / staging_buffers bytes, each with its own
+  /// stream): 2 is enough to overlap reading with copying; more keep the copy engine busy when
+  /// reads come in bursts. 1 to 64.
+  int staging_buffers = 4;
+  /// CUDA device ordinal for read_many_to_device (the destinations must be on it, or
+  /// reachable from it).
+  int device = 0;
+};
+
+/// What a load to a device copies through: pinned host buffers, streams, asynchronous copies.
+/// Implementations report failures as Status (IOError for a runtime error, ResourceExhausted
+/// when pinned memory cannot be had) and must never block forever in sync().
+class JTREE_API CopyEngine {
+ public:
+  virtual ~CopyEngine();
+  /// A name for messages ("cuda:0").
+  virtual std::string name() const = 0;
+  /// Page-locked host memory of `bytes` bytes (aligned to at least 64 bytes).
+  virtual Result<std::span<std::byte>> allocate_pinned(size_t bytes) = 0;
+  /// Frees memory from allocate_pinned (no copy from it may still be pending).
+  virtual void free_pinned(std::span<std::byte> buffer) = 0;
+  /// A new stream (an in-order queue of copies); its handle.
+  virtual Result<int> create_stream() = 0;
+  /// Destroys a stream (no copy on it may still be pending: sync it first).
+  virtual void destroy_stream(int stream) = 0;
+  /// Queues a copy of `bytes` bytes from pinned `src` to `dst` on `stream` and returns without
+  /// waiting for it. `src` must stay unchanged until sync(stream) has returned.
+  virtual Status copy_async(void* dst, const std::byte* src, size_t bytes, int stream) = 0;
+  /// Waits for every copy queued on `stream`; an error of any of them (for runtimes that
+  /// report copy failures late) is returned here.
+  virtual Status sync(int stream) = 0;
+};
+
+/// Reads the requests into their destinations through `engine` (see the top of this file).
+/// Errors: InvalidArgument (a bad request, naming the leaf; bad options), every error of
+/// Reader::read_many, the engine's errors prefixed with the file and the leaf, Aborted when
+/// options.read.progress cancels.
+JTREE_API Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> requests,
+                                  CopyEngine& engine, const DeviceOptions& options = {});
+
+/// read_many_staged through a CUDA copy engine on options.device. NotSupported in builds
+/// without CUDA or on machines without a CUDA device (the message says which).
+JTREE_API Status read_many_to_device(const Reader& reader,
+                                     std::span<const DeviceRequest> requests,
+                                     const DeviceOptions& options = {});
+
+/// The CUDA copy engine for device `device`: pinned buffers from cudaHostAlloc (portable),
+/// cudaMemcpyAsync on non-blocking streams. The calling thread's current device is left as it
+/// was. Thread-safe. NotSupported without CUDA support or without a device; InvalidArgument
+/// for a device number out of range.
+JTREE_API Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device = 0);
+
+/// True when this build of the library has CUDA support (JTREE_CUDA found the toolkit).
+JTREE_API bool cuda_built();
+
+/// The number of CUDA devices this process can use: 0 in builds without CUDA, without a driver
+/// or without a device (never an error).
+JTREE_API int cuda_device_count();
+
+}  // namespace jtree

@@ -1,0 +1,166 @@
+// The CUDA CopyEngine (built only with JTREE_CUDA on): plain C++ over the CUDA runtime API,
+// linked statically (libcudart_static), so libjtree needs no CUDA library at run time beyond
+// the driver, which the runtime loads itself when a device is first used.
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+
+#include "jtree/device.h"
+
+namespace jtree {
+
+namespace {
+
+Status cuda_error(std::string_view what, cudaError_t e, std::string_view where) {
+  return Status::IOError(std::string(where) + ": " + std::string(what) + ": " +
+                         cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+// Makes `device` current for the scope and restores the caller's current device after it:
+// the engine's calls must not change which device the calling thread works on.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) {
+      status_ = cudaSetDevice(device);
+      restore_ = previous_ >= 0;
+    }
+  }
+  ~DeviceScope() {
+    if (restore_) (void)cudaSetDevice(previous_);
+  }
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  bool restore_ = false;
+  cudaError_t status_ = cudaSuccess;
+};
+
+class CudaCopyEngine final : public CopyEngine {
+ public:
+  explicit CudaCopyEngine(int device)
+      : device_(device), name_("cuda:" + std::to_string(device)) {}
+  ~CudaCopyEngine() override {
+    DeviceScope scope(device_);
+    for (auto& [id, s] : streams_) {
+      (void)cudaStreamSynchronize(s);
+      (void)cudaStreamDestroy(s);
+    }
+  }
+
+  std::string name() const override { return name_; }
+
+  Result<std::span<std::byte>> allocate_pinned(size_t bytes) override {
+    DeviceScope scope(device_);
+    if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
+    void* p = nullptr;
+    // Portable: pinned for every device, whichever is current in the thread that copies.
+    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // (clear the sticky-free error state)
+      const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name_);
+      return e == cudaErrorMemoryAllocation ? Status::ResourceExhausted(st.message()) : st;
+    }
+    return std::span<std::byte>(static_cast<std::byte*>(p), bytes);
+  }
+
+  void free_pinned(std::span<std::byte> buffer) override {
+    if (buffer.data() != nullptr) (void)cudaFreeHost(buffer.data());
+  }
+
+  Result<int> create_stream() override {
+    DeviceScope scope(device_);
+    if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
+    cudaStream_t s = nullptr;
+    // Non-blocking: no implicit synchronization with the legacy default stream, so copies run
+    // alongside whatever else the application does on the device.
+    const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return cuda_error("cudaStreamCreateWithFlags", e, name_);
+    std::lock_guard<std::mutex> lock(mu_);
+    const int id = next_++;
+    streams_[id] = s;
+    return id;
+  }
+
+  void destroy_stream(int stream) override {
+    cudaStream_t s = take(stream);
+    if (s == nullptr) return;
+    DeviceScope scope(device_);
+    (void)cudaStreamDestroy(s);
+  }
+
+  Status copy_async(void* dst, const std::byte* src, size_t bytes, int stream) override {
+    cudaStream_t s = find(stream);
+    if (s == nullptr) return Status::InvalidArgument(name_ + ": no stream " + std::to_string(stream));
+    DeviceScope scope(device_);
+    if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
+    // cudaMemcpyDefault: the runtime tells device, managed and host destinations apart (UVA).
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+    if (e != cudaSuccess) return cuda_error("cudaMemcpyAsync", e, name_);
+    return Status::OK();
+  }
+
+  Status sync(int stream) override {
+    cudaStream_t s = find(stream);
+    if (s == nullptr) return Status::InvalidArgument(name_ + ": no stream " + std::to_string(stream));
+    DeviceScope scope(device_);
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) return cuda_error("cudaStreamSynchronize", e, name_);
+    return Status::OK();
+  }
+
+ private:
+  cudaStream_t find(int stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(stream);
+    return it == streams_.end() ? nullptr : it->second;
+  }
+  cudaStream_t take(int stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return nullptr;
+    cudaStream_t s = it->second;
+    streams_.erase(it);
+    return s;
+  }
+
+  const int device_;
+  const std::string name_;
+  std::mutex mu_;
+  std::map<int, cudaStream_t> streams_;
+  int next_ = 0;
+};
+
+}  // namespace
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::NotSupported(std::string("jtree: no CUDA device: cudaGetDeviceCount: ") +
+                                cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+  }
+  if (n == 0) return Status::NotSupported("jtree: no CUDA device (cudaGetDeviceCount: 0)");
+  if (device < 0 || device >= n) {
+    return Status::InvalidArgument("jtree: CUDA device " + std::to_string(device) +
+                                   " out of range (" + std::to_string(n) + " devices)");
+  }
+  return std::unique_ptr<CopyEngine>(new CudaCopyEngine(device));
+}
+
+}  // namespace jtree

@@ -1,0 +1,13 @@
+// read_many_to_device: the staging pipeline through the CUDA engine.
+#include "jtree/device.h"
+
+namespace jtree {
+
+Status read_many_to_device(const Reader& reader, std::span<const DeviceRequest> requests,
+                           const DeviceOptions& options) {
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<CopyEngine> engine,
+                         make_cuda_copy_engine(options.device));
+  return read_many_staged(reader, requests, *engine, options);
+}
+
+}  // namespace jtree

@@ -1,0 +1,17 @@
+// jtree/device.h in builds without CUDA (JTREE_CUDA=OFF, or AUTO without the toolkit): the
+// staging pipeline is there (read_many_staged with any CopyEngine); the CUDA engine is not.
+#include "jtree/device.h"
+
+namespace jtree {
+
+bool cuda_built() { return false; }
+
+int cuda_device_count() { return 0; }
+
+Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device) {
+  return Status::NotSupported(
+      "jtree: this build has no CUDA support (configure with -DJTREE_CUDA=ON and the CUDA "
+      "toolkit installed)");
+}
+
+}  // namespace jtree

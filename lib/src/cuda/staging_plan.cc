@@ -1,0 +1,78 @@
+#include "cuda/staging_plan.h"
+
+#include <algorithm>
+
+namespace jtree::staging {
+
+void cut_box(uint32_t request, const Box& box, const Shape& chunk_shape, uint64_t item,
+             uint64_t max_bytes, std::vector<Piece>& out) {
+  const Shape shape = box.shape();
+  const size_t rank = shape.size();
+  for (uint64_t e : shape) {
+    if (e == 0) return;
+  }
+  if (rank == 0) {
+    out.push_back({request, box, 0, item});
+    return;
+  }
+  // inner[d]: destination bytes of one index along d (everything after d whole).
+  std::vector<uint64_t> inner(rank);
+  inner[rank - 1] = item;
+  for (size_t d = rank - 1; d > 0; --d) inner[d - 1] = inner[d] * shape[d];
+  size_t k = 0;
+  while (inner[k] > max_bytes) ++k;  // inner[rank - 1] = item <= max_bytes ends it
+  uint64_t rows = std::min<uint64_t>(max_bytes / inner[k], shape[k]);
+  // Whole chunks per piece when the box starts on a chunk boundary along k: a raw chunk then
+  // lands in one buffer in one piece, and the reader reads it there without a copy.
+  if (k < chunk_shape.size() && chunk_shape[k] > 0 && box.begin[k] % chunk_shape[k] == 0 &&
+      rows >= chunk_shape[k] && rows < shape[k]) {
+    rows -= rows % chunk_shape[k];
+  }
+  std::vector<uint64_t> idx(k, 0);  // over the dimensions before k
+  for (;;) {
+    uint64_t base = 0;
+    for (size_t d = 0; d < k; ++d) base += idx[d] * inner[d];
+    for (uint64_t j = 0; j < shape[k]; j += rows) {
+      const uint64_t n = std::min(rows, shape[k] - j);
+      Piece p;
+      p.request = request;
+      p.box = box;
+      for (size_t d = 0; d < k; ++d) {
+        p.box.begin[d] = box.begin[d] + idx[d];
+        p.box.end[d] = p.box.begin[d] + 1;
+      }
+      p.box.begin[k] = box.begin[k] + j;
+      p.box.end[k] = p.box.begin[k] + n;
+      p.dst_offset = base + j * inner[k];
+      p.bytes = n * inner[k];
+      out.push_back(std::move(p));
+    }
+    size_t d = k;
+    while (d-- > 0) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+    if (d == static_cast<size_t>(-1)) break;
+  }
+}
+
+std::vector<Batch> pack_pieces(const std::vector<Piece>& pieces, uint64_t buffer_bytes) {
+  std::vector<Batch> out;
+  uint64_t used = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const uint64_t at = round_up_64(used);
+    if (out.empty() || at + pieces[i].bytes > buffer_bytes) {
+      out.push_back({i, i, {}, 0});
+      used = 0;
+    }
+    Batch& b = out.back();
+    const uint64_t off = round_up_64(used);
+    b.offsets.push_back(off);
+    b.last = i + 1;
+    b.bytes += pieces[i].bytes;
+    used = off + pieces[i].bytes;
+  }
+  return out;
+}
+
+}  // namespace jtree::staging

@@ -1,0 +1,144 @@
+// Loads into GPU memory through the CUDA copy engine (jtree/device.h): built only with CUDA
+// support. Needs a CUDA device: without one it says so loudly and exits 77, which ctest reports
+// as Skipped (not as passed); with JTREE_TEST_REQUIRE_ALL=1 it fails instead.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include <doctest/doctest.h>
+
+#include "jtree/device.h"
+#include "unit/test_util.h"
+#include "util/box_copy.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+
+namespace {
+
+// Device memory, freed on scope exit.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t n = 0;
+  explicit DeviceBuffer(size_t bytes) : n(bytes) {
+    REQUIRE(cudaMalloc(&p, std::max<size_t>(bytes, 1)) == cudaSuccess);
+    REQUIRE(cudaMemset(p, 0xCD, std::max<size_t>(bytes, 1)) == cudaSuccess);
+  }
+  ~DeviceBuffer() { (void)cudaFree(p); }
+  std::vector<std::byte> to_host() const {
+    std::vector<std::byte> out(n);
+    REQUIRE(cudaMemcpy(out.data(), p, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+    return out;
+  }
+};
+
+std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
+                                 const Box& box, size_t item) {
+  std::vector<std::byte> out(box.num_elements() * item);
+  if (!out.empty()) {
+    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
+                box.shape(), item);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device memory") {
+  TempDir dir;
+  struct Spec {
+    DType dtype;
+    Shape shape;
+    Shape chunk;
+    Codec codec;
+  };
+  const std::vector<Spec> specs = {
+      {DType::kFloat32, {4096, 1024}, {512, 1024}, Codec::kRaw},    // 16 MiB raw
+      {DType::kBFloat16, {2048, 1024}, {256, 1024}, Codec::kZstd},  // 4 MiB compressed
+      {DType::kInt4, {45, 31}, {8, 7}, Codec::kZstd},
+      {DType::kFloat64, {}, {}, Codec::kRaw},
+  };
+  std::vector<std::vector<std::byte>> data;
+  TreeBuilder b;
+  b.list();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint64_t n = 1;
+    for (auto e : specs[i].shape) n *= e;
+    data.push_back(i == 1 ? bf16_weights(n, 0.02f, 3) : random_array(specs[i].dtype, n, 40 + i));
+    LeafOptions lo;
+    lo.chunk_shape = specs[i].chunk;
+    lo.codec = specs[i].codec;
+    b.array(specs[i].dtype, specs[i].shape, ArrayView{data.back().data()}, lo);
+  }
+  b.end();
+  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("g.jtree")).ok());
+  auto r = *Reader::Open(dir.file("g.jtree"));
+  std::mt19937 g(1);
+  for (uint64_t staging : {uint64_t{1} << 20, uint64_t{64} << 20}) {
+    CAPTURE(staging);
+    std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+    std::vector<std::vector<std::byte>> want;
+    std::vector<DeviceRequest> reqs;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const size_t item = dtype_info(specs[i].dtype)->item_size;
+      Box box{Shape(specs[i].shape.size()), Shape(specs[i].shape.size())};
+      for (size_t d = 0; d < box.begin.size(); ++d) {
+        uint64_t x = g() % (specs[i].shape[d] + 1), y = g() % (specs[i].shape[d] + 1);
+        box.begin[d] = std::min(x, y);
+        box.end[d] = std::max(x, y);
+      }
+      for (const Box& bx : {Box::All(specs[i].shape), box}) {
+        want.push_back(reference(data[i], specs[i].shape, bx, item));
+        bufs.push_back(std::make_unique<DeviceBuffer>(want.back().size()));
+        reqs.push_back({static_cast<uint32_t>(i), bx, bufs.back()->p, want.back().size()});
+      }
+    }
+    DeviceOptions o;
+    o.staging_bytes = staging;
+    Status st = read_many_to_device(*r, reqs, o);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(bufs[i]->to_host() == want[i]);
+    }
+  }
+}
+
+TEST_CASE("CUDA: a bad device number, and the current device left as it was") {
+  int n = 0;
+  REQUIRE(cudaGetDeviceCount(&n) == cudaSuccess);
+  auto e = make_cuda_copy_engine(n);
+  CHECK(e.status().code() == StatusCode::kInvalidArgument);
+  REQUIRE(cudaSetDevice(n - 1) == cudaSuccess);
+  auto ok = make_cuda_copy_engine(0);
+  REQUIRE(ok.ok());
+  auto buf = (*ok)->allocate_pinned(1 << 20);
+  REQUIRE(buf.ok());
+  int cur = -1;
+  REQUIRE(cudaGetDevice(&cur) == cudaSuccess);
+  CHECK(cur == n - 1);
+  (*ok)->free_pinned(*buf);
+}
+
+int main(int argc, char** argv) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    const bool require_all = std::getenv("JTREE_TEST_REQUIRE_ALL") != nullptr &&
+                             std::string(std::getenv("JTREE_TEST_REQUIRE_ALL")) == "1";
+    std::fprintf(stderr,
+                 "\n"
+                 "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+                 "!!! test_device_cuda SKIPPED: no CUDA device (cudaGetDeviceCount: %s, %d)\n"
+                 "!!! the CUDA copy engine was compiled but NOT tested on a GPU\n"
+                 "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n",
+                 cudaGetErrorName(e), n);
+    return require_all ? 1 : 77;
+  }
+  doctest::Context ctx;
+  ctx.applyCommandLine(argc, argv);
+  return ctx.run();
+}

@@ -1,0 +1,420 @@
+// The device-load pipeline (jtree/device.h) through the host-memory copy engine: no GPU needed.
+// Bit-exact data for raw and compressed leaves and boxes, pieces in destination order,
+// backpressure (pinned memory and queued copies never above the bound, however slow the
+// copies), failures in the middle of a load (clear error, every buffer and stream freed, no
+// copy issued after it, no hang), cancellation, bad requests.
+#include <algorithm>
+#include <random>
+
+#include <doctest/doctest.h>
+
+#include "cuda/host_copy_engine.h"
+#include "cuda/staging_plan.h"
+#include "jtree/device.h"
+#include "test_util.h"
+#include "util/box_copy.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+using jtree::staging::HostCopyEngine;
+
+namespace {
+
+struct Spec {
+  std::string key;
+  DType dtype;
+  Shape shape;
+  Shape chunk;
+  Codec codec;
+};
+
+// Leaves of every kind the pipeline meets: raw and compressed, chunked along one or several
+// dimensions, 4-bit, 0-d, empty, inline.
+const std::vector<Spec>& specs() {
+  static const std::vector<Spec> s = {
+      {"raw_rows", DType::kFloat32, {300, 64}, {37, 64}, Codec::kRaw},
+      {"zstd_tiles", DType::kBFloat16, {97, 55}, {10, 8}, Codec::kZstd},
+      {"raw_tiles", DType::kInt64, {40, 30, 7}, {7, 30, 2}, Codec::kRaw},
+      {"int4", DType::kInt4, {45, 31}, {8, 7}, Codec::kZstd},
+      {"complex", DType::kComplex128, {20, 3}, {3, 3}, Codec::kZstd},
+      {"scalar", DType::kFloat64, {}, {}, Codec::kRaw},
+      {"empty", DType::kFloat32, {0, 5}, {1, 5}, Codec::kRaw},
+      {"small", DType::kUInt8, {10}, {10}, Codec::kZstd},  // inline (below the threshold)
+      {"big", DType::kFloat32, {1024, 256}, {128, 256}, Codec::kZstd},
+  };
+  return s;
+}
+
+struct Fixture {
+  TempDir dir;
+  std::vector<std::vector<std::byte>> data;
+  std::shared_ptr<Reader> reader;
+
+  Fixture() {
+    TreeBuilder b;
+    b.dict();
+    for (size_t i = 0; i < specs().size(); ++i) {
+      const Spec& sp = specs()[i];
+      uint64_t n = 1;
+      for (auto e : sp.shape) n *= e;
+      data.push_back(random_array(sp.dtype, n, 7 + i));
+      LeafOptions lo;
+      lo.chunk_shape = sp.chunk;
+      lo.codec = sp.codec;
+      b.key(sp.key).array(sp.dtype, sp.shape, ArrayView{data.back().data()}, lo);
+    }
+    b.key("count").int_value(3);
+    b.end();
+    WriteOptions wo;
+    wo.inline_threshold = 16;
+    REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("d.jtree"), wo).ok());
+    open();
+  }
+  void open() { reader = *Reader::Open(dir.file("d.jtree")); }
+  uint32_t leaf(const std::string& key) const { return *reader->find_leaf(key); }
+};
+
+// The box of a C-order array, element by element: what a load must produce.
+std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
+                                 const Box& box, size_t item) {
+  std::vector<std::byte> out(box.num_elements() * item);
+  if (!out.empty()) {
+    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
+                box.shape(), item);
+  }
+  return out;
+}
+
+// A "device" destination: host memory filled with a marker, so that unwritten bytes show.
+struct Dest {
+  std::vector<std::byte> bytes;
+  explicit Dest(size_t n) : bytes(n, std::byte{0xCD}) {}
+};
+
+// Every pinned buffer and stream given back, nothing misused, every queued copy finished
+// (`refused`: copies that copy_async refused, never queued), the bound kept.
+void check_clean(const HostCopyEngine& e, uint64_t bound, uint64_t refused = 0) {
+  const auto s = e.stats();
+  CHECK(s.pinned_bytes == 0);
+  CHECK(s.allocations == s.frees);
+  CHECK(s.streams_created == s.streams_destroyed);
+  CHECK(s.misuses == 0);
+  CHECK(s.peak_pinned_bytes <= bound);
+  CHECK(s.peak_queued_bytes <= bound);
+  CHECK(s.copies_done + refused == s.copies_issued);
+}
+
+}  // namespace
+
+TEST_CASE("staging plan: pieces cover a box once, in destination order, within the bound") {
+  std::mt19937 g(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t rank = g() % 4;
+    Shape shape(rank), chunk(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      shape[d] = 1 + g() % 40;
+      chunk[d] = 1 + g() % shape[d];
+    }
+    Box box{Shape(rank), Shape(rank)};
+    for (size_t d = 0; d < rank; ++d) {
+      uint64_t x = g() % (shape[d] + 1), y = g() % (shape[d] + 1);
+      box.begin[d] = std::min(x, y);
+      box.end[d] = std::max(x, y);
+    }
+    const uint64_t item = uint64_t{1} << (g() % 4);
+    const uint64_t max_bytes = item * (1 + g() % 200);
+    std::vector<staging::Piece> pieces;
+    staging::cut_box(3, box, chunk, item, max_bytes, pieces);
+    const uint64_t total = box.num_elements() * item;
+    uint64_t at = 0;
+    for (const auto& p : pieces) {
+      REQUIRE(p.request == 3);
+      REQUIRE(p.bytes > 0);
+      REQUIRE(p.bytes <= max_bytes);
+      REQUIRE(p.dst_offset == at);  // in order, no gap, no overlap
+      REQUIRE(p.box.num_elements() * item == p.bytes);
+      // Its first element's place in the box's C-order destination is its offset.
+      uint64_t lin = 0;
+      const Shape bs = box.shape();
+      for (size_t d = 0; d < rank; ++d) {
+        REQUIRE(p.box.begin[d] >= box.begin[d]);
+        REQUIRE(p.box.end[d] <= box.end[d]);
+        lin = lin * bs[d] + (p.box.begin[d] - box.begin[d]);
+      }
+      REQUIRE(lin * item == p.dst_offset);
+      at += p.bytes;
+    }
+    REQUIRE(at == total);
+    // Packed into buffers: in order, 64-byte aligned, within the buffer.
+    const auto batches = staging::pack_pieces(pieces, max_bytes);
+    size_t next = 0;
+    for (const auto& b : batches) {
+      REQUIRE(b.first == next);
+      REQUIRE(b.last > b.first);
+      for (size_t i = b.first; i < b.last; ++i) {
+        const uint64_t off = b.offsets[i - b.first];
+        REQUIRE(off % 64 == 0);
+        REQUIRE(off + pieces[i].bytes <= max_bytes);
+      }
+      next = b.last;
+    }
+    REQUIRE(next == pieces.size());
+  }
+}
+
+TEST_CASE("staging plan: raw chunks along the cut dimension land whole in one piece") {
+  // Rows of 256 bytes, chunks of 37 rows, buffers of 100 rows: pieces of 74 rows (2 chunks).
+  std::vector<staging::Piece> pieces;
+  staging::cut_box(0, Box::All({300, 64}), {37, 64}, 4, 100 * 256, pieces);
+  REQUIRE(pieces.size() == 5);
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) CHECK(pieces[i].box.end[0] % 37 == 0);
+}
+
+TEST_CASE("load to a device through the host engine: whole leaves and boxes, bit-exact") {
+  Fixture f;
+  std::mt19937 g(11);
+  for (uint64_t staging_bytes : {uint64_t{16384}, uint64_t{1} << 20, uint64_t{256} << 20}) {
+    for (int buffers : {1, 2, 4}) {
+      CAPTURE(staging_bytes);
+      CAPTURE(buffers);
+      std::vector<DeviceRequest> reqs;
+      std::vector<Dest> dests;
+      std::vector<std::vector<std::byte>> want;
+      dests.reserve(2 * specs().size());
+      for (size_t i = 0; i < specs().size(); ++i) {
+        const Spec& sp = specs()[i];
+        const uint32_t leaf = f.leaf(sp.key);
+        const size_t item = dtype_info(sp.dtype)->item_size;
+        // The whole leaf, and a random box of it.
+        Box box{Shape(sp.shape.size()), Shape(sp.shape.size())};
+        for (size_t d = 0; d < sp.shape.size(); ++d) {
+          uint64_t x = g() % (sp.shape[d] + 1), y = g() % (sp.shape[d] + 1);
+          box.begin[d] = std::min(x, y);
+          box.end[d] = std::max(x, y);
+        }
+        for (const Box& b : {Box::All(sp.shape), box}) {
+          want.push_back(reference(f.data[i], sp.shape, b, item));
+          dests.emplace_back(want.back().size());
+          reqs.push_back({leaf, b, dests.back().bytes.data(), dests.back().bytes.size()});
+        }
+      }
+      HostCopyEngine engine;
+      DeviceOptions o;
+      o.staging_bytes = staging_bytes;
+      o.staging_buffers = buffers;
+      Status st = read_many_staged(*f.reader, reqs, engine, o);
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        CAPTURE(i);
+        CHECK(dests[i].bytes == want[i]);
+      }
+      check_clean(engine, staging_bytes);
+      const auto s = engine.stats();
+      CHECK(s.copies_done == s.copies_issued);
+      uint64_t total = 0;
+      for (const auto& w : want) total += w.size();
+      CHECK(s.bytes_copied == total);
+      // No more pinned memory than the load needs, and never more buffers than asked for.
+      CHECK(s.allocations <= static_cast<uint64_t>(buffers));
+    }
+  }
+}
+
+TEST_CASE("load to a device: unverified reads, and many loads at once") {
+  Fixture f;
+  const uint32_t leaf = f.leaf("big");
+  const auto& sp = specs()[8];
+  REQUIRE(sp.key == "big");
+  std::vector<std::thread> threads;
+  std::vector<Dest> dests(4, Dest(f.data[8].size()));
+  std::vector<Status> results(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      HostCopyEngine engine;
+      DeviceOptions o;
+      o.staging_bytes = 256 << 10;
+      o.read.verify_checksums = t % 2 == 0;
+      o.read.threads = 2;
+      DeviceRequest r{leaf, std::nullopt, dests[t].bytes.data(), dests[t].bytes.size()};
+      results[t] = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) {
+    REQUIRE_MESSAGE(results[t].ok(), results[t].ToString());
+    CHECK(dests[t].bytes == f.data[8]);
+  }
+}
+
+TEST_CASE("backpressure: a slow copy engine never makes the load pin or queue more than the bound") {
+  Fixture f;
+  const uint32_t leaf = f.leaf("big");  // 1 MiB
+  for (int buffers : {1, 2, 4}) {
+    CAPTURE(buffers);
+    HostCopyEngine::Options eo;
+    eo.copy_delay_us = 1000;
+    HostCopyEngine engine(eo);
+    DeviceOptions o;
+    o.staging_bytes = 64 << 10;  // 16 buffer loads of 64 KiB
+    o.staging_buffers = buffers;
+    Dest d(f.data[8].size());
+    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(d.bytes == f.data[8]);
+    const auto s = engine.stats();
+    // The engine checks that no buffer changed under a queued copy (misuses), and counts the
+    // pinned and the queued bytes at their peaks.
+    check_clean(engine, o.staging_bytes);
+    CHECK(s.peak_pinned_bytes == o.staging_bytes);
+    CHECK(s.copies_issued >= 16);
+  }
+}
+
+TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leaked, nothing after") {
+  Fixture f;
+  const uint32_t leaf = f.leaf("big");
+  DeviceOptions o;
+  o.staging_bytes = 64 << 10;
+  SUBCASE("at once (copy_async fails)") {
+    HostCopyEngine::Options eo;
+    eo.fail_copy_at = 5;
+    eo.copy_delay_us = 200;
+    HostCopyEngine engine(eo);
+    Dest d(f.data[8].size());
+    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    REQUIRE(st.code() == StatusCode::kIOError);
+    CHECK(st.message().find("d.jtree: leaf big") != std::string::npos);
+    CHECK(st.message().find("copy to host stand-in") != std::string::npos);
+    CHECK(st.message().find("injected failure of copy 5") != std::string::npos);
+    check_clean(engine, o.staging_bytes, 1);
+    CHECK(engine.stats().copies_issued == 6);  // nothing issued after the failure
+  }
+  SUBCASE("late (reported by sync)") {
+    HostCopyEngine::Options eo;
+    eo.fail_async_at = 3;
+    HostCopyEngine engine(eo);
+    Dest d(f.data[8].size());
+    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    REQUIRE(st.code() == StatusCode::kIOError);
+    CHECK(st.message().find("leaf big") != std::string::npos);
+    CHECK(st.message().find("injected asynchronous failure") != std::string::npos);
+    check_clean(engine, o.staging_bytes);
+    CHECK(engine.stats().copies_issued < 16);
+  }
+  SUBCASE("pinned memory refused") {
+    HostCopyEngine::Options eo;
+    eo.max_pinned_bytes = 40 << 10;  // two of the four 16 KiB buffers
+    HostCopyEngine engine(eo);
+    Dest d(f.data[8].size());
+    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    REQUIRE(st.code() == StatusCode::kResourceExhausted);
+    check_clean(engine, o.staging_bytes);
+    CHECK(engine.stats().allocations == 2);
+    CHECK(engine.stats().copies_issued == 0);
+  }
+}
+
+TEST_CASE("a damaged chunk in the middle of a load: Corruption naming the leaf, nothing leaked") {
+  Fixture f;
+  const uint32_t leaf = f.leaf("big");
+  const Leaf& l = f.reader->leaf(leaf);
+  const ChunkInfo c = f.reader->chunk(l.first_chunk + 4);  // the fifth of eight chunks
+  auto bytes = read_file(f.dir.file("d.jtree"));
+  bytes[c.file_offset + c.stored_size / 2] ^= std::byte{0x40};
+  write_file(f.dir.file("d.jtree"), bytes);
+  f.open();
+  HostCopyEngine::Options eo;
+  eo.copy_delay_us = 500;
+  HostCopyEngine engine(eo);
+  DeviceOptions o;
+  o.staging_bytes = 512 << 10;  // a chunk (128 KiB) per buffer
+  o.read.threads = 1;
+  Dest d(f.data[8].size());
+  DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+  Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+  REQUIRE(st.code() == StatusCode::kCorruption);
+  CHECK(st.message().find("leaf big: chunk 4") != std::string::npos);
+  check_clean(engine, o.staging_bytes);
+  CHECK(engine.stats().copies_issued == 4);  // the chunks before it, nothing after
+}
+
+TEST_CASE("cancellation: progress returning false stops the load, frees everything") {
+  Fixture f;
+  const uint32_t leaf = f.leaf("big");
+  HostCopyEngine::Options eo;
+  eo.copy_delay_us = 300;
+  HostCopyEngine engine(eo);
+  DeviceOptions o;
+  o.staging_bytes = 64 << 10;
+  int calls = 0;
+  uint64_t last_total = 0;
+  o.read.progress = [&](uint64_t done, uint64_t total) {
+    last_total = total;
+    CHECK(done <= total);
+    return ++calls < 3;
+  };
+  Dest d(f.data[8].size());
+  DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+  Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+  REQUIRE(st.code() == StatusCode::kAborted);
+  CHECK(st.message().find("cancelled") != std::string::npos);
+  CHECK(calls == 3);
+  CHECK(last_total == f.data[8].size());
+  check_clean(engine, o.staging_bytes);
+  CHECK(engine.stats().copies_issued == 3);  // one 16 KiB piece per buffer load
+  // What was copied before the cancellation is in place.
+  CHECK(std::equal(d.bytes.begin(), d.bytes.begin() + 3 * (16 << 10), f.data[8].begin()));
+}
+
+TEST_CASE("bad requests and options: InvalidArgument naming the leaf, nothing pinned") {
+  Fixture f;
+  HostCopyEngine engine;
+  Dest d(64);
+  const uint32_t small = f.leaf("small");
+  auto one = [&](DeviceRequest r, DeviceOptions o = {}) {
+    return read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+  };
+  Status st = one({small, std::nullopt, d.bytes.data(), 9});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("leaf small: device destination of 9 bytes; the slice needs 10") !=
+        std::string::npos);
+  st = one({small, std::nullopt, nullptr, 10});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  st = one({small, Box{{2}, {11}}, d.bytes.data(), 9});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("out of bounds") != std::string::npos);
+  st = one({f.leaf("count"), std::nullopt, d.bytes.data(), 8});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("leaf count") != std::string::npos);
+  st = one({f.reader->num_leaves(), std::nullopt, d.bytes.data(), 8});
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  DeviceOptions o;
+  o.staging_buffers = 0;
+  CHECK(one({small, std::nullopt, d.bytes.data(), 10}, o).code() == StatusCode::kInvalidArgument);
+  o.staging_buffers = 4;
+  o.staging_bytes = 1000;
+  CHECK(one({small, std::nullopt, d.bytes.data(), 10}, o).code() == StatusCode::kInvalidArgument);
+  CHECK(engine.stats().allocations == 0);
+  // An empty box or no request at all: nothing to do, nothing pinned.
+  CHECK(one({small, Box{{3}, {3}}, nullptr, 0}).ok());
+  CHECK(read_many_staged(*f.reader, {}, engine).ok());
+  CHECK(engine.stats().allocations == 0);
+}
+
+TEST_CASE("the CUDA engine where there is no device: NotSupported, a clear message") {
+  // (On a machine with a GPU this is tests/unit/test_device_cuda.cc's business.)
+  if (cuda_device_count() > 0) return;
+  Fixture f;
+  auto engine = make_cuda_copy_engine(0);
+  REQUIRE(!engine.ok());
+  CHECK(engine.status().code() == StatusCode::kNotSupported);
+  MESSAGE("make_cuda_copy_engine here: " << engine.status().ToString()
+                                          << std::string(cuda_built() ? " (CUDA build)" : " (no CUDA)"));
+  Dest d(10);
+  DeviceRequest r{f.leaf("small"), std::nullopt, d.bytes.data(), 10};
+  CHECK(read_many_to_device(*f.reader, std::span(&r, 1)).code() == StatusCode::kNotSupported);
+}
