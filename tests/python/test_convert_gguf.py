@@ -271,7 +271,11 @@ def test_huge_counts(tmp_path):
     _expect_error(tmp_path, _raw_gguf([], [("w", (2 ** 60,), 0, 0)], data), "past the end",
                   jtree.CorruptionError)
     _expect_error(tmp_path, _raw_gguf([], [("w", (2 ** 40, 2 ** 40), 0, 0)], data),
-                  "past the end", jtree.CorruptionError)
+                  "overflow 64 bits", jtree.CorruptionError)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (0, 2 ** 63), 0, 0)], data),
+                  "below 2", jtree.CorruptionError)
+    _expect_error(tmp_path, _raw_gguf([], [("w", (0, 2 ** 62), 0, 0)], data),
+                  "overflow 64 bits", jtree.CorruptionError)
 
 
 def test_bad_tensor_infos(tmp_path):

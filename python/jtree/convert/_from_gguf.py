@@ -67,6 +67,10 @@ def _tensor_leaf(fd: int, t: _gguf_parse.TensorInfo, type_name: str) -> Any:
         block, type_size = _gguf_parse.block_sizes(t.ggml_type)
         dtype = np.dtype(np.uint8)
         shape = shape[:-1] + (shape[-1] // block * type_size,)
+    if not shape:
+        # A 0-d leaf is read now (4 bytes at most): jtree's Deferred refuses 0-d fetches in
+        # this build.
+        return np.array(_common.map_array(fd, t.offset, shape, dtype))
     return _common.file_leaf(fd, t.offset, shape, dtype)
 
 

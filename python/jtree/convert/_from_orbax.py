@@ -137,12 +137,14 @@ def _orbax_tree(path: str, deferred: Any) -> Tuple[Any, int]:
                                   f"its metadata lists {n}", file=path)
         return [got[i] for i in indices]
 
-    arrays = [i for i, m in enumerate(flat) if isinstance(m, om.ArrayMetadata)]
-    others = [i for i, m in enumerate(flat)
-              if m is not None and not isinstance(m, om.ArrayMetadata)]
+    # 0-d arrays are restored with the scalars, up front (tiny; jtree's Deferred refuses
+    # 0-d fetches in this build).
+    arrays = [i for i, m in enumerate(flat)
+              if isinstance(m, om.ArrayMetadata) and (deferred is None or tuple(m.shape))]
+    others = [i for i, m in enumerate(flat) if m is not None and i not in set(arrays)]
     leaves: List[Any] = [None] * n
     for i, v in zip(others, restore(others) if others else []):
-        leaves[i] = _scalar(v)
+        leaves[i] = _host(v) if isinstance(flat[i], om.ArrayMetadata) else _scalar(v)
     if deferred is not None:
         for i in arrays:
             m = flat[i]
@@ -154,7 +156,7 @@ def _orbax_tree(path: str, deferred: Any) -> Tuple[Any, int]:
         for i, v in zip(arrays, restore(arrays)):
             leaves[i] = _host(v)
     tree = jax.tree_util.tree_unflatten(treedef, leaves)
-    return _plain(tree), len(arrays)
+    return _plain(tree), sum(isinstance(m, om.ArrayMetadata) for m in flat)
 
 
 def _fetcher(restore_one: Callable[[], Any], shape: Tuple[int, ...], dtype: np.dtype,
@@ -220,7 +222,13 @@ def _ps_tree(path: str, deferred: Any) -> Tuple[Any, int]:
     arrays = [i for i, s in enumerate(flat) if s is not None]
     leaves: List[Any] = [None] * len(flat)
     if deferred is not None:
+        # 0-d arrays up front (jtree's Deferred refuses 0-d fetches in this build).
+        scalars = [i for i in arrays if not tuple(flat[i].shape)]
+        for i, v in zip(scalars, load(scalars) if scalars else []):
+            leaves[i] = _host(v)
         for i in arrays:
+            if not tuple(flat[i].shape):
+                continue
             shape, dtype = tuple(flat[i].shape), np.dtype(flat[i].dtype)
             leaves[i] = deferred(shape, dtype, _fetcher(lambda i=i: load([i])[0], shape, dtype,
                                                         path, f"leaf {i}"))
