@@ -106,7 +106,11 @@ def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
                 raise _unregistered_node(type_name, file, key_path)
             return dict(zip(keys, children)) if keyed else list(children)
         aux_value = entry.deserialize_auxdata(aux or b"")
-        return _registry.unflatten_node(entry, aux_value, children, list(keys) if keyed else None)
+        try:
+            return _registry.unflatten_node(entry, aux_value, children,
+                                            list(keys) if keyed else None)
+        except _registry.UnflattenError as e:
+            raise error(InvalidArgumentError, file, key_path, str(e)) from None
     raise AssertionError(f"not a container kind: {kind}")
 
 
@@ -437,7 +441,9 @@ class Loader:
         where = kp.join(path) if kind == CUSTOM else ""  # (only custom nodes' errors use it)
         if kind == CUSTOM and type_name in _tv.NODES and _registry.node_for_name(type_name) is None:
             framework = self.o.framework  # torch.Size for torch, a tuple for the others
-            return lambda: _tv.build_node(type_name, [t() for t in thunks], framework)
+            name = self.name
+            return lambda: _tv.build_node(type_name, [t() for t in thunks], framework, name,
+                                          where)
         if kind == CUSTOM and strict and _registry.node_for_name(type_name or "") is None:
             raise _unregistered_node(type_name, self.name, where)
         name = self.name

@@ -152,6 +152,11 @@ def node_for_name(name: str) -> Optional[NodeEntry]:
 DATACLASS_PREFIX = "dataclass:"
 
 
+class UnflattenError(Exception):
+    """A node of the file does not fit the class found for it (the loader adds the file and
+    key path)."""
+
+
 def _init_fields(cls: type) -> Tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.init)
 
@@ -195,7 +200,20 @@ def _register_dataclass(cls: type) -> NodeEntry:
         return {f: getattr(obj, f) for f in fields}, None
 
     def unflatten(_aux: Any, children: Children) -> Any:
-        return cls(**children) if isinstance(children, dict) else cls(*children)
+        # The class may have changed since the file was written (or the file lies): a clear
+        # error naming the fields, not a TypeError from __init__.
+        if not isinstance(children, dict):
+            raise UnflattenError(f"dataclass {cls.__qualname__}: the file's node has unnamed "
+                                 f"children; the class has fields {list(fields)}")
+        extra = [k for k in children if k not in fields]
+        if extra:
+            raise UnflattenError(f"dataclass {cls.__qualname__} has no field {extra[0]!r}, which "
+                                 f"the file holds (its fields: {list(fields)})")
+        try:
+            return cls(**children)
+        except TypeError as e:
+            raise UnflattenError(f"dataclass {cls.__qualname__} cannot be made from the file's "
+                                 f"fields {list(children)}: {e}") from None
 
     name = f"{DATACLASS_PREFIX}{cls.__module__}:{cls.__qualname__}"
     entry = NodeEntry(cls, name, lambda _aux: b"", lambda _data: None, flatten, unflatten)

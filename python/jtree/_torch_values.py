@@ -86,11 +86,18 @@ def saved_form(x: Any) -> Optional[Tuple[str, str, Any]]:
 
 # ---- loading ---------------------------------------------------------------------------------
 
-def build_node(name: str, children: List[Any], framework: str) -> Any:
+def build_node(name: str, children: List[Any], framework: str, file: Optional[str],
+               key_path: str) -> Any:
     """A ``torch.Size`` node: a torch.Size for ``framework="torch"``, else a tuple."""
     if framework == "torch":
         import torch  # noqa: PLC0415
 
+        if not all(type(c) is int for c in children):
+            from ._errors import CorruptionError, error  # noqa: PLC0415
+
+            raise error(CorruptionError, file, key_path,
+                        f"a torch.Size node whose children are not all ints: "
+                        f"{[type(c).__name__ for c in children][:8]}")
         return torch.Size(children)
     return tuple(children)
 

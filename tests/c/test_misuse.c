@@ -401,6 +401,7 @@ static void bad_builders_and_options(const char* dir) {
   INVALID(jtree_remote_options_add_http_header(NULL, "A: b", &jt_err));
   INVALID(jtree_remote_options_add_http_header(ro, NULL, &jt_err));
   INVALID(jtree_remote_options_add_http_header(ro, "no colon", &jt_err));
+  INVALID(jtree_remote_options_set_allow_full_download(NULL, 1, 0, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "one line",
              jtree_remote_options_add_http_header(ro, "A: b\r\nX-Injected: 1", &jt_err));
   jtree_remote_options_free(ro);
@@ -424,6 +425,7 @@ static void good_options(const char* path) {
   CHECK_OK(jtree_remote_options_set_ca_file(ro, "/etc/ssl/certs/ca-certificates.crt", &jt_err));
   CHECK_OK(jtree_remote_options_set_verify_tls(ro, 1, &jt_err));
   CHECK_OK(jtree_remote_options_add_http_header(ro, "Authorization: Bearer x", &jt_err));
+  CHECK_OK(jtree_remote_options_set_allow_full_download(ro, 1, 1u << 30, &jt_err));
   jtree_open_options_t* oo = jtree_open_options_create();
   CHECK_OK(jtree_open_options_set_remote(oo, ro, &jt_err));
   jtree_remote_options_free(ro);  /* copied */

@@ -169,17 +169,30 @@ TEST_CASE("http: tiny and empty objects") {
   CHECK(r.status().IsCorruption());
 }
 
-TEST_CASE("http: a server that ignores Range still yields the right bytes") {
+TEST_CASE("http: a server that ignores Range is refused, or downloaded whole when allowed") {
   JTREE_NEED_SERVER("JTREE_TEST_HTTP");
   const TestTree t = TestTree::make(3, 100000, 51);
   const std::string name = serve_tree(t, "norange.jtree");
   OpenOptions oo;
   oo.remote = fast_options();
   // nginx's /norange/ location has max_ranges 0: every answer is 200 with the whole file.
-  auto r = Reader::Open(env("JTREE_TEST_HTTP") + "/norange/" + name, oo);
+  const std::string url = env("JTREE_TEST_HTTP") + "/norange/" + name;
+  auto refused = open_source(url, oo);
+  REQUIRE(refused.ok());
+  auto st = Reader::Open(*refused, oo);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.status().code() == StatusCode::kNotSupported);
+  CHECK(st.status().message().find(url) != std::string::npos);
+  CHECK(st.status().message().find("server ignores HTTP Range requests") != std::string::npos);
+  CHECK(details(**refused).io.bytes_read == 0);  // stopped at the headers
+  oo.remote.allow_full_download = true;
+  auto r = Reader::Open(url, oo);
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   check_tree(**r, t);
-  CHECK(details(*(*r)->source()).range_ignored > 0);
+  const auto d = details(*(*r)->source());
+  CHECK(d.range_ignored > 0);
+  CHECK(d.full_downloads == 1);
+  CHECK(d.io.bytes_read == (*r)->info().file_size);  // once, whole
 }
 
 TEST_CASE("http: a file replaced while a Reader uses it is detected, not mixed") {
@@ -214,8 +227,11 @@ TEST_CASE("http: http_proxy is honoured") {
   const std::string name = serve_tree(t, "via_proxy.jtree");
   auto count = [] {
     // The proxy's own counter of forwarded requests.
+    // (It answers every GET with 200 and the whole document: it ignores Range.)
     std::string stats_url = env("JTREE_TEST_PROXY") + "/_stats";
-    auto src = *open_source(stats_url, open_with(fast_options()));
+    RemoteOptions o = fast_options();
+    o.allow_full_download = true;
+    auto src = *open_source(stats_url, open_with(o));
     std::vector<std::byte> buf(*src->size());
     ReadRange rr{0, buf};
     REQUIRE(src->read(std::span(&rr, 1)).ok());

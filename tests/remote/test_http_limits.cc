@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -21,6 +22,7 @@
 
 #include "io/remote/http_client.h"
 #include "io/remote/remote_call.h"
+#include "io/remote/remote_source.h"
 #include "jtree/jtree.h"
 
 using namespace jtree;
@@ -217,4 +219,93 @@ TEST_CASE("opening a URL whose server answers an endless error body fails at onc
   CHECK(r.status().message().find(server.url()) != std::string::npos);
   CHECK(seconds_since(start) < 10);
   CHECK(server.sent() < (16u << 20));
+}
+
+// ---- servers that ignore Range (issue 23, item 8) -------------------------------------------
+
+namespace {
+
+// A server that ignores Range: 200 with Content-Length 50 MB of 'z' to every GET.
+constexpr uint64_t kIgnoredSize = 50'000'000;
+std::string whole_body_head() {
+  return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(kIgnoredSize) +
+         "\r\nConnection: close\r\n\r\n";
+}
+
+RemoteSourceStats stats_of(const Source& s) {
+  return dynamic_cast<const RemoteSource&>(s).detailed_stats();
+}
+
+}  // namespace
+
+TEST_CASE("a range read answered with the whole object stops at once: NotSupported, no body") {
+  HostileServer server(whole_body_head(), std::string(65536, 'z'));
+  OpenOptions oo;
+  oo.remote.max_retries = 0;
+  oo.remote.deadline_seconds = 20;
+  auto src = open_source(server.url(), oo);
+  REQUIRE(src.ok());
+  const auto start = Clock::now();
+  std::vector<std::byte> dst(10);
+  ReadRange r{1000, dst};
+  Status st = (*src)->read(std::span<const ReadRange>(&r, 1));
+  CHECK(st.code() == StatusCode::kNotSupported);
+  CHECK(st.message().find(server.url()) != std::string::npos);
+  CHECK(st.message().find("server ignores HTTP Range requests (answered 200 with the whole body") !=
+        std::string::npos);
+  CHECK(st.message().find("allow_full_download / --allow-full-download") != std::string::npos);
+  const RemoteSourceStats s = stats_of(**src);
+  CHECK(s.io.read_requests == 1);  // not retried: it would be refused again
+  CHECK(s.io.bytes_read == 0);     // stopped at the end of the headers
+  CHECK(s.range_refused == 1);
+  CHECK(s.full_downloads == 0);
+  CHECK(seconds_since(start) < 10);
+  // What the server got into the socket before the client closed it: far from 50 MB.
+  CHECK(server.sent() < (16u << 20));
+  // Opening a Reader fails the same way, naming the URL.
+  auto reader = Reader::Open(server.url(), oo);
+  REQUIRE(!reader.ok());
+  CHECK(reader.status().code() == StatusCode::kNotSupported);
+  CHECK(reader.status().message().find(server.url()) != std::string::npos);
+}
+
+TEST_CASE("allow_full_download: the object is downloaded once, and reads are served from it") {
+  HostileServer server(whole_body_head(), std::string(65536, 'z'));
+  OpenOptions oo;
+  oo.remote.max_retries = 0;
+  oo.remote.deadline_seconds = 20;
+  oo.remote.allow_full_download = true;
+  auto src = open_source(server.url(), oo);
+  REQUIRE(src.ok());
+  std::vector<std::byte> a(10), b(100);
+  ReadRange ra{1000, a};
+  REQUIRE((*src)->read(std::span<const ReadRange>(&ra, 1)).ok());
+  CHECK(std::all_of(a.begin(), a.end(), [](std::byte x) { return x == std::byte{'z'}; }));
+  CHECK(*(*src)->size() == kIgnoredSize);
+  ReadRange rb{kIgnoredSize - 100, b};
+  REQUIRE((*src)->read(std::span<const ReadRange>(&rb, 1)).ok());
+  CHECK(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{'z'}; }));
+  ReadRange past{kIgnoredSize - 5, b};
+  CHECK((*src)->read(std::span<const ReadRange>(&past, 1)).IsIOError());  // past the end
+  const RemoteSourceStats s = stats_of(**src);
+  CHECK(s.full_downloads == 1);
+  CHECK(s.io.read_requests == 2);  // the refused range request, then the one download
+  CHECK(s.io.bytes_read == kIgnoredSize);
+}
+
+TEST_CASE("allow_full_download: an object larger than full_download_max_bytes is refused") {
+  HostileServer server(whole_body_head(), std::string(65536, 'z'));
+  OpenOptions oo;
+  oo.remote.max_retries = 0;
+  oo.remote.deadline_seconds = 20;
+  oo.remote.allow_full_download = true;
+  oo.remote.full_download_max_bytes = 1 << 20;
+  auto src = open_source(server.url(), oo);
+  REQUIRE(src.ok());
+  std::vector<std::byte> a(10);
+  ReadRange ra{0, a};
+  Status st = (*src)->read(std::span<const ReadRange>(&ra, 1));
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK(st.message().find("full_download_max_bytes") != std::string::npos);
+  CHECK(stats_of(**src).io.bytes_read == 0);  // refused from Content-Length, before the body
 }

@@ -63,22 +63,53 @@ TEST_CASE("ranges: an exact 206, coalesced pieces with a gap discarded") {
   CHECK(*pin.if_match_header() == "If-Match: \"v1\"");
 }
 
-TEST_CASE("ranges: a server that ignores Range (200) is read up to the range, then stopped") {
-  const auto obj = object(5000);
+TEST_CASE("ranges: a server that ignores Range (200 with more than asked) is refused at its head") {
   ObjectPin pin;
   std::vector<std::byte> dst(100);
   RangeHandler h(pin, 300, 100, {{300, dst}});
-  auto rh = head(200, {{"content-length", "5000"}});
   h.reset();
-  REQUIRE(h.on_head(rh).ok());
-  size_t fed = 0;
-  for (; fed < obj.size() && !h.satisfied(); fed += 64) {
-    REQUIRE(h.on_body(std::span(obj).subspan(fed, std::min<size_t>(64, obj.size() - fed))).ok());
-  }
-  CHECK(fed < 1000);  // stopped early
-  REQUIRE(h.on_done().ok());
+  // Refused before any body byte: the caller stops the transfer.
+  Status st = h.on_head(head(200, {{"content-length", "5000"}, {"etag", "\"v1\""}}));
+  CHECK(st.code() == StatusCode::kNotSupported);
+  CHECK(st.message().find("server ignores HTTP Range requests (answered 200 with the whole "
+                          "body of 5000 bytes); pass allow_full_download / "
+                          "--allow-full-download to download it whole") != std::string::npos);
+  CHECK_FALSE(h.transient_error);
   CHECK(h.range_ignored());
-  CHECK(std::memcmp(dst.data(), obj.data() + 300, 100) == 0);
+  CHECK(h.refused_whole_body());
+  CHECK_FALSE(pin.size());  // nothing of a refused answer is adopted
+  // Without Content-Length (chunked), refused as soon as the body passes the bytes asked for.
+  h.reset();
+  CHECK_FALSE(h.refused_whole_body());
+  const auto obj = object(5000);
+  REQUIRE(h.on_head(head(200, {})).ok());
+  CHECK_FALSE(h.satisfied());
+  REQUIRE(h.on_body(std::span(obj).first(60)).ok());
+  st = h.on_body(std::span(obj).subspan(60, 60));
+  CHECK(st.code() == StatusCode::kNotSupported);
+  CHECK(h.refused_whole_body());
+}
+
+TEST_CASE("ranges: a 200 no longer than the range asked for (a small object) is used") {
+  const auto obj = object(80);
+  ObjectPin pin;
+  std::vector<std::byte> dst(30);
+  RangeHandler h(pin, 0, 100, {{10, dst}});
+  REQUIRE(h.accepts(200));
+  // The object has 80 bytes: a request of 100 from byte 0 asks more than it has.
+  Status st = feed(h, head(200, {{"content-length", "80"}}), obj);
+  CHECK(st.message().find("the object has 80 bytes") != std::string::npos);
+  CHECK_FALSE(h.refused_whole_body());
+  ObjectPin pin2;
+  RangeHandler h2(pin2, 0, 80, {{10, dst}});
+  REQUIRE(feed(h2, head(200, {{"content-length", "80"}}), obj).ok());
+  CHECK(h2.range_ignored());
+  CHECK(std::memcmp(dst.data(), obj.data() + 10, 30) == 0);
+  // Of unknown length too: its end tells the size.
+  ObjectPin pin3;
+  RangeHandler h3(pin3, 0, 80, {{10, dst}});
+  REQUIRE(feed(h3, head(200, {}), obj).ok());
+  CHECK(*h3.total() == 80);
 }
 
 TEST_CASE("ranges: wrong or inconsistent answers are errors, not data") {
@@ -216,7 +247,7 @@ TEST_CASE("head and suffix reads: 206, short objects, empty objects") {
   }
 }
 
-TEST_CASE("suffix reads: mis-served suffixes are detected; 200 answers are cut to the tail") {
+TEST_CASE("suffix reads: mis-served suffixes are detected; 200 answers longer than asked are refused") {
   const auto obj = object(10000);
   {
     // npm s3rver's answer to bytes=-100: the first 101 bytes.
@@ -231,20 +262,30 @@ TEST_CASE("suffix reads: mis-served suffixes are detected; 200 answers are cut t
     CHECK(*pin.size() == 10000);  // what the caller needs to ask again explicitly
   }
   {
+    // The whole object for a suffix: refused, not read to its end.
     ObjectPin pin;
     std::vector<std::byte> out;
     RangeHandler h(pin, RangeHandler::Mode::kSuffix, 100, &out);
-    REQUIRE(feed(h, head(200, {{"content-length", "10000"}}), obj, 333).ok());
-    CHECK(out == std::vector<std::byte>(obj.end() - 100, obj.end()));
+    Status st = feed(h, head(200, {{"content-length", "10000"}}), obj, 333);
+    CHECK(st.code() == StatusCode::kNotSupported);
+    CHECK(h.refused_whole_body());
   }
   {
-    // No Content-Length (chunked): the last bytes are kept as they pass.
+    // No Content-Length (chunked): refused once the body passes the 100 bytes asked for.
     ObjectPin pin;
     std::vector<std::byte> out;
     RangeHandler h(pin, RangeHandler::Mode::kSuffix, 100, &out);
-    REQUIRE(feed(h, head(200, {}), obj, 37).ok());
-    CHECK(out == std::vector<std::byte>(obj.end() - 100, obj.end()));
-    CHECK(*h.total() == 10000);
+    CHECK(feed(h, head(200, {}), obj, 37).code() == StatusCode::kNotSupported);
+    CHECK(h.refused_whole_body());
+  }
+  {
+    // A chunked 200 shorter than the suffix asked for: all of it is the tail.
+    ObjectPin pin;
+    std::vector<std::byte> out;
+    RangeHandler h(pin, RangeHandler::Mode::kSuffix, 100, &out);
+    REQUIRE(feed(h, head(200, {}), std::span(obj).first(70), 37).ok());
+    CHECK(out == std::vector<std::byte>(obj.begin(), obj.begin() + 70));
+    CHECK(*h.total() == 70);
   }
   {
     ObjectPin pin;

@@ -239,6 +239,13 @@ JTREE_C_API jtree_status_t jtree_remote_options_set_verify_tls(jtree_remote_opti
 JTREE_C_API jtree_status_t jtree_remote_options_add_http_header(jtree_remote_options_t* opts,
                                                                 const char* header,
                                                                 jtree_error_t** err);
+/* Servers that ignore HTTP Range (they answer a range request with the whole object): by
+ * default (allow 0) a read fails with JTREE_NOT_SUPPORTED, having received none of the body;
+ * allow 1 downloads the object once, whole, into an unlinked temporary file ($TMPDIR, else
+ * /tmp) and serves every read from it, for objects of at most `max_bytes` (0 keeps the
+ * default, 16 GiB; larger ones fail with JTREE_RESOURCE_EXHAUSTED). */
+JTREE_C_API jtree_status_t jtree_remote_options_set_allow_full_download(
+    jtree_remote_options_t* opts, int allow, uint64_t max_bytes, jtree_error_t** err);
 
 /* ============================== opening ====================================================== */
 

@@ -18,11 +18,21 @@
 // unless verify_tls is false. Proxies come from the standard variables (http_proxy,
 // https_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY), as libcurl reads them.
 //
+// Servers that ignore Range (they answer a range request with 200 and the whole body, as
+// Python's http.server does): a range read never silently becomes a download of the whole
+// object. The transfer stops as soon as the answer's headers show it is longer than the range
+// asked for, and the read fails with NotSupported ("server ignores HTTP Range requests ...").
+// With allow_full_download the object is instead downloaded once, whole, into an unlinked
+// temporary file ($TMPDIR, else /tmp; at most full_download_max_bytes), and every read of
+// that Source is served from it. A 200 no longer than the range asked for (a small object)
+// is simply used.
+//
 // Errors name the URL (for S3 also the bucket and key) and what failed, e.g.
 //   "s3://ckpt/run1/step100.jtree: GET bytes=0-65535: HTTP 403 SignatureDoesNotMatch: ...".
 // Codes: NotFound (404), PermissionDenied (401/403), IOError (network, 5xx after the last
 // retry, malformed answers), Aborted (the object changed; a deadline), InvalidArgument (a bad
-// URL or option).
+// URL or option), NotSupported (a server that ignores Range, without allow_full_download),
+// ResourceExhausted (such an object larger than full_download_max_bytes).
 //
 // Thread safety: RemoteOptions is a plain value. The functions below may be called from any
 // thread. All transfers of a process share one libcurl connection pool (connections are
@@ -113,6 +123,17 @@ struct JTREE_API RemoteOptions {
   uint64_t part_size = 8ull << 20;
   /// Parts uploaded at once; memory is bounded by part_size x (upload_concurrency + 1).
   int upload_concurrency = 4;
+
+  // ---- servers that ignore Range -----------------------------------------------------------
+  /// When a server answers a range request with the whole object (200): false (the default)
+  /// fails the read with NotSupported, after receiving no body byte; true downloads the object
+  /// once, whole, into an unlinked temporary file in $TMPDIR (else /tmp), and serves every
+  /// read of the Source from it. The download is one request: deadline_seconds bounds it.
+  bool allow_full_download = false;
+  /// The largest object allow_full_download downloads (disk space of the temporary file);
+  /// larger ones fail with ResourceExhausted, before any body byte when the server sends
+  /// Content-Length.
+  uint64_t full_download_max_bytes = 16ull << 30;
 };
 
 /// What stat_object() and list_objects() report about an object.

@@ -145,6 +145,17 @@ jtree_status_t jtree_remote_options_add_http_header(jtree_remote_options_t* opts
   });
 }
 
+jtree_status_t jtree_remote_options_set_allow_full_download(jtree_remote_options_t* opts,
+                                                           int allow, uint64_t max_bytes,
+                                                           jtree_error_t** err) {
+  return guard(err, [&] {
+    JTREE_C_REQUIRE(opts, "jtree_remote_options_set_allow_full_download", err);
+    opts->remote.allow_full_download = allow != 0;
+    if (max_bytes != 0) opts->remote.full_download_max_bytes = max_bytes;
+    return JTREE_OK;
+  });
+}
+
 // ---- open ------------------------------------------------------------------------------------
 
 jtree_open_options_t* jtree_open_options_create(void) {

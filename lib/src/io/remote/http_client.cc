@@ -128,6 +128,20 @@ size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
     }
     return n;
   }
+  if (trim(line).empty()) {
+    // The end of a response's headers. The final response's head goes to the handler now,
+    // before any body byte arrives, so that a handler refusing it (a 200 with the whole
+    // object to a range request) stops the transfer without receiving any of its body.
+    // Not for 1xx answers, nor for redirects that libcurl is about to follow.
+    const long status = t->attempt.head.status;
+    const bool followed = t->transport->follow_redirects && status >= 300 && status < 400 &&
+                          t->attempt.head.find("location") != nullptr;
+    if (status >= 200 && !followed) {
+      t->deliver_head();
+      if (!t->attempt.handler_status.ok()) return 0;  // stops the transfer
+    }
+    return n;
+  }
   const size_t colon = line.find(':');
   // Bounded: a hostile server cannot make the list grow without limit.
   if (colon != std::string_view::npos && t->attempt.head.headers.size() < kHeaderCount) {
@@ -257,6 +271,8 @@ struct EventLoop {
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    // A proxy's answer to CONNECT is not the response: keep it out of the header callback.
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,

@@ -34,14 +34,23 @@ void RangeHandler::reset() {
   expected_.reset();
   want_first_ = want_end_ = 0;
   cursor_ = 0;
-  ring_ = false;
-  ring_buf_.clear();
+  unknown_length_ = false;
   suffix_misserved_ = false;
+  refused_ = false;
 }
 
 Status RangeHandler::fail(Status st, bool transient) {
   transient_error = transient;
   return st;
+}
+
+Status RangeHandler::refuse_whole_body() {
+  refused_ = true;
+  const std::string size =
+      expected_ ? " of " + std::to_string(*expected_) + " bytes" : std::string();
+  return fail(Status::NotSupported(
+      "server ignores HTTP Range requests (answered 200 with the whole body" + size +
+      "); pass allow_full_download / --allow-full-download to download it whole"));
 }
 
 Status RangeHandler::on_head(const ResponseHead& head) {
@@ -96,9 +105,13 @@ Status RangeHandler::on_head(const ResponseHead& head) {
     }
   } else {  // 200: the whole object; the server ignored the Range header.
     expected_ = head.content_length();
+    // Taken only when no longer than what was asked (a small object): otherwise the transfer
+    // stops here, before any body byte, rather than becoming a silent whole-file download.
+    if (expected_ && *expected_ > length_) return refuse_whole_body();
     total_ = expected_;
     JTREE_RETURN_IF_ERROR(fail(pin_.check(head, total_)));
     origin_ = 0;
+    unknown_length_ = !expected_;
   }
 
   // What we want of the object, now that its size may be known.
@@ -119,7 +132,9 @@ Status RangeHandler::on_head(const ResponseHead& head) {
     case Mode::kSuffix:
       if (!total_) {
         if (status_ == 206) return fail(Status::IOError("a suffix range without the object's size"));
-        ring_ = true;  // 200 of unknown length: keep the last bytes as they pass
+        // A 200 of unknown length, at most length_ bytes: all of it is the tail.
+        want_first_ = 0;
+        want_end_ = length_;
         break;
       }
       want_end_ = *total_;
@@ -143,7 +158,7 @@ Status RangeHandler::on_head(const ResponseHead& head) {
                                   range_text(want_first_, want_end_)));
     }
   }
-  if (out_ != nullptr && !ring_) out_->assign(want_end_ - want_first_, std::byte{0});
+  if (out_ != nullptr) out_->assign(want_end_ - want_first_, std::byte{0});
   return Status::OK();
 }
 
@@ -183,16 +198,9 @@ Status RangeHandler::on_body(std::span<const std::byte> data) {
     return fail(Status::IOError("the body is longer than the " + std::to_string(*expected_) +
                                 " bytes announced"));
   }
-  if (ring_) {
-    ring_buf_.insert(ring_buf_.end(), data.begin(), data.end());
-    // Keep the last `length_` bytes; trim in batches so that the copying stays linear.
-    if (ring_buf_.size() > 2 * length_ + (1u << 20)) {
-      ring_buf_.erase(ring_buf_.begin(),
-                      ring_buf_.begin() + static_cast<ptrdiff_t>(ring_buf_.size() - length_));
-    }
-  } else {
-    place(position(), data);
-  }
+  // A 200 of unknown length stops as soon as it passes the bytes asked for.
+  if (unknown_length_ && data.size() > length_ - received_) return refuse_whole_body();
+  place(position(), data);
   received_ += data.size();
   return Status::OK();
 }
@@ -200,17 +208,26 @@ Status RangeHandler::on_body(std::span<const std::byte> data) {
 bool RangeHandler::satisfied() const {
   // Stop early only when more is still coming (an exact answer is read to its end, so that
   // the connection can be reused).
-  if (ring_ || status_ == 416) return false;
+  if (unknown_length_ || status_ == 416) return false;
   return position() >= want_end_ && (!expected_ || received_ < *expected_);
 }
 
 Status RangeHandler::on_done() {
   if (status_ == 416) return Status::OK();
-  if (ring_) {  // a 200 of unknown length, read to its end: its length is the size
+  if (unknown_length_) {  // a 200 of unknown length, read to its end: its length is the size
     total_ = received_;
     JTREE_RETURN_IF_ERROR(fail(pin_.check({}, total_)));
-    const uint64_t n = std::min<uint64_t>(length_, ring_buf_.size());
-    out_->assign(ring_buf_.end() - static_cast<ptrdiff_t>(n), ring_buf_.end());
+    if (mode_ == Mode::kRange) {
+      if (want_end_ > received_) {
+        return fail(Status::IOError("the object has " + std::to_string(received_) +
+                                    " bytes; bytes " + range_text(want_first_, want_end_) +
+                                    " were asked for"));
+      }
+      return Status::OK();
+    }
+    // kHead and kSuffix: the object is no longer than length_, so all of it is wanted.
+    want_end_ = received_;
+    out_->resize(received_);
     return Status::OK();
   }
   const bool stopped = satisfied();
@@ -218,14 +235,6 @@ Status RangeHandler::on_done() {
     return fail(Status::IOError("the body ended after " + std::to_string(received_) + " of " +
                                 std::to_string(*expected_) + " bytes announced"),
                 true);
-  }
-  if (mode_ == Mode::kHead && !total_ && position() < want_end_) {
-    // A 200 of unknown length that ended before `length_` bytes: the object is that short.
-    total_ = received_;
-    JTREE_RETURN_IF_ERROR(fail(pin_.check({}, total_)));
-    want_end_ = received_;
-    out_->resize(received_);
-    return Status::OK();
   }
   if (position() < want_end_) {
     return fail(Status::IOError("the body ended at offset " + std::to_string(position()) +

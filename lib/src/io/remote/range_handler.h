@@ -2,6 +2,12 @@
 // a server that ignored the Range header, or 416), Content-Range against what was asked,
 // Content-Length against Content-Range, the body's length against both, the ETag and size
 // against the object's pin. Bytes go straight into the caller's buffers.
+//
+// A 200 (the server ignored Range) is taken only when its body is no longer than the bytes
+// asked for (a small object); a longer one is refused with NotSupported as soon as that is
+// known (from Content-Length, before any body byte; else when the body passes the length
+// asked for), so that a range read never silently becomes a whole-object download.
+// RemoteSource then downloads the object whole only when RemoteOptions::allow_full_download.
 #pragma once
 
 #include <cstdint>
@@ -51,12 +57,15 @@ class RangeHandler final : public ResponseHandler {
   std::optional<uint64_t> total() const { return total_; }
   /// The server answered with the whole object (200): it ignores Range.
   bool range_ignored() const { return status_ == 200; }
+  /// The 200 answer was longer than the bytes asked for, and was refused (NotSupported).
+  bool refused_whole_body() const { return refused_; }
   /// A suffix request was answered with another range (a server that mis-serves suffixes);
   /// total() is known, the bytes are not: ask again with an explicit range.
   bool suffix_misserved() const { return suffix_misserved_; }
 
  private:
   Status fail(Status st, bool transient = false);
+  Status refuse_whole_body();
   void place(uint64_t object_offset, std::span<const std::byte> data);
   uint64_t position() const { return origin_ + received_; }  // object offset of the next byte
 
@@ -74,9 +83,10 @@ class RangeHandler final : public ResponseHandler {
   std::optional<uint64_t> expected_;  // body bytes announced
   uint64_t want_first_ = 0, want_end_ = 0;  // the object bytes wanted
   size_t cursor_ = 0;      // next piece (kRange)
-  bool ring_ = false;      // kSuffix of a 200 body of unknown length: keep only the last bytes
-  std::vector<std::byte> ring_buf_;
+  // A 200 of unknown length (chunked): kept up to length_ bytes until its end tells the size.
+  bool unknown_length_ = false;
   bool suffix_misserved_ = false;
+  bool refused_ = false;
 };
 
 }  // namespace jtree::remote

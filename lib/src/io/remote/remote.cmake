@@ -13,6 +13,7 @@ set(JTREE_REMOTE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/remote_call.cc
   ${CMAKE_CURRENT_LIST_DIR}/object_pin.cc
   ${CMAKE_CURRENT_LIST_DIR}/range_handler.cc
+  ${CMAKE_CURRENT_LIST_DIR}/whole_object.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_source.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_source.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_client.cc

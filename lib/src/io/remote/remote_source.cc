@@ -1,6 +1,7 @@
 #include "io/remote/remote_source.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "util/thread_pool.h"
@@ -34,15 +35,65 @@ Status RemoteSource::fetch_into(RangeHandler& handler, const std::string& what) 
   spec.map_error = [&](const Attempt& a) { return endpoint_->map_error(a, what); };
   auto head = call(spec, handler);
   if (handler.range_ignored()) range_ignored_.fetch_add(1, std::memory_order_relaxed);
+  if (handler.refused_whole_body()) range_refused_.fetch_add(1, std::memory_order_relaxed);
   return head.status();
 }
 
+bool RemoteSource::should_download(const Status& st) const {
+  return !st.ok() && st.code() == StatusCode::kNotSupported && options_.allow_full_download &&
+         range_refused_.load(std::memory_order_relaxed) > 0;
+}
+
+std::shared_ptr<const WholeObject> RemoteSource::whole() const {
+  std::lock_guard<std::mutex> lock(whole_mu_);
+  return whole_;
+}
+
+Status RemoteSource::download_whole() {
+  // Held during the download: concurrent reads that were refused wait for this one download.
+  std::lock_guard<std::mutex> lock(whole_mu_);
+  if (whole_) return Status::OK();
+  CallSpec spec;
+  spec.name = endpoint_->name();
+  spec.what = "GET (the whole object: the server ignores HTTP Range requests)";
+  spec.transport = &endpoint_->transport();
+  spec.options = &options_;
+  spec.stats = &stats_;
+  spec.limiter = &limiter_;
+  spec.build = [&](HttpRequest& req) {
+    req.method = "GET";
+    if (auto im = pin_.if_match_header()) req.headers.push_back(*im);
+    return endpoint_->prepare(req);
+  };
+  spec.map_error = [&](const Attempt& a) { return endpoint_->map_error(a, spec.what); };
+  round_trips_.fetch_add(1, std::memory_order_relaxed);
+  JTREE_ASSIGN_OR_RETURN(auto w,
+                         WholeObject::download(spec, pin_, options_.full_download_max_bytes));
+  whole_ = std::move(w);
+  full_downloads_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status RemoteSource::read_whole(const WholeObject& w, std::span<const ReadRange> ranges) const {
+  JTREE_RETURN_IF_ERROR(check_ranges(ranges, w.size()));
+  for (const ReadRange& r : ranges) {
+    if (!r.dst.empty()) std::memcpy(r.dst.data(), w.bytes().data() + r.offset, r.dst.size());
+  }
+  return Status::OK();
+}
+
 Result<uint64_t> RemoteSource::size() {
+  if (auto w = whole()) return w->size();
   if (auto s = pin_.size()) return *s;
   std::vector<std::byte> first;
   RangeHandler h(pin_, RangeHandler::Mode::kHead, 1, &first);
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  JTREE_RETURN_IF_ERROR(fetch_into(h, "GET bytes=0-0"));
+  Status st = fetch_into(h, "GET bytes=0-0");
+  if (should_download(st)) {
+    JTREE_RETURN_IF_ERROR(download_whole());
+    return whole()->size();
+  }
+  JTREE_RETURN_IF_ERROR(st);
   if (!h.total()) return Status::IOError(name() + ": the server did not tell the object's size");
   return *h.total();
 }
@@ -100,21 +151,31 @@ Status RemoteSource::fetch(const Group& g) {
 Status RemoteSource::read(std::span<const ReadRange> ranges) {
   if (ranges.empty()) return Status::OK();
   JTREE_ASSIGN_OR_RETURN(uint64_t size, this->size());
+  if (auto w = whole()) return read_whole(*w, ranges);
   JTREE_RETURN_IF_ERROR(check_ranges(ranges, size));
   // Overlapping ranges that cannot share a request are fetched separately (plan() only merges
   // ranges that start after the previous piece ends).
   const std::vector<Group> groups = plan(ranges);
   if (groups.empty()) return Status::OK();
   round_trips_.fetch_add(1, std::memory_order_relaxed);
-  if (groups.size() == 1) return fetch(groups[0]);
-  const int parallelism =
-      static_cast<int>(std::min<size_t>(groups.size(), static_cast<size_t>(options_.max_concurrency)));
-  return parallel_for(ThreadPool::shared_io(), groups.size(), parallelism,
+  Status st;
+  if (groups.size() == 1) {
+    st = fetch(groups[0]);
+  } else {
+    const int parallelism = static_cast<int>(
+        std::min<size_t>(groups.size(), static_cast<size_t>(options_.max_concurrency)));
+    st = parallel_for(ThreadPool::shared_io(), groups.size(), parallelism,
                       [&](size_t i) { return fetch(groups[i]); });
+  }
+  if (should_download(st)) {
+    JTREE_RETURN_IF_ERROR(download_whole());
+    return read_whole(*whole(), ranges);
+  }
+  return st;
 }
 
 Result<HeadTail> RemoteSource::read_head_tail(uint64_t head_bytes, uint64_t tail_bytes) {
-  if (pin_.size()) return Source::read_head_tail(head_bytes, tail_bytes);
+  if (pin_.size() || whole()) return Source::read_head_tail(head_bytes, tail_bytes);
   HeadTail ht;
   if (head_bytes == 0 && tail_bytes == 0) {
     JTREE_ASSIGN_OR_RETURN(ht.size, size());
@@ -141,6 +202,10 @@ Result<HeadTail> RemoteSource::read_head_tail(uint64_t head_bytes, uint64_t tail
       return Status::OK();
     });
     JTREE_RETURN_IF_ERROR(st);
+  }
+  if (should_download(head_st) || should_download(tail_st)) {
+    JTREE_RETURN_IF_ERROR(download_whole());
+    return Source::read_head_tail(head_bytes, tail_bytes);  // served from the download
   }
   JTREE_RETURN_IF_ERROR(head_st);
   if (!tail_st.ok() && !tail.suffix_misserved()) return tail_st;
@@ -178,6 +243,8 @@ RemoteSourceStats RemoteSource::detailed_stats() const {
   s.round_trips = round_trips_.load(std::memory_order_relaxed);
   s.suffix_fallbacks = suffix_fallbacks_.load(std::memory_order_relaxed);
   s.range_ignored = range_ignored_.load(std::memory_order_relaxed);
+  s.range_refused = range_refused_.load(std::memory_order_relaxed);
+  s.full_downloads = full_downloads_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <semaphore>
 #include <string>
 
 #include "io/remote/object_pin.h"
 #include "io/remote/range_handler.h"
 #include "io/remote/remote_call.h"
+#include "io/remote/whole_object.h"
 #include "jtree/io.h"
 #include "jtree/remote.h"
 
@@ -41,6 +43,8 @@ struct RemoteSourceStats {
   uint64_t round_trips = 0;       ///< batches of parallel requests the caller waited for
   uint64_t suffix_fallbacks = 0;  ///< suffix reads asked again with an explicit range
   uint64_t range_ignored = 0;     ///< answers with the whole object instead of a range
+  uint64_t range_refused = 0;     ///< of those, refused: longer than the range asked for
+  uint64_t full_downloads = 0;    ///< whole-object downloads (allow_full_download)
 };
 
 class RemoteSource final : public Source {
@@ -72,6 +76,11 @@ class RemoteSource final : public Source {
   Status fetch(const Group& g);
   Status fetch_into(RangeHandler& handler, const std::string& what);
   Status check_ranges(std::span<const ReadRange> ranges, uint64_t size) const;
+  // A server that ignores Range: whether `st` is its refusal and a whole download is allowed.
+  bool should_download(const Status& st) const;
+  Status download_whole();  // once; later calls return at once
+  std::shared_ptr<const WholeObject> whole() const;
+  Status read_whole(const WholeObject& w, std::span<const ReadRange> ranges) const;
 
   std::unique_ptr<ObjectEndpoint> endpoint_;
   RemoteOptions options_;
@@ -81,6 +90,12 @@ class RemoteSource final : public Source {
   std::atomic<uint64_t> round_trips_{0};
   std::atomic<uint64_t> suffix_fallbacks_{0};
   std::atomic<uint64_t> range_ignored_{0};
+  std::atomic<uint64_t> range_refused_{0};
+  std::atomic<uint64_t> full_downloads_{0};
+  // The object downloaded whole (allow_full_download and a server that ignores Range): every
+  // read is served from it once it is set.
+  mutable std::mutex whole_mu_;
+  std::shared_ptr<const WholeObject> whole_;
 };
 
 }  // namespace jtree::remote
