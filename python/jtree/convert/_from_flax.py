@@ -44,9 +44,14 @@ def sniff(path: str) -> bool:
 
 
 def _normalize(x: Any, path: str, key: List[str]) -> Any:
+    import msgpack
+
     """Checks and tidies what msgpack_restore gave: dict keys must be str, extension types
     flax does not know are refused, NumPy scalars become 0-d arrays, arrays native-endian."""
     where = "/".join(key) or "(root)"
+    if isinstance(x, msgpack.ExtType):  # a namedtuple: checked before tuples
+        raise CorruptionError(f"jtree convert: {path}: {where} holds msgpack extension type "
+                              f"{x.code}, unknown to flax", file=path, key_path=where)
     if isinstance(x, dict):
         out = {}
         for k, v in x.items():
@@ -79,6 +84,7 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
     returns its tree. Damaged input is CorruptionError naming the file."""
     del allow_pickle  # msgpack has no pickles
     try:
+        import msgpack  # noqa: F401 - flax's own dependency
         from flax import serialization
     except ImportError as e:
         raise NotSupportedError(f"jtree convert: reading flax msgpack needs flax "
@@ -93,10 +99,11 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
             raise CorruptionError(f"jtree convert: {path}: flax msgpack: the file is empty",
                                   file=path)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            view = memoryview(m)
             try:
                 # msgpack bounds every length by the input's size (its default limits), so a
                 # hostile count cannot allocate more than the file holds.
-                tree = serialization.msgpack_restore(memoryview(m))
+                tree = serialization.msgpack_restore(view)
                 # Arrays are views of msgpack's own bytes objects, never of the map (closed
                 # below), and the tree is checked before the map goes.
                 tree = _normalize(tree, path, [])
@@ -108,6 +115,10 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
             except Exception as e:  # noqa: BLE001 - msgpack/NumPy/flax errors on bad bytes
                 raise CorruptionError(f"jtree convert: {path}: not a valid flax msgpack file "
                                       f"({type(e).__name__}: {e})", file=path) from e
+            finally:
+                # Released here, not by the garbage collector: an error's traceback keeps this
+                # frame alive, and the map cannot close while a view of it exists.
+                view.release()
     if not isinstance(tree, (dict, list)):
         raise InvalidArgumentError(f"jtree convert: {path}: a flax msgpack file holds a dict "
                                    f"or list, this one a {type(tree).__name__}", file=path)

@@ -116,8 +116,11 @@ def _orbax_tree(path: str, deferred: Any) -> Tuple[Any, int]:
     where = [jax.tree_util.keystr(k) for k, _ in with_paths]
     n = len(flat)
 
+    def is_array(m: Any) -> bool:  # ScalarMetadata derives from ArrayMetadata
+        return isinstance(m, om.ArrayMetadata) and not isinstance(m, om.ScalarMetadata)
+
     def restore_args(m: Any) -> Any:
-        if isinstance(m, om.ArrayMetadata):
+        if is_array(m):
             return ocp.RestoreArgs(restore_type=np.ndarray)
         return ocp.RestoreArgs()
 
@@ -140,11 +143,11 @@ def _orbax_tree(path: str, deferred: Any) -> Tuple[Any, int]:
     # 0-d arrays are restored with the scalars, up front (tiny; jtree's Deferred refuses
     # 0-d fetches in this build).
     arrays = [i for i, m in enumerate(flat)
-              if isinstance(m, om.ArrayMetadata) and (deferred is None or tuple(m.shape))]
+              if is_array(m) and (deferred is None or tuple(m.shape))]
     others = [i for i, m in enumerate(flat) if m is not None and i not in set(arrays)]
     leaves: List[Any] = [None] * n
     for i, v in zip(others, restore(others) if others else []):
-        leaves[i] = _host(v) if isinstance(flat[i], om.ArrayMetadata) else _scalar(v)
+        leaves[i] = _host(v) if is_array(flat[i]) else _scalar(v)
     if deferred is not None:
         for i in arrays:
             m = flat[i]
@@ -156,7 +159,7 @@ def _orbax_tree(path: str, deferred: Any) -> Tuple[Any, int]:
         for i, v in zip(arrays, restore(arrays)):
             leaves[i] = _host(v)
     tree = jax.tree_util.tree_unflatten(treedef, leaves)
-    return _plain(tree), sum(isinstance(m, om.ArrayMetadata) for m in flat)
+    return _plain(tree), sum(is_array(m) for m in flat)
 
 
 def _fetcher(restore_one: Callable[[], Any], shape: Tuple[int, ...], dtype: np.dtype,
