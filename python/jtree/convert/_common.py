@@ -74,9 +74,22 @@ def map_array(fd: int, offset: int, shape: Tuple[int, ...], dtype: np.dtype) -> 
     return np.frombuffer(mm, dtype=dtype, count=count, offset=offset - start).reshape(shape)
 
 
-def file_leaf(fd: int, offset: int, shape: Tuple[int, ...], dtype: np.dtype) -> Any:
+# Tensors up to this size are read at once rather than mapped when written: a map per small
+# tensor (biases, norms, scalars) costs more than the copy, and together they are little memory.
+SMALL_TENSOR = 64 << 10
+
+
+def file_leaf(fd: int, offset: int, shape: Tuple[int, ...], dtype: np.dtype,
+              path: str = "") -> Any:
     """The leaf for a tensor stored raw at ``offset`` of an open file: a Deferred that maps it
-    when written, or (without Deferred) the map made now."""
+    when written (without Deferred: the map made now); small tensors are read now."""
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = count * dtype.itemsize
+    if nbytes <= SMALL_TENSOR:
+        data = read_exact(fd, offset, nbytes, path)
+        return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
     deferred = deferred_class()
     if deferred is None:
         return map_array(fd, offset, shape, dtype)

@@ -97,17 +97,18 @@ def _npy(path: str, fd: int, size: int, allow_pickle: bool) -> Any:
     if start + nbytes > size:
         raise corrupt(path, f"truncated: the array needs {nbytes} bytes after its header at "
                             f"{start}, the file has {size - start}")
-    return _mapped(fd, start, shape, fortran, dt)
+    return _mapped(fd, start, shape, fortran, dt, path)
 
 
-def _mapped(fd: int, offset: int, shape: Tuple[int, ...], fortran: bool, dt: np.dtype) -> Any:
+def _mapped(fd: int, offset: int, shape: Tuple[int, ...], fortran: bool, dt: np.dtype,
+            path: str) -> Any:
     if not fortran:
-        return file_leaf(fd, offset, tuple(shape), dt)
+        return file_leaf(fd, offset, tuple(shape), dt, path)
     # Fortran order: the bytes are the transpose's C order; a transposed view of those.
     rev = tuple(reversed(shape))
     deferred = deferred_class()
     if deferred is None:
-        return file_leaf(fd, offset, rev, dt).T
+        return file_leaf(fd, offset, rev, dt, path).T
     from ._common import map_array  # noqa: PLC0415
 
     return deferred(tuple(shape), dt, lambda: map_array(fd, offset, rev, dt).T)
@@ -161,7 +162,7 @@ def _member(path: str, fd: int, size: int, z: zipfile.ZipFile, info: zipfile.Zip
         start = info.header_offset + 30 + n_name + n_extra + header_len
         if start + nbytes > size or info.compress_size != info.file_size:
             raise corrupt(path, "the member runs past the end of the archive", name)
-        return _mapped(fd, start, shape, fortran, dt)
+        return _mapped(fd, start, shape, fortran, dt, path)
 
     def read() -> np.ndarray:
         try:

@@ -187,7 +187,8 @@ def _open_file(path: str, fds: List[int]) -> Tuple[Dict[str, Any], Dict[str, str
     entries, metadata, data_start = read_header(fd, size, path)
     tree: Dict[str, Any] = {}
     for name, (jdt, shape, begin, _end) in entries.items():
-        tree[name] = file_leaf(fd, data_start + begin, shape, numpy_dtype(jdt, path, name))
+        tree[name] = file_leaf(fd, data_start + begin, shape, numpy_dtype(jdt, path, name),
+                               path)
     return tree, metadata
 
 

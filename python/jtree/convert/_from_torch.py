@@ -9,7 +9,8 @@ the file until written, and the pages of each are dropped from the process once 
 
 The object's own structure is kept: a state dict becomes a dict of arrays under the same
 names; an optimizer state dict keeps its nesting (``state`` keyed by int parameter ids,
-``param_groups`` as a list of dicts). torch.Size becomes a tuple of ints, torch.dtype its name.
+``param_groups`` as a list of dicts); torch.Size and torch.dtype values are saved as jtree saves
+them (without pickle).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import numpy as np
 from .. import _dtypes
 from .. import _keypath as kp
 from .._errors import (CorruptionError, InvalidArgumentError, NotSupportedError, error)
-from ._common import deferred_class, file_mappings, numpy_dtype, release_pages
+from ._common import SMALL_TENSOR, deferred_class, file_mappings, numpy_dtype, release_pages
 from ._source import Source
 
 FORMAT = "torch"
@@ -115,10 +116,6 @@ class _Converter:
         torch = self.torch
         if isinstance(x, torch.Tensor):
             return self.tensor(x, path)
-        if isinstance(x, torch.Size):
-            return tuple(int(d) for d in x)
-        if isinstance(x, torch.dtype):
-            return str(x).rsplit(".", 1)[-1]
         if isinstance(x, dict):  # OrderedDict and other dict subclasses included
             out = {}
             for k, v in x.items():
@@ -130,7 +127,8 @@ class _Converter:
             return out
         if type(x) in (list, tuple):
             return type(x)(self.visit(v, path + (i,)) for i, v in enumerate(x))
-        return x  # plain values; other objects (allow_pickle only) are pickled by jtree.save
+        # Plain values, torch.Size/dtype; other objects (allow_pickle only) jtree.save pickles.
+        return x
 
     def tensor(self, t: Any, path: Tuple[Any, ...]) -> Any:
         torch = self.torch
@@ -161,7 +159,7 @@ class _Converter:
 
     def leaf(self, view: np.ndarray) -> Any:
         deferred = deferred_class()
-        if deferred is None or not self.mappings or view.nbytes == 0:
+        if deferred is None or not self.mappings or view.nbytes <= SMALL_TENSOR:
             return view
         mappings = self.mappings
 
