@@ -150,6 +150,33 @@ def test_a_name_that_is_not_a_jax_dataclass_is_refused(classes, path):
     assert type(jtree.load(path)["p"]) is Params
 
 
+def test_a_class_whose_fields_changed_is_a_clear_error(classes, path):
+    import jax  # noqa: PLC0415
+
+    Params = classes[0]
+    jtree.save({"p": Params(np.ones(2), np.zeros(2))}, path)
+    _forget(Params)
+
+    @dataclasses.dataclass
+    class Changed:  # renamed a field since the file was written
+        weight: object
+        b: object
+        units: int = 0
+        act: str = ""
+
+    jax.tree_util.register_dataclass(Changed, data_fields=["weight", "b"],
+                                     meta_fields=["units", "act"])
+    Changed.__qualname__ = "Params"
+    Changed.__module__ = __name__
+    globals()["Params"] = Changed
+    try:
+        with pytest.raises(jtree.InvalidArgumentError, match="at 'p': .*no field 'w'"):
+            jtree.load(path)
+    finally:
+        globals()["Params"] = Params
+        _forget(Changed)
+
+
 def test_custom_flatten_is_still_refused(classes, path):
     Pair = classes[2]
     with pytest.raises(jtree.InvalidArgumentError,

@@ -299,6 +299,27 @@ def test_unknown_torch_dtype_in_a_file_is_a_clear_error(torch, path):
     assert jtree.load(path) == {"d": "no_such_dtype"}
 
 
+def test_a_bad_torch_size_in_a_file_is_a_clear_error(torch, path):
+    class Fake:
+        pass
+
+    from jtree import _registry  # noqa: PLC0415
+
+    for children in (["a", 1], [1 << 70]):
+        jtree.register_pytree_node_serialization(
+            Fake, serialized_name="torch.Size", serialize_auxdata=lambda aux: b"",
+            deserialize_auxdata=lambda b: None, flatten_func=lambda x, c=children: (c, None),
+            unflatten_func=lambda aux, ch: Fake())
+        try:
+            jtree.save({"s": Fake()}, path)
+        finally:
+            entry = _registry._nodes_by_name.pop("torch.Size")
+            _registry._nodes_by_type.pop(entry.cls)
+        with pytest.raises(jtree.CorruptionError, match="at 's': .*torch.Size"):
+            jtree.load(path, framework="torch")
+        assert jtree.load(path)["s"] == tuple(children)
+
+
 # ---- device= / map_location= ------------------------------------------------------------------
 
 def test_load_device_and_map_location(torch, path):
