@@ -284,3 +284,44 @@ def test_orbax_damaged(ocp, tmp_path):
     from jtree.convert import _from_orbax
     assert not _from_orbax.sniff(str(empty))
     assert not _from_orbax.sniff(str(tmp_path / "missing"))
+
+
+def test_flax_fuzz_mutations(flax_ser, tmp_path):
+    """Mutated flax files (bytes replaced, lengths set to extremes, cuts): the reader either
+    succeeds or raises a jtree.Error naming the file; nothing else escapes, nothing hangs."""
+    import random
+    import struct
+    import time
+
+    from jtree.convert import _from_flax
+    rng = np.random.default_rng(5)
+    good = bytearray(flax_ser.to_bytes({"p": {"w": rng.standard_normal((8, 4)).astype(
+        np.float32), "b": np.arange(3, dtype=np.int8)}, "s": 3, "t": "x"}))
+    r = random.Random(99)
+    p = str(tmp_path / "f.msgpack")
+    n_ok = n_err = 0
+    for i in range(int(os.environ.get("JTREE_FLAX_FUZZ_N", "400"))):
+        d = bytearray(good)
+        for _ in range(r.randint(1, 3)):
+            pos = r.randrange(len(d)) if d else 0
+            op = r.random()
+            if not d:
+                break
+            if op < 0.5:
+                d[pos] = r.randrange(256)
+            elif op < 0.8:
+                d[pos:pos + 4] = struct.pack(">I", r.choice([0, 1, 2 ** 31, 2 ** 32 - 1]))
+            else:
+                d = d[:r.randrange(len(d))]
+        with open(p, "wb") as f:
+            f.write(d)
+        t0 = time.monotonic()
+        try:
+            src = _from_flax.open_source(p)
+            jtree.save(src.tree, str(tmp_path / "f.jtree"))
+            n_ok += 1
+        except jtree.Error as e:
+            assert p in str(e) or "f.jtree" in str(e), str(e)
+            n_err += 1
+        assert time.monotonic() - t0 < 5, f"mutation {i} took too long"
+    assert n_ok > 0 and n_err > 0
