@@ -8,7 +8,8 @@ written from torch loads in a process without it).
 
 In the file: a ``torch.Size`` is a custom node named ``torch.Size`` whose children are its
 ints (no aux data); a ``torch.dtype`` is a custom leaf named ``torch.dtype`` whose bytes are
-the dtype's name in torch (``"bfloat16"``, UTF-8).
+the dtype's name in torch (``"bfloat16"``, UTF-8); a ``torch.device`` a custom leaf named
+``torch.device`` whose bytes are ``str(device)`` (``"cuda:0"``, UTF-8).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from ._errors import InvalidArgumentError, NotSupportedError
 
 SIZE = "torch.Size"
 DTYPE = "torch.dtype"
+DEVICE = "torch.device"
 NODES = frozenset({SIZE})
-LEAVES = frozenset({DTYPE})
+LEAVES = frozenset({DTYPE, DEVICE})
 
 
 # ---- device= ---------------------------------------------------------------------------------
@@ -81,6 +83,8 @@ def saved_form(x: Any) -> Optional[Tuple[str, str, Any]]:
         return "node", SIZE, [int(d) for d in x]
     if isinstance(x, torch.dtype):
         return "leaf", DTYPE, str(x).split(".", 1)[-1].encode("utf-8")
+    if isinstance(x, torch.device):
+        return "leaf", DEVICE, str(x).encode("utf-8")
     return None
 
 
@@ -104,7 +108,9 @@ def build_node(name: str, children: List[Any], framework: str, file: Optional[st
 
 def build_leaf(name: str, data: bytes, framework: str, file: Optional[str],
                key_path: str) -> Any:
-    """A ``torch.dtype`` leaf: the torch.dtype for ``framework="torch"``, else its name."""
+    """A ``torch.dtype`` or ``torch.device`` leaf: the torch object for ``framework="torch"``,
+    else its name (``"bfloat16"``, ``"cuda:0"``). A device this process lacks is still made
+    (torch.device names any device), as torch.load does with map_location unset."""
     from ._errors import CorruptionError, error  # noqa: PLC0415
 
     try:
@@ -115,6 +121,12 @@ def build_leaf(name: str, data: bytes, framework: str, file: Optional[str],
         return text
     import torch  # noqa: PLC0415
 
+    if name == DEVICE:
+        try:
+            return torch.device(text)
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise error(CorruptionError, file, key_path,
+                        f"the file holds torch.device {text!r}, which is no device: {e}") from None
     value = getattr(torch, text, None) if text.isidentifier() else None
     if not isinstance(value, torch.dtype):
         raise error(NotSupportedError, file, key_path,

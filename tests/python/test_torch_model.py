@@ -259,17 +259,21 @@ def test_torch_size_and_dtype_round_trip(torch, path):
     dtypes = [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.uint8, torch.bool,
               torch.complex64, torch.float8_e4m3fn, torch.int64]
     tree = {"shape": torch.Size([2, 3]), "empty": torch.Size([]), "dtypes": dtypes,
-            "meta": {"w": (torch.Size([4]), torch.float32)}}
+            "meta": {"w": (torch.Size([4]), torch.float32)},
+            "devices": [torch.device("cpu"), torch.device("cuda", 1), torch.device("meta")]}
     jtree.save(tree, path)
     back = jtree.load(path, framework="torch")
     assert type(back["shape"]) is torch.Size and back["shape"] == torch.Size([2, 3])
     assert type(back["empty"]) is torch.Size and back["empty"] == torch.Size([])
     assert back["dtypes"] == dtypes and all(isinstance(d, torch.dtype) for d in back["dtypes"])
     assert back["meta"]["w"] == (torch.Size([4]), torch.float32)
+    assert back["devices"] == [torch.device("cpu"), torch.device("cuda:1"), torch.device("meta")]
+    assert all(type(d) is torch.device for d in back["devices"])
     # Other frameworks (and a process without torch) get the plain Python values.
     plain = jtree.load(path)
     assert type(plain["shape"]) is tuple and plain["shape"] == (2, 3)
     assert plain["dtypes"][:2] == ["float32", "bfloat16"]
+    assert plain["devices"] == ["cpu", "cuda:1", "meta"]
     spec = jtree.load_pytreedef(path)
     assert isinstance(spec["shape"], tuple) and len(spec["shape"]) == 2
     code = ("import sys, jtree\n"
