@@ -113,7 +113,8 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
             sources[present[0]] = names
         else:
             missing.extend(names)
-    missing.sort(key=list(entries).index)
+    position = {k: i for i, k in enumerate(entries)}
+    missing.sort(key=position.__getitem__)
     unexpected = [k for k in file_keys if k not in entries]
     if strict and (missing or unexpected):
         parts = []
