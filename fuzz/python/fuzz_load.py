@@ -31,6 +31,7 @@ import atexit
 import collections
 import ctypes
 import ctypes.util
+import io
 import os
 import random
 import shutil
@@ -201,8 +202,15 @@ def run(path: str, opt: bytes) -> None:
             walk(f.root, rng, [64])
     elif what == 1:  # the structure only
         jtree.load_pytreedef(path, strict=strict)
-    elif what == 2:  # everything
-        jtree.load(path, framework=framework, verify=verify, strict=strict, threads=1)
+    elif what == 2:  # everything: from the path, from bytes (loads), from a file object
+        how = rng.randrange(3)
+        if how == 0:
+            jtree.load(path, framework=framework, verify=verify, strict=strict, threads=1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            src = data if how == 1 else io.BytesIO(data)
+            jtree.load(src, framework=framework, verify=verify, strict=strict, threads=1)
     elif what == 3:  # a mask built from the structure
         with jtree.open(path, limits=limits, strict=strict) as f:
             mask = keys_mask(f.structure(), rng)

@@ -12,6 +12,7 @@
     jtree.save({"w": jtree.GlobalArray(block, (slice(r0, r1),), (rows, cols))}, "ckpt.jtree")
     with jtree.open("ckpt.jtree") as f:
         rows = f["params"]["emb"][1000:2000, :64]         # reads only the chunks needed
+    data = jtree.dumps(tree); tree = jtree.loads(data)    # bytes; also save/load(file object)
 
 The C++ library does the work (format, compression, checksums, parallel I/O) with the GIL
 released; this package walks Python objects and translates. See python/README.md.
@@ -25,6 +26,7 @@ from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, Error,
                       InvalidArgumentError, NotFoundError, NotSupportedError,
                       PermissionDeniedError, ResourceExhaustedError, StorageError)
 from ._file import File, LazyArray, Node
+from ._fileobj import dumps, loads
 from ._global_array import GlobalArray
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._structure import LeafSpec
@@ -36,6 +38,7 @@ __version__ = _jtree.version()
 
 __all__ = [
     "save", "load", "load_pytreedef", "nonblocking_save", "nonblocking_load", "open", "compact",
+    "dumps", "loads",
     "commit_segments", "convert", "ConvertStats", "GlobalArray", "Coordinator",
     "JaxCoordinator", "MPICoordinator", "TorchCoordinator", "SingleProcess",
     "register_pytree_node_serialization", "register_pytree_leaf_serialization",

@@ -8,7 +8,10 @@ import numpy as np
 __version__: str
 
 _PathLike = Union[str, os.PathLike[str]]
-_Source = Union[_PathLike, "File"]
+_FileObj = Any  # a binary file object (io.BytesIO, open(path, "rb"/"wb")...)
+_Buffer = Union[bytes, bytearray, memoryview]
+_Source = Union[_PathLike, "File", _FileObj, _Buffer]
+_Progress = Union[bool, Callable[[int, int], object], None]
 _Framework = Literal["numpy", "torch", "jax"]
 _T = TypeVar("_T", bound=type)
 _Key = Union[str, int]
@@ -116,35 +119,47 @@ class File:
     def __enter__(self) -> File: ...
     def __exit__(self, *exc: Any) -> None: ...
 
-def save(tree: Any, path: _PathLike, *, partial_write: bool = ..., overwrite: bool = ...,
+def save(tree: Any, path: Union[_PathLike, _FileObj], *, partial_write: bool = ...,
+         overwrite: bool = ...,
          overwrite_foreign: bool = ..., allow_pickle: bool = ...,
          compression: Optional[Literal["zstd", "raw", "none"]] = ..., level: Optional[int] = ...,
          chunk_bytes: Optional[int] = ..., inline_threshold: Optional[int] = ...,
          threads: int = ..., sync: bool = ...,
          metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
-         coordinator: Optional[Coordinator] = ...) -> WriteStats: ...
-def nonblocking_save(tree: Any, path: _PathLike, *, partial_write: bool = ..., overwrite: bool = ...,
+         coordinator: Optional[Coordinator] = ..., progress: _Progress = ...) -> WriteStats: ...
+def dumps(tree: Any, *, allow_pickle: bool = ...,
+          compression: Optional[Literal["zstd", "raw", "none"]] = ..., level: Optional[int] = ...,
+          chunk_bytes: Optional[int] = ..., inline_threshold: Optional[int] = ...,
+          threads: int = ..., metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
+          progress: _Progress = ...) -> bytes: ...
+def loads(data: _Buffer, pytree: Any = ..., **options: Any) -> Any: ...
+def nonblocking_save(tree: Any, path: Union[_PathLike, _FileObj], *, partial_write: bool = ...,
+                     overwrite: bool = ...,
                      overwrite_foreign: bool = ..., allow_pickle: bool = ...,
                      compression: Optional[Literal["zstd", "raw", "none"]] = ...,
                      level: Optional[int] = ..., chunk_bytes: Optional[int] = ...,
                      inline_threshold: Optional[int] = ..., threads: int = ..., sync: bool = ...,
                      metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
-                     coordinator: Optional[Coordinator] = ...) -> Future: ...
+                     coordinator: Optional[Coordinator] = ...,
+                     progress: _Progress = ...) -> Future: ...
 def load(path: _Source, pytree: Any = ..., *, keys: Union[str, Sequence[str], None] = ...,
          framework: _Framework = ..., cast: Any = ..., pad_truncate: bool = ..., out: Any = ...,
          allow_pickle: Optional[bool] = ..., strict: Optional[bool] = ...,
          verify: Optional[bool] = ..., threads: Optional[int] = ...,
          device: Any = ..., map_location: Any = ...,
-         shardings: Any = ..., mmap: Union[bool, str, None] = ...) -> Any: ...
+         shardings: Any = ..., mmap: Union[bool, str, None] = ..., prune: bool = ...,
+         progress: _Progress = ...) -> Any: ...
 def nonblocking_load(path: _Source, pytree: Any = ..., *,
                      keys: Union[str, Sequence[str], None] = ..., framework: _Framework = ...,
                      cast: Any = ..., pad_truncate: bool = ..., out: Any = ...,
                      allow_pickle: Optional[bool] = ..., strict: Optional[bool] = ...,
                      verify: Optional[bool] = ..., threads: Optional[int] = ...,
                      device: Any = ..., map_location: Any = ...,
-                     shardings: Any = ..., mmap: Union[bool, str, None] = ...) -> Future: ...
+                     shardings: Any = ..., mmap: Union[bool, str, None] = ..., prune: bool = ...,
+                     progress: _Progress = ...) -> Future: ...
 def load_pytreedef(path: _Source, *, strict: bool = ...) -> Any: ...
-def open(path: _PathLike, *, verify: bool = ..., threads: int = ..., allow_pickle: bool = ...,
+def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threads: int = ...,
+         allow_pickle: bool = ...,
          strict: bool = ..., use_mmap: bool = ...,
          limits: Optional[Mapping[str, int]] = ..., mmap: Union[bool, str] = ...,
          framework: _Framework = ..., device: Any = ...,

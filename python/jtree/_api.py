@@ -13,8 +13,10 @@ from . import _jtree
 from ._errors import (AlreadyExistsError, CorruptionError, InvalidArgumentError,
                       NotFoundError, NotSupportedError, error)
 from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
+from . import _fileobj
 from ._file import File
 from ._multi_process import collective_save
+from ._progress import finish, progress_callback
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._save import Emitter, SaveOptions, flatten, merge
 from ._save import spec_tree as save_spec_tree
@@ -141,8 +143,11 @@ class _SaveJob:
                  compression: Optional[str], level: Optional[int], chunk_bytes: Optional[int],
                  inline_threshold: Optional[int], threads: int, sync: bool,
                  metadata: Optional[Dict[str, Union[str, bytes]]],
-                 coordinator: Optional[Coordinator]):
-        self.path = os.fspath(path)
+                 coordinator: Optional[Coordinator], progress: Any = False):
+        # A binary file object (jtree._fileobj) is written sequentially; self.path names it.
+        self.fileobj = path if _fileobj.is_fileobj(path) else None
+        self.path = _fileobj.name_of(path) if self.fileobj is not None else os.fspath(path)
+        self.progress = progress_callback(progress, f"save {self.path}")
         self.codec = _codec(compression)
         self.level = level
         self.partial = partial_write
@@ -181,6 +186,10 @@ class _SaveJob:
             raise error(NotSupportedError, self.path, None,
                         "partial_write of a multi-process save (arrays spread over several "
                         "processes, or a coordinator) is not supported: save the whole tree")
+        if self.fileobj is not None and (partial_write or self.collective):
+            raise error(NotSupportedError, self.path, None,
+                        "a file object takes a whole save from one process: partial_write "
+                        "and multi-process saves need a path")
 
     def write(self) -> WriteStats:
         if self.collective:
@@ -210,8 +219,15 @@ class _SaveJob:
         b = Emitter(self.path, self.codec, self.level).run(root)
         for k, v in metadata.items():
             b.metadata(k, v)
-        stats = _jtree.write(b, self.path, codec=self.codec, level=self.level, append=append,
-                             **self.args)
+        if self.fileobj is not None:
+            stats = _fileobj.write(b, self.fileobj, self.path, self.progress, codec=self.codec,
+                                   level=self.level, **self.args)
+        else:
+            # (progress= only when asked: a native module built before it had no such argument)
+            stats = _jtree.write(b, self.path, codec=self.codec, level=self.level,
+                                 append=append, **self.args,
+                                 **({"progress": self.progress} if self.progress else {}))
+        finish(self.progress, stats["raw_bytes"])
         return WriteStats(**stats)
 
     def write_collective(self) -> WriteStats:
@@ -246,7 +262,7 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
          chunk_bytes: Optional[int] = None, inline_threshold: Optional[int] = None,
          threads: int = 0, sync: bool = True,
          metadata: Optional[Dict[str, Union[str, bytes]]] = None,
-         coordinator: Optional[Coordinator] = None) -> WriteStats:
+         coordinator: Optional[Coordinator] = None, progress: Any = False) -> WriteStats:
     """Saves a tree of arrays and values as one .jtree file.
 
     ``tree`` is any nesting of dict (order kept), list, tuple, namedtuple, OrderedDict and None,
@@ -269,7 +285,10 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
 
     ``path`` is a local path (or a URL when the build has that backend). The file is replaced
     atomically; a file that is not a .jtree file is refused unless ``overwrite_foreign=True``,
-    and any existing file unless ``overwrite`` (default True).
+    and any existing file unless ``overwrite`` (default True). ``path`` may also be a
+    writable binary file object (``open(p, "wb")``, ``io.BytesIO``...): the file is written
+    into it sequentially from its position (no seeking; see :func:`jtree.dumps`); a failed
+    save seeks back and truncates it where it can.
 
     ``partial_write=True`` adds or replaces leaves of an existing file in place (a new
     generation appended to it): the file keeps what it has wherever ``tree`` holds None, and
@@ -280,7 +299,10 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     ``compression`` is "zstd" (default) or None; ``level`` the zstd level; ``chunk_bytes`` the
     target chunk size (default 4 MiB); ``inline_threshold`` the size up to which payloads go in
     the header; ``threads`` the compression threads (0: all cores); ``sync=False`` skips the
-    fsync; ``metadata`` is stored as user metadata. Returns the :class:`WriteStats`.
+    fsync; ``metadata`` is stored as user metadata. ``progress`` is True (a bar on stderr when
+    it is a terminal), a function ``(done_bytes, total_bytes)`` of the raw bytes written
+    (an exception it raises aborts the save: nothing is committed, a previous file stays),
+    or False. Returns the :class:`WriteStats`.
     Errors: :class:`jtree.Error` subclasses naming the file and the key path.
     """
     # The collector paused until the job's nodes (two objects per leaf) are freed: its next
@@ -290,7 +312,8 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
                        overwrite=overwrite, overwrite_foreign=overwrite_foreign,
                        allow_pickle=allow_pickle, compression=compression, level=level,
                        chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
-                       threads=threads, sync=sync, metadata=metadata, coordinator=coordinator)
+                       threads=threads, sync=sync, metadata=metadata, coordinator=coordinator,
+                       progress=progress)
         stats = _in_order(job.path, job.write, background=False).result()
         del job
     return stats
@@ -319,7 +342,7 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
     defaults = dict(partial_write=False, overwrite=True, overwrite_foreign=False,
                     allow_pickle=False, compression="zstd", level=None, chunk_bytes=None,
                     inline_threshold=None, threads=0, sync=True, metadata=None,
-                    coordinator=None)
+                    coordinator=None, progress=False)
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"nonblocking_save() got unexpected options {sorted(unknown)}")

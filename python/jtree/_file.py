@@ -12,6 +12,7 @@ from . import _dtypes, _jtree
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
                       NotSupportedError, ResourceExhaustedError, error)
+from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
                          FileNode, LazyTree, LeafSpec)
@@ -30,13 +31,16 @@ class File:
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
                  framework: str = "numpy", device: Any = None, map_location: Any = None):
-        self.name: str = os.fspath(path)
+        # A file object or bytes-like data (jtree._fileobj) is named by what it is.
+        held = is_fileobj(path) or is_buffer(path)
+        self.name: str = name_of(path) if held else os.fspath(path)
         # Bad values are reported before the file is opened.
         opts = LoadOptions(mmap=mmap, framework=framework, device=device,
                            map_location=map_location)
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
-        self._tree = LazyTree(_jtree.Reader.open(self.name, use_mmap, limits))
+        self._tree = LazyTree(open_reader(path, use_mmap, limits) if held
+                              else _jtree.Reader.open(self.name, use_mmap, limits))
         self._root = self._tree.root()
         self.verify_checksums = verify
         self.threads = threads

@@ -349,14 +349,22 @@ class Loader:
             self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
         return lambda: arr
 
-    def map_leaves(self) -> None:
+    def map_leaves(self, phases: Optional[Phases] = None) -> None:
         """Takes the queued whole leaves from the memory map in one native call (checksums
         verified on all cores, which also faults the pages in); leaves the file does not hold
         as their array are queued for read_many instead."""
         todo, self.to_map = self.to_map, []
+        report = None
+        if phases is not None:  # (mapped chunks are raw: their stored bytes are the leaves')
+            base = phases.base
+            report = lambda done, _total: phases.report(base + done)  # noqa: E731
+        # (progress= only when asked: a native module built before it had no such argument)
         views = self.file._reader.map_leaves([fl.index for fl, _, _, _ in todo], self.o.verify,
-                                             self.o.threads)
+                                             self.o.threads,
+                                             **({"progress": report} if report else {}))
         for (fl, npdt, path, slot), view in zip(todo, views):
+            if phases is not None and view is not None:
+                phases.base += fl.nbytes
             if view is None:
                 slot.append(self.new_array(fl, npdt, path)())
             elif npdt is None:
@@ -368,11 +376,21 @@ class Loader:
                 slot.append(arr)
 
     def read(self) -> None:
+        # progress: (bytes of the loaded leaves done, in all): the mapped leaves first, then
+        # the leaves read (reported by the native reader in fetched bytes, scaled).
+        phases = None
+        if self.o.progress is not None:
+            phases = Phases(self.o.progress, sum(fl.nbytes for fl, _, _, _ in self.to_map)
+                            + sum(len(r[3]) for r in self.requests))
         if self.to_map:
-            self.map_leaves()
+            self.map_leaves(phases)
         if self.requests:
-            self.file._reader.read_many(self.requests, self.o.verify, self.o.threads)
+            report = phases.phase(phases.total - phases.base) if phases is not None else None
+            self.file._reader.read_many(self.requests, self.o.verify, self.o.threads,
+                                        **({"progress": report} if report else {}))
             self.requests = []
+        if phases is not None:
+            finish(self.o.progress, phases.total)
 
     # ---- planning ----
 

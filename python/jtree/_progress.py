@@ -26,13 +26,13 @@ from ._errors import InvalidArgumentError
 
 ProgressFn = Callable[[int, int], Any]
 
-__all__ = ["ProgressFn", "TerminalBar", "progress_callback", "finish", "Phases"]
+__all__ = ["ProgressFn", "TerminalBar", "Tracked", "progress_callback", "finish", "Phases"]
 
 
 def progress_callback(progress: Any, label: str = "") -> Optional[ProgressFn]:
     """The callable for a ``progress=`` value: None for False/None, a :class:`TerminalBar`
-    labelled ``label`` for True (None when stderr is not a terminal), the callable itself
-    otherwise. Anything else is an :class:`InvalidArgumentError`."""
+    labelled ``label`` for True (None when stderr is not a terminal), else a :class:`Tracked`
+    calling the function given. Anything else is an :class:`InvalidArgumentError`."""
     if progress is None or progress is False:
         return None
     if progress is True:
@@ -42,20 +42,36 @@ def progress_callback(progress: Any, label: str = "") -> Optional[ProgressFn]:
             return None
         return TerminalBar(label, stream)
     if callable(progress):
-        return progress
+        return Tracked(progress)
     raise InvalidArgumentError(f"progress must be True, False or a function (done_bytes, "
                                f"total_bytes), not {progress!r}")
 
 
 def finish(cb: Optional[ProgressFn], total: int) -> None:
     """The last report of a successful operation: ``cb(total, total)`` unless the last call
-    already said so (the native library does not report operations without chunks)."""
+    already said it was done (the native library does not report operations without chunks;
+    after earlier reports, their total is used)."""
     if cb is None:
         return
     last = getattr(cb, "last", None)
-    if last == (total, total):
-        return
+    if last is not None:
+        if last[0] >= last[1]:
+            return  # (the last report said it: done)
+        total = last[1]  # (the total the reports had: they stay consistent)
     cb(total, total)
+
+
+class Tracked:
+    """A progress function that remembers its last report (``last``: (done, total) or None),
+    so that :func:`finish` does not repeat it."""
+
+    def __init__(self, fn: ProgressFn):
+        self.fn = fn
+        self.last: Optional[tuple] = None
+
+    def __call__(self, done: int, total: int) -> Any:
+        self.last = (done, total)
+        return self.fn(done, total)
 
 
 def _size(n: float) -> str:
@@ -98,7 +114,8 @@ class TerminalBar:
                     f"[{'#' * fill}{'.' * (self.width - fill)}] {_size(done)}/{_size(total)} "
                     f"{_size(rate)}/s")
             try:
-                self.stream.write(line + "\x1b[K" + ("\n" if end else ""))  # (clears a longer line)
+                # (\x1b[K clears what a longer line before left)
+                self.stream.write(line + "\x1b[K" + ("\n" if end else ""))
                 self.stream.flush()
             except Exception:  # noqa: BLE001  (a progress bar must not fail the operation)
                 self.ended = True

@@ -406,6 +406,9 @@ def test_lazy_slices_with_device(torch, path):
         assert isinstance(s, torch.Tensor) and torch.equal(s, torch.from_numpy(a[1:3, 1]))
         s = f["a"].get(0, map_location=torch.device("cpu"))
         assert isinstance(s, torch.Tensor)
+        whole = f["a"].read(device="cpu")  # whole reads take load()'s options
+        assert isinstance(whole, torch.Tensor) and torch.equal(whole, torch.from_numpy(a))
+        assert isinstance(f.root.load(map_location="cpu")["a"], torch.Tensor)
         with pytest.raises(jtree.InvalidArgumentError, match="framework='jax'"):
             f["a"].get(0, framework="jax", device="cpu")
         if not torch.cuda.is_available():

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common.h"
+#include "py_progress.h"
+#include "py_source.h"
 
 namespace jtpy {
 namespace {
@@ -89,6 +91,23 @@ class PyReader {
     {
       nb::gil_scoped_release release;
       r.emplace(jtree::Reader::Open(path, o));
+    }
+    return PyReader(value_or_raise(std::move(*r)));
+  }
+
+  // A file held by a Python object: a binary file object read with seek + readinto (bytes
+  // [base, base + size)), or (fileobj false) a buffer such as bytes, held without a copy.
+  static PyReader open_object(nb::object obj, bool fileobj, const std::string& name,
+                              uint64_t base, uint64_t size, std::optional<nb::dict> limits) {
+    jtree::OpenOptions o;
+    o.use_mmap = false;
+    o.limits = limits_from(limits);
+    std::shared_ptr<jtree::Source> src = fileobj ? file_object_source(obj, name, base, size)
+                                                 : buffer_source(obj, name);
+    std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
+    {
+      nb::gil_scoped_release release;
+      r.emplace(jtree::Reader::Open(std::move(src), o));
     }
     return PyReader(value_or_raise(std::move(*r)));
   }
@@ -199,7 +218,8 @@ class PyReader {
   // requests: [(leaf, begin | None, end | None, dst)], dst a 1-d C-contiguous uint8 buffer of
   // exactly the bytes the leaf (or box) takes in memory. One pass: chunk ranges of all requests
   // are coalesced and fetched and decoded in parallel, the GIL released.
-  void read_many(nb::list requests, bool verify, int threads, uint64_t max_bytes_in_flight) const {
+  void read_many(nb::list requests, bool verify, int threads, uint64_t max_bytes_in_flight,
+                 std::optional<nb::object> progress) const {
     std::vector<jtree::ReadRequest> reqs;
     std::vector<ByteBuffer> keep;
     reqs.reserve(requests.size());
@@ -227,11 +247,14 @@ class PyReader {
     o.verify_checksums = verify;
     o.threads = threads;
     if (max_bytes_in_flight > 0) o.max_bytes_in_flight = max_bytes_in_flight;
+    PyProgress report(std::move(progress));
+    o.progress = report.fn();
     jtree::Status st;
     {
       nb::gil_scoped_release release;
       st = r_->read_many(reqs, o);
     }
+    report.rethrow();
     check(st);
   }
 
@@ -240,15 +263,18 @@ class PyReader {
   // the mapping alive (not the Reader); `writable` false gives read-only arrays. Checksums are
   // verified in parallel, the GIL released.
   nb::list map_leaves(const std::vector<uint32_t>& leaves, bool verify, int threads,
-                      bool writable) const {
+                      bool writable, std::optional<nb::object> progress) const {
     jtree::ReadOptions o;
     o.verify_checksums = verify;
     o.threads = threads;
+    PyProgress report(std::move(progress));
+    o.progress = report.fn();
     std::optional<jtree::Result<std::vector<jtree::MappedLeaf>>> r;
     {
       nb::gil_scoped_release release;
       r.emplace(r_->map_leaves(leaves, o));
     }
+    report.rethrow();
     std::vector<jtree::MappedLeaf> mapped = value_or_raise(std::move(*r));
     nb::list out;
     for (jtree::MappedLeaf& m : mapped) {
@@ -322,6 +348,12 @@ void register_reader(nb::module_& m) {
       .def_static("open", &PyReader::open, nb::arg("path"), nb::arg("use_mmap") = true,
                   nb::arg("limits").none() = nb::none(),
                   "Opens a path or URL: reads the header and index, no chunk data.")
+      .def_static("open_object", &PyReader::open_object, nb::arg("obj"), nb::arg("fileobj"),
+                  nb::arg("name"), nb::arg("base") = 0, nb::arg("size") = 0,
+                  nb::arg("limits").none() = nb::none(),
+                  "Opens a file held by a Python object: a seekable binary file object "
+                  "(fileobj=True: bytes [base, base + size) read with seek + readinto, under "
+                  "the GIL, one at a time) or a buffer such as bytes (held, not copied).")
       .def_prop_ro("name", &PyReader::name)
       .def("nodes", &PyReader::nodes,
            "The nodes in preorder: [(kind, key, num_children, type_name, aux_data, leaf)].")
@@ -348,9 +380,12 @@ void register_reader(nb::module_& m) {
            "(max_leaf_bytes, max_total_bytes): what loads may allocate for their caller.")
       .def("read_many", &PyReader::read_many, nb::arg("requests"), nb::arg("verify") = true,
            nb::arg("threads") = 0, nb::arg("max_bytes_in_flight") = 0,
-           "Reads leaves or boxes into byte buffers in one pass, the GIL released.")
+           nb::arg("progress").none() = nb::none(),
+           "Reads leaves or boxes into byte buffers in one pass, the GIL released; "
+           "progress(done, total) in fetched bytes (an exception it raises cancels).")
       .def("map_leaves", &PyReader::map_leaves, nb::arg("leaves"), nb::arg("verify") = true,
            nb::arg("threads") = 0, nb::arg("writable") = true,
+           nb::arg("progress").none() = nb::none(),
            "[uint8 array | None] per leaf: its bytes in place in the file's copy-on-write map "
            "(None where the leaf is not stored as its array), checksums verified in parallel.")
       .def("verify", &PyReader::verify, nb::arg("threads") = 0,

@@ -5,6 +5,8 @@
 #include <optional>
 
 #include "builder.h"
+#include "py_progress.h"
+#include "py_source.h"
 #include "jtree/io.h"
 #include "jtree/multihost.h"
 
@@ -52,15 +54,24 @@ nb::dict stats_dict(const jtree::WriteStats& s) {
 
 enum class Op { kSave, kAppend };
 
-nb::dict write(Op op, Builder& b, const std::string& path, const WriteArgs& args) {
+// Writes to `path`, or (fileobj given) into a binary file object named `path` in messages.
+nb::dict write(Op op, Builder& b, const std::string& path, const WriteArgs& args,
+               std::optional<nb::object> progress, std::optional<nb::object> fileobj) {
   jtree::Tree tree = b.take();
-  const jtree::WriteOptions o = args.options();
+  jtree::WriteOptions o = args.options();
+  PyProgress report(std::move(progress));
+  o.progress = report.fn();
+  std::unique_ptr<jtree::Sink> sink;
+  if (fileobj) sink = file_object_sink(*fileobj, path);
   std::optional<jtree::Result<jtree::WriteStats>> r;
   {
     nb::gil_scoped_release release;
-    r.emplace(op == Op::kSave ? jtree::save(std::move(tree), path, o)
-                              : jtree::append(path, std::move(tree), o));
+    if (sink) r.emplace(jtree::save(std::move(tree), *sink, o));
+    else if (op == Op::kSave) r.emplace(jtree::save(std::move(tree), path, o));
+    else r.emplace(jtree::append(path, std::move(tree), o));
   }
+  sink.reset();  // (its file object is released with the GIL held: here)
+  report.rethrow();
   return stats_dict(value_or_raise(std::move(*r)));
 }
 
@@ -71,10 +82,13 @@ void register_writer(nb::module_& m) {
                  std::optional<int> level, std::optional<uint64_t> chunk_bytes,
                  std::optional<uint64_t> inline_threshold, int threads,
                  std::optional<uint64_t> max_bytes_in_flight, bool overwrite,
-                 bool overwrite_foreign, bool sync, bool append) {
+                 bool overwrite_foreign, bool sync, bool append, std::optional<nb::object> progress,
+                 std::optional<nb::object> fileobj) {
     WriteArgs a{codec, level, chunk_bytes, inline_threshold, threads, max_bytes_in_flight,
                 overwrite, overwrite_foreign, sync};
-    return write(append ? Op::kAppend : Op::kSave, b, path, a);
+    if (fileobj && append) throw_value_error("write: append=True into a file object");
+    return write(append ? Op::kAppend : Op::kSave, b, path, a, std::move(progress),
+                 std::move(fileobj));
   };
   m.def("write", save, nb::arg("builder"), nb::arg("path"), nb::kw_only(),
         nb::arg("codec").none() = nb::none(), nb::arg("level").none() = nb::none(),
@@ -82,8 +96,12 @@ void register_writer(nb::module_& m) {
         nb::arg("inline_threshold").none() = nb::none(), nb::arg("threads") = 0,
         nb::arg("max_bytes_in_flight").none() = nb::none(), nb::arg("overwrite") = true,
         nb::arg("overwrite_foreign") = false, nb::arg("sync") = true, nb::arg("append") = false,
+        nb::arg("progress").none() = nb::none(), nb::arg("fileobj").none() = nb::none(),
         "Writes the builder's tree to a path or URL (jtree::save), or as a new generation of an "
-        "existing local file (jtree::append, append=True). Returns the write statistics.");
+        "existing local file (jtree::append, append=True), or (fileobj given) sequentially "
+        "into a binary file object with write() (`path` names it in messages). "
+        "progress(done, total) in raw bytes (an exception it raises cancels: nothing is "
+        "committed). Returns the write statistics.");
 
   m.def(
       "save_segment",
