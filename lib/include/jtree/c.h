@@ -531,6 +531,21 @@ JTREE_C_API jtree_status_t jtree_reader_read_many(const jtree_reader_t* reader,
                                                   const jtree_read_request_t* requests,
                                                   size_t count, jtree_error_t** err);
 
+/* Loads into GPU memory (<jtree/device.h>, docs/gpu.md): jtree_reader_read_many() with each
+ * request's `dst` a CUDA device address (cudaMalloc; managed or mapped memory works too) on
+ * CUDA device `device`. Chunks are read and decoded into at most `staging_bytes` of pinned
+ * host memory (0: 256 MiB) and copied with cudaMemcpyAsync while the next ones are read. The
+ * data is on the device when the call returns. The reader's read options apply. Errors name
+ * the file and the leaf; after one, nothing stays pinned. NotSupported in builds without CUDA
+ * and on machines without a CUDA device. Thread-safe. */
+JTREE_C_API jtree_status_t jtree_reader_read_many_to_device(const jtree_reader_t* reader,
+                                                            const jtree_read_request_t* requests,
+                                                            size_t count, int device,
+                                                            uint64_t staging_bytes,
+                                                            jtree_error_t** err);
+/* CUDA devices this process can use: 0 in builds without CUDA, without a driver or a device. */
+JTREE_C_API int jtree_cuda_device_count(void);
+
 /* The payload of a text, bytes, custom or pickle leaf (or a uint8 array), allocated by the
  * library with a NUL byte after it: `*data` (free with jtree_free()) and `*size`. The
  * allocation is bounded by the limits (ResourceExhausted past them). */

@@ -1,0 +1,165 @@
+// Loads into GPU memory (jtree/device.h) against the bandwidth of pinned host-to-device copies
+// measured in the same run: issue 22's target is >= 80% of it for a raw file in the page cache.
+// Built only with CUDA support (JTREE_CUDA found the toolkit); needs a CUDA device.
+//
+//   build/bench/bench_device [--gib 1] [--runs 5] [--dir /dev/shm] [--staging-mib 256]
+//                            [--buffers 4] [--threads 0]
+//
+// Writes two files of --gib GiB of bf16 weights in 16 leaves (raw, and zstd level 1), then
+// times, as medians of --runs runs after a warm-up: cudaMemcpyAsync from one pinned buffer
+// (the bound), read_many_to_device of the raw file (checksums verified and not), of the zstd
+// file, and a plain host read_many of each for comparison. The first load of each file is
+// checked byte for byte against the source. The files are read from the page cache (warm);
+// drop the caches between runs by hand for cold numbers.
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "bench_util.h"
+#include "jtree/device.h"
+#include "jtree/jtree.h"
+
+using namespace jtree;
+using namespace jtree::bench;
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "bench_device: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+void check(const Status& st) {
+  if (!st.ok()) {
+    std::fprintf(stderr, "bench_device: %s\n", st.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double gib = 1;
+  int runs = 5, buffers = 4, threads = 0;
+  uint64_t staging_mib = 256;
+  std::string dir = "/dev/shm";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--gib") gib = std::atof(argv[i + 1]);
+    else if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    else if (a == "--dir") dir = argv[i + 1];
+    else if (a == "--staging-mib") staging_mib = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--buffers") buffers = std::atoi(argv[i + 1]);
+    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "bench_device: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "bench_device: no CUDA device: nothing measured\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  constexpr int kLeaves = 16;
+  const uint64_t per_leaf = static_cast<uint64_t>(gib * (1ull << 30)) / kLeaves / 2 * 2;
+  const uint64_t total = per_leaf * kLeaves;
+  std::printf("device: %s; %d leaves, %.2f GiB; staging %llu MiB in %d buffers; dir %s\n",
+              prop.name, kLeaves, total / double(1ull << 30),
+              static_cast<unsigned long long>(staging_mib), buffers, dir.c_str());
+
+  // The source and the files.
+  std::vector<std::vector<std::byte>> src;
+  for (int i = 0; i < kLeaves; ++i) src.push_back(bf16_weights(per_leaf / 2, 100 + i));
+  const std::string raw_path = dir + "/bench_device_raw.jtree";
+  const std::string zstd_path = dir + "/bench_device_zstd.jtree";
+  for (const auto& [path, codec] : {std::pair{raw_path, Codec::kRaw}, {zstd_path, Codec::kZstd}}) {
+    TreeBuilder b;
+    b.list();
+    LeafOptions lo;
+    lo.codec = codec;
+    for (int i = 0; i < kLeaves; ++i) {
+      b.array(DType::kBFloat16, {per_leaf / 2}, ArrayView{src[i].data()}, lo);
+    }
+    b.end();
+    auto tree = std::move(b).Finish();
+    check(tree.status());
+    WriteOptions wo;
+    wo.codec = codec;
+    check(save(std::move(*tree), path, wo).status());
+  }
+
+  std::vector<void*> dev(kLeaves);
+  for (auto& p : dev) check_cuda(cudaMalloc(&p, per_leaf), "cudaMalloc");
+
+  // The bound: pinned host -> device in 64 MiB copies on one stream.
+  {
+    const size_t piece = std::min<uint64_t>(64ull << 20, per_leaf);
+    void* pinned = nullptr;
+    check_cuda(cudaHostAlloc(&pinned, piece, cudaHostAllocPortable), "cudaHostAlloc");
+    std::memset(pinned, 1, piece);
+    cudaStream_t s;
+    check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    Stat st = measure(runs, [&] {
+      for (int i = 0; i < kLeaves; ++i) {
+        for (uint64_t off = 0; off < per_leaf; off += piece) {
+          check_cuda(cudaMemcpyAsync(static_cast<std::byte*>(dev[i]) + off, pinned,
+                                     std::min<uint64_t>(piece, per_leaf - off),
+                                     cudaMemcpyHostToDevice, s),
+                     "cudaMemcpyAsync");
+        }
+      }
+      check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    });
+    std::printf("%-44s %s\n", "pinned host->device (cudaMemcpyAsync)", gbps(total, st).c_str());
+    check_cuda(cudaStreamDestroy(s), "cudaStreamDestroy");
+    check_cuda(cudaFreeHost(pinned), "cudaFreeHost");
+  }
+
+  std::vector<std::byte> host(total);
+  for (const auto& [label, path] : {std::pair{"raw", raw_path}, {"zstd", zstd_path}}) {
+    auto reader = Reader::Open(path);
+    check(reader.status());
+    for (bool verify : {true, false}) {
+      DeviceOptions o;
+      o.staging_bytes = staging_mib << 20;
+      o.staging_buffers = buffers;
+      o.read.threads = threads;
+      o.read.verify_checksums = verify;
+      std::vector<DeviceRequest> reqs;
+      std::vector<ReadRequest> host_reqs;
+      for (int i = 0; i < kLeaves; ++i) {
+        reqs.push_back({static_cast<uint32_t>(i), std::nullopt, dev[i], per_leaf});
+        host_reqs.push_back({static_cast<uint32_t>(i), std::nullopt,
+                             std::span(host).subspan(i * per_leaf, per_leaf)});
+      }
+      check_cuda(cudaMemset(dev[0], 0, per_leaf), "cudaMemset");
+      check(read_many_to_device(**reader, reqs, o));
+      std::vector<std::byte> back(per_leaf);
+      for (int i = 0; i < kLeaves; ++i) {
+        check_cuda(cudaMemcpy(back.data(), dev[i], per_leaf, cudaMemcpyDeviceToHost), "cudaMemcpy");
+        if (back != src[i]) {
+          std::fprintf(stderr, "bench_device: %s leaf %d differs on the device\n", label, i);
+          return 1;
+        }
+      }
+      const std::string v = verify ? "verified" : "unverified";
+      Stat d = measure(runs, [&] { check(read_many_to_device(**reader, reqs, o)); });
+      std::printf("%-44s %s\n", (std::string(label) + " file -> device, " + v).c_str(),
+                  gbps(total, d).c_str());
+      Stat h = measure(runs, [&] { check((*reader)->read_many(host_reqs, o.read)); });
+      std::printf("%-44s %s\n", (std::string(label) + " file -> host memory, " + v).c_str(),
+                  gbps(total, h).c_str());
+    }
+  }
+  for (auto* p : dev) (void)cudaFree(p);
+  std::remove(raw_path.c_str());
+  std::remove(zstd_path.c_str());
+  return 0;
+}
