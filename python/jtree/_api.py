@@ -373,7 +373,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          device: Any = None, map_location: Any = None,
          shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
          progress: Any = False) -> Any:
-    """Loads a .jtree file (a path, a URL, or a :class:`File` from :func:`jtree.open`).
+    """Loads a .jtree file (a path, a URL, a :class:`File` from :func:`jtree.open`, a seekable
+    binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`).
 
     Arrays come back as NumPy arrays (bfloat16, float8, float4 and int4 as ml_dtypes types),
     or as ``framework="torch"`` tensors or ``"jax"`` arrays; other leaves as the Python values
@@ -490,9 +491,11 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
          limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
          framework: str = "numpy", device: Any = None, map_location: Any = None) -> File:
-    """Opens a .jtree file lazily: reads its header and index only. Index the result like the
-    saved tree (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose
-    slices (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
+    """Opens a .jtree file lazily: reads its header and index only. ``path`` is a path, a URL,
+    a seekable binary file object (kept open while the File is used; read with seek +
+    readinto) or bytes-like data (read in place). Index the result like the saved tree
+    (``f["params"]["emb"]``); array leaves come back as :class:`LazyArray`, whose slices
+    (``[1000:2000, :64]``) read only the chunks they overlap. ``limits`` lowers the
     parser limits for untrusted files (keys of jtree::Limits: max_nodes, max_depth, ...).
     The Python objects of the structure are made as it is visited: reaching one leaf of a file
     with a million costs the containers on its path, not the million. A context manager.
