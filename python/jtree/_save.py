@@ -19,6 +19,7 @@ from . import _dtypes, _jtree, _registry
 from . import _torch_values
 from . import _keypath as kp
 from ._errors import Error, InvalidArgumentError, error
+from ._deferred import Deferred
 from ._global_array import GlobalArray, box_of
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
@@ -30,7 +31,7 @@ from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_
 MAX_DEPTH = 512
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Where an array leaf's elements come from.
-HOST, SHARDED = "host", "sharded"
+HOST, SHARDED, DEFERRED = "host", "sharded", "deferred"
 
 
 class SLeaf:
@@ -209,6 +210,8 @@ class _Flattener:
     def array(self, x: Any, path: Tuple[Any, ...]) -> Optional[SLeaf]:
         if isinstance(x, GlobalArray):
             return self.global_array(x, path)
+        if isinstance(x, Deferred):
+            return self.deferred(x, path)
         if isinstance(x, np.ndarray):
             return self.numpy(x, path, 0)
         if isinstance(x, np.generic):
@@ -222,6 +225,16 @@ class _Flattener:
         if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
             return self.dlpack(x, path)
         return None
+
+    def deferred(self, x: Deferred, path: Tuple[Any, ...]) -> SLeaf:
+        name = _dtypes.name_of_numpy(x.dtype)
+        if name is None:
+            raise self.err(InvalidArgumentError, path,
+                           f"NumPy dtype {x.dtype} has no jtree dtype (supported: "
+                           f"{', '.join(sorted(_dtypes.TABLE))})")
+        self.keepalive.append(x)
+        return self.tie(("deferred", id(x)),
+                        lambda: SLeaf(ARRAY, (DEFERRED, x.host_fetch()), name, x.shape, 0))
 
     def tie(self, key: Any, make) -> SLeaf:
         leaf = self.ties.get(key)
@@ -634,6 +647,9 @@ class Emitter:
         if src == HOST:
             _, arr, byteswap = leaf.data
             return self.b.array(key, arr, code, byteswap, leaf.flags, [], self.codec, self.level)
+        if src == DEFERRED:
+            return self.b.deferred(key, code, list(leaf.shape), leaf.data[1], leaf.flags, [],
+                                   self.codec, self.level)
         _, pieces, chunk, shard_shape, segment = leaf.data
         return self.b.sharded(key, code, list(leaf.shape), pieces, leaf.flags, list(chunk),
                               self.codec, self.level, list(shard_shape), segment)

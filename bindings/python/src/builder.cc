@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "builder.h"
+#include "piece_copy.h"
 
 namespace jtpy {
 namespace {
@@ -107,69 +108,6 @@ std::vector<int64_t> byte_strides(const AnyArray& a) {
   std::vector<int64_t> s(a.ndim());
   for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.stride(i) * static_cast<int64_t>(a.itemsize());
   return s;
-}
-
-// One shard of a sharded array: where it sits in the global array and where its elements are.
-struct Piece {
-  Shape begin, shape;
-  const std::byte* data = nullptr;
-  std::vector<int64_t> strides;  // bytes
-};
-
-// Copies the part of `box` that `p` holds into `dst` (C order over the box); returns the number
-// of elements copied.
-uint64_t copy_from_piece(const Piece& p, const Box& box, size_t item, std::byte* dst) {
-  const size_t r = box.begin.size();
-  Shape lo(r), ext(r);
-  uint64_t n = 1;
-  for (size_t d = 0; d < r; ++d) {
-    lo[d] = std::max(box.begin[d], p.begin[d]);
-    const uint64_t hi = std::min(box.end[d], p.begin[d] + p.shape[d]);
-    if (hi <= lo[d]) return 0;
-    ext[d] = hi - lo[d];
-    n *= ext[d];
-  }
-  // Byte strides of the destination (C order over the box's shape).
-  std::vector<int64_t> dst_strides(r);
-  int64_t acc = static_cast<int64_t>(item);
-  for (size_t d = r; d-- > 0;) {
-    dst_strides[d] = acc;
-    acc *= static_cast<int64_t>(box.end[d] - box.begin[d]);
-  }
-  const std::byte* src = p.data;
-  for (size_t d = 0; d < r; ++d) {
-    src += static_cast<int64_t>(lo[d] - p.begin[d]) * p.strides[d];
-    dst += static_cast<int64_t>(lo[d] - box.begin[d]) * dst_strides[d];
-  }
-  if (r == 0) {
-    std::memcpy(dst, src, item);
-    return 1;
-  }
-  const size_t last = r - 1;
-  const bool contiguous = p.strides[last] == static_cast<int64_t>(item);
-  std::vector<uint64_t> idx(r, 0);
-  for (;;) {
-    if (contiguous) {
-      std::memcpy(dst, src, ext[last] * item);
-    } else {
-      for (uint64_t i = 0; i < ext[last]; ++i) {
-        std::memcpy(dst + i * item, src + static_cast<int64_t>(i) * p.strides[last], item);
-      }
-    }
-    size_t d = last;
-    for (;;) {
-      if (d == 0) return n;
-      --d;
-      if (++idx[d] < ext[d]) {
-        src += p.strides[d];
-        dst += dst_strides[d];
-        break;
-      }
-      src -= static_cast<int64_t>(ext[d] - 1) * p.strides[d];
-      dst -= static_cast<int64_t>(ext[d] - 1) * dst_strides[d];
-      idx[d] = 0;
-    }
-  }
 }
 
 jtree::Leaf scalar(jtree::LeafKind kind) {
@@ -367,6 +305,29 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
                                 codec, level));
 }
 
+uint32_t Builder::deferred(nb::handle key, int dtype_code, std::vector<uint64_t> shape,
+                           nb::object fetch, uint32_t flags, std::vector<uint64_t> chunk_shape,
+                           int codec, std::optional<int> level) {
+  if (dtype_code < 0 || !jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
+    throw_value_error("deferred(): unknown dtype code " + std::to_string(dtype_code));
+  }
+  const DType d = static_cast<DType>(dtype_code);
+  const auto info = *jtree::dtype_info(d);
+  auto in = std::make_shared<jtree::LeafInput>();
+  std::shared_ptr<DeferredState> state;
+  in->fill = deferred_fill(fetch, shape, info.item_size, &state);
+  fetches_.push_back(std::move(fetch));
+  deferred_.push_back(std::move(state));
+  return add(key, chunked_array(flags, d, std::move(shape), std::move(in), std::move(chunk_shape),
+                                codec, level));
+}
+
+Builder::~Builder() {
+  // (Python destroys the Builder with the GIL held: a leaf a failed save left fetched is
+  // dropped here.)
+  for (auto& s : deferred_) release_deferred(*s);
+}
+
 uint32_t Builder::reuse(nb::handle key, uint32_t old_leaf) {
   return add(key, jtree::Leaf::Reuse(old_leaf));
 }
@@ -443,6 +404,12 @@ void register_builder(nb::module_& m) {
            nb::arg("shard_shape") = std::vector<uint64_t>(), nb::arg("segment") = false,
            "Adds an array leaf held as shards: pieces = [(begin, array), ...]. segment=True: "
            "only this process's shards of a multi-process save (shard_shape: the sharding's).")
+      .def("deferred", &Builder::deferred, nb::arg("key").none(), nb::arg("dtype"),
+           nb::arg("shape"), nb::arg("fetch"), nb::arg("flags") = 0,
+           nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
+           nb::arg("level").none() = nb::none(),
+           "Adds an array leaf whose data fetch() returns (a C-contiguous native-order array "
+           "of that shape) when the writer reaches it; it is dropped once written.")
       .def("reuse", &Builder::reuse, nb::arg("key").none(), nb::arg("old_leaf"),
            "Adds a leaf that keeps leaf `old_leaf` of the file being appended to.")
       .def("tied", &Builder::tied, nb::arg("key").none(), nb::arg("leaf"),

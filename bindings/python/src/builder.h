@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common.h"
+#include "deferred_leaf.h"
 
 namespace jtpy {
 
@@ -23,6 +24,11 @@ using AnyArray = nb::ndarray<nb::ro>;
 
 class Builder {
  public:
+  Builder() = default;
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+  ~Builder();
+
   void begin(int kind, nb::handle key, std::optional<std::string> type_name,
              std::optional<nb::bytes> aux);
   void end();
@@ -46,6 +52,11 @@ class Builder {
   uint32_t sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape, nb::list pieces,
                    uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
                    std::optional<int> level, std::vector<uint64_t> shard_shape, bool segment);
+  /// An array leaf whose data `fetch()` returns when the writer reaches it (a C-contiguous,
+  /// native-order array of `shape`); dropped once its chunks are written (deferred_leaf.h).
+  uint32_t deferred(nb::handle key, int dtype_code, std::vector<uint64_t> shape, nb::object fetch,
+                    uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
+                    std::optional<int> level);
   /// A leaf keeping leaf #old_leaf of the file being appended to (partial writes).
   uint32_t reuse(nb::handle key, uint32_t old_leaf);
   void tied(nb::handle key, uint32_t leaf);
@@ -59,6 +70,8 @@ class Builder {
 
   jtree::TreeBuilder b_;
   std::vector<AnyArray> arrays_;  // keeps the arrays' owners alive while the tree is written
+  std::vector<nb::object> fetches_;  // deferred leaves' callables, alive as long as the tree
+  std::vector<std::shared_ptr<DeferredState>> deferred_;
   bool taken_ = false;
 };
 

@@ -93,9 +93,13 @@ Status ChunkStream::put_raw_run(uint64_t count,
   // known before any is written, so that other threads hash them while this one writes.
   std::vector<std::span<const std::byte>> views;
   views.reserve(count);
+  std::optional<RunChunk> unstable;  // the first chunk that is not a view, kept for below
   for (uint64_t k = 0; k < count; ++k) {
     JTREE_ASSIGN_OR_RETURN(RunChunk c, chunk(k));
-    if (!c.stable) break;
+    if (!c.stable) {
+      unstable = c;
+      break;
+    }
     views.push_back(c.bytes);
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -119,8 +123,17 @@ Status ChunkStream::put_raw_run(uint64_t count,
                         });
   }
   // Chunks gathered into a reused buffer: each written and hashed before the next is made.
+  // The views and the unstable chunk already made are used as they are: making a chunk twice
+  // would gather it twice, and call a fill function (a deferred leaf's) twice for it.
   for (uint64_t k = 0; k < count; ++k) {
-    JTREE_ASSIGN_OR_RETURN(RunChunk c, chunk(k));
+    RunChunk c;
+    if (k < views.size()) {
+      c = RunChunk{views[k], true};
+    } else if (k == views.size() && unstable) {
+      c = *unstable;
+    } else {
+      JTREE_ASSIGN_OR_RETURN(c, chunk(k));
+    }
     const uint64_t offset = sink_.position() - start_;
     JTREE_RETURN_IF_ERROR(sink_.append(c.bytes));
     describe(&records[k], offset, c.bytes.size(), xxh3(c.bytes, chunk_seed(salt_, offset)),
