@@ -50,13 +50,13 @@ def _normalize(x: Any, path: str, key: List[str]) -> Any:
     flax does not know are refused, NumPy scalars become 0-d arrays, arrays native-endian."""
     where = "/".join(key) or "(root)"
     if isinstance(x, msgpack.ExtType):  # a namedtuple: checked before tuples
-        raise CorruptionError(f"jtree convert: {path}: {where} holds msgpack extension type "
+        raise CorruptionError(f"{path}: {where} holds msgpack extension type "
                               f"{x.code}, unknown to flax", file=path, key_path=where)
     if isinstance(x, dict):
         out = {}
         for k, v in x.items():
             if not isinstance(k, str):
-                raise NotSupportedError(f"jtree convert: {path}: key {k!r} under {where} is "
+                raise NotSupportedError(f"{path}: key {k!r} under {where} is "
                                         f"not a string", file=path, key_path=where)
             out[k] = _normalize(v, path, key + [k])
         return out
@@ -66,7 +66,7 @@ def _normalize(x: Any, path: str, key: List[str]) -> Any:
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         if x.dtype.hasobject:
-            raise NotSupportedError(f"jtree convert: {path}: array {where} has dtype "
+            raise NotSupportedError(f"{path}: array {where} has dtype "
                                     f"{x.dtype}, which jtree does not store", file=path,
                                     key_path=where)
         if x.dtype.byteorder == ">":
@@ -74,7 +74,7 @@ def _normalize(x: Any, path: str, key: List[str]) -> Any:
         return x
     if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
         return x
-    raise CorruptionError(f"jtree convert: {path}: {where} holds a {type(x).__name__} "
+    raise CorruptionError(f"{path}: {where} holds a {type(x).__name__} "
                           f"(unknown msgpack extension?), not a flax state-dict value",
                           file=path, key_path=where)
 
@@ -87,16 +87,16 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
         import msgpack  # noqa: F401 - flax's own dependency
         from flax import serialization
     except ImportError as e:
-        raise NotSupportedError(f"jtree convert: reading flax msgpack needs flax "
+        raise NotSupportedError(f"{path}: reading flax msgpack needs flax "
                                 f"(pip install flax): {e}", file=path) from e
     try:
         f = open(path, "rb")
     except OSError as e:
-        raise NotFoundError(f"jtree convert: {path}: {e.strerror}", file=path) from e
+        raise NotFoundError(f"{path}: {e.strerror}", file=path) from e
     with f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            raise CorruptionError(f"jtree convert: {path}: flax msgpack: the file is empty",
+            raise CorruptionError(f"{path}: flax msgpack: the file is empty",
                                   file=path)
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             view = memoryview(m)
@@ -110,17 +110,17 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
             except Error:
                 raise
             except RecursionError as e:
-                raise CorruptionError(f"jtree convert: {path}: flax msgpack: nested too deeply",
+                raise CorruptionError(f"{path}: flax msgpack: nested too deeply",
                                       file=path) from e
             except Exception as e:  # noqa: BLE001 - msgpack/NumPy/flax errors on bad bytes
-                raise CorruptionError(f"jtree convert: {path}: not a valid flax msgpack file "
+                raise CorruptionError(f"{path}: not a valid flax msgpack file "
                                       f"({type(e).__name__}: {e})", file=path) from e
             finally:
                 # Released here, not by the garbage collector: an error's traceback keeps this
                 # frame alive, and the map cannot close while a view of it exists.
                 view.release()
     if not isinstance(tree, (dict, list)):
-        raise InvalidArgumentError(f"jtree convert: {path}: a flax msgpack file holds a dict "
+        raise InvalidArgumentError(f"{path}: a flax msgpack file holds a dict "
                                    f"or list, this one a {type(tree).__name__}", file=path)
     n = _count_arrays(tree)
     return Source(tree=tree, metadata={}, description=f"flax msgpack: {n} arrays")

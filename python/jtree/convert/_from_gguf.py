@@ -82,7 +82,7 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
     try:
         import gguf  # noqa: F401 - the GGML type table comes from it
     except ImportError as e:
-        raise NotSupportedError(f"jtree convert: reading GGUF needs the gguf package "
+        raise NotSupportedError(f"{path}: reading GGUF needs the gguf package "
                                 f"(pip install gguf): {e}", file=path) from e
     fd, size = _common.open_fd(path)
     try:

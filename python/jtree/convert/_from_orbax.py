@@ -74,7 +74,7 @@ def sniff(path: str) -> bool:
 
 
 def _corrupt(path: str, e: BaseException) -> CorruptionError:
-    return CorruptionError(f"jtree convert: {path}: cannot read this checkpoint "
+    return CorruptionError(f"{path}: cannot read this checkpoint "
                            f"({type(e).__name__}: {str(e)[:500]})", file=path)
 
 
@@ -136,7 +136,7 @@ def _orbax_tree(path: str, deferred: Any) -> Tuple[Any, int]:
             path, args=ocp.args.PyTreeRestore(item=item, restore_args=args)))
         got = jax.tree_util.tree_leaves(out, is_leaf=is_leaf)
         if len(got) != n:
-            raise CorruptionError(f"jtree convert: {path}: orbax restored {len(got)} leaves, "
+            raise CorruptionError(f"{path}: orbax restored {len(got)} leaves, "
                                   f"its metadata lists {n}", file=path)
         return [got[i] for i in indices]
 
@@ -168,7 +168,7 @@ def _fetcher(restore_one: Callable[[], Any], shape: Tuple[int, ...], dtype: np.d
     def fetch() -> np.ndarray:
         a = _host(restore_one())
         if a.shape != shape or a.dtype != dtype:
-            raise CorruptionError(f"jtree convert: {path}: {where}: restored as {a.dtype} "
+            raise CorruptionError(f"{path}: {where}: restored as {a.dtype} "
                                   f"{a.shape}, its metadata says {dtype} {shape}",
                                   file=path, key_path=where)
         return a
@@ -204,7 +204,7 @@ def _ps_tree(path: str, deferred: Any) -> Tuple[Any, int]:
     try:
         from jax.experimental.array_serialization import pytree_serialization as ps
     except ImportError as e:
-        raise NotSupportedError(f"jtree convert: {path}: reading JAX pytree_serialization "
+        raise NotSupportedError(f"{path}: reading JAX pytree_serialization "
                                 f"needs jax.experimental.array_serialization (and the "
                                 f"flatbuffers package): {e}", file=path) from e
     is_leaf = lambda x: x is None  # noqa: E731
@@ -218,7 +218,7 @@ def _ps_tree(path: str, deferred: Any) -> Tuple[Any, int]:
         out = _guard(path, lambda: ps.load(path, cpu, mask=mask))
         got = jax.tree_util.tree_leaves(out, is_leaf=is_leaf)
         if len(got) != len(flat):
-            raise CorruptionError(f"jtree convert: {path}: loaded {len(got)} leaves, "
+            raise CorruptionError(f"{path}: loaded {len(got)} leaves, "
                                   f"pytreedef.json lists {len(flat)}", file=path)
         return [got[i] for i in indices]
 
@@ -246,10 +246,10 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
     Deferred in this build, restores every array now; with it, each when written."""
     del allow_pickle  # neither format pickles
     if not os.path.exists(path):
-        raise NotFoundError(f"jtree convert: {path}: no such directory", file=path)
+        raise NotFoundError(f"{path}: no such directory", file=path)
     kind = _kind(path)
     if kind is None:
-        raise CorruptionError(f"jtree convert: {path}: not an orbax checkpoint directory (no "
+        raise CorruptionError(f"{path}: not an orbax checkpoint directory (no "
                               f"{_ORBAX_MARKER}) nor a JAX pytree_serialization one (no "
                               f"{_PS_MARKER})", file=path)
     try:
@@ -257,7 +257,7 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
         if kind != "pytree_serialization":
             import orbax.checkpoint  # noqa: F401
     except ImportError as e:
-        raise NotSupportedError(f"jtree convert: {path}: reading it needs jax and "
+        raise NotSupportedError(f"{path}: reading it needs jax and "
                                 f"orbax-checkpoint (pip install orbax-checkpoint): {e}",
                                 file=path) from e
     deferred = _common.deferred_class()

@@ -94,7 +94,7 @@ class _Cursor:
         self.what = "header"
 
     def fail(self, msg: str) -> CorruptionError:
-        return CorruptionError(f"jtree convert: {self.path}: GGUF {self.what}: {msg}",
+        return CorruptionError(f"{self.path}: GGUF {self.what}: {msg}",
                                file=self.path)
 
     def left(self) -> int:
@@ -190,7 +190,7 @@ def _ggml_sizes() -> Dict[int, Tuple[str, int, int]]:
     try:
         from gguf.constants import GGML_QUANT_SIZES
     except ImportError as e:  # pragma: no cover - the reader imports gguf first
-        raise NotSupportedError(f"jtree convert: reading GGUF needs the gguf package: {e}")
+        raise NotSupportedError(f"reading GGUF needs the gguf package: {e}")
     return {int(t): (t.name, bs, ts) for t, (bs, ts) in GGML_QUANT_SIZES.items()}
 
 
@@ -215,10 +215,10 @@ def _parse(c: _Cursor, path: str) -> Header:
     c.pos = 4
     version = c.u32()
     if version & 0xFFFF == 0 and version != 0:
-        raise NotSupportedError(f"jtree convert: {path}: big-endian GGUF files are not "
+        raise NotSupportedError(f"{path}: big-endian GGUF files are not "
                                 f"supported", file=path)
     if version not in (2, 3):
-        raise NotSupportedError(f"jtree convert: {path}: GGUF version {version} is not "
+        raise NotSupportedError(f"{path}: GGUF version {version} is not "
                                 f"supported (2 and 3 are)", file=path)
     n_tensors, n_kv = c.unpack("<QQ")
     # Smallest entries: a key-value is 8 (key length) + 4 (type) + 1 (a uint8/bool) bytes; a
@@ -278,7 +278,7 @@ def _parse(c: _Cursor, path: str) -> Header:
     for name, ggml_type, ne, rel in infos:
         c.what = f"tensor {name!r}"
         if ggml_type not in sizes:
-            raise NotSupportedError(f"jtree convert: {path}: GGUF tensor {name!r} has GGML type "
+            raise NotSupportedError(f"{path}: GGUF tensor {name!r} has GGML type "
                                     f"{ggml_type}, unknown to the installed gguf package",
                                     file=path, key_path=name)
         tname, block, type_size = sizes[ggml_type]

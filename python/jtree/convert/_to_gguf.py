@@ -37,7 +37,7 @@ def _gguf() -> Any:
     try:
         import gguf
     except ImportError as e:
-        raise NotSupportedError(f"jtree convert: writing GGUF needs the gguf package "
+        raise NotSupportedError(f"writing GGUF needs the gguf package "
                                 f"(pip install gguf): {e}") from e
     return gguf
 
@@ -51,7 +51,7 @@ def _type_of(type_name: str, src: str, key: str) -> tuple:
     try:
         return V[name], (V[sub] if sub is not None else None)
     except KeyError:
-        raise InvalidArgumentError(f"jtree convert: {src}: metadata_types/{key} is "
+        raise InvalidArgumentError(f"{src}: metadata_types/{key} is "
                                    f"{type_name!r}, not a GGUF value type",
                                    file=src, key_path=f"metadata_types/{key}") from None
 
@@ -93,7 +93,7 @@ def _writer_class() -> type:
             for vt, dt in _gguf_parse.SCALAR_DTYPES.items():
                 if dt == val.dtype.newbyteorder("<"):
                     return V(vt)
-            raise NotSupportedError(f"jtree convert: a GGUF array cannot hold {val.dtype}")
+            raise NotSupportedError(f"a GGUF array cannot hold {val.dtype}")
         if val and isinstance(val[0], (list, tuple, np.ndarray)):
             return V.ARRAY
         return V.STRING
@@ -114,7 +114,7 @@ def _read_layout(f: Any, src: str) -> Dict[str, Any]:
     for k in _LAYOUT:
         if k not in f:
             raise InvalidArgumentError(
-                f"jtree convert: {src} has no {k!r} entry: only trees converted from GGUF "
+                f"{src} has no {k!r} entry: only trees converted from GGUF "
                 f"({', '.join(_LAYOUT)}) can be written as GGUF", file=src)
     return {k: f[k] for k in _LAYOUT}
 
@@ -125,18 +125,18 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int], None]] = No
     ``progress(n)`` is called with the bytes of each tensor once written."""
     gguf = _gguf()
     V = gguf.GGUFValueType
-    src = str(getattr(file, "path", "") or "the .jtree file")
+    src = str(getattr(file, "name", "") or "the .jtree file")
     parts = _read_layout(file, src)
     meta = parts["metadata"].load()
     mtypes = parts["metadata_types"].load()
     ttypes = parts["tensor_types"].load()
     tensors = parts["tensors"]
     if list(meta) != list(mtypes):
-        raise InvalidArgumentError(f"jtree convert: {src}: 'metadata' and 'metadata_types' "
+        raise InvalidArgumentError(f"{src}: 'metadata' and 'metadata_types' "
                                    f"name different keys", file=src)
     names = list(tensors.keys())
     if names != list(ttypes):
-        raise InvalidArgumentError(f"jtree convert: {src}: 'tensors' and 'tensor_types' name "
+        raise InvalidArgumentError(f"{src}: 'tensors' and 'tensor_types' name "
                                    f"different tensors", file=src)
 
     d = os.path.dirname(os.path.abspath(dst)) or "."
@@ -154,7 +154,7 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int], None]] = No
             leaf = tensors[name]
             tid = _gguf_parse.ggml_type_id(str(ttypes[name]))
             if tid is None:
-                raise NotSupportedError(f"jtree convert: {src}: tensor_types/{name} is "
+                raise NotSupportedError(f"{src}: tensor_types/{name} is "
                                         f"{ttypes[name]!r}, unknown to the gguf package",
                                         file=src, key_path=f"tensors/{name}")
             qtype = gguf.GGMLQuantizationType(tid)
@@ -166,12 +166,12 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int], None]] = No
                 # into elements (quant_shape_from_byte_shape).
                 if dtype != np.uint8 or not shape or shape[-1] % type_size:
                     raise InvalidArgumentError(
-                        f"jtree convert: {src}: tensors/{name} ({qtype.name}) is {dtype} of "
+                        f"{src}: tensors/{name} ({qtype.name}) is {dtype} of "
                         f"shape {shape}: it must be uint8 rows of whole {type_size}-byte "
                         f"blocks", file=src, key_path=f"tensors/{name}")
             elif dtype.itemsize != type_size or dtype.kind not in "fiuV":
                 raise InvalidArgumentError(
-                    f"jtree convert: {src}: tensors/{name} is {dtype} but tensor_types says "
+                    f"{src}: tensors/{name} is {dtype} but tensor_types says "
                     f"{qtype.name}", file=src, key_path=f"tensors/{name}")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
             w.add_tensor_info(name, shape, dtype, nbytes, raw_dtype=qtype)
@@ -219,7 +219,7 @@ def verify(file: Any, dst: str) -> None:
     from . import _from_gguf
 
     def differs(what: str) -> CorruptionError:
-        return CorruptionError(f"jtree convert: {dst}: verify: {what} differs from the source",
+        return CorruptionError(f"{dst}: verify: {what} differs from the source",
                                file=dst, key_path=what)
 
     source = _from_gguf.open_source(dst)
