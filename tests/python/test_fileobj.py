@@ -203,3 +203,64 @@ def test_nonblocking_save_and_load_with_file_objects():
     fut = jtree.nonblocking_load(buf)
     assert fut.pytree["w"].shape == (50,)
     assert_same(fut.result(), tree)
+
+
+class Trickle(io.RawIOBase):
+    """A seekable raw object whose readinto gives at most 7 bytes at a time, and fails on
+    demand."""
+
+    def __init__(self, data):
+        self.data, self.pos, self.fail = data, 0, False
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, pos, whence=0):
+        self.pos = pos if whence == 0 else len(self.data) + pos if whence == 2 else self.pos + pos
+        return self.pos
+
+    def tell(self):
+        return self.pos
+
+    def readinto(self, b):
+        if self.fail:
+            raise OSError("the disk is on fire")
+        n = min(7, len(b), len(self.data) - self.pos)
+        b[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
+def test_short_reads_are_repeated_and_read_errors_name_the_object():
+    tree = {"w": np.arange(3000.0), "s": "text"}
+    f = Trickle(jtree.dumps(tree, compression=None))
+    with jtree.open(f) as lazy:
+        assert_same(lazy.load(), tree)
+        f.fail = True
+        with pytest.raises(jtree.StorageError, match="<Trickle>.*the disk is on fire"):
+            lazy["w"][10:20]
+
+
+def test_many_threads_share_one_file_object():
+    w = np.arange(1 << 18, dtype=np.float64).reshape(512, 512)
+    f = io.BytesIO(jtree.dumps({"w": w}, chunk_bytes=16 << 10))
+    errors = []
+    with jtree.open(f) as lazy:
+        def work(k):
+            try:
+                for i in range(20):
+                    r = (k * 37 + i * 11) % 500
+                    assert_same(lazy["w"][r:r + 9, r % 100:], w[r:r + 9, r % 100:])
+                assert_same(lazy.load(threads=4)["w"], w)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]

@@ -1,6 +1,8 @@
 // Sources and a Sink over Python objects (see py_source.h).
 #include "py_source.h"
 
+#include <nanobind/stl/string.h>
+
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -23,8 +25,17 @@ void release_with_gil(nb::object& o) {
   o.reset();
 }
 
-// The message of the Python exception being handled, as "Type: message".
-std::string describe(const nb::python_error& e) { return e.what(); }
+// "Type: message" of a Python exception (what() would add the whole traceback). With the GIL.
+std::string describe(const nb::python_error& e) {
+  try {
+    nb::handle v = e.value();
+    std::string type = nb::cast<std::string>(nb::str(v.type().attr("__name__")));
+    std::string msg = nb::cast<std::string>(nb::str(v));
+    return msg.empty() ? type : type + ": " + msg;
+  } catch (...) {  // (a __str__ that raises: the type is still worth naming)
+    return "a Python exception";
+  }
+}
 
 // A lock on `mu`, taken without holding the GIL: a thread holding `mu` may be waiting for the
 // GIL, so waiting for `mu` with the GIL held could deadlock.
