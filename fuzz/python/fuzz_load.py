@@ -218,7 +218,7 @@ def run(path: str, opt: bytes) -> None:
     elif what == 4:  # key-path patterns
         pats = [rng.choice(("*", "**", "**/*", "0", "a/*", "params/**", "*/0", "step"))
                 for _ in range(1 + rng.randrange(3))]
-        jtree.load(path, keys=pats, framework=framework, strict=strict)
+        jtree.load(path, keys=pats, framework=framework, strict=strict, prune=rng.random() < 0.5)
     elif what == 5:  # a cast and pad/truncate to the structure's own specs
         jtree.load(path, cast=rng.choice((np.float32, {"bfloat16": "float32"}, None)),
                    framework=framework, strict=strict)
