@@ -24,7 +24,7 @@ from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
                       ResourceExhaustedError, error)
 from ._global_array import GlobalArray
-from ._progress import Phases, finish, progress_callback
+from ._progress import Phases, TerminalBar, finish, progress_callback
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE, ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf,
@@ -244,6 +244,8 @@ class Loader:
         self.file = file            # a jtree.File
         self.name = file.name
         self.o = opts
+        if isinstance(opts.progress, TerminalBar):
+            opts.progress.label = f"load {self.name}"
         self.requests: List[Tuple[int, Any, Any, Any]] = []
         # Whole leaves to take from the file's memory map: (leaf, dtype or None for flat
         # bytes, path, slot).
