@@ -30,9 +30,9 @@ from ._fileobj import dumps, loads
 from ._global_array import GlobalArray
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._structure import LeafSpec
-# (The function shadows the subpackage's name as an attribute of jtree; python -m jtree.convert
-# and `from jtree.convert import ...` still find the package in sys.modules.)
-from .convert import ConvertStats, convert
+# jtree.convert is a callable package: jtree.convert(src, dst) converts (jtree/convert/).
+from . import convert
+from .convert import ConvertStats
 
 __version__ = _jtree.version()
 

@@ -7,10 +7,26 @@
 
 ``python -m jtree.convert SRC DST`` and ``jtree convert SRC DST`` run the same code.
 Readers live in ``_from_<fmt>.py``, writers in ``_to_<fmt>.py``; ``_registry`` lists them.
-(``jtree.convert`` the attribute is the function; this package is ``jtree.convert`` in
-``sys.modules`` and for ``python -m``.)
+
+This package is callable: ``jtree.convert(src, dst, ...)`` is ``jtree.convert.convert(...)``
+(see its docstring for the options). A module, not a function of the same name shadowing it,
+so that ``import jtree.convert.<module>`` and ``python -m jtree.convert`` keep working.
 """
+import sys
+import types
+
 from ._driver import ConvertStats, convert
 from ._source import Source
 
 __all__ = ["convert", "ConvertStats", "Source"]
+
+
+class _CallableModule(types.ModuleType):
+    """The package's class: calling it calls :func:`convert`."""
+
+    def __call__(self, src, dst, **options):  # noqa: ANN001, ANN003, ANN204
+        """jtree.convert(src, dst, **options): see jtree.convert.convert."""
+        return convert(src, dst, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import tempfile
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
@@ -217,7 +218,7 @@ def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
         report.finish()
         verified = False
         if verify:
-            verify_jtree(source, dst)
+            verify_jtree(source, dst, allow_pickle=allow_pickle)
             verified = True
         return len(all_leaves), report.total, verified
     finally:
@@ -276,7 +277,8 @@ def _from_jtree(src: str, dst: str, dst_fmt: str, verify: bool,
 # ---- verify -------------------------------------------------------------------------------------
 
 def same_leaf(a: Any, b: Any) -> bool:
-    """True when two leaves are equal bit for bit (arrays: dtype, shape and bytes)."""
+    """True when two leaves are equal bit for bit (arrays: dtype, shape and bytes); other
+    values are compared as jtree stores them (torch.Size as a tuple, torch.dtype by name)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             return False
@@ -285,20 +287,46 @@ def same_leaf(a: Any, b: Any) -> bool:
         if a.shape != b.shape:
             return False
         return bool(np.array_equal(_raw_bytes(a), _raw_bytes(b)))
-    return type(a) is type(b) and a == b
+    a, b = _plain(a), _plain(b)
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True  # NaN
+    try:
+        if type(a) is type(b) and a == b:
+            return True
+    except Exception:  # noqa: BLE001  (an __eq__ that raises)
+        pass
+    # Objects without a value equality (pickled with allow_pickle): by their pickles.
+    try:
+        return type(a) is type(b) and pickle.dumps(a) == pickle.dumps(b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _plain(x: Any) -> Any:
+    """torch.Size and torch.dtype as jtree gives them back without torch: a tuple, a name."""
+    t = type(x)
+    if t.__module__ == "torch":
+        if t.__name__ == "Size":
+            return tuple(int(d) for d in x)
+        if t.__name__ == "dtype":
+            return str(x).rsplit(".", 1)[-1]
+    return x
 
 
 def _raw_bytes(a: np.ndarray) -> np.ndarray:
+    if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
+        a = a.astype(a.dtype.newbyteorder("<"))  # jtree stores little-endian values
     a = np.ascontiguousarray(a)
     return a.reshape(-1).view(np.uint8)
 
 
-def verify_jtree(source: Source, dst: str) -> None:
+def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False) -> None:
     """Re-reads ``dst`` leaf by leaf and compares each with the source; CorruptionError naming
     the first leaf that differs."""
     from .._api import open as jopen  # noqa: PLC0415
+    from .._file import Node  # noqa: PLC0415
 
-    with jopen(dst, use_mmap=False) as f:
+    with jopen(dst, use_mmap=False, allow_pickle=allow_pickle) as f:
         want_meta = {k: (v.encode() if isinstance(v, str) else v)
                      for k, v in source.metadata.items()}
         if want_meta and dict(f.metadata) != want_meta:
@@ -308,6 +336,8 @@ def verify_jtree(source: Source, dst: str) -> None:
             got = _at(f, path)
             if _is_array(x):
                 got = got.read(mmap=False) if hasattr(got, "read") else got
+            elif isinstance(got, Node):  # a value jtree stores as a node (torch.Size)
+                got = got.load(allow_pickle=allow_pickle)
             want = _materialize(x)
             if not same_leaf(np.asarray(want) if _is_array(x) else want, got):
                 raise error(CorruptionError, dst, kp.join(path),

@@ -166,8 +166,17 @@ class _Converter:
         def fetch() -> np.ndarray:
             # A fresh view per fetch: when the writer drops it, its pages leave the process.
             v = view.view()
-            lo, hi = np.byte_bounds(v)
+            lo, hi = _byte_bounds(v)
             weakref.finalize(v, release_pages, lo, hi - lo, mappings)
             return v
 
         return deferred(view.shape, view.dtype, fetch)
+
+
+def _byte_bounds(a: np.ndarray) -> Tuple[int, int]:
+    """[low, high) addresses of an array's memory (np.byte_bounds moved in NumPy 2)."""
+    try:
+        from numpy.lib.array_utils import byte_bounds  # noqa: PLC0415
+    except ImportError:
+        byte_bounds = np.byte_bounds
+    return byte_bounds(a)
