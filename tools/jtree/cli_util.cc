@@ -170,6 +170,11 @@ Json& Json::num(double v) {
   }
   return *this;
 }
+Json& Json::shape(const Shape& s) {
+  begin_array();
+  for (uint64_t d : s) num(d);
+  return end_array();
+}
 Json& Json::boolean(bool v) {
   comma();
   out_ += v ? "true" : "false";

@@ -53,6 +53,8 @@ class Json {
   Json& num(double v);
   Json& boolean(bool v);
   Json& null();
+  /// A shape as an array of numbers: [4096, 256].
+  Json& shape(const Shape& s);
   const std::string& text() const { return out_; }
 
  private:

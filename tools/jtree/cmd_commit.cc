@@ -14,6 +14,20 @@ namespace {
 
 constexpr const char* kUsage =
     "jtree commit [-n N] [--keep-segments] [--verify-data] [--json] [-q] TARGET";
+constexpr const char* kHelp =
+    "Finishes a multi-process save by hand (after its job died before or during its own\n"
+    "commit): assembles TARGET from the segments 'TARGET.seg-KKKKK-of-NNNNN' its processes\n"
+    "wrote, then removes them. TARGET appears only when complete; a missing, damaged or\n"
+    "foreign segment fails with no TARGET written.\n"
+    "\n"
+    "options:\n"
+    "  -n, --processes N  the save's process count (found beside a local TARGET when omitted)\n"
+    "  --keep-segments    keep the segments after the commit\n"
+    "  --verify-data      also check every chunk's checksum (reads all the data)\n"
+    "  --json             one JSON object: target, segments, leaves, chunks, raw_bytes,\n"
+    "                     stored_bytes, file_size, segments_kept, seconds\n"
+    "  -q, --quiet        no progress bar, no summary\n"
+    "  --threads N        threads (0: all cores)\n";
 
 // The process counts of the local segments "<target>.seg-00000-of-NNNNN" beside TARGET.
 std::set<uint32_t> local_segment_counts(const std::string& target) {
@@ -62,6 +76,7 @@ int cmd_commit(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(rest, &f, &err)) return usage_error(err, kUsage);
+  if (f.help) return print_help(kUsage, kHelp);
   if (f.positional.size() != 1) return usage_error("commit takes one TARGET", kUsage);
   const std::string& target = f.positional[0];
   if (count == 0) {

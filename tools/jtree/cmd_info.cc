@@ -9,7 +9,14 @@
 namespace jtree::cli {
 namespace {
 
-constexpr const char* kUsage = "jtree info [--json] FILE";
+constexpr const char* kUsage = "jtree info [--json] [--allow-full-download] FILE";
+constexpr const char* kHelp =
+    "What a .jtree file (a path or a URL) says about itself, from its header, index and\n"
+    "footer: format versions and features, generation, writer, where the header, index and\n"
+    "segments lie, leaf and chunk counts, storage, sizes and user metadata.\n"
+    "\n"
+    "options:\n"
+    "  --json       one JSON object with those fields\n";
 
 bool printable(const std::string& s) {
   for (unsigned char c : s)
@@ -23,8 +30,9 @@ int cmd_info(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("info takes one FILE", kUsage);
-  auto reader = Reader::Open(f.positional[0]);
+  auto reader = Reader::Open(f.positional[0], open_options(f));
   if (!reader.ok()) return fail(reader.status().message());
   const Reader& r = **reader;
   const FileInfo& in = r.info();

@@ -9,12 +9,24 @@
 namespace jtree::cli {
 namespace {
 
-constexpr const char* kUsage = "jtree ls [--json] FILE";
+constexpr const char* kUsage = "jtree ls [--json] [--allow-full-download] FILE";
+constexpr const char* kHelp =
+    "Lists the tree of a .jtree file (a path or a URL) from its header and index, without\n"
+    "reading chunk data: every leaf, None and empty container with its kind, dtype, shape,\n"
+    "stored and raw size, ratio and storage (or its value); tied leaves name the first path;\n"
+    "then the totals and the requests and bytes it took.\n"
+    "\n"
+    "options:\n"
+    "  --json       one JSON object: file, generation, file_size, stored_bytes, raw_bytes,\n"
+    "               leaves (path, kind, dtype, shape as an array of numbers, value, storage,\n"
+    "               stored_bytes, raw_bytes, chunks or tied_to) and io\n";
 
 struct Row {
   std::string path, kind, dtype, shape, storage, value;
   uint64_t stored = 0, raw = 0, chunks = 0;
   std::string tied_to;  // path of the first node holding the same leaf
+  Shape shape_dims;     // arrays: the shape (JSON prints it as numbers)
+  bool has_shape = false;
 };
 
 std::vector<Row> rows_of(const Reader& r) {
@@ -46,6 +58,8 @@ std::vector<Row> rows_of(const Reader& r) {
       if (l.kind == LeafKind::kArray) {
         row.dtype = dtype_name(l.dtype);
         row.shape = shape_string(l.shape);
+        row.shape_dims = l.shape;
+        row.has_shape = true;
       } else if (l.kind == LeafKind::kStr && l.storage == Storage::kInline) {
         row.value = quoted(l.inline_data, 40);
       } else if (l.is_payload()) {
@@ -74,7 +88,7 @@ void print_json(const Reader& r, const std::vector<Row>& rows, uint64_t stored, 
     j.key("path").str(row.path);
     j.key("kind").str(row.kind);
     if (!row.dtype.empty()) j.key("dtype").str(row.dtype);
-    if (!row.shape.empty()) j.key("shape").str(row.shape);
+    if (row.has_shape) j.key("shape").shape(row.shape_dims);
     if (!row.value.empty()) j.key("value").str(row.value);
     if (!row.storage.empty()) j.key("storage").str(row.storage);
     if (!row.tied_to.empty()) {
@@ -103,8 +117,9 @@ int cmd_ls(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("ls takes one FILE", kUsage);
-  auto reader = Reader::Open(f.positional[0]);
+  auto reader = Reader::Open(f.positional[0], open_options(f));
   if (!reader.ok()) return fail(reader.status().message());
   const Reader& r = **reader;
   const std::vector<Row> rows = rows_of(r);

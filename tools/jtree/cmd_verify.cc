@@ -6,15 +6,27 @@
 
 namespace jtree::cli {
 namespace {
-constexpr const char* kUsage = "jtree verify [--json] [-q] FILE";
+constexpr const char* kUsage =
+    "jtree verify [--json] [-q] [--threads N] [--allow-full-download] FILE";
+constexpr const char* kHelp =
+    "Checks a .jtree file (a path or a URL): every checksum (preamble, header, index, footer,\n"
+    "every chunk), every chunk decoded, every byte of the file accounted for. Exit status 0\n"
+    "when it is intact, 1 when a problem is found (each named: leaf, chunk, offset).\n"
+    "\n"
+    "options:\n"
+    "  --json       one JSON object: file, ok, generation, chunks_checked, bytes_checked,\n"
+    "               dead_bytes, problems (where, code, message), notes\n"
+    "  -q, --quiet  no progress bar\n"
+    "  --threads N  decoding threads (0: all cores)\n";
 }
 
 int cmd_verify(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("verify takes one FILE", kUsage);
-  auto reader = Reader::Open(f.positional[0]);
+  auto reader = Reader::Open(f.positional[0], open_options(f));
   if (!reader.ok()) {
     if (f.json) {
       Json j;

@@ -15,6 +15,17 @@ int usage_error(const std::string& message, const char* usage) {
   return 2;
 }
 
+int print_help(const char* usage, const char* help) {
+  std::printf("usage: %s\n\n%s", usage, help);
+  return 0;
+}
+
+OpenOptions open_options(const CommonFlags& f) {
+  OpenOptions o;
+  o.remote.allow_full_download = f.allow_full_download;
+  return o;
+}
+
 bool parse_flags(const Args& args, CommonFlags* f, std::string* error) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -32,6 +43,10 @@ bool parse_flags(const Args& args, CommonFlags* f, std::string* error) {
       f->quiet = true;
     } else if (a == "--no-verify") {
       f->verify = false;
+    } else if (a == "-h" || a == "--help") {
+      f->help = true;
+    } else if (a == "--allow-full-download") {
+      f->allow_full_download = true;
     } else if (a == "--threads") {
       std::string v;
       if (!value(&v)) return false;

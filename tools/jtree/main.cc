@@ -23,12 +23,16 @@ const char* kUsage =
     "  commit TARGET        finish a multi-process save: assemble TARGET from its segments\n"
     "                       (-n N processes; found beside a local TARGET when omitted;\n"
     "                       --keep-segments, --verify-data reads and checks all the data)\n"
+    "  diff A B             what differs: entries added, removed, changed in dtype, shape or\n"
+    "                       value (max abs diff); equal checksums are not read; exit 0/1/2\n"
     "  convert SRC DST      safetensors (Hugging Face sharded too), PyTorch, NumPy, GGUF, orbax,\n"
     "                       flax -> .jtree, or .jtree -> .safetensors/.gguf (runs the jtree\n"
     "                       Python package: $JTREE_PYTHON or python3; convert --help)\n"
     "\n"
-    "options: --json (ls, info, verify), -q/--quiet (no progress bar), --no-verify (skip\n"
-    "         chunk checksums), --threads N, -o/--output PATH\n"
+    "options: --json (every command that prints), -q/--quiet (no progress bar), --no-verify\n"
+    "         (skip chunk checksums), --threads N, -o/--output PATH, --allow-full-download\n"
+    "         (an http(s) server that ignores Range: download the file whole)\n"
+    "'jtree CMD --help' describes a command.\n"
     "FILE may be a path or a URL (file://; http(s):// and s3:// when built with them).\n";
 
 }  // namespace
@@ -53,6 +57,7 @@ int main(int argc, char** argv) {
   if (cmd == "compact") return jtree::cli::cmd_compact(args);
   if (cmd == "clean") return jtree::cli::cmd_clean(args);
   if (cmd == "commit") return jtree::cli::cmd_commit(args);
+  if (cmd == "diff") return jtree::cli::cmd_diff(args);
   if (cmd == "convert") return jtree::cli::cmd_convert(args);
   std::fprintf(stderr, "jtree: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
