@@ -12,13 +12,15 @@
 // provides (another accelerator's runtime, or a host-memory stand-in in tests).
 //
 // Errors: Status, naming the file and the leaf's key path. An error in the middle of a load
-// (a read, a decode, a checksum, a copy) or a cancellation stops the load: no further chunk is
-// read and no further copy is issued, every copy already issued is waited for, every pinned
-// buffer is freed, and the first error is returned. The destination then holds partial data.
+// (a read, a decode, a checksum, a copy) or a cancellation stops the load: no further buffer
+// load starts (one a second thread was reading may finish, but nothing of it is copied), no
+// further copy is issued, every copy already issued is waited for, every pinned buffer is
+// freed, and the first error is returned. The destination then holds partial data.
 //
 // Thread safety: read_many_staged / read_many_to_device may run on many threads at once (each
-// call uses its own buffers and streams); one CopyEngine is used by one call at a time unless
-// its implementation says otherwise (the CUDA one may be shared).
+// call uses its own buffers and streams). A load fills its buffers from two threads (the
+// caller's and one it starts), so a CopyEngine's functions must be thread-safe for calls on
+// different streams; the CUDA engine is, and may also be shared by concurrent loads.
 //
 // Untrusted input: as for Reader::read_many. The destinations are the caller's: the library
 // writes exactly DeviceRequest::dst_bytes bytes at each dst and nothing elsewhere.
@@ -52,8 +54,9 @@ struct JTREE_API DeviceRequest {
 /// Options for a load to a device.
 struct JTREE_API DeviceOptions {
   /// How chunks are read and decoded (verify_checksums, threads, max_bytes_in_flight...).
-  /// read.progress, when set, is called with (bytes copied so far, bytes in all) as the load
-  /// goes, on the calling thread; returning false cancels it (Aborted).
+  /// read.progress, when set, is called with (bytes queued for copying so far, bytes in all)
+  /// after each buffer load, from the load's threads (the caller's or its helper's) but never
+  /// concurrently with itself; returning false cancels the load (Aborted).
   ReadOptions read;
   /// Pinned host memory for staging, all buffers together: the most the load pins at once.
   /// Smaller loads pin less (no buffer is larger than the bytes it has to carry).

@@ -1,6 +1,11 @@
 // The staging pipeline of jtree/device.h: leaves read and decoded into a ring of pinned
 // buffers, each copied on its own stream while the next ones are filled.
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "cuda/staging_plan.h"
@@ -153,9 +158,24 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
 
   ReadOptions ro = options.read;
   ro.progress = nullptr;  // (progress is reported per buffer, below)
-  std::vector<ReadRequest> reads;
+
+  // Buffer loads are claimed in order by kFillers threads (the caller and a helper), so that
+  // one buffer is read while another's read finishes its last chunks: each read_many ends
+  // with its slowest chunk, and a second filler keeps the workers busy meanwhile. Batch b uses
+  // slot b % num_slots and waits for its turn there: the slot's previous batch has queued its
+  // copies (then the stream is synced, so the buffer is no longer read by a copy).
+  std::mutex mu;
+  std::condition_variable turn_cv;
+  size_t next_batch = 0;
+  std::vector<size_t> turn(num_slots);  // the batch each slot serves next
+  for (size_t i = 0; i < num_slots; ++i) turn[i] = i;
+  Status failure;
+  bool failed = false;                 // (under mu)
+  std::atomic<bool> stop{false};       // failed, for a filler in the middle of a buffer load
   uint64_t done = 0;
-  for (size_t b = 0; b < batches.size(); ++b) {
+
+  // Fills one buffer load and queues its copies; the slot is this thread's alone meanwhile.
+  auto fill = [&](size_t b, std::vector<ReadRequest>& reads) -> Status {
     const Batch& batch = batches[b];
     StagingRing::Slot& slot = ring.slot(b % num_slots);
     // Backpressure: the buffer is refilled only once its previous copies have completed.
@@ -171,6 +191,8 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
                        slot.buffer.subspan(batch.offsets[p - batch.first], piece.bytes)});
     }
     JTREE_RETURN_IF_ERROR(reader.read_many(reads, ro));
+    // Another filler failed meanwhile: queue nothing more (the load returns its error).
+    if (stop.load(std::memory_order_relaxed)) return Status::OK();
     slot.batch = b;
     for (size_t p = batch.first; p < batch.last; ++p) {
       const Piece& piece = pieces[p];
@@ -180,11 +202,47 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
                                     piece.bytes, slot.stream);
       if (!st.ok()) return st.WithPrefix(where(b));
     }
-    done += batch.bytes;
-    if (options.read.progress && !options.read.progress(done, total)) {
-      return Status::Aborted(reader.name() + ": load to " + engine.name() + " cancelled");
+    return Status::OK();
+  };
+
+  auto filler = [&] {
+    std::vector<ReadRequest> reads;
+    std::unique_lock<std::mutex> lock(mu);
+    while (!failed && next_batch < batches.size()) {
+      const size_t b = next_batch++;
+      const size_t slot = b % num_slots;
+      turn_cv.wait(lock, [&] { return failed || turn[slot] == b; });
+      if (failed) break;
+      lock.unlock();
+      Status st = fill(b, reads);
+      lock.lock();
+      turn[slot] = b + num_slots;
+      if (st.ok() && !failed) {
+        done += batches[b].bytes;
+        // (Under the lock: progress is never called concurrently with itself.)
+        if (options.read.progress && !options.read.progress(done, total)) {
+          st = Status::Aborted(reader.name() + ": load to " + engine.name() + " cancelled");
+        }
+      }
+      if (!st.ok() && !failed) {
+        failed = true;
+        stop.store(true, std::memory_order_relaxed);
+        failure = std::move(st);
+      }
+      turn_cv.notify_all();
     }
+  };
+
+  constexpr size_t kFillers = 2;
+  std::vector<std::thread> helpers;
+  try {
+    for (size_t i = 1; i < std::min(kFillers, num_slots); ++i) helpers.emplace_back(filler);
+  } catch (const std::system_error&) {
+    // (No thread to be had: the caller fills every buffer alone.)
   }
+  filler();
+  for (std::thread& t : helpers) t.join();
+  if (failed) return failure;  // (the ring's destructor waits for the queued copies)
   for (size_t i = 0; i < ring.size(); ++i) {
     StagingRing::Slot& slot = ring.slot(i);
     if (!slot.pending) continue;
