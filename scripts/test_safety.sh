@@ -111,6 +111,21 @@ run_python() {
     return 1
   fi
   grep -E "^stat::(number_of_executed_units|new_units_added)|cov: " "$out/log.txt" | tail -n 3
+  # The GGUF reader of `jtree convert` (jtree's own parser of a foreign format): seeds written
+  # by GGUFWriter, then fuzzed as long as the load path.
+  echo "-- fuzz_convert_gguf.py: ${py_fuzz_seconds} s"
+  local gwork=build-safety-fuzz/corpus-run/gguf gout=$out/gguf
+  rm -rf "$gwork"
+  mkdir -p "$gwork" "$gout"
+  .venv/bin/python fuzz/python/fuzz_convert_gguf.py --make-corpus "$gwork"
+  if ! .venv/bin/python fuzz/python/fuzz_convert_gguf.py -max_total_time="$py_fuzz_seconds" \
+      -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$gout/" \
+      "$gwork" > "$gout/log.txt" 2>&1; then
+    tail -n 60 "$gout/log.txt"
+    echo "atheris found a problem in the GGUF reader (input under $gout/)" >&2
+    return 1
+  fi
+  grep -E "^stat::(number_of_executed_units|new_units_added)" "$gout/log.txt" | tail -n 2
   stamp
 }
 
