@@ -404,3 +404,18 @@ def test_atheris_harness_replays_its_seeds(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replayed 5 inputs: 0 failed" in r.stdout
+
+
+def test_gguf_v2_comes_back_as_v3(model, tmp_path):
+    """GGUF v2 has v3's layout (v3 only allows big-endian files): it converts, and comes back
+    as the file GGUFWriter writes, version 3."""
+    data = bytearray(open(model, "rb").read())
+    data[4:8] = struct.pack("<I", 2)
+    src = tmp_path / "v2.gguf"
+    src.write_bytes(bytes(data))
+    mid, back = str(tmp_path / "v2.jtree"), str(tmp_path / "back.gguf")
+    jtree.convert(str(src), mid)
+    with jtree.open(mid) as f:
+        assert f.metadata["gguf.version"] == b"2"
+    jtree.convert(mid, back, verify=True)
+    assert open(back, "rb").read() == open(model, "rb").read()
