@@ -58,8 +58,8 @@ def detect_source(path: str) -> str:
     for name, module in _registry.available_readers():
         if module.sniff(path):
             return name
-    missing = [m for n, m in _registry.READERS
-               if n not in dict(_registry.available_readers())]
+    found = {n for n, _ in _registry.available_readers()}
+    missing = [m for n, m in _registry.READERS if n not in found]
     hint = (f" (readers not available in this installation: {', '.join(missing)})"
             if missing else "")
     raise error(NotSupportedError, path, None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 from .._errors import NotSupportedError
 
@@ -86,12 +86,11 @@ def writer(fmt: str) -> ModuleType:
         f"(known: jtree, {', '.join(n for n, _ in WRITERS)})")
 
 
-def available_readers() -> List[Tuple[str, ModuleType]]:
-    """The reader modules that import, in sniff order (missing ones are skipped)."""
-    out = []
+def available_readers() -> Iterator[Tuple[str, ModuleType]]:
+    """The reader modules that import, in sniff order, each imported only when reached (a
+    source detected as safetensors never imports the orbax reader and JAX)."""
     for name, module in READERS:
         try:
-            out.append((name, importlib.import_module(f"{__package__}.{module}")))
+            yield name, importlib.import_module(f"{__package__}.{module}")
         except ImportError:
             continue
-    return out
