@@ -407,7 +407,7 @@ def test_atheris_harness_replays_its_seeds(tmp_path):
 
 
 def test_gguf_v2_comes_back_as_v3(model, tmp_path):
-    """GGUF v2 has v3's layout (v3 only allows big-endian files): it converts, and comes back
+    """GGUF v2 has v3's layout (v3 added big-endian files): it converts, and comes back
     as the file GGUFWriter writes, version 3."""
     data = bytearray(open(model, "rb").read())
     data[4:8] = struct.pack("<I", 2)
@@ -419,3 +419,30 @@ def test_gguf_v2_comes_back_as_v3(model, tmp_path):
         assert f.metadata["gguf.version"] == b"2"
     jtree.convert(mid, back, verify=True)
     assert open(back, "rb").read() == open(model, "rb").read()
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda t: t["metadata"].__setitem__("x.uint8", 300), "metadata/x.uint8"),
+    (lambda t: t["metadata"].__setitem__("llama.rope.freq_base", "text"),
+     "metadata/llama.rope.freq_base"),
+    (lambda t: t["metadata_types"].__setitem__("x.flag", "NOPE"), "metadata_types/x.flag"),
+    (lambda t: t["tensors"].__setitem__("f16", "not an array"), "tensors/f16"),
+    (lambda t: t["tensor_types"].__setitem__("f16", "Q99"), "tensor_types/f16"),
+    (lambda t: t["tensors"].__setitem__("blk.0.q8_0.weight", np.zeros((2, 33), np.uint8)),
+     "blk.0.q8_0.weight"),
+    (lambda t: t["metadata"].pop("x.flag"), "different keys"),
+])
+def test_bad_gguf_layout_values(model, tmp_path, change, match):
+    """A .jtree file whose GGUF layout was edited wrongly: an error naming the key, no output."""
+    s = _from_gguf.open_source(model)
+    tree = {k: dict(v) for k, v in s.tree.items()}
+    tree["tensors"] = {k: (v.fetch() if hasattr(v, "fetch") else v)
+                       for k, v in tree["tensors"].items()}
+    s.close()
+    change(tree)
+    p = str(tmp_path / "edited.jtree")
+    jtree.save(tree, p)
+    dst = tmp_path / "out.gguf"
+    with pytest.raises(jtree.Error, match=match):
+        jtree.convert(p, str(dst))
+    assert sorted(os.listdir(tmp_path)) == ["edited.jtree", "model.gguf"]

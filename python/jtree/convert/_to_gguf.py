@@ -147,11 +147,27 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int], None]] = No
         w = _writer_class()(tmp, arch="")  # arch="" adds no key: every key comes from the file
         for key, value in meta.items():
             vtype, sub = _type_of(mtypes[key], src, key)
-            w.add_key_value(key, _value(value, vtype, V), vtype, sub_type=sub)
+            v = _value(value, vtype, V)
+            try:
+                # Packed once here so that a value its type cannot hold (300 as UINT8, a str
+                # as FLOAT32) is reported with its key, not later by struct with none.
+                w._pack_val(v, vtype, add_vtype=True, sub_type=sub)
+            except Exception as e:  # noqa: BLE001 - struct/ValueError/TypeError of a bad value
+                raise InvalidArgumentError(
+                    f"{src}: metadata/{key} cannot be written as GGUF {mtypes[key]} "
+                    f"({type(e).__name__}: {e})", file=src, key_path=f"metadata/{key}") from e
+            w.add_key_value(key, v, vtype, sub_type=sub)
             if key == "general.alignment":
-                w.data_alignment = int(_value(value, vtype, V))
+                if vtype != V.UINT32 or not isinstance(v, int) or v <= 0 or v & (v - 1):
+                    raise InvalidArgumentError(f"{src}: metadata/general.alignment must be a "
+                                               f"UINT32 power of two", file=src,
+                                               key_path="metadata/general.alignment")
+                w.data_alignment = v
         for name in names:
             leaf = tensors[name]
+            if not hasattr(leaf, "shape"):
+                raise InvalidArgumentError(f"{src}: tensors/{name} is not an array",
+                                           file=src, key_path=f"tensors/{name}")
             tid = _gguf_parse.ggml_type_id(str(ttypes[name]))
             if tid is None:
                 raise NotSupportedError(f"{src}: tensor_types/{name} is "
