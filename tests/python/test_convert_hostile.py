@@ -215,3 +215,46 @@ def test_corrupt_numpy_and_torch(tmp_path):
         jtree.convert(str(tmp_path / "cut.pt"), str(tmp_path / "o.jtree"), from_format="torch")
     assert "cut.pt" in str(e.value)
     assert not (tmp_path / "o.jtree").exists()
+
+
+def _mutations(base, rng, n):
+    for _ in range(n):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 6)):
+            pos = rng.randrange(len(data))
+            op = rng.random()
+            if op < 0.6:
+                data[pos] = rng.randrange(256)
+            elif op < 0.8:
+                del data[pos:pos + rng.randint(1, 16)]
+            else:
+                data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        yield bytes(data)
+
+
+@pytest.mark.parametrize("kind", ["npz", "npz_compressed", "npy", "torch"])
+def test_fuzz_numpy_and_torch(tmp_path, kind):
+    """Random mutations of .npz/.npy/.pt files: a jtree.Error or a conversion, nothing else."""
+    path = tmp_path / "in.bin"
+    arrays = {"a": np.arange(300, dtype=np.float32), "b": np.ones((4, 5), np.int16)}
+    if kind == "npz":
+        np.savez(path.open("wb"), **arrays)
+    elif kind == "npz_compressed":
+        np.savez_compressed(path.open("wb"), **arrays)
+    elif kind == "npy":
+        np.save(path.open("wb"), arrays["a"])
+    else:
+        torch = require("torch")
+        torch.save({k: torch.from_numpy(v) for k, v in arrays.items()}, str(path))
+    base = path.read_bytes()
+    fmt = "torch" if kind == "torch" else "numpy"
+    rng = random.Random(99)
+    dst = tmp_path / "out.jtree"
+    errors = 0
+    for data in _mutations(base, rng, 150):
+        path.write_bytes(data)
+        try:
+            jtree.convert(str(path), str(dst), from_format=fmt)
+        except jtree.Error:
+            errors += 1
+    assert errors > 20

@@ -71,14 +71,16 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=is_zip)
     except pickle.UnpicklingError as e:
+        if "weights only" not in str(e).lower():  # a damaged pickle, not a refused one
+            raise error(CorruptionError, path, None,
+                        f"not a readable PyTorch file: {_first_line(e)}") from None
         if not allow_pickle:
             raise error(InvalidArgumentError, path, None,
                         f"this file needs full unpickling, which can run arbitrary code; "
                         f"pass allow_pickle=True (--allow-pickle) only if you trust it. "
                         f"PyTorch said: {_first_line(e)}") from None
         obj = _load_unsafe(torch, path, is_zip)
-    except (RuntimeError, EOFError, ValueError, OSError, KeyError, IndexError, TypeError,
-            AttributeError, zipfile.BadZipFile, MemoryError, OverflowError) as e:
+    except Exception as e:  # noqa: BLE001  (torch.load on hostile bytes: anything)
         raise error(CorruptionError, path, None,
                     f"not a readable PyTorch file: {_first_line(e)}") from None
     mappings = file_mappings(path) if is_zip else []
