@@ -357,12 +357,15 @@ _LOAD_OPTIONS = ("keys", "framework", "cast", "pad_truncate", "allow_pickle", "s
                  "threads", "shardings", "mmap", "prune", "progress")
 
 
-def _open(path: Union[PathLike, File], options: Dict[str, Any]) -> File:
+def _open(path: Union[PathLike, File], options: Dict[str, Any],
+          allow_full_download: bool = False) -> File:
     """An open File for a path (or the File given)."""
     if isinstance(path, File):
         return path
     kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict", "mmap")
           if options.get(k) is not None}
+    if allow_full_download:
+        kw["allow_full_download"] = True
     return File(path, **kw)
 
 
@@ -372,7 +375,7 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          verify: Optional[bool] = None, threads: Optional[int] = None,
          device: Any = None, map_location: Any = None,
          shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
-         progress: Any = False) -> Any:
+         progress: Any = False, allow_full_download: bool = False) -> Any:
     """Loads a .jtree file (a path, a URL, a :class:`File` from :func:`jtree.open`, a seekable
     binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`).
 
@@ -431,6 +434,11 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
 
     These five default to the :class:`File`'s settings (from :func:`jtree.open`), else to
     allow_pickle=False, strict=True, verify=True, threads=0, mmap=True.
+
+    ``allow_full_download``: an ``http(s)://`` server that ignores Range requests (it answers
+    with the whole file) makes the load fail with :class:`NotSupportedError` by default, having
+    received none of the body; with True the file is downloaded once, whole, into a temporary
+    file (``$TMPDIR``, at most 16 GiB) and read from there (see :func:`jtree.open`).
     """
     if out is not None and pytree is not None:
         raise InvalidArgumentError("load(): give pytree= or out=, not both")
@@ -445,15 +453,15 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     LoadOptions(**options)  # bad options are reported before the file is opened
     with paused_gc():
         return _open_and_load(path, out if out is not None else pytree, out is not None,
-                              options)
+                              options, allow_full_download)
 
 
 def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
-                   options: Dict[str, Any]) -> Any:
+                   options: Dict[str, Any], allow_full_download: bool = False) -> Any:
     # Called with the collector paused: the file's tree and the load's plan (several objects
     # per leaf) are freed here, before it runs again. Otherwise its next collection scans
     # them all, only to find them freed (60-100 ms for 100,000 leaves).
-    f = _open(path, options)
+    f = _open(path, options, allow_full_download)
     return load_subtree(f, f._root, (), pytree, fill_out=fill_out, **options)
 
 
@@ -490,7 +498,8 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options:
 def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
          limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
-         framework: str = "numpy", device: Any = None, map_location: Any = None) -> File:
+         framework: str = "numpy", device: Any = None, map_location: Any = None,
+         allow_full_download: bool = False) -> File:
     """Opens a .jtree file lazily: reads its header and index only. ``path`` is a path, a URL,
     a seekable binary file object (kept open while the File is used; read with seek +
     readinto) or bytes-like data (read in place). Index the result like the saved tree
@@ -506,10 +515,16 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     slices of its arrays come back as (``f["w"][10:20]``; ``f["w"].get(index, framework=...)``
     asks for another); whole loads take theirs from :func:`load`'s ``framework``.
     ``device`` (alias ``map_location``) is where torch slices are placed (it implies
-    ``framework="torch"`` for slices; see :func:`load`)."""
+    ``framework="torch"`` for slices; see :func:`load`).
+    ``allow_full_download``: reads of ``http(s)://`` files are range requests; a server that
+    ignores them (it answers with the whole file, as Python's ``http.server`` does) is
+    refused with :class:`NotSupportedError` as soon as its answer's headers show it, without
+    downloading the body. True downloads such a file once, whole, into an unlinked temporary
+    file (in ``$TMPDIR``, else /tmp; at most 16 GiB) and serves every read from it."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
                 use_mmap=use_mmap, limits=limits, mmap=mmap, framework=framework,
-                device=device, map_location=map_location)
+                device=device, map_location=map_location,
+                **({"allow_full_download": True} if allow_full_download else {}))
 
 
 def compact(path: PathLike, out_path: Optional[PathLike] = None, *,

@@ -30,7 +30,8 @@ class File:
     def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
-                 framework: str = "numpy", device: Any = None, map_location: Any = None):
+                 framework: str = "numpy", device: Any = None, map_location: Any = None,
+                 allow_full_download: bool = False):
         # A file object or bytes-like data (jtree._fileobj) is named by what it is.
         held = is_fileobj(path) or is_buffer(path)
         self.name: str = name_of(path) if held else os.fspath(path)
@@ -39,8 +40,10 @@ class File:
                            map_location=map_location)
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
+        # (allow_full_download is passed only when set, so that the common call stays the same.)
+        extra = {"allow_full_download": True} if allow_full_download else {}
         self._tree = LazyTree(open_reader(path, use_mmap, limits) if held
-                              else _jtree.Reader.open(self.name, use_mmap, limits))
+                              else _jtree.Reader.open(self.name, use_mmap, limits, **extra))
         self._root = self._tree.root()
         self.verify_checksums = verify
         self.threads = threads

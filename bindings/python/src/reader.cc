@@ -83,10 +83,12 @@ class PyReader {
  public:
   explicit PyReader(std::shared_ptr<jtree::Reader> r) : r_(std::move(r)) {}
 
-  static PyReader open(const std::string& path, bool use_mmap, std::optional<nb::dict> limits) {
+  static PyReader open(const std::string& path, bool use_mmap, std::optional<nb::dict> limits,
+                       bool allow_full_download) {
     jtree::OpenOptions o;
     o.use_mmap = use_mmap;
     o.limits = limits_from(limits);
+    o.remote.allow_full_download = allow_full_download;
     std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
     {
       nb::gil_scoped_release release;
@@ -346,8 +348,10 @@ class PyReader {
 void register_reader(nb::module_& m) {
   nb::class_<PyReader>(m, "Reader", "An open .jtree file (jtree::Reader); thread-safe.")
       .def_static("open", &PyReader::open, nb::arg("path"), nb::arg("use_mmap") = true,
-                  nb::arg("limits").none() = nb::none(),
-                  "Opens a path or URL: reads the header and index, no chunk data.")
+                  nb::arg("limits").none() = nb::none(), nb::arg("allow_full_download") = false,
+                  "Opens a path or URL: reads the header and index, no chunk data. "
+                  "allow_full_download: an http(s) server that ignores Range requests is "
+                  "refused (NotSupported) unless set; then the file is downloaded once, whole.")
       .def_static("open_object", &PyReader::open_object, nb::arg("obj"), nb::arg("fileobj"),
                   nb::arg("name"), nb::arg("base") = 0, nb::arg("size") = 0,
                   nb::arg("limits").none() = nb::none(),
