@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import numpy as np
 
 from .. import _dtypes
-from .._errors import CorruptionError, Error, NotSupportedError, error
+from .._errors import CorruptionError, NotSupportedError, error
 
 # The safetensors dtype names -> jtree dtype names (ml_dtypes types for BF16 and F8).
 SAFETENSORS_DTYPES = {
@@ -147,7 +147,7 @@ def closer(*fns: Callable[[], None]) -> Callable[[], None]:
     return close
 
 
-__all__ = ["Error", "NotSupportedError", "corrupt", "numpy_dtype", "map_array", "file_leaf",
+__all__ = ["corrupt", "numpy_dtype", "map_array", "file_leaf",
            "open_fd", "read_exact", "closer", "deferred_class", "SAFETENSORS_DTYPES",
            "SAFETENSORS_NAME_OF"]
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
-from .._errors import CorruptionError, Error, InvalidArgumentError, error
+from .._errors import Error, InvalidArgumentError, error
 from ._common import closer, corrupt, deferred_class, file_leaf, open_fd, read_exact
 from ._source import Source
 
@@ -179,4 +179,4 @@ def _member(path: str, fd: int, size: int, z: zipfile.ZipFile, info: zipfile.Zip
     return deferred(tuple(shape), dt, read)
 
 
-__all__ = ["FORMAT", "sniff", "open_source", "CorruptionError"]
+__all__ = ["FORMAT", "sniff", "open_source"]

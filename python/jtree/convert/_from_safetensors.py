@@ -15,9 +15,10 @@ import os
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
-from .._errors import CorruptionError, NotFoundError, error
-from ._common import SAFETENSORS_DTYPES, closer, corrupt, file_leaf, numpy_dtype, open_fd
-from ._common import read_exact
+from .._dtypes import TABLE
+from .._errors import NotFoundError, NotSupportedError, error
+from ._common import (SAFETENSORS_DTYPES, closer, corrupt, file_leaf, numpy_dtype, open_fd,
+                      read_exact)
 from ._source import Source
 
 FORMAT = "safetensors"
@@ -152,8 +153,6 @@ def _check_entry(name: str, e: Any, data_size: int, path: str) -> Tuple[str, Tup
         raise corrupt(path, "no dtype string", name)
     jdt = SAFETENSORS_DTYPES.get(dt)
     if jdt is None:
-        from .._errors import NotSupportedError  # noqa: PLC0415
-
         raise error(NotSupportedError, path, name,
                     f"safetensors dtype {dt!r} is not supported (supported: "
                     f"{', '.join(SAFETENSORS_DTYPES)})")
@@ -171,8 +170,6 @@ def _check_entry(name: str, e: Any, data_size: int, path: str) -> Tuple[str, Tup
     numel = 1
     for d in shape:
         numel *= d
-    from .._dtypes import TABLE  # noqa: PLC0415
-
     want = numel * TABLE[jdt][1]
     if end - begin != want:
         raise corrupt(path, f"data_offsets [{begin}, {end}) hold {end - begin} bytes; dtype {dt} "
@@ -252,4 +249,4 @@ def _open_sharded(index_path: str) -> Source:
                   close=closer(*[(lambda fd=fd: os.close(fd)) for fd in fds]))
 
 
-__all__ = ["FORMAT", "sniff", "open_source", "read_header", "CorruptionError"]
+__all__ = ["FORMAT", "sniff", "open_source", "read_header"]

@@ -60,9 +60,9 @@ def plan(file: Any, src: str) -> Tuple[Dict[str, Any], List[Tuple[str, Any, int]
         where = kp.join(path)
         if not isinstance(x, LazyArray):
             raise error(InvalidArgumentError, src, where,
-                        f"a leaf of type {type(x).__name__}: safetensors holds only tensors (convert a "
-                        f"tree of arrays, or load the file, drop the other leaves and save it "
-                        f"again)")
+                        f"a leaf of type {type(x).__name__}: safetensors holds only tensors "
+                        f"(convert a tree of arrays, or load the file, drop the other leaves "
+                        f"and save it again)")
         if not path:
             raise error(InvalidArgumentError, src, where,
                         "the root is one array: safetensors needs named tensors")
