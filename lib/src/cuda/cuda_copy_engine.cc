@@ -60,7 +60,7 @@ class CudaCopyEngine final : public CopyEngine {
     // Portable: pinned for every device, whichever is current in the thread that copies.
     const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
     if (e != cudaSuccess) {
-      (void)cudaGetLastError();  // (clear the sticky-free error state)
+      (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
       const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name_);
       return e == cudaErrorMemoryAllocation ? Status::ResourceExhausted(st.message()) : st;
     }
