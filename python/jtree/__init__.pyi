@@ -174,6 +174,7 @@ class ConvertStats:
     array_bytes: int
     seconds: float
     verified: bool
+    description: str
 
 def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
             to_format: Optional[str] = ..., compression: Optional[str] = ...,

@@ -76,7 +76,8 @@ def run(argv: List[str]) -> int:
         return 130
     if not args.quiet:
         sys.stderr.write(
-            f"{args.src} ({stats.src_format}) -> {args.dst} ({stats.dst_format}): "
+            f"{args.src} ({stats.description or stats.src_format}) -> {args.dst} "
+            f"({stats.dst_format}): "
             f"{stats.leaves} leaves, {stats.array_bytes} array bytes in {stats.seconds:.2f} s"
             f"{', verified' if stats.verified else ''}\n")
     return 0

@@ -32,7 +32,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 @dataclasses.dataclass
 class ConvertStats:
     """What :func:`convert` did: the formats, how many leaves and array bytes it wrote, the
-    time it took and whether the result was verified."""
+    time it took, whether the result was verified, and the reader's one-line description of
+    the source (``"safetensors (sharded): 291 tensors in 4 shards"``)."""
 
     src_format: str
     dst_format: str
@@ -40,6 +41,7 @@ class ConvertStats:
     array_bytes: int
     seconds: float
     verified: bool
+    description: str = ""
 
 
 def is_jtree(path: str) -> bool:
@@ -177,10 +179,12 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
         if src_fmt == "jtree":
             raise error(InvalidArgumentError, src, None, "is already a .jtree file (jtree "
                         "compact rewrites one; jtree.load + jtree.save recompress it)")
-        n, size, verified = _to_jtree(src, dst, src_fmt, compression, level, chunk_bytes,
-                                      verify, progress, allow_pickle, overwrite)
+        n, size, verified, desc = _to_jtree(src, dst, src_fmt, compression, level,
+                                            chunk_bytes, verify, progress, allow_pickle,
+                                            overwrite)
     elif src_fmt == "jtree":
         n, size, verified = _from_jtree(src, dst, dst_fmt, verify, progress)
+        desc = f"jtree: {n} leaves"
     else:
         # foreign -> foreign: through a .jtree file beside dst (same file system), removed after.
         writer = _registry.writer(dst_fmt)  # fail before any work when it is missing
@@ -190,18 +194,18 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
         os.close(fd)
         os.unlink(tmp)
         try:
-            _to_jtree(src, tmp, src_fmt, None, None, chunk_bytes, False, False, allow_pickle,
-                      True)
+            desc = _to_jtree(src, tmp, src_fmt, None, None, chunk_bytes, False, False,
+                             allow_pickle, True)[3]
             n, size, verified = _from_jtree(tmp, dst, dst_fmt, verify, progress)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    return ConvertStats(src_fmt, dst_fmt, n, size, time.monotonic() - t0, verified)
+    return ConvertStats(src_fmt, dst_fmt, n, size, time.monotonic() - t0, verified, desc)
 
 
 def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
               level: Optional[int], chunk_bytes: Optional[int], verify: bool, progress: Any,
-              allow_pickle: bool, overwrite: bool) -> Tuple[int, int, bool]:
+              allow_pickle: bool, overwrite: bool) -> Tuple[int, int, bool, str]:
     from .._api import save  # noqa: PLC0415
 
     reader = _registry.reader(src_fmt)
@@ -220,7 +224,7 @@ def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
         if verify:
             verify_jtree(source, dst, allow_pickle=allow_pickle)
             verified = True
-        return len(all_leaves), report.total, verified
+        return len(all_leaves), report.total, verified, source.description or src_fmt
     finally:
         source.close()
 
