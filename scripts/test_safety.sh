@@ -126,6 +126,21 @@ run_python() {
     return 1
   fi
   grep -E "^stat::(number_of_executed_units|new_units_added)" "$gout/log.txt" | tail -n 2
+  # The safetensors reader of `jtree convert` (its header checks are jtree's own code): seeds
+  # from safetensors' save_file and jtree's writer, fuzzed as long.
+  echo "-- fuzz_convert_safetensors.py: ${py_fuzz_seconds} s"
+  local swork=build-safety-fuzz/corpus-run/safetensors sout=$out/safetensors
+  rm -rf "$swork"
+  mkdir -p "$swork" "$sout"
+  .venv/bin/python fuzz/python/fuzz_convert_safetensors.py --make-corpus "$swork"
+  if ! .venv/bin/python fuzz/python/fuzz_convert_safetensors.py \
+      -max_total_time="$py_fuzz_seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+      -artifact_prefix="$sout/" "$swork" > "$sout/log.txt" 2>&1; then
+    tail -n 60 "$sout/log.txt"
+    echo "atheris found a problem in the safetensors reader (input under $sout/)" >&2
+    return 1
+  fi
+  grep -E "^stat::(number_of_executed_units|new_units_added)" "$sout/log.txt" | tail -n 2
   stamp
 }
 

@@ -258,3 +258,36 @@ def test_fuzz_numpy_and_torch(tmp_path, kind):
         except jtree.Error:
             errors += 1
     assert errors > 20
+
+
+def _harness():
+    """fuzz/python/fuzz_convert_safetensors.py imported as its --replay mode does (no atheris)."""
+    import importlib.util  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "fuzz", "python", "fuzz_convert_safetensors.py")
+    argv, sys.argv = sys.argv, [path, "--replay"]
+    try:
+        spec = importlib.util.spec_from_file_location("jtree_fuzz_convert_safetensors", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.argv = argv
+    return mod
+
+
+def test_fuzz_harness_seeds_and_mutations(tmp_path):
+    """The atheris harness's entry point (open, read every tensor, round trip through jtree and
+    back to safetensors, compare) on its seeds and 300 mutations of them: only jtree errors."""
+    require("torch")
+    h = _harness()
+    corpus = tmp_path / "corpus"
+    h.make_corpus(str(corpus))
+    seeds = sorted(corpus.iterdir())
+    assert len(seeds) == 3
+    assert h.replay([str(corpus)]) == 0
+    rng = random.Random(7)
+    for seed in seeds:
+        for data in _mutations(seed.read_bytes(), rng, 100):
+            h.test_one_input(data)
