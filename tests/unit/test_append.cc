@@ -3,7 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include "codec/checksum.h"
 #include "test_util.h"
+#include "util/endian.h"
 
 using namespace jtree;
 using namespace jtree::testing;
@@ -180,4 +182,55 @@ TEST_CASE("a failed append leaves the file byte-identical") {
   CHECK(std::equal(before.begin() + 128, before.end(), after.begin() + 128));
   CHECK(std::equal(before.begin(), before.begin() + 64, after.begin()));
   CHECK((*Reader::Open(path))->info().generation == 0);
+}
+
+TEST_CASE("a current footer with refused fields is an error, never a fallback to an older "
+          "generation (FORMAT.md section 5)") {
+  TempDir dir;
+  const std::string path = dir.file("f.jtree");
+  auto a = random_bytes(512 * 512 * 4, 3);
+  save_base(path, a);
+  REQUIRE(append_update(path, 2, nullptr).ok());
+  const auto good = read_file(path);
+  const size_t foot = good.size() - 128;
+  struct Forgery {
+    const char* what;
+    size_t offset;       // byte offset in the footer
+    uint64_t value;
+    size_t width;        // bytes
+    StatusCode expected;
+  };
+  // Offsets from FORMAT.md's footer table: writer_version 80, min_read_version 82,
+  // min_write_version 84, file_kind 86, reserved 87..111.
+  const Forgery cases[] = {
+      {"min_read_version 0", 82, 0, 2, StatusCode::kCorruption},
+      {"min_read_version 2", 82, 2, 2, StatusCode::kNotSupported},
+      {"min_read_version 65535", 82, 65535, 2, StatusCode::kNotSupported},
+      {"file_kind 2", 86, 2, 1, StatusCode::kCorruption},
+      {"file_kind 255", 86, 255, 1, StatusCode::kCorruption},
+      {"writer_version 0", 80, 0, 2, StatusCode::kCorruption},
+      {"min_write_version 0", 84, 0, 2, StatusCode::kCorruption},
+      {"a reserved byte", 100, 1, 1, StatusCode::kCorruption},
+  };
+  for (const Forgery& f : cases) {
+    CAPTURE(f.what);
+    auto bytes = good;
+    std::byte* p = bytes.data() + foot;
+    for (size_t i = 0; i < f.width; ++i) p[f.offset + i] = std::byte((f.value >> (8 * i)) & 0xff);
+    // Magic and hash stay valid: the checksum is recomputed over the forged fields.
+    store_le<uint64_t>(p + 112, xxh3(std::span<const std::byte>(p, 112)));
+    write_file(path, bytes);
+    auto r = Reader::Open(path);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == f.expected);
+    CHECK(r.status().message().find("current footer") != std::string::npos);
+  }
+  // The same footer with a broken hash is a torn end: generation 0 is read, as before.
+  auto torn = good;
+  torn[foot + 100] = std::byte{1};
+  write_file(path, torn);
+  auto r = Reader::Open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK((*r)->info().recovered);
+  CHECK((*r)->info().generation == 0);
 }

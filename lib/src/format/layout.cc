@@ -71,15 +71,17 @@ Result<VersionInfo> decode_version(const std::byte* p, size_t writer, size_t min
 }  // namespace
 
 Status check_version(const VersionInfo& v, std::string_view where) {
-  if (v.min_read_version == 0 || v.min_write_version == 0 || v.writer_version == 0 ||
-      v.min_read_version > v.writer_version) {
-    return Status::Corruption(std::string(where) + ": inconsistent version fields");
-  }
+  // A version this reader lacks is NotSupported even when the other fields then disagree
+  // with it: upgrading is the only way to know more.
   if (v.min_read_version > kFormatVersion) {
     return Status::NotSupported(std::string(where) + ": file needs format version " +
                                 std::to_string(v.min_read_version) +
                                 " to read; this jtree reads up to version " +
                                 std::to_string(kFormatVersion) + " (upgrade jtree)");
+  }
+  if (v.min_read_version == 0 || v.min_write_version == 0 || v.writer_version == 0 ||
+      v.min_read_version > v.writer_version) {
+    return Status::Corruption(std::string(where) + ": inconsistent version fields");
   }
   uint64_t unknown = v.required_features & ~kKnownRequiredFeatures;
   if (unknown != 0) {
@@ -181,6 +183,11 @@ std::array<std::byte, kFooterSize> encode_footer(const Footer& f) {
   store_le<uint64_t>(p + foot::kHash, hash_of(b, foot::kHash));
   std::memcpy(p + foot::kMagic, kFooterMagic.data(), 8);
   return b;
+}
+
+bool footer_intact(std::span<const std::byte> b) {
+  return b.size() >= kFooterSize && has_magic(b, foot::kMagic, kFooterMagic) &&
+         load_le<uint64_t>(b.data() + foot::kHash) == hash_of(b, foot::kHash);
 }
 
 Result<Footer> decode_footer(std::span<const std::byte> b) {

@@ -98,6 +98,9 @@ std::vector<CommitSlot> valid_slots(std::span<const std::byte> preamble);
 std::array<std::byte, kFooterSize> encode_footer(const Footer& f);
 /// Decodes and checks a footer: magic, hash, reserved bytes, versions, features.
 Result<Footer> decode_footer(std::span<const std::byte> bytes);
+/// Whether `bytes` (128) carry a footer's magic and a matching hash: such a footer at the end of
+/// a file is the current one (FORMAT.md section 5) even if its other fields are then refused.
+bool footer_intact(std::span<const std::byte> bytes);
 
 /// Checks the copy of a checkpoint's head that segment 0 of a multi-process save keeps for the
 /// commit (section 11.1): `copy` is that preamble and header. Corruption (saying what differs)

@@ -66,7 +66,12 @@ Result<format::Footer> find_footer(Source& source, const HeadTail& ht, bool* rec
     *footer_offset = end_offset;
     return footer;
   }
-  if (footer.status().IsNotSupported()) return footer.status();
+  // A footer whose magic and hash are intact is the current one (FORMAT.md section 5): its
+  // refusal stands. Falling back to an older generation would load stale data as current.
+  const auto tail = std::span(ht.tail).last(kFooterSize);
+  if (footer.status().IsNotSupported() || format::footer_intact(tail)) {
+    return footer.status().WithPrefix("the current footer (at the end of the file)");
+  }
   // Newest committed generation first; a slot whose footer is not intact is skipped.
   Status last = footer.status();
   for (const format::CommitSlot& slot : format::valid_slots(std::span(ht.head).first(kPreambleSize))) {
