@@ -6,7 +6,8 @@
 //   a_again.jtree  the same tree saved again (other checksum seeds: equal only by reading)
 //   value.jtree    emb[3, 7] += 0.5 and q[100] += 3, step 6, name 'run-2'
 //   keys.jtree     params/b removed, params/extra added
-//   spec.jtree     params/w as float64, params/q of shape [4095]
+//   spec.jtree     params/w as float64, params/q of shape [4095], name 'run-10'
+//                  (a string of another length: a change of value)
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,7 +54,7 @@ jtree::Status write(const std::string& path, const Variant& v) {
   if (v.keys) t.key("extra").array(jtree::DType::kFloat32, {16}, jtree::ArrayView{b.data()});
   t.end();
   t.key("step").int_value(v.value ? 6 : 5);
-  t.key("name").str(v.value ? "run-2" : "run-1");
+  t.key("name").str(v.value ? "run-2" : v.spec ? "run-10" : "run-1");
   t.key("opt").none();
   t.key("blob").bytes(std::string(10000, 'x'));
   t.end();

@@ -104,6 +104,7 @@ assert d['added'][0]['b']['shape']==[16] and not d['changed'], d"
 out=$("$jtree" diff "$dir/a.jtree" "$dir/spec.jtree")
 check "a dtype change" contains "$out" "~ params/w *dtype: float32 \[64, 256\] -> float64 \[64, 256\]"
 check "a shape change" contains "$out" "~ params/q *shape: int8 \[4096\] -> int8 \[4095\]"
+check "a string of another length is a changed value" contains "$out" "~ name *value: 'run-1' -> 'run-10'"
 check "dtype/shape changes in JSON" py "$("$jtree" diff --json "$dir/a.jtree" "$dir/spec.jtree")" "
 c={x['path']: x for x in d['changed']}
 assert c['params/w']['change']=='dtype' and c['params/w']['b']['dtype']=='float64', c

@@ -219,6 +219,10 @@ Result<ValueResult> compare_payloads(const Reader& ra, uint32_t leaf_a, const Re
   const Leaf& lb = rb.leaf(leaf_b);
   ValueResult v;
   v.elements = la.num_elements();
+  if (la.kind != LeafKind::kArray && lb.num_elements() != v.elements) {
+    v.equal = false;  // text or bytes of another length
+    return v;
+  }
   if (v.elements == 0) return v;  // nothing stored: equal from the headers
   if (la.storage == Storage::kInline && lb.storage == Storage::kInline &&
       la.inline_data == lb.inline_data) {
@@ -327,7 +331,8 @@ Status compare(const Reader& ra, const Reader& rb, const ReadOptions& ro, Outcom
     }
     const Leaf& la = ta.leaves[a.leaf];
     const Leaf& lb = tb.leaves[b.leaf];
-    if (la.is_payload() && (la.dtype != lb.dtype || la.shape != lb.shape)) {
+    // (Text and bytes of other lengths are a change of value, below.)
+    if (la.kind == LeafKind::kArray && (la.dtype != lb.dtype || la.shape != lb.shape)) {
       c.change = la.dtype != lb.dtype && la.shape != lb.shape ? "dtype and shape"
                  : la.dtype != lb.dtype                      ? "dtype"
                                                              : "shape";
