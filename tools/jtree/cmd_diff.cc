@@ -475,7 +475,7 @@ int cmd_diff(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
-  if (f.help) return print_help(kUsage, kHelp);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 2) return usage_error("diff takes two files, A and B", kUsage);
   if (!f.output.empty()) return usage_error("diff writes no file (-o)", kUsage);
   const OpenOptions oo = open_options(f);
