@@ -23,6 +23,11 @@ if(TARGET CURL::libcurl)
   set(JTREE_HAVE_REMOTE_DEPS ON)
   set(JTREE_PC_LIBS_PRIVATE "-lcurl -lcrypto ")
 endif()
+# CUDA builds (cmake/cuda.cmake): libjtree.a needs the static CUDA runtime, from the toolkit
+# it was built against.
+if(JTREE_HAVE_CUDA)
+  string(APPEND JTREE_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt ")
+endif()
 
 install(EXPORT jtreeTargets NAMESPACE jtree:: DESTINATION ${JTREE_CMAKE_DIR} COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/jtreeConfig.cmake.in
