@@ -107,6 +107,43 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
   }
 }
 
+TEST_CASE("CUDA: a damaged chunk in the middle of a load is Corruption naming it; loads go on") {
+  TempDir dir;
+  auto data = random_array(DType::kFloat32, 2048 * 512, 9);
+  TreeBuilder b;
+  b.dict();
+  LeafOptions lo;
+  lo.chunk_shape = {256, 512};  // 512 KiB raw chunks
+  lo.codec = Codec::kRaw;
+  b.key("w").array(DType::kFloat32, {2048, 512}, ArrayView{data.data()}, lo);
+  b.end();
+  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("c.jtree")).ok());
+  DeviceBuffer dev(data.size());
+  DeviceOptions o;
+  o.staging_bytes = 1 << 20;
+  o.staging_buffers = 2;
+  {
+    auto r = *Reader::Open(dir.file("c.jtree"));
+    DeviceRequest req{0, std::nullopt, dev.p, data.size()};
+    REQUIRE(read_many_to_device(*r, std::span(&req, 1), o).ok());
+    CHECK(dev.to_host() == data);
+    const ChunkInfo c = r->chunk(r->leaf(0).first_chunk + 3);
+    auto bytes = read_file(dir.file("c.jtree"));
+    bytes[c.file_offset + 100] ^= std::byte{1};
+    write_file(dir.file("c2.jtree"), bytes);
+  }
+  auto bad = *Reader::Open(dir.file("c2.jtree"));
+  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
+  for (int i = 0; i < 20; ++i) {  // (pinned buffers leaking would pile up here)
+    Status st = read_many_to_device(*bad, std::span(&req, 1), o);
+    REQUIRE(st.code() == StatusCode::kCorruption);
+    CHECK(st.message().find("leaf w: chunk 3") != std::string::npos);
+  }
+  auto good = *Reader::Open(dir.file("c.jtree"));
+  REQUIRE(read_many_to_device(*good, std::span(&req, 1), o).ok());
+  CHECK(dev.to_host() == data);
+}
+
 TEST_CASE("CUDA: a bad device number, and the current device left as it was") {
   int n = 0;
   REQUIRE(cudaGetDeviceCount(&n) == cudaSuccess);
