@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _dtypes, _registry
+from . import _device, _dtypes, _registry
 from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
@@ -252,6 +252,8 @@ class Loader:
         self.to_map: List[Tuple[FileLeaf, Optional[np.dtype], Tuple[Any, ...],
                                 List[np.ndarray]]] = []
         self.cache: Dict[Any, Thunk] = {}
+        # Tensors to fill straight in device memory (jtree._device): (leaf, box, tensor).
+        self.device_requests: List[_device.Request] = []
         self.reserved = 0  # bytes this load allocated for its caller (see reserve)
         self.limits: Optional[Tuple[int, int]] = None  # the open's memory_limits(), once
         # The keys= patterns that matched nothing yet (reported once the plan is made).
@@ -383,7 +385,8 @@ class Loader:
         phases = None
         if self.o.progress is not None:
             phases = Phases(self.o.progress, sum(fl.nbytes for fl, _, _, _ in self.to_map)
-                            + sum(len(r[3]) for r in self.requests))
+                            + sum(len(r[3]) for r in self.requests)
+                            + sum(_device.nbytes(t) for _, _, t in self.device_requests))
         if self.to_map:
             self.map_leaves(phases)
         if self.requests:
@@ -391,6 +394,12 @@ class Loader:
             self.file._reader.read_many(self.requests, self.o.verify, self.o.threads,
                                         **({"progress": report} if report else {}))
             self.requests = []
+        if self.device_requests:
+            size = sum(_device.nbytes(t) for _, _, t in self.device_requests)
+            report = phases.phase(size) if phases is not None else None
+            _device.read(self.file._reader, self.device_requests, verify=self.o.verify,
+                         threads=self.o.threads, progress=report)
+            self.device_requests = []
         if phases is not None:
             finish(self.o.progress, phases.total)
 
@@ -812,6 +821,15 @@ class Loader:
         stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
         inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
         zeros = (0,) * len(shape)
+        if inner == shape and _device.direct(device):
+            # Straight into device memory (jtree._device): no host copy of the leaf first.
+            if _device.usable_out(out, device, stored_t, shape):
+                dst = out
+            else:
+                self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
+                dst = torch.empty(shape, dtype=stored_t, device=device)
+            self.device_requests.append((fl.index, None, dst))
+            return lambda: finish(dst)
         if inner == shape:
             if (out is not None and out.dtype == stored_t and out.device.type == "cpu"
                     and tuple(out.shape) == shape and out.is_contiguous()):

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 
 #include "common.h"
+#include "device_read.h"
 
 NB_MODULE(_jtree, m) {
   m.doc() = "jtree's C++ library, for the jtree package (not a public API)";
@@ -35,4 +36,5 @@ NB_MODULE(_jtree, m) {
   jtpy::register_builder(m);
   jtpy::register_reader(m);
   jtpy::register_writer(m);
+  jtpy::register_device(m);
 }

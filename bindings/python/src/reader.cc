@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common.h"
+#include "device_read.h"
 #include "py_progress.h"
 #include "py_source.h"
 
@@ -301,6 +302,14 @@ class PyReader {
     return out;
   }
 
+  // Loads to device memory (device_read.cc): [(leaf, box | None, dst_address, nbytes)].
+  void read_to_device(nb::list requests, const DeviceReadArgs& a) const {
+    jtpy::read_to_device(*r_, requests, a);
+  }
+  nb::dict read_staged_host_for_tests(nb::list requests, const DeviceReadArgs& a) const {
+    return jtpy::read_staged_host_for_tests(*r_, requests, a);
+  }
+
   // {"ok": bool, "chunks_checked", "bytes_checked", "dead_bytes", "problems": [(where, msg)],
   //  "notes": [...]}
   nb::dict verify(int threads) const {
@@ -392,6 +401,33 @@ void register_reader(nb::module_& m) {
            nb::arg("progress").none() = nb::none(),
            "[uint8 array | None] per leaf: its bytes in place in the file's copy-on-write map "
            "(None where the leaf is not stored as its array), checksums verified in parallel.")
+      .def(
+          "read_to_device",
+          [](const PyReader& r, nb::list requests, int device, uint64_t staging_bytes,
+             int staging_buffers, bool verify, int threads, std::optional<nb::object> progress) {
+            r.read_to_device(requests, {device, staging_bytes, staging_buffers, verify, threads,
+                                        std::move(progress)});
+          },
+          nb::arg("requests"), nb::kw_only(), nb::arg("device") = 0,
+          nb::arg("staging_bytes") = 0, nb::arg("staging_buffers") = 0,
+          nb::arg("verify") = true, nb::arg("threads") = 0,
+          nb::arg("progress").none() = nb::none(),
+          "Reads [(leaf, (begin, end) | None, dst_address, nbytes)] straight into CUDA device "
+          "memory (jtree::read_many_to_device), the GIL released; staging_bytes/buffers 0: the "
+          "defaults. NotSupported without CUDA support or without a device.")
+      .def(
+          "_read_staged_host_for_tests",
+          [](const PyReader& r, nb::list requests, uint64_t staging_bytes, int staging_buffers,
+             bool verify, int threads, std::optional<nb::object> progress) {
+            return r.read_staged_host_for_tests(
+                requests, {0, staging_bytes, staging_buffers, verify, threads,
+                           std::move(progress)});
+          },
+          nb::arg("requests"), nb::kw_only(), nb::arg("staging_bytes") = 0,
+          nb::arg("staging_buffers") = 0, nb::arg("verify") = true, nb::arg("threads") = 0,
+          nb::arg("progress").none() = nb::none(),
+          "TESTS ONLY: read_to_device through jtree's host-memory stand-in copy engine, every "
+          "dst_address a host address; returns the engine's counters. Not a public API.")
       .def("verify", &PyReader::verify, nb::arg("threads") = 0,
            "Checks every checksum and decodes every chunk (jtree::Reader::Verify).");
 }

@@ -1,0 +1,126 @@
+"""Loads straight into GPU memory (issue 22): torch tensors on a CUDA device filled by the native
+staging pipeline (``jtree::read_many_to_device``: chunks read and decoded into pinned host
+buffers, copied with ``cudaMemcpyAsync`` while the next ones are read), without a whole host copy
+of the data first.
+
+The direct path is taken for a torch CUDA device when all of these hold (see :func:`direct`):
+this build of jtree has CUDA support (:func:`cuda_built`), jtree's CUDA runtime sees a device
+(:func:`cuda_device_count`), torch sees it, and the environment variable
+``JTREE_DIRECT_DEVICE_LOAD`` is not ``0``. Otherwise loads fall back to reading into host memory
+and ``Tensor.to(device)`` (what every load did before issue 22). ``device="cuda:N"`` where torch
+itself sees no CUDA device is a NotSupportedError, raised before anything is read.
+
+Tests on machines without a GPU run the same planning through jtree's host-memory stand-in copy
+engine: inside :func:`host_stand_in_for_tests`, loads to ``device="cpu"`` take the direct path,
+their destinations being host tensors (see tests/python/test_device_load.py).
+"""
+import contextlib
+import os
+import sys
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
+
+from ._errors import InvalidArgumentError
+
+# One queued part of a direct load: (leaf number, (begin, end) | None for the whole leaf, the
+# contiguous torch tensor it fills).
+Request = Tuple[int, Optional[Tuple[List[int], List[int]]], Any]
+
+# Set by host_stand_in_for_tests(): the counters of the stand-in engine's last load, or None
+# when the hook is off.
+_stand_in: Optional[dict] = None
+
+
+def _native() -> Any:
+    from . import _jtree  # noqa: PLC0415
+
+    return _jtree
+
+
+def cuda_built() -> bool:
+    """True when this build of jtree's native module has CUDA support (False for a module built
+    before issue 22, which has no such function)."""
+    f = getattr(_native(), "cuda_built", None)
+    return bool(f()) if f is not None else False
+
+
+def cuda_device_count() -> int:
+    """The CUDA devices jtree's own runtime can use: 0 without CUDA support, driver or device."""
+    f = getattr(_native(), "cuda_device_count", None)
+    return int(f()) if f is not None else 0
+
+
+def direct(device: Any) -> bool:
+    """Whether a load to the torch.device ``device`` takes the direct path (the module
+    docstring says when); False for None and every other device."""
+    if device is None:
+        return False
+    if _stand_in is not None:
+        return device.type == "cpu"
+    if device.type != "cuda" or os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
+        return False
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return False
+    return cuda_built() and cuda_device_count() > 0
+
+
+@contextlib.contextmanager
+def host_stand_in_for_tests() -> Iterator[dict]:
+    """TESTS ONLY. Inside the ``with`` block, loads to ``device="cpu"`` take the direct path
+    through jtree's host-memory stand-in copy engine (the real planning, pinned staging buffers
+    and streams, host addresses for destinations). Yields a dict that receives the engine's
+    counters of the last load (``peak_pinned_bytes``, ``copies``, ``frees``...)."""
+    global _stand_in
+    prev, _stand_in = _stand_in, {}
+    try:
+        yield _stand_in
+    finally:
+        _stand_in = prev
+
+
+def nbytes(t: Any) -> int:
+    """The bytes of a contiguous tensor's memory."""
+    return t.numel() * t.element_size()
+
+
+def usable_out(out: Any, device: Any, dtype: Any, shape: Tuple[int, ...]) -> bool:
+    """Whether the caller's ``out=`` tensor can be filled in place by the direct path: on
+    ``device``, of the stored dtype and the shape, contiguous."""
+    return (out is not None and out.device == device and out.dtype == dtype
+            and tuple(out.shape) == tuple(shape) and out.is_contiguous())
+
+
+def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threads: int = 0,
+         staging_bytes: int = 0, staging_buffers: int = 0, progress: Any = None) -> None:
+    """Fills the requests' tensors in one native call per device (one in the usual case of a
+    single device), the GIL released. Before it, torch's current stream of each device is
+    synchronized: the tensors were allocated (and maybe written, for out=) in that stream's
+    order, and jtree copies on streams of its own. When it returns the data is on the device.
+    ``progress(done, total)`` sees bytes queued for copying, over all devices."""
+    by_device: dict = {}
+    for leaf, box, t in requests:
+        if t.numel() == 0:
+            continue  # (nothing to read; and an empty tensor may have no address)
+        if not t.is_contiguous():
+            raise InvalidArgumentError("a direct device load needs contiguous destinations")
+        by_device.setdefault(t.device, []).append((leaf, box, t.data_ptr(), nbytes(t)))
+    total = sum(n for reqs in by_device.values() for _, _, _, n in reqs)
+    done_before = 0
+    for dev, reqs in by_device.items():
+        mine = sum(n for _, _, _, n in reqs)
+        report = None
+        if progress is not None:
+            base = done_before
+            report = (lambda done, _t, base=base: progress(base + done, total))  # noqa: E731
+        kw = dict(staging_bytes=staging_bytes, staging_buffers=staging_buffers, verify=verify,
+                  threads=threads, progress=report)
+        if _stand_in is not None:
+            _stand_in.clear()
+            _stand_in.update(reader._read_staged_host_for_tests(reqs, **kw))
+        else:
+            import torch  # noqa: PLC0415
+
+            torch.cuda.current_stream(dev).synchronize()
+            reader.read_to_device(reqs, device=dev.index if dev.index is not None
+                                  else torch.cuda.current_device(), **kw)
+        done_before += mine
