@@ -64,6 +64,26 @@ def direct(device: Any) -> bool:
     return cuda_built() and cuda_device_count() > 0
 
 
+def torch_device_of_jax(d: Any) -> Any:
+    """The torch.device whose memory is JAX device ``d``'s, when the direct path serves it (a
+    CUDA GPU jtree and torch both see: its local ordinal; under the test hook, the CPU); else
+    None. Cheap checks first: torch is imported only for a GPU jtree can load to."""
+    if _stand_in is not None:
+        if d.platform != "cpu":
+            return None
+        import torch  # noqa: PLC0415
+
+        return torch.device("cpu")
+    if d.platform != "gpu" or not cuda_built() or cuda_device_count() == 0:
+        return None
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        return None
+    dev = torch.device("cuda", d.local_hardware_id)
+    return dev if direct(dev) else None
+
+
 @contextlib.contextmanager
 def host_stand_in_for_tests() -> Iterator[dict]:
     """TESTS ONLY. Inside the ``with`` block, loads to ``device="cpu"`` take the direct path

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _dtypes, _jtree
+from . import _device, _dtypes, _jtree
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
                       NotSupportedError, ResourceExhaustedError, error)
@@ -326,8 +326,11 @@ class LazyArray:
         """The elements a basic index selects, reading only their chunks, as a NumPy array
         (``framework="numpy"``), a torch tensor (``"torch"``: bfloat16 and float8 need no
         ml_dtypes) or a JAX array (``"jax"``). ``device`` (alias ``map_location``) places the
-        torch tensor (default the CPU) and implies ``framework="torch"``; the slice is read
-        into host memory and then moved there."""
+        torch tensor (default the CPU) and implies ``framework="torch"``. To a CUDA device the
+        slice's chunks are read straight into device memory through pinned staging buffers
+        when jtree has CUDA support and a device (see jtree._device); otherwise, and for
+        negative steps or dtypes torch lacks, the slice is read into host memory and then
+        moved there."""
         if framework not in ("numpy", "torch", "jax"):
             raise error(InvalidArgumentError, self._f.name, self.path,
                         f"framework must be 'numpy', 'torch' or 'jax', not {framework!r}")
@@ -339,6 +342,9 @@ class LazyArray:
                 raise error(InvalidArgumentError, self._f.name, self.path,
                             "device= places torch tensors; it cannot be used with "
                             "framework='jax'")
+            t = self._device_slice(index, dev) if _device.direct(dev) else None
+            if t is not None:
+                return t
             t = self._torch_slice(index)
             return t if dev.type == "cpu" else t.to(dev)
         if framework == "torch":
@@ -367,13 +373,31 @@ class LazyArray:
         t = torch.from_numpy(a)
         return t if t.dtype == stored_t else t.view(stored_t)
 
-    def _numpy_slice(self, index: Any, npdt: np.dtype) -> np.ndarray:
-        where = self.path
-        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
+    def _device_slice(self, index: Any, dev: Any) -> Any:
+        """The slice as a tensor on ``dev`` whose box of chunks was read straight into device
+        memory (jtree._device); None where that path does not apply (negative steps, which
+        torch cannot index, and dtypes torch lacks)."""
+        import torch  # noqa: PLC0415
+
+        name = self._leaf.dtype
+        if name in _dtypes.TORCH_MISSING:
+            return None
+        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, self.path)
+        if any(isinstance(p, slice) and (p.step or 1) < 0 for p in post):
+            return None
+        stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
         shape = tuple(e - b for b, e in zip(begin, end))
+        self._check_slice_size(shape, torch.empty((), dtype=stored_t).element_size())
+        t = torch.empty(shape, dtype=stored_t, device=dev)
+        _device.read(self._f._reader, [(self._leaf.index, (begin, end), t)],
+                     verify=self._f.verify_checksums, threads=self._f.threads)
+        return t[post].contiguous()
+
+    def _check_slice_size(self, shape: Tuple[int, ...], itemsize: int) -> None:
+        where = self.path
         # Bounded before allocating, as loads are (Loader.reserve): one slice is one allocation.
-        nbytes = npdt.itemsize
-        span = npdt.itemsize  # (what NumPy checks: the product of the non-zero dimensions)
+        nbytes = itemsize
+        span = itemsize  # (what NumPy checks: the product of the non-zero dimensions)
         for n in shape:
             nbytes *= n
             span *= max(n, 1)
@@ -386,6 +410,15 @@ class LazyArray:
             raise error(ResourceExhaustedError, self._f.name, where,
                         f"the slice needs {nbytes} bytes, over the limit of "
                         f"{min(per_leaf, total)} (max_leaf_bytes, max_total_bytes)")
+
+    def _numpy_slice(self, index: Any, npdt: np.dtype) -> np.ndarray:
+        where = self.path
+        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
+        shape = tuple(e - b for b, e in zip(begin, end))
+        self._check_slice_size(shape, npdt.itemsize)
+        nbytes = npdt.itemsize
+        for n in shape:
+            nbytes *= n
         try:
             arr = np.empty(shape, npdt)
         except MemoryError:

@@ -861,17 +861,61 @@ class Loader:
         # Each device's slice is read on its own (replicas once): the global array is never
         # assembled in host memory.
         index_map = sharding.addressable_devices_indices_map(shape)
+        per_device = [(dev, tuple(_slice_bounds(s, n) for s, n in zip(index, shape)))
+                      for dev, index in index_map.items()]
+        direct = self.jax_direct(fl, want, shape, sharding, per_device, path)
+        if direct is not None:
+            return direct
         boxes: Dict[Tuple[Tuple[int, int], ...], Thunk] = {}
-        per_device = []
-        for dev, index in index_map.items():
-            box = tuple(_slice_bounds(s, n) for s, n in zip(index, shape))
+        for _dev, box in per_device:
             if box not in boxes:
                 boxes[box] = self.host_box(fl, box, path)
-            per_device.append((dev, box))
 
         def build() -> Any:
             host = {b: self.numpy_cast(g(), stored, want, path) for b, g in boxes.items()}
             arrays = [jax.device_put(host[b], d) for d, b in per_device]
+            return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
+
+        return build
+
+    def jax_direct(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], sharding: Any,
+                   per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
+                   path: Tuple[Any, ...]) -> Optional[Thunk]:
+        """A sharded JAX leaf whose device slices are read straight into each device's memory:
+        a contiguous torch tensor per device filled by the staging pipeline (jtree._device),
+        handed to JAX through DLPack without a copy (replicas are read once per device).
+        None where that path does not apply: a device that is not a CUDA GPU jtree and torch
+        both see, a dtype torch lacks, padding (pad_truncate)."""
+        if fl.dtype in _dtypes.TORCH_MISSING or not per_device:
+            return None
+        if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
+            return None
+        devs = [_device.torch_device_of_jax(d) for d, _ in per_device]
+        if any(td is None for td in devs):
+            return None
+        import jax  # noqa: PLC0415
+        import torch  # noqa: PLC0415
+
+        stored_t = _dtypes.torch_dtype(fl.dtype, self.name, kp.join(path))
+        size = torch.empty((), dtype=stored_t).element_size()
+        cast = None if want == fl.dtype else _dtypes.numpy_dtype(want, self.name, path)
+        tensors = []
+        for (_, box), td in zip(per_device, devs):
+            bshape = tuple(e - b for b, e in box)
+            self.reserve_array(bshape, size, path)
+            t = torch.empty(bshape, dtype=stored_t, device=td)
+            whole = bshape == fl.shape
+            self.device_requests.append(
+                (fl.index, None if whole else ([b for b, _ in box], [e for _, e in box]), t))
+            tensors.append(t)
+
+        def build() -> Any:
+            arrays = []
+            for (d, _), t in zip(per_device, tensors):
+                a = jax.dlpack.from_dlpack(t)
+                if a.devices() != {d}:  # (the stand-in's host tensors land on JAX's first CPU)
+                    a = jax.device_put(a, d)
+                arrays.append(a if cast is None else a.astype(cast))
             return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
         return build
