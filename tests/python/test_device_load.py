@@ -1,0 +1,261 @@
+"""Loads straight into device memory (issue 22, jtree._device and Reader.read_to_device).
+
+Without a GPU, the direct path runs through jtree's host-memory stand-in copy engine
+(jtree._device.host_stand_in_for_tests: loads to device="cpu" take the direct path, with host
+tensors for destinations), so the Python planning, the native binding and the C++ staging
+pipeline run end to end: bit-exact leaves, boxes, out= tensors filled in place, one native call
+per load, bounded pinned memory, errors. The tests that need a CUDA GPU skip loudly without one.
+"""
+import numpy as np
+import pytest
+
+import jtree
+from jtree import _device
+
+from conftest import require
+
+
+def _tree(torch):
+    g = np.random.default_rng(7)
+    return {
+        "w": torch.from_numpy(g.standard_normal((300, 70)).astype(np.float32)),
+        "bf": torch.from_numpy(g.standard_normal((40, 33)).astype(np.float32)).to(torch.bfloat16),
+        "i8": torch.from_numpy(g.integers(-128, 127, (1000,), dtype=np.int8)),
+        "f64": torch.from_numpy(g.standard_normal((17, 5, 3))),
+        "flags": torch.from_numpy(g.integers(0, 2, (257,)).astype(bool)),
+        "c64": torch.from_numpy((g.standard_normal(50) + 1j * g.standard_normal(50))
+                                .astype(np.complex64)),
+        "scalar": torch.tensor(3.5),
+        "empty": torch.zeros((0, 4)),
+        "step": 12,
+    }
+
+
+def _same(a, b, where="root"):
+    torch = require("torch")
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), where
+        assert a.dtype == b.dtype and a.shape == b.shape and a.device == b.device, where
+        assert torch.equal(a.view(-1).view(torch.uint8) if a.numel() else a,
+                           b.view(-1).view(torch.uint8) if b.numel() else b), where
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_whole_load_through_the_stand_in_is_bit_exact_in_one_call(torch, path, compression):
+    tree = _tree(torch)
+    # Small chunks: many chunks per leaf, several pieces per staging buffer.
+    jtree.save(tree, path, compression=compression, chunk_bytes=4096)
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, device="cpu")
+    _same(tree, got)
+    # One native load for all the leaves: every array's bytes went through its copies.
+    arrays = [t for t in tree.values() if isinstance(t, torch.Tensor) and t.numel()]
+    assert stats["bytes_copied"] >= sum(t.numel() * t.element_size() for t in arrays)
+    assert stats["copies"] >= len(arrays)
+    assert stats["allocations"] == stats["frees"] and stats["pinned_bytes"] == 0
+    assert stats["misuses"] == 0
+    # Outside the hook, loads to the CPU are host loads again (the stand-in is off).
+    assert not _device.direct(torch.device("cpu"))
+    _same(tree, jtree.load(path, device="cpu"))
+
+
+def test_cast_and_keys_on_the_direct_path(torch, path):
+    tree = _tree(torch)
+    jtree.save(tree, path, chunk_bytes=2048)
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, device="cpu", cast=torch.float16, keys=["w", "bf"])
+    assert stats["copies"] > 0
+    assert got["w"].dtype == torch.float16 and torch.equal(got["w"], tree["w"].half())
+    assert got["bf"].dtype == torch.float16 and torch.equal(got["bf"], tree["bf"].half())
+    assert got["i8"] is None
+
+
+def test_out_tensors_are_filled_in_place(torch, path):
+    tree = _tree(torch)
+    jtree.save(tree, path, chunk_bytes=4096)
+    out = {"w": torch.empty(300, 70), "bf": torch.empty(40, 33, dtype=torch.bfloat16),
+           "f64": torch.empty(17, 5, 3, dtype=torch.float64)}
+    ptrs = {k: v.data_ptr() for k, v in out.items()}
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, out=out)
+    assert stats["copies"] > 0
+    for k in out:
+        assert got[k] is out[k] and out[k].data_ptr() == ptrs[k], k
+        assert torch.equal(out[k], tree[k]), k
+
+
+def test_lazy_slices_read_their_box_through_the_stand_in(torch, path):
+    a = torch.arange(200 * 30, dtype=torch.int32).reshape(200, 30)
+    jtree.save({"a": a}, path, compression="zstd", chunk_bytes=1024)
+    ref = a.numpy()
+    with _device.host_stand_in_for_tests() as stats:
+        with jtree.open(path) as f:
+            lazy = f["a"]
+            for index in [(slice(3, 150, 7), 5), (Ellipsis, slice(2, 9)), (17,),
+                          (slice(None), None, slice(0, 30, 4)), (slice(5, 5),), (-1, -1)]:
+                stats.clear()
+                got = lazy.get(index, device="cpu")
+                want = torch.from_numpy(np.array(ref[index]))
+                assert got.shape == want.shape and torch.equal(got, want), index
+                if want.numel():
+                    # Only the box was copied, never the whole leaf.
+                    assert 0 < stats["bytes_copied"] < a.numel() * 4, index
+            # A negative step (which torch cannot index) is read on the host instead.
+            assert torch.equal(lazy.get((slice(None, None, -3), 2), device="cpu"),
+                               torch.from_numpy(np.ascontiguousarray(ref[::-3, 2])))
+    with jtree.open(path, device="cpu") as f:  # the File's device= for its slices
+        with _device.host_stand_in_for_tests() as stats:
+            assert torch.equal(f["a"][10:20], a[10:20])
+            assert stats["copies"] > 0
+
+
+def test_jax_shardings_read_each_device_slice_through_the_stand_in(torch, jax, path):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    if len(devices) < 8:
+        pytest.skip("needs 8 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = np.arange(64 * 12, dtype=np.float32).reshape(64, 12)
+    jtree.save({"x": x, "i": x.astype(np.int16)}, path, compression="zstd", chunk_bytes=512)
+    mesh = Mesh(np.array(devices[:8]).reshape(4, 2), ("a", "b"))
+    sharding = NamedSharding(mesh, PartitionSpec("a", "b"))
+    replicated = NamedSharding(mesh, PartitionSpec("a", None))  # each row block on 2 devices
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, shardings=lambda k, s: sharding if k == "x" else replicated,
+                         cast={"int16": "float32"})
+    assert stats["copies"] > 0
+    assert got["x"].sharding == sharding and np.array_equal(np.asarray(got["x"]), x)
+    assert got["i"].dtype == np.float32 and np.array_equal(np.asarray(got["i"]), x)
+    for shard in got["x"].addressable_shards:
+        assert np.array_equal(np.asarray(shard.data), x[shard.index])
+    # Every device's slice was read for it: 8 blocks of x, 8 (replicated) blocks of i.
+    assert stats["bytes_copied"] >= x.nbytes + 2 * x.size * 2
+
+
+def test_staging_memory_is_bounded_by_staging_bytes(torch, path):
+    big = torch.arange(1 << 18, dtype=torch.float32)  # 1 MiB
+    jtree.save({"big": big}, path, compression=None, chunk_bytes=64 << 10)
+    dst = torch.empty_like(big)
+    with jtree.open(path) as f:
+        st = f._reader._read_staged_host_for_tests(
+            [(0, None, dst.data_ptr(), dst.numel() * 4)], staging_bytes=128 << 10,
+            staging_buffers=2)
+    assert torch.equal(dst, big)
+    assert 0 < st["peak_pinned_bytes"] <= 128 << 10
+    assert st["bytes_copied"] == big.numel() * 4 and st["frees"] == st["allocations"]
+
+
+def test_a_wrong_destination_size_is_a_clear_error(torch, path):
+    jtree.save({"layer": {"w": torch.ones(10, 10)}}, path)
+    dst = torch.empty(100)
+    with jtree.open(path) as f:
+        r = f._reader
+        with pytest.raises(jtree.InvalidArgumentError, match=r"layer/w.*399.*400"):
+            r._read_staged_host_for_tests([(0, None, dst.data_ptr(), 399)])
+        with pytest.raises(jtree.InvalidArgumentError, match="layer/w"):
+            r._read_staged_host_for_tests([(0, None, 0, 400)])  # no address
+        with pytest.raises(jtree.InvalidArgumentError, match="layer/w"):  # a box out of range
+            r._read_staged_host_for_tests([(0, ([0, 0], [11, 10]), dst.data_ptr(), 440)])
+        with pytest.raises(ValueError, match="dst_address, nbytes"):
+            r._read_staged_host_for_tests([(0, None, dst.data_ptr())])
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_damaged_chunk_is_corruption_naming_the_key_path(torch, path, compression):
+    w = torch.arange(64 * 256, dtype=torch.float32).reshape(64, 256)
+    jtree.save({"ok": torch.ones(1000), "model": {"w": w}}, path, compression=compression,
+               chunk_bytes=16 << 10)
+    with jtree.open(path) as f:
+        offset, stored, _raw = f._reader.chunks(f["model"]["w"]._leaf.index)[2]
+    with open(path, "r+b") as fh:
+        fh.seek(offset + stored // 2)
+        b = fh.read(1)
+        fh.seek(offset + stored // 2)
+        fh.write(bytes([b[0] ^ 0x5A]))
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.CorruptionError, match="model/w"):
+            jtree.load(path, device="cpu")
+        with jtree.open(path) as f:
+            with pytest.raises(jtree.CorruptionError, match="model/w"):
+                f["model"]["w"].get((slice(40, 50),), device="cpu")
+            assert torch.equal(f["model"]["w"].get((slice(0, 10),), device="cpu"), w[:10])
+
+
+def test_without_cuda_device_cuda_is_not_supported_or_falls_back(torch, path):
+    jtree.save({"w": torch.ones(4)}, path)
+    if _device.cuda_device_count() == 0:
+        # jtree's CUDA path is never taken without a device jtree sees...
+        assert not _device.direct(torch.device("cuda:0"))
+        with jtree.open(path) as f:
+            with pytest.raises(jtree.NotSupportedError, match="CUDA|cuda"):
+                f._reader.read_to_device([(0, None, 1 << 20, 16)], device=0)
+    if not torch.cuda.is_available():
+        # ... and where torch sees none either, device="cuda:0" is NotSupportedError, raised
+        # before anything is read (docs: python/README.md, "For PyTorch users").
+        with pytest.raises(jtree.NotSupportedError, match="torch.cuda is not available"):
+            jtree.load(path, device="cuda:0")
+        with jtree.open(path) as f:
+            with pytest.raises(jtree.NotSupportedError, match="torch.cuda is not available"):
+                f["w"].get(slice(0, 2), device="cuda:0")
+    else:
+        # torch has a GPU: the load lands there, directly or (jtree without CUDA) through
+        # the host.
+        got = jtree.load(path, device="cuda:0")
+        assert got["w"].device == torch.device("cuda:0") and bool((got["w"] == 1).all())
+    assert isinstance(_device.cuda_built(), bool)
+
+
+# ---- on a CUDA GPU ------------------------------------------------------------------------
+
+def _need_gpu(torch):
+    if not (torch.cuda.is_available() and _device.cuda_device_count() > 0):
+        msg = ("!!! SKIPPED: no CUDA GPU on this machine (or jtree built without CUDA: "
+               f"cuda_built={_device.cuda_built()}): the direct GPU load was not exercised")
+        print(msg)
+        pytest.skip(msg)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_gpu_load_is_bit_exact_and_direct(torch, path, compression):
+    _need_gpu(torch)
+    tree = _tree(torch)
+    jtree.save(tree, path, compression=compression, chunk_bytes=64 << 10)
+    assert _device.direct(torch.device("cuda:0"))
+    got = jtree.load(path, device="cuda:0")
+    host = jtree.load(path)
+    for k, v in host.items():
+        if isinstance(v, torch.Tensor):
+            assert got[k].device == torch.device("cuda:0"), k
+            _same(v, got[k].cpu(), k)
+        else:
+            assert got[k] == v
+    out = {"w": torch.empty(300, 70, device="cuda:0")}
+    ptr = out["w"].data_ptr()
+    res = jtree.load(path, out=out)
+    assert res["w"] is out["w"] and out["w"].data_ptr() == ptr
+    assert torch.equal(out["w"].cpu(), tree["w"])
+    with jtree.open(path) as f:
+        s = f["w"].get((slice(10, 200, 3), slice(5, 60)), device="cuda:0")
+        assert s.device.type == "cuda" and torch.equal(s.cpu(), tree["w"][10:200:3, 5:60])
+
+
+def test_gpu_jax_shardings(torch, jax, path):
+    _need_gpu(torch)
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        msg = "!!! SKIPPED: JAX sees no GPU (a CPU build of jaxlib): direct JAX loads not exercised"
+        print(msg)
+        pytest.skip(msg)
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    x = np.arange(len(gpus) * 64 * 16, dtype=np.float32).reshape(len(gpus) * 64, 16)
+    jtree.save({"x": x}, path)
+    sharding = NamedSharding(Mesh(np.array(gpus), ("a",)), PartitionSpec("a"))
+    got = jtree.load(path, shardings=sharding)
+    assert got["x"].sharding == sharding and np.array_equal(np.asarray(got["x"]), x)
