@@ -20,6 +20,10 @@ Systems (--systems):
                                           array: tensors of that dtype on that device
     jtree-torch-out, jtree-raw-torch-out  jtree.load(f, out=...) into tensors allocated on
                                           the device (the allocation is timed)
+    jtree-torch-host, jtree-raw-torch-host
+                                          as jtree-torch, with JTREE_DIRECT_DEVICE_LOAD=0: the
+                                          fallback (host load, then .to(device)), to measure
+                                          the direct path against it
     jtree-jax, jtree-raw-jax              jtree.load(f, framework="jax", shardings=
                                           SingleDeviceSharding(device)); skipped, with the
                                           reason, when JAX sees no GPU
@@ -30,6 +34,11 @@ Systems (--systems):
 --device cpu runs the very same code on the CPU, so that the script can be tested on a machine
 without a GPU: its figures are NOT GPU measurements, and it says so on stderr and at the top of
 the markdown. --device cuda on a machine where torch sees no GPU stops with a message.
+
+jtree's torch and JAX systems load to a CUDA device straight into device memory (issue 22:
+pinned staging buffers, cudaMemcpyAsync overlapped with reading and decoding; jtree._device)
+when the installed jtree has CUDA support and sees the device; otherwise through the host.
+Each jtree record says which ("jtree path": direct or host), and so does the table.
 
 The markdown (--md) has one table per workload: median [min, max], the ratio to the best
 system of the same run, throughput, the device's peak allocation, the host's peak RSS, and the
@@ -67,6 +76,10 @@ SYSTEMS: Dict[str, Tuple[str, str, str]] = {
     "jtree-raw-torch": ("jtree-raw", "jtree (raw) → torch, like=", "as jtree-torch, file saved with compression=None"),
     "jtree-raw-torch-out": ("jtree-raw", "jtree (raw) → torch, out=", "as jtree-torch-out, compression=None"),
     "jtree-raw-jax": ("jtree-raw", "jtree (raw) → JAX", "as jtree-jax, compression=None"),
+    "jtree-torch-host": ("jtree", "jtree (zstd) → torch, via host",
+                         "as jtree-torch with JTREE_DIRECT_DEVICE_LOAD=0: host load, then .to(device)"),
+    "jtree-raw-torch-host": ("jtree-raw", "jtree (raw) → torch, via host",
+                             "as jtree-torch-host, compression=None"),
     "safetensors": ("safetensors", "safetensors", "safetensors.torch.load_file(path, device=device)"),
     "torch": ("torch", "torch.load", "torch.load(path, map_location=device, weights_only=True)"),
     "torch-mmap": ("torch", "torch.load(mmap=True) + .to", "torch.load(path, mmap=True, weights_only=True), then .to(device) per tensor"),
@@ -190,6 +203,15 @@ def where_arrays_are(tree: Any, device: str) -> str:
     return "ok"
 
 
+def jtree_path(system: str, device: str) -> str:
+    """"direct" when jtree loaded straight into device memory (jtree._device), else "host"."""
+    from jtree import _device
+    if is_jax(system):
+        return "direct" if _device.torch_device_of_jax(jax_device(device)) is not None else "host"
+    import torch
+    return "direct" if _device.direct(torch.device(device)) else "host"
+
+
 def child_main(a: argparse.Namespace) -> None:
     import gc
 
@@ -243,6 +265,8 @@ def child_main(a: argparse.Namespace) -> None:
         res["gpu_peak"] = torch.cuda.max_memory_allocated(device)
         res["gpu_peak_source"] = "torch.cuda.max_memory_allocated"
     res["on_device"] = where_arrays_are(out, device)
+    if system.startswith("jtree"):
+        res["jtree_path"] = jtree_path(system, device)
     if a.check:
         res["check"] = C.check(HostView(), a.cache, out)
     del out
@@ -278,6 +302,11 @@ def child_env(device: str, system: str) -> Dict[str, str]:
     env = dict(os.environ, PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="3")
     # child.py sets JAX_PLATFORMS=cpu unless it is set: "" lets JAX pick its GPU backend.
     env["JAX_PLATFORMS"] = "cpu" if device == "cpu" else ""
+    # The -host systems measure the fallback the direct device path replaces (jtree._device).
+    if system.endswith("-host"):
+        env["JTREE_DIRECT_DEVICE_LOAD"] = "0"
+    else:
+        env.pop("JTREE_DIRECT_DEVICE_LOAD", None)
     return env
 
 
@@ -557,8 +586,8 @@ def markdown(res: Dict[str, Any]) -> str:
             out += ["(no measurement)", ""]
             continue
         best = min(st.med for st, _s, _r in rows)
-        out += ["| system | time | vs best | throughput | device peak | host RSS peak | host RSS added | check |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += ["| system | time | vs best | throughput | device peak | host RSS peak | host RSS added | jtree path | check |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for st, s, rs in sorted(rows, key=lambda x: x[0].med):
             gp = [r["gpu_peak"] for r in rs if r.get("gpu_peak") is not None]
             gpu_cell = RP.fmt_bytes(RP.median(gp)) + (" (jax)" if is_jax(s) else "") if gp else "–"
@@ -570,10 +599,11 @@ def markdown(res: Dict[str, Any]) -> str:
                      "not checked" if not checks else "**FAILED**: " + next(c for c in checks if c != "ok"))
             if placed:
                 check += "; **wrong device**: " + placed[0]
+            jpath = "/".join(sorted({r["jtree_path"] for r in rs if "jtree_path" in r})) or "–"
             out.append(f"| {SYSTEMS[s][1]} (`{s}`) | {RP.fmt_span(st.med, st.lo, st.hi)} | "
                        f"{RP._bold(RP.fmt_ratio(st.med / best), st.med == best)} | "
                        f"{RP.fmt_rate(info['raw_bytes'], st.med)} | {gpu_cell} | {RP.fmt_bytes(rss)} | "
-                       f"{RP.fmt_bytes(added)} | {check} |")
+                       f"{RP.fmt_bytes(added)} | {jpath} | {check} |")
         out.append("")
     if errors:
         out += ["## Failures", ""]
@@ -581,7 +611,9 @@ def markdown(res: Dict[str, Any]) -> str:
         out.append("")
     out += ["Device peak: torch.cuda.max_memory_allocated during the load (reset after CUDA's start-up), "
             "or, for JAX, its allocator's peak_bytes_in_use. Host RSS peak: the process's high-water "
-            "mark during the load (imports included); added: over the RSS just before it.", ""]
+            "mark during the load (imports included); added: over the RSS just before it. jtree path: "
+            "direct (straight into device memory through pinned staging buffers) or host (a host "
+            "load, then a copy to the device).", ""]
     return "\n".join(out)
 
 

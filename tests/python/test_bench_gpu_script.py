@@ -20,7 +20,8 @@ SCRIPT = os.path.join(ROOT, "bench", "python", "gpu_load.py")
 
 # Every system of gpu_load.py (its SYSTEMS), in its order.
 SYSTEMS = ["jtree-torch", "jtree-torch-out", "jtree-jax", "jtree-raw-torch", "jtree-raw-torch-out",
-           "jtree-raw-jax", "safetensors", "torch", "torch-mmap"]
+           "jtree-raw-jax", "jtree-torch-host", "jtree-raw-torch-host", "safetensors", "torch",
+           "torch-mmap"]
 
 
 def _run(tmp_path, device, workloads, systems=None, timeout=600):
