@@ -426,9 +426,12 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
 
     ``device`` (or its alias ``map_location``, as in ``torch.load``; not both) places torch
     tensors: a ``torch.device`` or a string such as ``"cpu"`` or ``"cuda:0"``. It implies
-    ``framework="torch"`` (with JAX use ``shardings``). Arrays are read into host memory and
-    moved there (``"cuda"`` raises :class:`NotSupportedError` when ``torch.cuda`` is not
-    available). Torch targets (``pytree``) on a device keep theirs; targets on the meta
+    ``framework="torch"`` (with JAX use ``shardings``). To a CUDA device (``device=``, or
+    ``out=`` / ``pytree`` tensors on one) arrays are read straight into device memory, all
+    in one native load through pinned staging buffers, when this jtree is built with CUDA
+    and sees the device (``jtree._device``); otherwise they are read into host memory and
+    moved there with ``Tensor.to``. ``"cuda"`` raises :class:`NotSupportedError` when
+    ``torch.cuda`` is not available. Torch targets (``pytree``) on a device keep theirs; targets on the meta
     device give only shape and dtype: their data is created on ``device`` (default the
     CPU), never returned as meta, also as ``out`` (the result then holds new tensors).
 
