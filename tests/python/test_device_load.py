@@ -138,6 +138,27 @@ def test_jax_shardings_read_each_device_slice_through_the_stand_in(torch, jax, p
     assert stats["bytes_copied"] >= x.nbytes + 2 * x.size * 2
 
 
+def test_progress_covers_the_direct_path_and_can_cancel(torch, path):
+    w = torch.arange(1 << 16, dtype=torch.float32)
+    # Four leaves of one size: four staging buffer loads, each reported.
+    tree = {"w": w, "v": w + 1, "u": w + 2, "t": w + 3, "n": 3}
+    jtree.save(tree, path, compression="zstd", chunk_bytes=4096)
+    seen = []
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(path, device="cpu", progress=lambda d, t: seen.append((d, t)))
+        assert all(torch.equal(got[k], tree[k]) for k in "wvut")
+        assert seen and seen[-1][0] == seen[-1][1] >= 4 * w.numel() * 4
+        assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))  # never backwards
+        assert any(d < t for d, t in seen)  # reported during the native load, not only after
+
+        def stop(done, total):
+            if done < total:  # (in the middle of the native load: it cancels there)
+                raise KeyboardInterrupt("stop")
+
+        with pytest.raises(KeyboardInterrupt, match="stop"):
+            jtree.load(path, device="cpu", progress=stop)
+
+
 def test_staging_memory_is_bounded_by_staging_bytes(torch, path):
     big = torch.arange(1 << 18, dtype=torch.float32)  # 1 MiB
     jtree.save({"big": big}, path, compression=None, chunk_bytes=64 << 10)
