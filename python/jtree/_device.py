@@ -15,6 +15,7 @@ engine: inside :func:`host_stand_in_for_tests`, loads to ``device="cpu"`` take t
 their destinations being host tensors (see tests/python/test_device_load.py).
 """
 import contextlib
+import functools
 import os
 import sys
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
@@ -43,8 +44,11 @@ def cuda_built() -> bool:
     return bool(f()) if f is not None else False
 
 
+@functools.lru_cache(maxsize=None)
 def cuda_device_count() -> int:
-    """The CUDA devices jtree's own runtime can use: 0 without CUDA support, driver or device."""
+    """The CUDA devices jtree's own runtime can use: 0 without CUDA support, driver or device.
+    (Asked once per process: it is asked for every leaf of a load to a CUDA device, and the
+    devices a process sees are fixed when CUDA starts.)"""
     f = getattr(_native(), "cuda_device_count", None)
     return int(f()) if f is not None else 0
 
