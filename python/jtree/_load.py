@@ -885,8 +885,9 @@ class Loader:
         a contiguous torch tensor per device filled by the staging pipeline (jtree._device),
         handed to JAX through DLPack without a copy (replicas are read once per device).
         None where that path does not apply: a device that is not a CUDA GPU jtree and torch
-        both see, a dtype torch lacks, padding (pad_truncate)."""
-        if fl.dtype in _dtypes.TORCH_MISSING or not per_device:
+        both see, a dtype torch lacks, float8 (older torch and JAX versions do not pass it
+        through DLPack alike), padding (pad_truncate)."""
+        if fl.dtype in _dtypes.TORCH_MISSING or fl.dtype.startswith("float8") or not per_device:
             return None
         if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
             return None
