@@ -29,7 +29,9 @@ ML_DTYPES = frozenset(n for n in TABLE if n not in NUMPY_NATIVE)
 # Floating-point types (the ones `cast=<dtype>` converts).
 FLOATING = frozenset(
     ["float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
-     "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn"])
+     "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn",
+     # format version 2
+     "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float6_e2m3fn", "float6_e3m2fn"])
 
 _UINT_OF_SIZE = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
                  8: np.dtype(np.uint64)}
@@ -142,6 +144,25 @@ def _host_view_plan(dt: np.dtype) -> Tuple[bool, Optional[np.dtype], Optional[np
 
 def is_floating(name: str) -> bool:
     return name in FLOATING
+
+
+# ---- JAX ------------------------------------------------------------------------------------
+
+def jax_device_put(x: Any, device: Any = None, file: Optional[str] = None,
+                   key_path: Optional[str] = None) -> Any:
+    """jax.device_put, with a jtree error for a dtype the JAX backend cannot hold (XLA's CPU
+    client has no float6 types, say) instead of XLA's own exception."""
+    import jax  # noqa: PLC0415
+
+    try:
+        return jax.device_put(x) if device is None else jax.device_put(x, device)
+    except Exception as e:  # XLA's error types vary with the jaxlib version
+        name = getattr(getattr(x, "dtype", None), "name", "")
+        if name in ML_DTYPES and name in str(e):
+            raise error(NotSupportedError, file, key_path,
+                        f"JAX cannot hold {name} arrays on this backend ({e}); load it as "
+                        f"NumPy (ml_dtypes) or pass cast= to a type JAX has") from e
+        raise
 
 
 # ---- PyTorch --------------------------------------------------------------------------------

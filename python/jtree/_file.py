@@ -352,9 +352,7 @@ class LazyArray:
         out = self._numpy_slice(index, _dtypes.numpy_dtype(self._leaf.dtype, self._f.name,
                                                            self.path))
         if framework == "jax":
-            import jax  # noqa: PLC0415
-
-            return jax.device_put(out)
+            return _dtypes.jax_device_put(out, None, self._f.name, self.path)
         return out
 
     def _torch_slice(self, index: Any) -> Any:

@@ -857,7 +857,8 @@ class Loader:
         stored = fl.dtype
         if sharding is None:
             get = self.host_box(fl, tuple((0, n) for n in shape), path)
-            return lambda: jax.device_put(self.numpy_cast(get(), stored, want, path))
+            return lambda: _dtypes.jax_device_put(self.numpy_cast(get(), stored, want, path),
+                                                  None, self.name, kp.join(path))
         # Each device's slice is read on its own (replicas once): the global array is never
         # assembled in host memory.
         index_map = sharding.addressable_devices_indices_map(shape)
@@ -873,7 +874,8 @@ class Loader:
 
         def build() -> Any:
             host = {b: self.numpy_cast(g(), stored, want, path) for b, g in boxes.items()}
-            arrays = [jax.device_put(host[b], d) for d, b in per_device]
+            arrays = [_dtypes.jax_device_put(host[b], d, self.name, kp.join(path))
+                      for d, b in per_device]
             return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
         return build

@@ -5,7 +5,7 @@
 void test_basics(void) {
   CHECK(strcmp(jtree_version(), JTREE_VERSION_STRING) == 0);  /* header and library agree */
   CHECK(jtree_version_number() == JTREE_VERSION_NUMBER);
-  CHECK(jtree_format_version() == 1);
+  CHECK(jtree_format_version() == 2);
 
   CHECK(strcmp(jtree_status_name(JTREE_OK), "OK") == 0);
   CHECK(strcmp(jtree_status_name(JTREE_CORRUPTION), "Corruption") == 0);
@@ -37,6 +37,12 @@ void test_basics(void) {
   CHECK(strcmp(jtree_dtype_name(JTREE_DTYPE_BFLOAT16), "bfloat16") == 0);
   CHECK(strcmp(jtree_dtype_name(JTREE_DTYPE_FLOAT8_E4M3FN), "float8_e4m3fn") == 0);
   CHECK(strcmp(jtree_dtype_name(JTREE_DTYPE_INT4), "int4") == 0);
+  /* format version 2's dtypes: 6-bit types one byte per element */
+  CHECK(strcmp(jtree_dtype_name(JTREE_DTYPE_FLOAT8_E4M3B11FNUZ), "float8_e4m3b11fnuz") == 0);
+  CHECK(strcmp(jtree_dtype_name(JTREE_DTYPE_FLOAT6_E3M2FN), "float6_e3m2fn") == 0);
+  CHECK(jtree_dtype_from_name("float8_e3m4") == JTREE_DTYPE_FLOAT8_E3M4);
+  CHECK(jtree_dtype_from_name("float8_e4m3") == JTREE_DTYPE_FLOAT8_E4M3);
+  CHECK(jtree_dtype_item_size(JTREE_DTYPE_FLOAT6_E2M3FN) == 1);
   CHECK(jtree_dtype_name(JTREE_DTYPE_INVALID) == NULL);
   CHECK(jtree_dtype_name((jtree_dtype_t)99) == NULL);
   CHECK(jtree_dtype_from_name("float32") == JTREE_DTYPE_FLOAT32);

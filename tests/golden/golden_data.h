@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jtree/jtree.h"
@@ -71,6 +72,41 @@ inline std::vector<GoldenArray> basic_arrays() {
   a.push_back({"fp8", DType::kFloat8E4M3FN, {2000}, pattern(2000, 8),
                opts(Codec::kZstd, std::nullopt, {512})});
   return a;
+}
+
+/// The arrays of "dtypes_v2.jtree" (format version 2): one chunked and one inline leaf of each
+/// dtype version 2 added, their bytes every bit pattern in turn (6-bit types: the low 6 bits).
+inline std::vector<GoldenArray> v2_dtype_arrays() {
+  const std::pair<const char*, DType> types[] = {
+      {"f8_e4m3b11fnuz", DType::kFloat8E4M3B11FNUZ}, {"f8_e3m4", DType::kFloat8E3M4},
+      {"f8_e4m3", DType::kFloat8E4M3},               {"f6_e2m3fn", DType::kFloat6E2M3FN},
+      {"f6_e3m2fn", DType::kFloat6E3M2FN}};
+  std::vector<GoldenArray> a;
+  for (const auto& [name, dtype] : types) {
+    const bool six = dtype == DType::kFloat6E2M3FN || dtype == DType::kFloat6E3M2FN;
+    std::vector<std::byte> bytes(128 * 128);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<std::byte>(six ? (i * 7) % 64 : (i * 7) % 256);
+    }
+    LeafOptions chunked;
+    chunked.codec = Codec::kZstd;
+    chunked.chunk_shape = {32, 128};
+    a.push_back({std::string(name), dtype, {128, 128}, bytes, chunked});
+    a.push_back({std::string(name) + "_inline", dtype, {5},
+                 std::vector<std::byte>(bytes.begin(), bytes.begin() + 5), {}});
+  }
+  return a;
+}
+
+/// A dict of `arrays` (which must outlive the save).
+inline Result<Tree> arrays_tree(const std::vector<GoldenArray>& arrays) {
+  TreeBuilder b;
+  b.dict();
+  for (const auto& a : arrays) {
+    b.key(a.key).array(a.dtype, a.shape, ArrayView{a.data.data()}, a.options);
+  }
+  b.end();
+  return std::move(b).Finish();
 }
 
 /// The whole tree of "basic.jtree" over `arrays` (which must outlive the save).

@@ -4,6 +4,9 @@
 //
 //   build/tests/make_golden tests/golden
 //
+// (To add files without changing the committed ones, whose bytes readers must keep reading,
+// generate into a scratch directory and copy only the new files and the manifest.)
+//
 // Broken files that test a semantic check are assembled here with valid hashes, so that the
 // check under test — not a checksum — is what rejects them.
 #include <cstdio>
@@ -232,6 +235,14 @@ void make_valid() {
   auto c = compact(app, g_dir + "/valid/compacted.jtree", def);
   check(c.status(), "compact");
 
+  // Format version 2: every dtype it added (min_read_version 2).
+  {
+    const auto v2 = golden::v2_dtype_arrays();
+    auto tree = golden::arrays_tree(v2);
+    check(tree.status(), "v2 dtype tree");
+    check(save(std::move(*tree), g_dir + "/valid/dtypes_v2.jtree", def).status(), "dtypes v2");
+  }
+
   // A scalar root, and many small leaves.
   {
     TreeBuilder b;
@@ -284,11 +295,24 @@ void make_broken() {
   expect("chunk_checksum.jtree", b, "Corruption", "checksum mismatch");
 
   b = good;  // a newer format, properly hashed
-  for (size_t at : {size_t{10}, footer + 82}) store_le<uint16_t>(b.data() + at, 2);
-  for (size_t at : {size_t{8}, footer + 80}) store_le<uint16_t>(b.data() + at, 2);
+  for (size_t at : {size_t{10}, footer + 82}) store_le<uint16_t>(b.data() + at, 3);
+  for (size_t at : {size_t{8}, footer + 80}) store_le<uint16_t>(b.data() + at, 3);
   rehash_preamble(b);
   rehash_footer(b, footer);
-  expect("future_version.jtree", b, "NotSupported", "needs format version 2");
+  expect("future_version_3.jtree", b, "NotSupported", "needs format version 3");
+  // (broken/future_version.jtree of version 1, min_read_version 2, is valid since version 2:
+  // it moved to valid/min_read_2.jtree.)
+  {
+    // A version-2 dtype in a file that claims version-1 readers can read it (6.3).
+    Bytes v2 = read_all(g_dir + "/valid/dtypes_v2.jtree");
+    const size_t foot2 = v2.size() - 128;
+    for (size_t at : {size_t{10}, size_t{12}, foot2 + 82, foot2 + 84}) {
+      store_le<uint16_t>(v2.data() + at, 1);
+    }
+    rehash_preamble(v2);
+    rehash_footer(v2, foot2);
+    expect("v2_dtype_min_read_1.jtree", v2, "Corruption", "min_read_version is 1");
+  }
   b = good;
   for (size_t at : {size_t{16}, footer + 64}) store_le<uint64_t>(b.data() + at, 1ull << 5);
   rehash_preamble(b);

@@ -100,6 +100,44 @@ TEST_CASE("valid golden files load with their exact content") {
     CHECK((*r)->tree().leaves[0].int_value == -5);
   }
   {
+    // Format version 2's dtypes: every leaf's bytes, and the versions a reader needs.
+    auto r = Reader::Open(dir + "dtypes_v2.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK((*r)->info().writer_version == 2);
+    CHECK((*r)->info().min_read_version == 2);
+    CHECK((*r)->info().min_write_version == 2);
+    const auto arrays = golden::v2_dtype_arrays();
+    for (const auto& a : arrays) {
+      CAPTURE(a.key);
+      auto leaf = (*r)->find_leaf(a.key);
+      REQUIRE(leaf.ok());
+      const Leaf& l = (*r)->tree().leaves[*leaf];
+      CHECK(l.dtype == a.dtype);
+      CHECK(l.shape == a.shape);
+      CHECK(l.storage == (a.shape.size() == 2 ? Storage::kChunked : Storage::kInline));
+      std::vector<std::byte> got(l.memory_bytes());
+      REQUIRE((*r)->read(*leaf, got).ok());
+      CHECK(got == a.data);
+    }
+    CHECK(read_everything(**r).ok());
+  }
+  {
+    // Version-1 files: min_read_version 1 (basic.jtree) is what version-1 readers accept.
+    auto r = Reader::Open(dir + "basic.jtree");
+    REQUIRE(r.ok());
+    CHECK((*r)->info().writer_version == 1);
+    CHECK((*r)->info().min_read_version == 1);
+  }
+  {
+    // A version-1 body marked min_read_version 2 (the old broken/future_version.jtree): what a
+    // version-1 reader refused, a version-2 reader reads.
+    auto r = Reader::Open(dir + "min_read_2.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK((*r)->info().min_read_version == 2);
+    check_basic(**r, 123456789);
+    CHECK(read_everything(**r).ok());
+  }
+  {
     auto r = Reader::Open(dir + "many_leaves.jtree");
     REQUIRE(r.ok());
     CHECK((*r)->tree().leaves.size() == 2000);

@@ -302,3 +302,39 @@ TEST_CASE("chunk shapes must follow the shards") {
   CHECK(st.status().IsInvalidArgument());
   CHECK(st.status().message().find("does not divide the shard extent") != std::string::npos);
 }
+
+TEST_CASE("a multi-process save of a version-2 dtype commits as a version-2 file") {
+  // The segments, the copy of the checkpoint head in segment 0 and the commit all carry
+  // min_read_version 2 (FORMAT.md 6.3); a save without such a dtype stays at version 1.
+  TempDir dir;
+  const std::string target = dir.file("v2.jtree");
+  const auto full = random_array(DType::kFloat8E4M3B11FNUZ, 64 * 32, 9);
+  for (uint32_t k = 0; k < 2; ++k) {
+    Process p;
+    TreeBuilder b;
+    b.dict();
+    b.key("w").leaf(p.sharded(DType::kFloat8E4M3B11FNUZ, {64, 32}, {32, 32}, full,
+                              {Box{{32ull * k, 0}, {32ull * (k + 1), 32}}}));
+    b.end();
+    auto t = std::move(b).Finish();
+    REQUIRE(t.ok());
+    auto st = save_segment(std::move(*t), target, {k, 2, 5}, small_chunks());
+    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    auto seg = Reader::Open(segment_path(target, k, 2));
+    REQUIRE(seg.ok());
+    CHECK((*seg)->info().min_read_version == 2);
+  }
+  REQUIRE(commit_segments(target, 2).ok());
+  auto r = Reader::Open(target);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK((*r)->info().min_read_version == 2);
+  CHECK((*r)->info().min_write_version == 2);
+  CHECK(read_leaf(**r, "w") == full);
+  CHECK((*r)->Verify()->ok());
+  // Version 1 stays version 1 through the same path.
+  const std::string v1 = dir.file("v1.jtree");
+  Global g;
+  save_all(v1, g, 6);
+  REQUIRE(commit_segments(v1, kProcs).ok());
+  CHECK((*Reader::Open(v1))->info().min_read_version == 1);
+}

@@ -211,3 +211,71 @@ TEST_CASE("bf16 weights compress near the entropy bound with the default options
   REQUIRE(ns.ok());
   CHECK(ns->stored_bytes == ns->raw_bytes);
 }
+
+TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else does") {
+  TempDir dir;
+  const std::string path = dir.file("v.jtree");
+  auto versions = [&]() {
+    auto r = Reader::Open(path);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    const FileInfo& i = (*r)->info();
+    CHECK(i.writer_version == kFormatVersion);
+    CHECK(i.min_write_version == i.min_read_version);
+    return i.min_read_version;
+  };
+  auto f32 = random_array(DType::kFloat32, 1000, 1);
+  auto e3m4 = random_array(DType::kFloat8E3M4, 5000, 2);
+  {
+    TreeBuilder b;
+    b.dict().key("x").array(DType::kFloat32, {1000}, ArrayView{f32.data()}).end();
+    REQUIRE(save(std::move(*std::move(b).Finish()), path).ok());
+  }
+  CHECK(kFormatVersion == 2);
+  CHECK(versions() == 1);  // nothing of version 2: version-1 readers read it
+  {
+    // An append adding a version-2 dtype raises the file's versions.
+    auto r = Reader::Open(path);
+    REQUIRE(r.ok());
+    Tree t = (*r)->tree();
+    t.leaves[0] = Leaf::Reuse(0);
+    t.nodes[0].num_children += 1;
+    Node n;
+    n.kind = NodeKind::kLeaf;
+    n.key = Key::Str("y");
+    n.leaf = 1;
+    t.nodes.push_back(n);
+    Leaf y;
+    y.kind = LeafKind::kArray;
+    y.dtype = DType::kFloat8E3M4;
+    y.shape = {5000};
+    y.storage = Storage::kChunked;
+    auto in = std::make_shared<LeafInput>();
+    in->source = ArrayView{e3m4.data()};
+    y.input = std::move(in);
+    t.leaves.push_back(y);
+    r->reset();
+    auto st = append(path, std::move(t));
+    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  }
+  CHECK(versions() == 2);
+  CHECK(load_leaf(**Reader::Open(path), "y") == e3m4);
+  CHECK(load_leaf(**Reader::Open(path), "x") == f32);
+  // Compaction keeps what the tree needs.
+  REQUIRE(compact(path, dir.file("c.jtree")).ok());
+  {
+    auto r = Reader::Open(dir.file("c.jtree"));
+    REQUIRE(r.ok());
+    CHECK((*r)->info().min_read_version == 2);
+    CHECK(load_leaf(**r, "y") == e3m4);
+  }
+  // Every version-2 dtype alone makes a version-2 file.
+  for (int code = kFirstVersion2DTypeCode; code < kDTypeCodeEnd; ++code) {
+    CAPTURE(code);
+    const DType d = static_cast<DType>(code);
+    auto data = random_array(d, 10, code);
+    TreeBuilder b;
+    b.array(d, {10}, ArrayView{data.data()});
+    REQUIRE(save(std::move(*std::move(b).Finish()), path).ok());
+    CHECK(versions() == 2);
+  }
+}

@@ -107,6 +107,18 @@ std::optional<Element> decode_element(DType dtype, const std::byte* p) {
       return real(b == 0xff ? NAN : std::ldexp(1.0, static_cast<int>(b) - 127));
     case DType::kFloat4E2M1FN:  // one per byte in memory, the low nibble
       return real(minifloat(b & 0x0f, 2, 1, 1));
+    case DType::kFloat8E4M3B11FNUZ:  // no infinities, no -0: 0x80 is NaN; bias 11
+      return real(b == 0x80 ? NAN : minifloat(b, 4, 3, 11));
+    case DType::kFloat8E3M4:  // IEEE-like
+      if (((b >> 4) & 0x7) == 0x7) return real((b & 0xf) ? NAN : ((b >> 7) ? -INFINITY : INFINITY));
+      return real(minifloat(b, 3, 4, 3));
+    case DType::kFloat8E4M3:  // IEEE-like
+      if (((b >> 3) & 0xf) == 0xf) return real((b & 7) ? NAN : ((b >> 7) ? -INFINITY : INFINITY));
+      return real(minifloat(b, 4, 3, 7));
+    case DType::kFloat6E2M3FN:  // one per byte, the low 6 bits; finite only
+      return real(minifloat(b & 0x3f, 2, 3, 1));
+    case DType::kFloat6E3M2FN:  // one per byte, the low 6 bits; finite only
+      return real(minifloat(b & 0x3f, 3, 2, 3));
     default: return std::nullopt;
   }
 }

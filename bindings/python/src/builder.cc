@@ -65,6 +65,12 @@ std::optional<DType> dtype_from_dlpack(nb::dlpack::dtype t) {
     case C::Float8_E5M2: return DType::kFloat8E5M2;
     case C::Float8_E5M2FNUZ: return DType::kFloat8E5M2FNUZ;
     case C::Float8_E8M0FNU: return DType::kFloat8E8M0FNU;
+    // Format version 2 (DLPack 1.1 codes; 6-bit types one element per byte).
+    case C::Float8_E4M3B11FNUZ: return DType::kFloat8E4M3B11FNUZ;
+    case C::Float8_E3M4: return DType::kFloat8E3M4;
+    case C::Float8_E4M3: return DType::kFloat8E4M3;
+    case C::Float6_E2M3FN: return DType::kFloat6E2M3FN;
+    case C::Float6_E3M2FN: return DType::kFloat6E3M2FN;
     default:
       return std::nullopt;
   }

@@ -164,7 +164,13 @@ typedef enum jtree_dtype_t {
   JTREE_DTYPE_FLOAT8_E8M0FNU = 20,
   JTREE_DTYPE_FLOAT4_E2M1FN = 21,
   JTREE_DTYPE_INT4 = 22, /* in memory one byte per element, the value sign-extended */
-  JTREE_DTYPE_UINT4 = 23 /* in memory one byte per element, the value in the low nibble */
+  JTREE_DTYPE_UINT4 = 23, /* in memory one byte per element, the value in the low nibble */
+  /* Format version 2: */
+  JTREE_DTYPE_FLOAT8_E4M3B11FNUZ = 24,
+  JTREE_DTYPE_FLOAT8_E3M4 = 25,
+  JTREE_DTYPE_FLOAT8_E4M3 = 26,
+  JTREE_DTYPE_FLOAT6_E2M3FN = 27, /* one byte per element, the value in the low 6 bits */
+  JTREE_DTYPE_FLOAT6_E3M2FN = 28  /* one byte per element, the value in the low 6 bits */
 } jtree_dtype_t;
 
 /* The NumPy/ml_dtypes name of a dtype ("float32", "bfloat16", "int4"...): a static string;

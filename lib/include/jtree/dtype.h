@@ -42,16 +42,26 @@ enum class DType : uint8_t {
   kFloat4E2M1FN = 21,
   kInt4 = 22,
   kUInt4 = 23,
+  // Format version 2 (a file holding one of these has min_read_version 2).
+  kFloat8E4M3B11FNUZ = 24,
+  kFloat8E3M4 = 25,
+  kFloat8E4M3 = 26,
+  kFloat6E2M3FN = 27,  ///< 6 bits, stored and held one element per byte (the low 6 bits)
+  kFloat6E3M2FN = 28,  ///< 6 bits, stored and held one element per byte (the low 6 bits)
 };
 
 /// One past the largest code this build knows.
-inline constexpr int kDTypeCodeEnd = 24;
+inline constexpr int kDTypeCodeEnd = 29;
+
+/// The first code of format version 2: files using a code >= this need a version-2 reader.
+inline constexpr uint8_t kFirstVersion2DTypeCode = 24;
 
 /// Static facts about a dtype.
 struct JTREE_API DTypeInfo {
   DType dtype;
   std::string_view name;     ///< NumPy/ml_dtypes name: "bfloat16", "float8_e4m3fn", "int4"...
   uint8_t stored_bits;       ///< bits per element in the file: 4, 8, 16, 32, 64 or 128
+                             ///< (8 for the 6-bit float types, stored one per byte)
   uint8_t item_size;         ///< bytes per element in memory buffers
   uint8_t float_component;   ///< bytes of one IEEE-like float component (2/4/8), 0 if none:
                              ///< the element size FloatSplit rotates (complex: per component)

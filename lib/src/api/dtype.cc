@@ -32,6 +32,13 @@ constexpr std::array<DTypeInfo, kDTypeCodeEnd> kTable = {{
     {DType::kFloat4E2M1FN, "float4_e2m1fn", 4, 1, 0},
     {DType::kInt4, "int4", 4, 1, 0},
     {DType::kUInt4, "uint4", 4, 1, 0},
+    // Format version 2. The 6-bit types take a whole byte in the file too (their value in the
+    // low 6 bits, as ml_dtypes holds them): no packing, so a chunk is its memory bytes.
+    {DType::kFloat8E4M3B11FNUZ, "float8_e4m3b11fnuz", 8, 1, 0},
+    {DType::kFloat8E3M4, "float8_e3m4", 8, 1, 0},
+    {DType::kFloat8E4M3, "float8_e4m3", 8, 1, 0},
+    {DType::kFloat6E2M3FN, "float6_e2m3fn", 8, 1, 0},
+    {DType::kFloat6E3M2FN, "float6_e3m2fn", 8, 1, 0},
 }};
 
 }  // namespace

@@ -17,7 +17,8 @@ static_assert(JTREE_ABORTED == static_cast<int>(jtree::StatusCode::kAborted));
 static_assert(JTREE_RESOURCE_EXHAUSTED ==
               static_cast<int>(jtree::StatusCode::kResourceExhausted));
 static_assert(JTREE_DTYPE_UINT4 == static_cast<int>(jtree::DType::kUInt4) &&
-              JTREE_DTYPE_UINT4 + 1 == jtree::kDTypeCodeEnd);
+              JTREE_DTYPE_FLOAT6_E3M2FN == static_cast<int>(jtree::DType::kFloat6E3M2FN) &&
+              JTREE_DTYPE_FLOAT6_E3M2FN + 1 == jtree::kDTypeCodeEnd);
 
 namespace jtree::capi {
 namespace {

@@ -23,6 +23,7 @@ static_assert(static_cast<int>(fb::NodeKind::Leaf) == static_cast<int>(NodeKind:
 static_assert(static_cast<int>(fb::NodeKind::Custom) == static_cast<int>(NodeKind::kCustom));
 static_assert(static_cast<int>(fb::LeafKind::Pickle) == static_cast<int>(LeafKind::kPickle));
 static_assert(static_cast<int>(fb::DType::UInt4) == static_cast<int>(DType::kUInt4));
+static_assert(static_cast<int>(fb::DType::Float6E3M2FN) == static_cast<int>(DType::kFloat6E3M2FN));
 static_assert(static_cast<int>(fb::DType::MAX) + 1 == kDTypeCodeEnd);
 static_assert(static_cast<int>(fb::Storage::Chunked) == static_cast<int>(Storage::kChunked));
 static_assert(static_cast<int>(fb::Filter::FloatSplit) == static_cast<int>(Filter::kFloatSplit));
@@ -110,6 +111,7 @@ struct LeafRangeSummary {
   uint64_t chunks = 0;  // of the range's leaves; each leaf's first_chunk is relative to the range
   uint64_t inline_bytes = 0;
   uint64_t raw_bytes = 0;
+  uint16_t min_read_version = 1;  // the highest leaf_min_read_version of the range's leaves
   bool invalid = false;  // a leaf failed its spec checks, or the range's chunk count overflowed
   std::vector<uint32_t> chunked;  // check-only decoding: the range's chunked leaves
 };
@@ -279,6 +281,7 @@ void check_leaf(Leaf& l, const Limits& limits, LeafRangeSummary& r) {
     return;
   }
   r.chunks = *total;
+  r.min_read_version = std::max(r.min_read_version, leaf_min_read_version(l));
   if (l.storage == Storage::kInline) r.inline_bytes += l.inline_data.size();
   if (l.storage == Storage::kChunked) r.raw_bytes += stored_bytes(l.dtype, l.num_elements());
 }
@@ -546,6 +549,7 @@ Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
     sum.chunks = *chunks;
     sum.inline_bytes += r.inline_bytes;
     sum.raw_bytes += r.raw_bytes;
+    sum.min_read_version = std::max(sum.min_read_version, r.min_read_version);
   }
   if (invalid) {
     // Some leaf failed (or the count overflowed): the checks again, in order, with messages.
@@ -553,6 +557,7 @@ Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
     sum = HeaderSummary{};
     sum.chunks = chunks;
     for (const Leaf& l : t.leaves) {
+      sum.min_read_version = std::max(sum.min_read_version, leaf_min_read_version(l));
       if (l.storage == Storage::kInline) sum.inline_bytes += l.inline_data.size();
       if (l.storage == Storage::kChunked) sum.raw_bytes += stored_bytes(l.dtype, l.num_elements());
     }
@@ -657,6 +662,7 @@ Result<HeaderView> open_header(std::unique_ptr<std::byte[]> bytes, size_t size,
       sum.chunks = *chunks;
       sum.inline_bytes += ranges[r].inline_bytes;
       sum.raw_bytes += ranges[r].raw_bytes;
+      sum.min_read_version = std::max(sum.min_read_version, ranges[r].min_read_version);
       if (base != 0) {
         const size_t end = std::min(v.first_chunk_.size(), (r + 1) * kLeafRange);
         for (size_t i = r * kLeafRange; i < end; ++i) v.first_chunk_[i] += base;

@@ -37,6 +37,9 @@ struct HeaderSummary {
   uint64_t chunks = 0;        ///< chunks the index must list (validate_leaves' result)
   uint64_t inline_bytes = 0;  ///< bytes of inline payloads
   uint64_t raw_bytes = 0;     ///< stored-form bytes of chunked leaves
+  /// The lowest format version whose features the leaves use (leaf_min_read_version): the
+  /// file's min_read_version must be at least this (spec section 10.1).
+  uint16_t min_read_version = 1;
 };
 
 /// decode_header, then Tree::Finalize(limits.max_depth), then validate_leaves, in fewer passes:

@@ -5,9 +5,13 @@
 #include <string>
 
 #include "codec/checksum.h"
+#include "jtree/writer.h"
 #include "util/endian.h"
 
 namespace jtree::format {
+
+static_assert(kFormatVersion == jtree::kFormatVersion, "one format version");
+
 namespace {
 
 // Byte offsets shared by preamble and footer encodings (spec/FORMAT.md tables).

@@ -217,6 +217,17 @@ Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits) {
   return total;
 }
 
+uint16_t leaf_min_read_version(const Leaf& leaf) {
+  // Scalar leaves carry dtype Invalid (0): only payloads can use a version-2 dtype.
+  return static_cast<uint8_t>(leaf.dtype) >= kFirstVersion2DTypeCode ? 2 : 1;
+}
+
+uint16_t tree_min_read_version(const Tree& tree) {
+  uint16_t v = 1;
+  for (const Leaf& l : tree.leaves) v = std::max(v, leaf_min_read_version(l));
+  return v;
+}
+
 bool leaf_spec_valid(const Leaf& leaf, const Limits& limits, uint64_t* chunks) {
   // The tree and the leaf number are used only by messages, which this version does not build.
   return check_leaf<false>(kNoTree, leaf, 0, limits, chunks);

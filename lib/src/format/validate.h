@@ -26,6 +26,17 @@ Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits);
 /// they build it; on false, validate_leaves gives the error (the same checks, with the message).
 bool leaf_spec_valid(const Leaf& leaf, const Limits& limits, uint64_t* chunks);
 
+/// The lowest format version that defines everything `leaf` uses (spec section 10.1): 2 for a
+/// payload of a version-2 dtype, else 1. A writer sets the file's min_read_version (and
+/// min_write_version) to the highest of its leaves'; a reader refuses a file whose
+/// min_read_version is lower than one of its leaves' (Corruption: a reader of that older
+/// version would misread or refuse it without saying why).
+uint16_t leaf_min_read_version(const Leaf& leaf);
+
+/// The highest leaf_min_read_version of the leaves of `tree` (1 for none). Leaves kept by an
+/// append (Leaf::reuse) count as version 1: the file's own min_read_version covers them.
+uint16_t tree_min_read_version(const Tree& tree);
+
 /// A byte range of the file that holds metadata of the current generation.
 struct Region {
   uint64_t offset = 0;

@@ -165,6 +165,14 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   JTREE_ASSIGN_OR_RETURN(format::HeaderView header_view,
                          format::open_header(std::move(header_buf.data), header_buf.size,
                                              limits, &f.info.writer, &summary));
+  // A file whose leaves use a newer version's additions must say so (FORMAT.md 10.1): a reader
+  // of the version it claims would refuse or misread it.
+  if (summary.min_read_version > ft.version.min_read_version) {
+    return Status::Corruption("the header uses format version " +
+                              std::to_string(summary.min_read_version) +
+                              " additions (dtypes) but the file's min_read_version is " +
+                              std::to_string(ft.version.min_read_version));
+  }
   f.tree = ReadTree(std::move(header_view));
   const uint64_t chunks = summary.chunks;
   JTREE_ASSIGN_OR_RETURN(f.index, format::decode_index(index, limits));

@@ -14,6 +14,7 @@
 // the old object (copied on the server side), then the new generation; it replaces the old
 // object atomically on commit, so the commit slots are left as they were (no patch).
 #include "format/layout.h"
+#include "format/validate.h"
 #include "jtree/reader.h"
 #include "jtree/writer.h"
 #include "write/chunk_writer.h"
@@ -118,8 +119,11 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
   g.header_offset = sink.position();
   g.header = header;
   g.version.writer_version = format::kFormatVersion;
-  g.version.min_read_version = std::max<uint16_t>(info.min_read_version, 1);
-  g.version.min_write_version = std::max<uint16_t>(info.min_write_version, 1);
+  // The file's versions, raised when the new generation adds a leaf of a newer dtype (kept
+  // leaves are covered by the file's own versions).
+  const uint16_t needed = format::tree_min_read_version(tree);
+  g.version.min_read_version = std::max<uint16_t>({info.min_read_version, needed, 1});
+  g.version.min_write_version = std::max<uint16_t>({info.min_write_version, needed, 1});
   g.version.required_features = info.required_features;
   g.version.optional_features = info.optional_features;
   JTREE_RETURN_IF_ERROR(sink.append(header));

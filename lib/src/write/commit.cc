@@ -167,7 +167,8 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
   JTREE_ASSIGN_OR_RETURN(const SegmentHead seg_head, read_segment_head(first));
   const std::vector<std::byte>& header = seg_head.header;
   const uint64_t head = seg_head.copy_offset;
-  format::VersionInfo version;
+  // The segments' own versions, as a checkpoint (the copy of the head carries the same).
+  format::VersionInfo version = version_for(first.tree());
   if (head == 0) JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
 
   // Each segment's data copied as a block (segment 0's with the head in front when it carries

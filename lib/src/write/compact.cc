@@ -17,7 +17,7 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
                     WriteStats* stats) {
   Tree tree = reader.tree();
   JTREE_ASSIGN_OR_RETURN(std::vector<std::byte> header, header_bytes(tree, options.writer));
-  format::VersionInfo version;
+  const format::VersionInfo version = version_for(tree);
   JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
 
   format::IndexData index;

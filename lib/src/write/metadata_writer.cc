@@ -4,6 +4,7 @@
 
 #include "codec/checksum.h"
 #include "format/header_codec.h"
+#include "format/validate.h"
 #include "jtree/writer.h"
 #include "write/chunk_writer.h"
 
@@ -13,6 +14,15 @@ std::string default_writer() { return "jtree " + std::string(version_string()); 
 
 Result<std::vector<std::byte>> header_bytes(const Tree& tree, const std::string& writer) {
   return format::encode_header(tree, writer.empty() ? default_writer() : writer);
+}
+
+format::VersionInfo version_for(const Tree& tree, format::FileKind kind) {
+  format::VersionInfo v;
+  v.kind = kind;
+  v.min_read_version = format::tree_min_read_version(tree);
+  // Appending rewrites the header: a writer must know every dtype of it too.
+  v.min_write_version = v.min_read_version;
+  return v;
 }
 
 Status write_head(Sink& sink, std::span<const std::byte> header, const format::VersionInfo& v) {
@@ -33,14 +43,14 @@ Status commit_sink(Sink& sink, WriteStats* stats) {
 }
 
 Result<uint64_t> write_checkpoint_head(Sink& sink, std::span<const std::byte> header,
-                                       uint32_t alignment) {
+                                       uint32_t alignment, const format::VersionInfo& v) {
   // Raw chunks keep their alignment in the checkpoint when the head starts on it too; a huge
   // or invalid alignment falls back to 64 (ChunkStream::begin() reports an invalid one).
   const bool usable = alignment != 0 && (alignment & (alignment - 1)) == 0 && alignment <= 4096;
   const uint64_t head_alignment = usable ? std::max<uint64_t>(64, alignment) : 64;
   JTREE_RETURN_IF_ERROR(pad_to(sink, head_alignment));
   const uint64_t head_offset = sink.position();
-  JTREE_RETURN_IF_ERROR(write_head(sink, header, format::VersionInfo{}));
+  JTREE_RETURN_IF_ERROR(write_head(sink, header, v));
   JTREE_RETURN_IF_ERROR(pad_to(sink, head_alignment));
   return head_offset;
 }

@@ -48,8 +48,8 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
     chunks += Tree::chunk_count(l);
   }
   JTREE_ASSIGN_OR_RETURN(std::vector<std::byte> header, header_bytes(tree, options.writer));
-  format::VersionInfo version;
-  if (segment) version.kind = format::FileKind::kSegment;
+  const format::VersionInfo version =
+      version_for(tree, segment ? format::FileKind::kSegment : format::FileKind::kCheckpoint);
   JTREE_RETURN_IF_ERROR(write_head(sink, header, version));
 
   format::IndexData index;
@@ -61,7 +61,8 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
     // commit can copy head and data as one block (on S3: one server-side part copy).
     if (segment->process_index == 0) {
       JTREE_ASSIGN_OR_RETURN(index.segment_info->head_offset,
-                             write_checkpoint_head(sink, header, options.alignment));
+                             write_checkpoint_head(sink, header, options.alignment,
+                                                   version_for(tree)));
     }
   }
   ChunkStream stream(sink, options.alignment, random_u64(), 0);
