@@ -167,8 +167,11 @@ def jax_device_put(x: Any, device: Any = None, file: Optional[str] = None,
 
 # ---- PyTorch --------------------------------------------------------------------------------
 
-# jtree dtypes torch cannot hold one element per byte (its float4 is packed, int4 experimental).
-TORCH_MISSING = frozenset(["float4_e2m1fn", "int4", "uint4"])
+# jtree dtypes torch cannot hold one element per byte (its float4 is packed, int4 experimental)
+# or has not at all (format version 2's float8 and float6 types): loaded through NumPy
+# (ml_dtypes), so cast= to a torch type works.
+TORCH_MISSING = frozenset(["float4_e2m1fn", "int4", "uint4", "float8_e4m3b11fnuz", "float8_e3m4",
+                           "float8_e4m3", "float6_e2m3fn", "float6_e3m2fn"])
 
 
 def torch_dtype(name: str, file: Optional[str] = None, key_path: Optional[str] = None) -> Any:

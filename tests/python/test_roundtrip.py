@@ -97,6 +97,18 @@ def test_version_2_dtypes_every_bit_pattern(path, name):
         assert f.info()["min_read_version"] == 1  # version-1 readers still read it
 
 
+@pytest.mark.parametrize("name", VERSION_2_DTYPES)
+def test_version_2_dtypes_as_torch(path, torch, name):
+    # PyTorch has none of them: cast= to a torch type converts through ml_dtypes; without it
+    # the error names the leaf and the way out.
+    a = np.arange(-6, 6, dtype=np.float32).astype(getattr(ml_dtypes, name))
+    jtree.save({"a": a}, path)
+    t = jtree.load(path, framework="torch", cast=torch.float32)["a"]
+    assert t.dtype == torch.float32 and np.array_equal(t.numpy(), a.astype(np.float32))
+    with pytest.raises(jtree.NotSupportedError, match=f"PyTorch has no dtype for {name}"):
+        jtree.load(path, framework="torch")
+
+
 def test_memory_orders_strides_and_byte_orders(path):
     rng = np.random.default_rng(2)
     base = rng.standard_normal((40, 30, 20))
