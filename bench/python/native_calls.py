@@ -181,10 +181,16 @@ def child(op: str, leaves: int, path: str, runs: int, counted: bool) -> None:
 def run_child(op: str, leaves: int, path: str, runs: int, counted: bool) -> Dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", op, "--leaves", str(leaves),
            "--path", path, "--runs", str(runs)] + (["--counted"] if counted else [])
-    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        raise SystemExit(f"{op}: child failed:\n{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    for attempt in range(2):
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if r.returncode == 0:
+            return json.loads(r.stdout.strip().splitlines()[-1])
+        # Killed by a signal (a shared host's OOM killer): tried once more, and said so.
+        if r.returncode < 0 and attempt == 0:
+            print(f"  ({op}: a child died of signal {-r.returncode}; run again)", flush=True)
+            continue
+        break
+    raise SystemExit(f"{op}: child failed (exit status {r.returncode}):\n{r.stdout}{r.stderr}")
 
 
 def profile(op: str, leaves: int, path: str) -> None:
@@ -236,8 +242,12 @@ def main() -> None:
         for op in a.ops.split(","):
             need = OPS[op][1]
             path = files[need] if need else os.path.join(d, "out.jtree")
-            clean = [run_child(op, a.leaves, path, a.runs, False) for _ in range(a.runs)]
-            counted = [run_child(op, a.leaves, path, 0, True) for _ in range(a.runs)]
+            # Alternated, so that a busy moment of the host hits both kinds alike.
+            clean: List[Dict[str, Any]] = []
+            counted: List[Dict[str, Any]] = []
+            for _ in range(a.runs):
+                clean.append(run_child(op, a.leaves, path, a.runs, False))
+                counted.append(run_child(op, a.leaves, path, 0, True))
             first = statistics.median(c["first"] for c in clean) * 1e3
             warm = statistics.median(c["warm"] for c in clean) * 1e3
             # Python time from the counted processes alone (the same calls timed both ways):

@@ -1,5 +1,10 @@
 """The tree as the library describes it: node and leaf kinds, the file's structure, and
-:class:`LeafSpec`, what ``load_pytreedef`` puts in place of each leaf."""
+:class:`LeafSpec`, what ``load_pytreedef`` puts in place of each leaf.
+
+The node and leaf tuples the native Reader hands over (``node_tuple`` and ``leaf_tuple`` in
+bindings/python/src/reader.cc; bindings/python/src/spec_tree.cc sets LeafSpec's fields by
+name) are specified field by field in docs/architecture.md, section 5. The kind, flag and codec
+numbers below are copies of the C++ enums of lib/include/jtree/tree.h: change both together."""
 from __future__ import annotations
 
 import collections
