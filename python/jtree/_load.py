@@ -432,8 +432,13 @@ class Loader:
         # With prune, what is not loaded is _PRUNED: a dict drops it (Loader.container).
         if target is None or target is Ellipsis:
             return _PRUNED if self.o.prune else _const(target)
-        if target is False:  # a boolean mask: False skips (the result holds None)
-            return _PRUNED if self.o.prune else _const(None)
+        if target is False:  # a boolean mask: False skips the data. As JAX's load does (a
+            # mask is a tree prefix), a subtree keeps its structure with None leaves.
+            if self.o.prune:
+                return _PRUNED
+            if node.kind in (LEAF, NONE):
+                return _const(None)
+            return self.container(node, False, path)
         if node.kind == NONE:  # (a pattern naming it matched: the file holds None there)
             chosen = self.selected(path) if self.pending or self.o.prune else True
             return _const(None) if chosen or not self.o.prune else _PRUNED
@@ -489,6 +494,8 @@ class Loader:
         children = node.children
         if target is ALL or target is True:
             return [(c, ALL) for c in children], None
+        if target is False:
+            return [(c, False) for c in children], None
         t = type(target)
         nt_class = t if isinstance(target, tuple) and hasattr(t, "_fields") else None
         if nt_class is not None and node.kind == NAMEDTUPLE:

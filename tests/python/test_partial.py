@@ -96,6 +96,22 @@ def test_a_boolean_mask_skips_false_leaves(ckpt):
     assert spec["params"]["layer0"]["bias"].is_array
 
 
+def test_false_over_a_subtree_keeps_its_structure_with_none_leaves(ckpt):
+    # As JAX's load does with a mask prefix (issue 20 defect 7): the subtree's containers come
+    # back with None at every leaf, and nothing under it is read. None keeps skipping whole.
+    path, tree = ckpt
+    with jtree.open(path, mmap=False) as f:
+        out, read, _ = _read_during(f, lambda: jtree.load(f, {"params": False, "opt_state": None,
+                                                              "step": True, "name": False}))
+    assert read == 0
+    assert out["params"] == {"layer0": {"kernel": None, "bias": None},
+                             "layer1": {"kernel": None, "bias": None}}
+    assert out["opt_state"] is None and out["step"] == 101 and out["name"] is None
+    with jtree.open(path, mmap=False) as f:
+        pruned = jtree.load(f, {"params": False, "step": True}, prune=True)
+    assert pruned == {"step": 101}
+
+
 def test_a_dict_target_may_name_only_some_keys(ckpt):
     path, tree = ckpt
     with jtree.open(path, mmap=False) as f:
