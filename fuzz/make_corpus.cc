@@ -367,10 +367,20 @@ void text_seeds() {
       "<Size>0</Size><ETag>e2</ETag></Contents><CommonPrefixes><Prefix>p/d/</Prefix>"
       "</CommonPrefixes></ListBucketResult>",
       "<!DOCTYPE x [<!ENTITY a \"b\">]><Error><Code>&a;</Code></Error>",
-      "<Error><Code>&#x41;&#66;</Code><Message>&lt;&gt;&apos;</Message></Error>"};
+      "<Error><Code>&#x41;&#66;</Code><Message>&lt;&gt;&apos;</Message></Error>",
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListMultipartUploadsResult xmlns=\"http://"
+      "s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket><KeyMarker></KeyMarker>"
+      "<UploadIdMarker></UploadIdMarker><NextKeyMarker>p/a.jtree.seg-00001-of-00002"
+      "</NextKeyMarker><NextUploadIdMarker>2~x</NextUploadIdMarker><Prefix>p/a.jtree</Prefix>"
+      "<MaxUploads>2</MaxUploads><IsTruncated>true</IsTruncated><Upload><Key>p/a.jtree</Key>"
+      "<UploadId>2~abc&amp;d</UploadId><Initiator><ID>i</ID></Initiator><StorageClass>STANDARD"
+      "</StorageClass><Initiated>2026-11-25T15:40:00.123Z</Initiated></Upload><Upload><Key>"
+      "<![CDATA[p/a.jtree.seg-00001-of-00002]]></Key><UploadId>2~x</UploadId><Initiated>"
+      "2026-11-25T15:40:01Z</Initiated></Upload></ListMultipartUploadsResult>",
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>"};
   i = 0;
   for (const char* d : docs) {
-    for (uint8_t parser = 0; parser < 5; ++parser) {
+    for (uint8_t parser = 0; parser < 6; ++parser) {
       put("s3_xml", "doc" + std::to_string(i) + "-parser" + std::to_string(parser), text(d),
           {parser});
     }

@@ -131,3 +131,50 @@ TEST_CASE("S3 XML: malformed and hostile documents are refused") {
   REQUIRE(ok.ok());
   CHECK(ok->code == "A<B");
 }
+
+TEST_CASE("S3 XML: ListMultipartUploadsResult with paging, bounds and refusals") {
+  const std::string doc =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListMultipartUploadsResult xmlns=\"http://"
+      "s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket><KeyMarker></KeyMarker>"
+      "<NextKeyMarker>p/a.jtree.seg-00001-of-00002</NextKeyMarker><NextUploadIdMarker>2~x"
+      "</NextUploadIdMarker><MaxUploads>2</MaxUploads><IsTruncated>true</IsTruncated>"
+      "<Upload><Key>p/a.jtree</Key><UploadId>2~abc&amp;d</UploadId><Initiator><ID>i</ID>"
+      "</Initiator><Initiated>2026-11-25T15:40:00.123Z</Initiated></Upload><Upload><Key>"
+      "<![CDATA[p/a.jtree.seg-00001-of-00002]]></Key><UploadId>2~x</UploadId></Upload>"
+      "</ListMultipartUploadsResult>";
+  auto page = parse_list_multipart_uploads(doc);
+  REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+  REQUIRE(page->uploads.size() == 2);
+  CHECK(page->uploads[0].key == "p/a.jtree");
+  CHECK(page->uploads[0].upload_id == "2~abc&d");
+  CHECK(page->uploads[0].initiated == "2026-11-25T15:40:00.123Z");
+  CHECK(page->uploads[1].key == "p/a.jtree.seg-00001-of-00002");
+  CHECK(page->uploads[1].initiated.empty());
+  CHECK(page->truncated);
+  CHECK(page->next_key_marker == "p/a.jtree.seg-00001-of-00002");
+  CHECK(page->next_upload_id_marker == "2~x");
+  // The entry limit.
+  CHECK(parse_list_multipart_uploads(doc, 1).status().code() == jtree::StatusCode::kResourceExhausted);
+  // An empty listing.
+  auto empty = parse_list_multipart_uploads(
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>");
+  REQUIRE(empty.ok());
+  CHECK(empty->uploads.empty());
+  CHECK_FALSE(empty->truncated);
+  for (const char* bad : {
+           "<ListBucketResult/>",  // another document
+           "<ListMultipartUploadsResult><Upload><UploadId>x</UploadId></Upload>"
+           "</ListMultipartUploadsResult>",  // no key
+           "<ListMultipartUploadsResult><Upload><Key>k</Key><UploadId></UploadId></Upload>"
+           "</ListMultipartUploadsResult>",  // empty upload id
+           "<ListMultipartUploadsResult><IsTruncated>yes</IsTruncated>"
+           "</ListMultipartUploadsResult>",
+           "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>"
+           "</ListMultipartUploadsResult>",  // truncated without a marker: would loop
+       }) {
+    CAPTURE(bad);
+    auto r = parse_list_multipart_uploads(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().IsCorruption());
+  }
+}

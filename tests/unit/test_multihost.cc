@@ -338,3 +338,28 @@ TEST_CASE("a multi-process save of a version-2 dtype commits as a version-2 file
   REQUIRE(commit_segments(v1, kProcs).ok());
   CHECK((*Reader::Open(v1))->info().min_read_version == 1);
 }
+
+TEST_CASE("a commit never replaces a file that is not a jtree file unless asked") {
+  TempDir dir;
+  const std::string target = dir.file("notes.txt");
+  const std::string text = "precious notes, not a checkpoint\n";
+  write_file(target, std::as_bytes(std::span(text)));
+  Global g;
+  save_all(target, g, 91);
+  auto st = commit_segments(target, kProcs);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.status().code() == StatusCode::kAlreadyExists);
+  CHECK(st.status().message().find("notes.txt: exists and is not a jtree file") !=
+        std::string::npos);
+  CHECK(read_file(target).size() == text.size());
+  // Nothing was read or removed: the segments wait for a forced commit.
+  CHECK(dir.entries().size() == kProcs + 1);
+  CommitOptions force;
+  force.write.overwrite_foreign = true;
+  auto forced = commit_segments(target, kProcs, force);
+  REQUIRE_MESSAGE(forced.ok(), forced.status().ToString());
+  auto r = Reader::Open(target);
+  REQUIRE(r.ok());
+  CHECK(read_leaf(**r, "a") == g.a);
+  CHECK(dir.entries() == std::vector<std::string>{"notes.txt"});
+}

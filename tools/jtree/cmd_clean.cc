@@ -1,4 +1,5 @@
-// jtree clean PATH...: remove the temporary files that killed saves left behind.
+// jtree clean PATH...: remove what killed saves left behind (temporary files beside local
+// files; incomplete multipart uploads of s3:// targets).
 #include <cstdio>
 
 #include "cli_util.h"
@@ -6,14 +7,18 @@
 
 namespace jtree::cli {
 namespace {
-constexpr const char* kUsage = "jtree clean [--json] [-q] FILE_OR_DIR...";
+constexpr const char* kUsage = "jtree clean [--json] [-q] FILE_OR_DIR_OR_S3_URL...";
 constexpr const char* kHelp =
     "Removes the temporary files that killed saves left beside FILE (or beside any file in\n"
     "DIR): '.NAME.tmp-<16 hex digits>' whose save is no longer running (its lock is free).\n"
     "Those of running saves, and every other file, are kept.\n"
+    "For s3://bucket/key: aborts every incomplete multipart upload of the key and of its\n"
+    "segments ('key.seg-KKKKK-of-NNNNN'), the parts killed writers left stored (run it when\n"
+    "no save to that key is running: a running save's upload is aborted too).\n"
     "\n"
     "options:\n"
-    "  --json       one JSON object: paths, each with path and removed (a count) or error\n"
+    "  --json       one JSON object: paths, each with path and removed (a count of files,\n"
+    "               or of uploads aborted) or error\n"
     "  -q, --quiet  print nothing\n";
 }
 
@@ -39,8 +44,12 @@ int cmd_clean(const Args& args) {
       continue;
     }
     if (!f.quiet && !f.json) {
-      std::printf("%s: %llu stale temporary file%s removed\n", path.c_str(),
-                  static_cast<unsigned long long>(*removed), *removed == 1 ? "" : "s");
+      const bool local = is_local_path(path);
+      std::printf("%s: %llu %s\n", path.c_str(), static_cast<unsigned long long>(*removed),
+                  local ? (*removed == 1 ? "stale temporary file removed"
+                                         : "stale temporary files removed")
+                        : (*removed == 1 ? "incomplete multipart upload aborted"
+                                         : "incomplete multipart uploads aborted"));
     }
   }
   if (f.json) {

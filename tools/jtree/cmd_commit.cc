@@ -13,17 +13,20 @@ namespace jtree::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "jtree commit [-n N] [--keep-segments] [--verify-data] [--json] [-q] TARGET";
+    "jtree commit [-n N] [--keep-segments] [--verify-data] [--overwrite-foreign] [--json] [-q] "
+    "TARGET";
 constexpr const char* kHelp =
     "Finishes a multi-process save by hand (after its job died before or during its own\n"
     "commit): assembles TARGET from the segments 'TARGET.seg-KKKKK-of-NNNNN' its processes\n"
     "wrote, then removes them. TARGET appears only when complete; a missing, damaged or\n"
-    "foreign segment fails with no TARGET written.\n"
+    "foreign segment fails with no TARGET written. An existing TARGET that is not a jtree\n"
+    "file (local or s3://) is never replaced unless --overwrite-foreign.\n"
     "\n"
     "options:\n"
     "  -n, --processes N  the save's process count (found beside a local TARGET when omitted)\n"
     "  --keep-segments    keep the segments after the commit\n"
     "  --verify-data      also check every chunk's checksum (reads all the data)\n"
+    "  --overwrite-foreign  replace an existing TARGET that is not a jtree file\n"
     "  --json             one JSON object: target, segments, leaves, chunks, raw_bytes,\n"
     "                     stored_bytes, file_size, segments_kept, seconds\n"
     "  -q, --quiet        no progress bar, no summary\n"
@@ -69,6 +72,8 @@ int cmd_commit(const Args& args) {
       co.keep_segments = true;
     } else if (a == "--verify-data") {
       co.verify_chunks = true;
+    } else if (a == "--overwrite-foreign") {
+      co.write.overwrite_foreign = true;
     } else {
       rest.push_back(a);
     }

@@ -181,6 +181,9 @@ class PyReader {
     d["inline_bytes"] = i.inline_bytes;
     d["segments"] = i.segments.size();
     d["recovered"] = i.recovered;
+    // What an append planned against this generation passes back (write(expect_...)).
+    d["footer_offset"] = i.footer_offset;
+    d["etag"] = r_->source()->etag();
     return d;
   }
 

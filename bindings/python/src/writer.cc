@@ -56,9 +56,11 @@ enum class Op { kSave, kAppend };
 
 // Writes to `path`, or (fileobj given) into a binary file object named `path` in messages.
 nb::dict write(Op op, Builder& b, const std::string& path, const WriteArgs& args,
-               std::optional<nb::object> progress, std::optional<nb::object> fileobj) {
+               std::optional<nb::object> progress, std::optional<nb::object> fileobj,
+               std::optional<jtree::AppendBase> base) {
   jtree::Tree tree = b.take();
   jtree::WriteOptions o = args.options();
+  o.append_base = std::move(base);
   PyProgress report(std::move(progress));
   o.progress = report.fn();
   std::unique_ptr<jtree::Sink> sink;
@@ -83,12 +85,19 @@ void register_writer(nb::module_& m) {
                  std::optional<uint64_t> inline_threshold, int threads,
                  std::optional<uint64_t> max_bytes_in_flight, bool overwrite,
                  bool overwrite_foreign, bool sync, bool append, std::optional<nb::object> progress,
-                 std::optional<nb::object> fileobj) {
+                 std::optional<nb::object> fileobj, std::optional<uint64_t> expect_generation,
+                 std::optional<uint64_t> expect_footer_offset, std::string expect_etag) {
     WriteArgs a{codec, level, chunk_bytes, inline_threshold, threads, max_bytes_in_flight,
                 overwrite, overwrite_foreign, sync};
     if (fileobj && append) throw_value_error("write: append=True into a file object");
+    if (expect_generation.has_value() != expect_footer_offset.has_value()) {
+      throw_value_error("write: expect_generation and expect_footer_offset go together");
+    }
+    std::optional<jtree::AppendBase> base;
+    if (expect_generation) base = jtree::AppendBase{*expect_generation, *expect_footer_offset,
+                                                    std::move(expect_etag)};
     return write(append ? Op::kAppend : Op::kSave, b, path, a, std::move(progress),
-                 std::move(fileobj));
+                 std::move(fileobj), std::move(base));
   };
   m.def("write", save, nb::arg("builder"), nb::arg("path"), nb::kw_only(),
         nb::arg("codec").none() = nb::none(), nb::arg("level").none() = nb::none(),
@@ -97,11 +106,16 @@ void register_writer(nb::module_& m) {
         nb::arg("max_bytes_in_flight").none() = nb::none(), nb::arg("overwrite") = true,
         nb::arg("overwrite_foreign") = false, nb::arg("sync") = true, nb::arg("append") = false,
         nb::arg("progress").none() = nb::none(), nb::arg("fileobj").none() = nb::none(),
+        nb::arg("expect_generation").none() = nb::none(),
+        nb::arg("expect_footer_offset").none() = nb::none(), nb::arg("expect_etag") = "",
         "Writes the builder's tree to a path or URL (jtree::save), or as a new generation of an "
         "existing local file (jtree::append, append=True), or (fileobj given) sequentially "
         "into a binary file object with write() (`path` names it in messages). "
         "progress(done, total) in raw bytes (an exception it raises cancels: nothing is "
-        "committed). Returns the write statistics.");
+        "committed). expect_generation/expect_footer_offset/expect_etag (appends): the file "
+        "state (File.info()) the tree was planned against; another one is refused with "
+        "AbortedError, nothing written (WriteOptions::append_base). Returns the write "
+        "statistics.");
 
   m.def(
       "save_segment",

@@ -189,8 +189,12 @@ JTREE_API Status remove_object(std::string_view path_or_url);
 /// `path` is a directory, the temporary files of every target in it. Every local save does
 /// this for its own target before it starts. Returns how many files were removed; files
 /// that cannot be opened or locked (another user's, a file system without flock()) are left.
-/// Errors: NotFound when the directory does not exist; NotSupported for URLs (remote
-/// backends write no temporary objects).
+/// For an s3:// target (builds with the S3 backend): aborts every incomplete multipart upload
+/// of the target and of its segments ("<key>.seg-NNNNN-of-NNNNN") -- what killed writers leave
+/// there -- and returns how many (a save or commit to the target aborts those older than
+/// itself on its own). Only with no writer of that target running: a running one's upload is
+/// aborted too, and its save then fails.
+/// Errors: NotFound when the directory does not exist; NotSupported for other URLs.
 JTREE_API Result<uint64_t> remove_stale_temp_files(std::string_view path);
 
 /// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "jtree/export.h"
@@ -68,6 +69,14 @@ struct JTREE_API ReadOptions {
 };
 
 /// Options for writing a file (save, append, compact).
+/// The state of an existing file that an append was planned against (the generation whose
+/// tree the caller read, merged and passes to jtree::append). See WriteOptions::append_base.
+struct JTREE_API AppendBase {
+  uint64_t generation = 0;
+  uint64_t footer_offset = 0;  ///< FileInfo::footer_offset of that generation
+  std::string etag;            ///< remote objects: Source::etag() as read (empty: not checked)
+};
+
 struct JTREE_API WriteOptions {
   Codec codec = Codec::kZstd;
   int level = 1;                              ///< zstd level
@@ -87,6 +96,12 @@ struct JTREE_API WriteOptions {
   std::string writer = {};                    ///< recorded in the header; default "jtree <v>"
   RemoteOptions remote;                       ///< s3:// targets: credentials, part size...
   ProgressFn progress;
+  /// Appends only: the file state the new tree was planned against. jtree::append refuses
+  /// with Aborted, writing nothing, when the file's current generation (or, on S3, its ETag)
+  /// is another one: a writer appended, compacted or replaced it in between, and the tree
+  /// planned against the old generation would silently drop that writer's leaves. Unset: the
+  /// append is planned against whatever generation it finds.
+  std::optional<AppendBase> append_base;
 };
 
 }  // namespace jtree

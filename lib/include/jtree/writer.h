@@ -9,7 +9,10 @@
 // The caller's array memory must stay valid and unchanged until the call returns.
 //
 // Thread safety: each call is independent; calls writing the same target at once race
-// (the last commit wins for new files; appends to one file must not run concurrently).
+// (the last commit wins for new files). Appends to one local file are serialized by an
+// exclusive flock() and each appends to the generation it finds under the lock; a caller that
+// planned its tree against an earlier read passes WriteOptions::append_base to be refused
+// when another writer got in between.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +53,8 @@ JTREE_API Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& opt
 /// `reuse` set keep the data of that leaf of the current generation (no bytes rewritten);
 /// the others are written after the current end of the file, followed by a new header,
 /// index and footer. An interrupted append leaves the previous generation readable.
+/// Errors: Aborted, with nothing written, when options.append_base names another generation
+/// (or ETag) than the file's current one, or when the file was replaced as the append began.
 JTREE_API Result<WriteStats> append(std::string_view path, Tree tree,
                                     const WriteOptions& options = {});
 

@@ -11,6 +11,10 @@
 
 #include "jtree/io.h"
 
+#ifdef JTREE_HAVE_REMOTE
+#include "io/remote/remote_io.h"
+#endif
+
 namespace jtree::temp_files {
 namespace {
 
@@ -119,8 +123,13 @@ namespace jtree {
 Result<uint64_t> remove_stale_temp_files(std::string_view path) {
   std::string local;
   if (!is_local_path(path, &local)) {
+#ifdef JTREE_HAVE_REMOTE
+    // What killed writers leave on S3: incomplete multipart uploads of the target and its
+    // segments.
+    if (remote::is_s3_url(path)) return remote::abort_incomplete_uploads(path);
+#endif
     return Status::NotSupported(std::string(path) +
-                                ": temporary files are a local-file matter (not a URL)");
+                                ": stale temporary files are a local-file or s3:// matter");
   }
   struct stat st;
   if (::stat(local.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {

@@ -7,6 +7,26 @@
 
 namespace jtree {
 
+std::vector<FetchUnit> coalesce_fetches(std::span<const FetchExtent> sorted,
+                                        const ReadOptions& options) {
+  std::vector<FetchUnit> units;
+  for (const FetchExtent& x : sorted) {
+    if (!units.empty()) {
+      FetchUnit& u = units.back();
+      const uint64_t end = u.offset + u.size;
+      const uint64_t new_end = std::max(end, x.offset + x.size);
+      if (x.offset >= end && x.offset - end <= options.coalesce_gap &&
+          new_end - u.offset <= options.max_fetch_bytes) {
+        u.size = new_end - u.offset;
+        u.jobs.push_back(x.id);
+        continue;
+      }
+    }
+    units.push_back(FetchUnit{x.offset, x.size, {x.id}});
+  }
+  return units;
+}
+
 Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index,
                             std::span<const ReadRequest> requests, std::span<const Box> boxes,
                             const ReadOptions& options) {
@@ -75,26 +95,13 @@ Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index
   }
 
   // Fetch units: chunks by file offset, neighbours within the gap merged up to a size.
-  std::vector<uint32_t> order(plan.jobs.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return plan.jobs[a].file_offset < plan.jobs[b].file_offset;
-  });
-  for (uint32_t j : order) {
-    const ChunkJob& job = plan.jobs[j];
-    if (!plan.units.empty()) {
-      FetchUnit& u = plan.units.back();
-      const uint64_t end = u.offset + u.size;
-      const uint64_t new_end = std::max(end, job.file_offset + job.stored_size);
-      if (job.file_offset >= end && job.file_offset - end <= options.coalesce_gap &&
-          new_end - u.offset <= options.max_fetch_bytes) {
-        u.size = new_end - u.offset;
-        u.jobs.push_back(j);
-        continue;
-      }
-    }
-    plan.units.push_back(FetchUnit{job.file_offset, job.stored_size, {j}});
+  std::vector<FetchExtent> extents(plan.jobs.size());
+  for (uint32_t i = 0; i < extents.size(); ++i) {
+    extents[i] = {plan.jobs[i].file_offset, plan.jobs[i].stored_size, i};
   }
+  std::sort(extents.begin(), extents.end(),
+            [](const FetchExtent& a, const FetchExtent& b) { return a.offset < b.offset; });
+  plan.units = coalesce_fetches(extents, options);
   for (const FetchUnit& u : plan.units) plan.fetch_bytes += u.size;
   return plan;
 }

@@ -46,6 +46,20 @@ struct ReadPlan {
   uint64_t fetch_bytes = 0;
 };
 
+/// A byte range to fetch (a chunk, or any other bytes a caller wants), known by `id`.
+struct FetchExtent {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t id = 0;
+};
+
+/// Groups extents sorted by offset into fetch units: neighbours at most
+/// options.coalesce_gap apart are merged while the unit stays within options.max_fetch_bytes
+/// (a single larger extent is a unit of its own). FetchUnit::jobs holds the extents' ids.
+/// The one coalescing rule of every read (loads and Reader::Verify).
+std::vector<FetchUnit> coalesce_fetches(std::span<const FetchExtent> sorted,
+                                        const ReadOptions& options);
+
 /// Plans chunked requests (the caller handles inline leaves and checks the requests).
 /// `boxes[i]` is request i's box (already validated). Errors: NotFound for absent chunks.
 Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index,

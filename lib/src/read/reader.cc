@@ -40,6 +40,16 @@ int Reader::Impl::fetch_parallelism(const ReadOptions& ro) const {
                                                static_cast<uint64_t>(wanted)));
 }
 
+ReadOptions Reader::Impl::fetch_options(const ReadOptions& ro) const {
+  // Local files: neighbouring chunks are fetched together only up to 1 MiB (a read there
+  // costs a system call, not a round trip; larger fetches only need larger buffers).
+  constexpr uint64_t kLocalFetchBytes = 1 << 20;
+  ReadOptions fetch = ro;
+  const uint64_t pref = source->preferred_fetch_bytes();
+  fetch.max_fetch_bytes = std::min(fetch.max_fetch_bytes, pref == 0 ? kLocalFetchBytes : pref);
+  return fetch;
+}
+
 codec::ChunkFormat Reader::Impl::format_of(const Leaf& leaf) {
   codec::ChunkFormat f;
   f.dtype = leaf.dtype;
@@ -220,9 +230,6 @@ void read_inline(const Leaf& leaf, const Box& box, std::span<std::byte> dst) {
 // Pieces in which raw chunks are read and hashed: small enough to stay in the cache between
 // the read, the hash and the copy out.
 constexpr size_t kPiece = 1 << 20;
-// Local files: neighbouring chunks are fetched together only up to this size (a read there
-// costs a system call, not a round trip; larger fetches only need larger buffers).
-constexpr uint64_t kLocalFetchBytes = 1 << 20;
 
 // One contiguous run of a chunk's region: bytes [src, src + len) of the chunk go to bytes
 // [dst, dst + len) of the destination.
@@ -287,10 +294,8 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   }
   // Fetches no larger than the backend wants (remote ones: a few MiB, so that decoding
   // overlaps the transfers).
-  ReadOptions fetch = options;
-  const uint64_t pref = impl_->source->preferred_fetch_bytes();
-  const bool local = pref == 0;
-  fetch.max_fetch_bytes = std::min(fetch.max_fetch_bytes, local ? kLocalFetchBytes : pref);
+  const ReadOptions fetch = impl_->fetch_options(options);
+  const bool local = impl_->source->preferred_fetch_bytes() == 0;
   auto planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
   if (!planned.ok()) return planned.status().WithPrefix(name());
   const ReadPlan& plan = *planned;

@@ -19,6 +19,9 @@ struct Reader::Impl {
   /// How many fetches to run at once: the CPU threads asked for, or more when the backend
   /// waits on the network; never more than the bytes-in-flight budget allows.
   int fetch_parallelism(const ReadOptions& ro) const;
+  /// `ro` with max_fetch_bytes capped to what the backend wants per fetch (remote: a few MiB,
+  /// so that decoding overlaps the transfers; local: 1 MiB). Loads and Verify plan with it.
+  ReadOptions fetch_options(const ReadOptions& ro) const;
   /// The absolute resolution of chunk `i`.
   ChunkInfo chunk(uint64_t i) const;
   /// How the chunks of `leaf` are encoded.

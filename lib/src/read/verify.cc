@@ -1,9 +1,15 @@
 // Reader::Verify: every chunk's checksum and decoding, and an accounting of every byte.
+//
+// The bytes are fetched as a load fetches them: the chunks (and the padding gaps a
+// one-generation file must hold as zeros) are grouped by coalesce_fetches, the planner of
+// every read, into ranges of the backend's preferred size, fetched in parallel. On a remote
+// file a verify therefore costs about as many requests as a full load, not one per chunk.
 #include <algorithm>
 #include <mutex>
 
 #include "codec/checksum.h"
 #include "format/validate.h"
+#include "read/read_plan.h"
 #include "read/reader_impl.h"
 #include "util/thread_pool.h"
 
@@ -25,67 +31,39 @@ std::vector<std::pair<uint32_t, uint64_t>> chunk_owners(const Tree& t, uint64_t 
   return owners;
 }
 
+// What one fetched extent holds: a chunk to check, or a gap that must be all zeros.
+struct Item {
+  bool is_gap = false;
+  uint64_t chunk = 0;            // chunks
+  uint64_t begin = 0, end = 0;   // gaps
+};
+
 }  // namespace
 
 Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
   const Impl& impl = *impl_;
   const Tree& t = impl.file.tree.tree();  // Verify walks every leaf: the whole Tree is worth building
+  const FileInfo& info = impl.file.info;
   const uint64_t n = impl.file.index.chunks.size();
+  if (n > UINT32_MAX) {
+    return Status::ResourceExhausted(name() + ": verify of more than 2^32 chunks");
+  }
   const auto owners = chunk_owners(t, n);
   VerifyReport report;
   std::mutex mu;
-  uint64_t done = 0, total = 0;
-  for (uint64_t i = 0; i < n; ++i) total += impl.file.index.chunks[i].stored_size;
 
   auto add_problem = [&](std::string where, Status st) {
     std::lock_guard<std::mutex> lock(mu);
     if (report.problems.size() < kMaxProblems) report.problems.push_back({std::move(where), st});
   };
 
-  const int parallelism = impl.fetch_parallelism(options);
-  Status st = parallel_for(
-      pool_for(parallelism), n, parallelism, [&](size_t i) -> Status {
-        const ChunkInfo c = impl.chunk(i);
-        if (c.absent) return Status::OK();
-        // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
-        const auto leaf_id = owners[i].first;
-        const auto local = owners[i].second;
-        const Leaf& leaf = t.leaves[leaf_id];
-        thread_local std::vector<std::byte> stored, raw, scratch;
-        stored.resize(c.stored_size);
-        ReadRange r{c.file_offset, stored};
-        Status io = impl.source->read(std::span(&r, 1));
-        if (!io.ok()) return io;  // storage failures end the check: nothing more is knowable
-        // Named only when something is wrong: building a path for every chunk costs more
-        // than checking it.
-        auto where = [&] {
-          return "leaf " + t.leaf_path(leaf_id) + " chunk " + std::to_string(local);
-        };
-        if (xxh3(stored, c.seed) != c.checksum) {
-          add_problem(where(), impl.checksum_error(c, leaf_id, local));
-        } else {
-          raw.resize(format::chunk_raw_size(leaf, local));
-          Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
-          if (!dec.ok()) add_problem(where(), dec.WithPrefix(impl.chunk_where(leaf_id, local)));
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        report.chunks_checked++;
-        report.bytes_checked += c.stored_size;
-        done += c.stored_size;
-        if (options.progress && !options.progress(done, total)) {
-          return Status::Aborted(name() + ": verify cancelled");
-        }
-        return Status::OK();
-      });
-  JTREE_RETURN_IF_ERROR(st);
-
-  // Accounting: every byte of the committed extent is metadata, a live chunk, or a gap.
+  // Accounting first (it needs no data): every byte of the committed extent is metadata, a
+  // live chunk, or a gap.
   std::vector<std::pair<uint64_t, uint64_t>> live;
   for (const auto& m : impl.file.metadata) live.emplace_back(m.offset, m.offset + m.size);
-  if (const uint64_t h = impl.file.info.checkpoint_head_offset; h != 0) {
+  if (const uint64_t h = info.checkpoint_head_offset; h != 0) {
     // Segment 0 of a multi-process save: its copy of the checkpoint's head, for the commit
     // (spec/FORMAT.md, 11.1), lies between its header and its chunk data.
-    const FileInfo& info = impl.file.info;
     const uint64_t end = h + format::kPreambleSize + info.header_size;  // sizes are validated
     Status head_status = format::check_head_placement(
         h, end - h, info.header_offset + info.header_size,
@@ -99,12 +77,18 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
     }
     if (!head_status.ok()) add_problem("checkpoint head", head_status.WithPrefix(name()));
   }
+  std::vector<Item> items;
+  std::vector<FetchExtent> extents;
+  uint64_t total = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const ChunkInfo c = impl.chunk(i);
-    if (!c.absent) live.emplace_back(c.file_offset, c.file_offset + c.stored_size);
+    if (c.absent) continue;
+    live.emplace_back(c.file_offset, c.file_offset + c.stored_size);
+    extents.push_back({c.file_offset, c.stored_size, static_cast<uint32_t>(items.size())});
+    items.push_back({false, i, 0, 0});
+    total += c.stored_size;
   }
   std::sort(live.begin(), live.end());
-  const FileInfo& info = impl.file.info;
   const uint64_t committed_end = info.footer_offset + format::kFooterSize;
   std::vector<std::pair<uint64_t, uint64_t>> gaps;
   uint64_t pos = 0;
@@ -122,19 +106,79 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
                            "the next append or compact removes them");
   }
   // A file of one generation has no dead bytes: its gaps are alignment padding, all zero.
+  // They are fetched with their neighbouring chunks.
   if (info.generation == 0 && gap_bytes <= kMaxGapCheckBytes) {
     for (const auto& [b, e] : gaps) {
-      std::vector<std::byte> bytes(e - b);
-      ReadRange r{b, bytes};
-      JTREE_RETURN_IF_ERROR(impl.source->read(std::span(&r, 1)));
-      auto nz = std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
-      if (nz != bytes.end()) {
-        add_problem("bytes [" + std::to_string(b) + ", " + std::to_string(e) + ")",
-                    Status::Corruption(name() + ": unaccounted non-zero bytes at offset " +
-                                       std::to_string(b + (nz - bytes.begin()))));
-      }
+      extents.push_back({b, e - b, static_cast<uint32_t>(items.size())});
+      items.push_back({true, 0, b, e});
     }
   }
+  std::sort(extents.begin(), extents.end(),
+            [](const FetchExtent& a, const FetchExtent& b) { return a.offset < b.offset; });
+  const ReadOptions fetch = impl.fetch_options(options);
+  const std::vector<FetchUnit> units = coalesce_fetches(extents, fetch);
+
+  auto check_chunk = [&](uint64_t i, std::span<const std::byte> stored) {
+    const ChunkInfo c = impl.chunk(i);
+    const auto leaf_id = owners[i].first;
+    const auto local = owners[i].second;
+    const Leaf& leaf = t.leaves[leaf_id];
+    thread_local std::vector<std::byte> raw, scratch;
+    // Named only when something is wrong: building a path for every chunk costs more than
+    // checking it.
+    auto where = [&] { return "leaf " + t.leaf_path(leaf_id) + " chunk " + std::to_string(local); };
+    if (xxh3(stored, c.seed) != c.checksum) {
+      add_problem(where(), impl.checksum_error(c, leaf_id, local));
+    } else {
+      raw.resize(format::chunk_raw_size(leaf, local));
+      Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
+      if (!dec.ok()) add_problem(where(), dec.WithPrefix(impl.chunk_where(leaf_id, local)));
+    }
+  };
+  auto check_gap = [&](const Item& g, std::span<const std::byte> bytes) {
+    auto nz = std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
+    if (nz != bytes.end()) {
+      add_problem("bytes [" + std::to_string(g.begin) + ", " + std::to_string(g.end) + ")",
+                  Status::Corruption(name() + ": unaccounted non-zero bytes at offset " +
+                                     std::to_string(g.begin + (nz - bytes.begin()))));
+    }
+  };
+
+  uint64_t done = 0;
+  const int parallelism = impl.fetch_parallelism(fetch);
+  Status st = parallel_for(
+      pool_for(parallelism), units.size(), parallelism, [&](size_t u) -> Status {
+        const FetchUnit& unit = units[u];
+        thread_local std::vector<std::byte> buffer;
+        buffer.resize(unit.size);
+        ReadRange r{unit.offset, buffer};
+        Status io = impl.source->read(std::span(&r, 1));
+        if (!io.ok()) return io;  // storage failures end the check: nothing more is knowable
+        uint64_t chunks = 0, bytes = 0;
+        for (uint32_t id : unit.jobs) {
+          const Item& item = items[id];
+          const uint64_t at = item.is_gap ? item.begin : impl.chunk(item.chunk).file_offset;
+          const uint64_t size = item.is_gap ? item.end - item.begin
+                                            : impl.chunk(item.chunk).stored_size;
+          const auto piece = std::span<const std::byte>(buffer).subspan(at - unit.offset, size);
+          if (item.is_gap) {
+            check_gap(item, piece);
+            continue;
+          }
+          check_chunk(item.chunk, piece);
+          chunks++;
+          bytes += size;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        report.chunks_checked += chunks;
+        report.bytes_checked += bytes;
+        done += bytes;
+        if (options.progress && !options.progress(done, total)) {
+          return Status::Aborted(name() + ": verify cancelled");
+        }
+        return Status::OK();
+      });
+  JTREE_RETURN_IF_ERROR(st);
   std::sort(report.problems.begin(), report.problems.end(),
             [](const VerifyProblem& a, const VerifyProblem& b) { return a.where < b.where; });
   return report;

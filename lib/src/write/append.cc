@@ -17,6 +17,7 @@
 #include "format/validate.h"
 #include "jtree/reader.h"
 #include "jtree/writer.h"
+#include "write/append_guard.h"
 #include "write/chunk_writer.h"
 #include "write/leaf_planner.h"
 #include "write/metadata_writer.h"
@@ -144,10 +145,16 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
 
 Result<WriteStats> append(std::string_view path, Tree tree, const WriteOptions& options) {
   const std::string target(path);  // a path or URL (s3:// objects get a new version)
+  // One append at a time per local file, and the generation read under the lock is the one
+  // appended to: another append that commits between our read and our truncation of the
+  // remains of interrupted appends would otherwise be cut away.
+  JTREE_ASSIGN_OR_RETURN(const AppendLock lock, AppendLock::acquire(target));
   OpenOptions oo;
   oo.use_mmap = false;
   oo.remote = options.remote;
   JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(target, oo));
+  JTREE_RETURN_IF_ERROR(lock.still_current());
+  JTREE_RETURN_IF_ERROR(check_append_base(*reader, options, target));
   const FileInfo& info = reader->info();
   if (info.is_segment) {
     return Status::InvalidArgument(target + ": cannot append to a segment file");

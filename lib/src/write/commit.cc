@@ -9,6 +9,7 @@
 #include "jtree/reader.h"
 #include "write/chunk_writer.h"
 #include "write/metadata_writer.h"
+#include "write/save_internal.h"
 
 namespace jtree {
 namespace {
@@ -17,10 +18,12 @@ constexpr uint32_t kSegmentAlignment = 64;
 
 // Opens every segment and checks that they belong together.
 Result<std::vector<std::shared_ptr<Reader>>> open_segments(std::string_view target,
-                                                           uint32_t count) {
+                                                           uint32_t count,
+                                                           const RemoteOptions& remote) {
   std::vector<std::shared_ptr<Reader>> segs;
   OpenOptions oo;
   oo.use_mmap = false;
+  oo.remote = remote;
   for (uint32_t k = 0; k < count; ++k) {
     const std::string path = segment_path(target, k, count);
     auto r = Reader::Open(path, oo);
@@ -230,12 +233,15 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
 Result<WriteStats> commit_segments(std::string_view target, uint32_t process_count,
                                    const CommitOptions& options) {
   if (process_count == 0) return Status::InvalidArgument("commit of zero segments");
-  JTREE_ASSIGN_OR_RETURN(auto segs, open_segments(target, process_count));
+  // Before anything is read: the commit replaces the target as a save does.
+  JTREE_RETURN_IF_ERROR(check_target(target, options.write));
+  JTREE_ASSIGN_OR_RETURN(auto segs, open_segments(target, process_count, options.write.remote));
   JTREE_ASSIGN_OR_RETURN(auto owner, chunk_owners(segs, target));
   if (options.verify_chunks) JTREE_RETURN_IF_ERROR(verify_data(segs));
   SinkOptions so;
   so.overwrite = options.write.overwrite;
   so.sync = options.write.sync;
+  so.remote = options.write.remote;
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink, create_sink(target, so));
   WriteStats stats;
   Status st = commit_into(segs, owner, *sink, options, &stats);

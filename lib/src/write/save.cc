@@ -1,7 +1,4 @@
 // save(): a new file, generation 0, one segment (also segment files of multi-process saves).
-#include <cstring>
-#include <fstream>
-
 #include "format/layout.h"
 #include "jtree/multihost.h"
 #include "jtree/writer.h"
@@ -11,23 +8,6 @@
 #include "write/save_internal.h"
 
 namespace jtree {
-
-// A local target that exists, is non-empty and does not start with the jtree magic is
-// refused unless the caller said otherwise.
-Status check_target(std::string_view path_or_url, const WriteOptions& options) {
-  std::string local;
-  if (options.overwrite_foreign || !is_local_path(path_or_url, &local)) return Status::OK();
-  std::ifstream in(local, std::ios::binary);
-  if (!in) return Status::OK();  // absent (or unreadable: the sink reports that)
-  char magic[8] = {};
-  in.read(magic, sizeof magic);
-  if (in.gcount() == 0) return Status::OK();  // empty file
-  if (in.gcount() == 8 && std::memcmp(magic, format::kPreambleMagic.data(), 8) == 0) {
-    return Status::OK();
-  }
-  return Status::AlreadyExists(local + ": exists and is not a jtree file; refusing to replace "
-                                      "it (set overwrite_foreign to allow)");
-}
 
 Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
                  const SegmentOptions* segment) {

@@ -15,7 +15,10 @@ namespace jtree {
 Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
                  const SegmentOptions* segment);
 
-/// Refuses a local target that exists and is not a jtree file, unless the options allow it.
+/// Refuses a target (a local file or an s3:// object) that exists, is not empty and does not
+/// start with the jtree magic, unless options.overwrite_foreign: AlreadyExists, the same
+/// message for every backend. A missing target is fine. Every writer of a new file calls it
+/// before creating its sink: save, commit_segments, compact into another file.
 Status check_target(std::string_view path_or_url, const WriteOptions& options);
 
 }  // namespace jtree

@@ -23,6 +23,7 @@ Result<WriteStats> save_segment(Tree tree, std::string_view target, const Segmen
   SinkOptions so;
   so.overwrite = true;  // a segment left by an interrupted attempt is replaced
   so.sync = options.sync;
+  so.remote = options.remote;
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> sink, create_sink(path, so));
   WriteStats stats;
   Status st = save_into(tree, *sink, options, &stats, &segment);

@@ -39,4 +39,8 @@ Result<std::unique_ptr<Sink>> open_remote_append_sink(std::string_view url, uint
 /// Deletes a remote object; NotFound when it does not exist (s3:// only).
 Status remove_remote_object(std::string_view url, const RemoteOptions& options = {});
 
+/// Aborts every incomplete multipart upload of an s3:// target and of its segments (what
+/// killed writers left; `jtree clean`). Returns how many. NotSupported for other schemes.
+Result<uint64_t> abort_incomplete_uploads(std::string_view url);
+
 }  // namespace jtree::remote

@@ -206,6 +206,23 @@ Result<ListBucketPage> S3Client::list_page(const std::string& bucket, const std:
   return page;
 }
 
+Result<ListUploadsPage> S3Client::list_uploads_page(const std::string& bucket,
+                                                    const std::string& prefix,
+                                                    const std::string& key_marker,
+                                                    const std::string& upload_id_marker,
+                                                    int max_uploads) {
+  Call c{"GET", {{"uploads", ""}, {"max-uploads", std::to_string(max_uploads)}}, {}, {}, ""};
+  if (!prefix.empty()) c.query.emplace_back("prefix", prefix);
+  if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
+  if (!upload_id_marker.empty()) c.query.emplace_back("upload-id-marker", upload_id_marker);
+  S3XmlHandler h;
+  S3Location loc{bucket, ""};
+  JTREE_RETURN_IF_ERROR(run(loc, "ListMultipartUploads prefix \"" + prefix + "\"", c, h).status());
+  auto page = parse_list_multipart_uploads(h.body);
+  if (!page.ok()) return page.status().WithPrefix(loc.url() + ": ListMultipartUploads");
+  return page;
+}
+
 Result<std::string> S3Client::create_multipart_upload(const S3Location& loc) {
   S3XmlHandler h;
   JTREE_RETURN_IF_ERROR(

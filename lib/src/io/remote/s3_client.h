@@ -1,6 +1,6 @@
 // The S3 calls jtree makes, signed with SigV4 (sigv4.h), retried (remote_call.h), their
 // answers parsed (s3_xml.h): HEAD, GET ranges (through RemoteSource), PUT, multipart upload
-// (create, upload part, upload part copy, complete, abort), ListObjectsV2, DeleteObject.
+// (create, upload part, upload part copy, complete, abort, list), ListObjectsV2, DeleteObject.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +57,13 @@ class S3Client {
   /// One ListObjectsV2 page.
   Result<ListBucketPage> list_page(const std::string& bucket, const std::string& prefix,
                                    const std::string& continuation_token, int max_keys = 1000);
+
+  /// One ListMultipartUploads page: the incomplete uploads of keys starting with `prefix`,
+  /// from (key_marker, upload_id_marker) on (both empty: the first page).
+  Result<ListUploadsPage> list_uploads_page(const std::string& bucket, const std::string& prefix,
+                                            const std::string& key_marker,
+                                            const std::string& upload_id_marker,
+                                            int max_uploads = 1000);
 
   Result<std::string> create_multipart_upload(const S3Location& loc);
   /// Returns the part's ETag. `sha256` of the body, computed by the caller (once, not per

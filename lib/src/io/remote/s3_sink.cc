@@ -11,6 +11,7 @@
 #include "io/remote/remote_io.h"
 #include "io/remote/remote_source.h"
 #include "io/remote/s3_client.h"
+#include "io/remote/s3_stale_uploads.h"
 #include "io/remote/sigv4.h"
 #include "util/thread_pool.h"
 
@@ -99,10 +100,22 @@ class S3Sink final : public Sink {
 
   Status commit() override {
     if (closed_) return Status::InvalidArgument(name_ + ": sink is closed");
+    const std::string own_upload = upload_id_;
     Status st = check_open();
     if (st.ok()) st = finish();
     if (!st.ok()) abort();
     closed_ = true;
+    // Committed: the incomplete uploads that earlier writers of this target (or of its
+    // segments) left when they were killed are aborted, so that their parts stop being
+    // stored. Only those initiated before this sink was created: a writer that started after
+    // it may still be running. Best effort: the object is committed whatever happens here
+    // (a store that refuses ListMultipartUploads leaves them to `jtree clean` or lifecycle
+    // rules).
+    // (Its own client: the write's request counts are the object's upload alone.)
+    if (st.ok()) {
+      S3Client cleaner(client_->config(), client_->options());
+      (void)abort_stale_uploads(cleaner, loc_, started_ms_, own_upload);
+    }
     return st;
   }
 
@@ -248,6 +261,7 @@ class S3Sink final : public Sink {
   const S3Location loc_;
   const std::string name_;
   std::unique_ptr<S3Client> client_;
+  const int64_t started_ms_ = now_ms();  // uploads of this target older than this are stale
   uint64_t part_size_ = 0;
   int concurrency_ = 1;
   uint64_t position_ = 0;

@@ -274,4 +274,39 @@ Result<ListBucketPage> parse_list_bucket_result(std::string_view xml, size_t max
   return page;
 }
 
+Result<ListUploadsPage> parse_list_multipart_uploads(std::string_view xml, size_t max_entries) {
+  JTREE_ASSIGN_OR_RETURN(std::vector<Element> e, parse_root(xml, "ListMultipartUploadsResult"));
+  ListUploadsPage page;
+  for (size_t i = 1; i < e.size(); ++i) {
+    if (e[i].parent != 0) continue;
+    const int self = static_cast<int>(i);
+    if (e[i].name == "Upload") {
+      if (page.uploads.size() >= max_entries) {
+        return Status::ResourceExhausted("ListMultipartUploadsResult with more than " +
+                                         std::to_string(max_entries) + " uploads");
+      }
+      PendingUpload u;
+      auto key = child_text(e, self, "Key");
+      if (!key) return malformed("<Upload> without a <Key>");
+      auto id = child_text(e, self, "UploadId");
+      if (!id || id->empty()) return malformed("<Upload> without an <UploadId>");
+      u.key = std::string(*key);
+      u.upload_id = std::string(*id);
+      u.initiated = std::string(child_text(e, self, "Initiated").value_or(""));
+      page.uploads.push_back(std::move(u));
+    } else if (e[i].name == "IsTruncated") {
+      if (e[i].text != "true" && e[i].text != "false") return malformed("<IsTruncated>");
+      page.truncated = e[i].text == "true";
+    } else if (e[i].name == "NextKeyMarker") {
+      page.next_key_marker = e[i].text;
+    } else if (e[i].name == "NextUploadIdMarker") {
+      page.next_upload_id_marker = e[i].text;
+    }
+  }
+  if (page.truncated && page.next_key_marker.empty()) {
+    return malformed("a truncated ListMultipartUploadsResult without a NextKeyMarker");
+  }
+  return page;
+}
+
 }  // namespace jtree::remote

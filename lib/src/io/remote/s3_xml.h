@@ -44,6 +44,21 @@ struct ListBucketPage {
   std::string next_continuation_token;
 };
 
+/// One <Upload> of a ListMultipartUploadsResult: an incomplete multipart upload.
+struct PendingUpload {
+  std::string key;
+  std::string upload_id;   ///< non-empty
+  std::string initiated;   ///< as sent: "2026-11-25T15:40:00.000Z"
+};
+
+/// A ListMultipartUploads page.
+struct ListUploadsPage {
+  std::vector<PendingUpload> uploads;
+  bool truncated = false;
+  std::string next_key_marker;        ///< with next_upload_id_marker: where the next page starts
+  std::string next_upload_id_marker;
+};
+
 /// An <Error> document (root element "Error"); Corruption when `xml` is anything else.
 Result<S3Error> parse_s3_error(std::string_view xml);
 
@@ -61,5 +76,11 @@ Result<std::string> parse_copy_part_result(std::string_view xml);
 /// (ResourceExhausted beyond). Sizes must be decimal numbers.
 Result<ListBucketPage> parse_list_bucket_result(std::string_view xml,
                                                 size_t max_entries = 100'000);
+
+/// ListMultipartUploadsResult. At most `max_entries` uploads (ResourceExhausted beyond);
+/// every <Upload> needs a <Key> and a non-empty <UploadId>; a truncated page needs a
+/// <NextKeyMarker> (Corruption otherwise: a client following it would loop).
+Result<ListUploadsPage> parse_list_multipart_uploads(std::string_view xml,
+                                                     size_t max_entries = 100'000);
 
 }  // namespace jtree::remote
