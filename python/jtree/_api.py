@@ -196,6 +196,7 @@ class _SaveJob:
             return self.write_collective()
         root = self.root
         append = False
+        expect: Dict[str, Any] = {}
         metadata: Dict[str, bytes] = {}
         if self.partial:
             try:
@@ -215,6 +216,9 @@ class _SaveJob:
                 root = merge(root, f._root, self.path)
                 metadata = f.metadata
                 append = True
+                # The append is refused (nothing written) if another writer changes the file
+                # between this read and the append: the merged tree would drop its leaves.
+                expect = _append_base(f.info())
         metadata.update(self.metadata)
         b = Emitter(self.path, self.codec, self.level).run(root)
         for k, v in metadata.items():
@@ -225,7 +229,7 @@ class _SaveJob:
         else:
             # (progress= only when asked: a native module built before it had no such argument)
             stats = _jtree.write(b, self.path, codec=self.codec, level=self.level,
-                                 append=append, **self.args,
+                                 append=append, **self.args, **expect,
                                  **({"progress": self.progress} if self.progress else {}))
         finish(self.progress, stats["raw_bytes"])
         return WriteStats(**stats)
@@ -254,6 +258,15 @@ class _SaveJob:
         stats = collective_save(self.coordinator, self.path, self.prepared, self.global_leaves,
                                 self.chunk_bytes, write_segment, commit)
         return WriteStats(**stats)
+
+
+def _append_base(info: Dict[str, Any]) -> Dict[str, Any]:
+    """The write() arguments that pin an append to the generation ``info`` (File.info()) describes
+    (none from a native module built before they existed)."""
+    if "footer_offset" not in info:
+        return {}
+    return dict(expect_generation=info["generation"], expect_footer_offset=info["footer_offset"],
+                expect_etag=info.get("etag", ""))
 
 
 def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: bool = True,
@@ -294,7 +307,10 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     generation appended to it): the file keeps what it has wherever ``tree`` holds None, and
     takes ``tree``'s values (arrays, scalars, whole subtrees) elsewhere; new dict keys are
     added. A missing file is simply created; a file that cannot be read as a jtree file is
-    refused (:class:`AlreadyExistsError`) unless ``overwrite_foreign=True``.
+    refused (:class:`AlreadyExistsError`) unless ``overwrite_foreign=True``. The append is
+    pinned to the generation (and, on S3, the ETag) it read: if another writer appends to or
+    replaces the file in between, it is refused with :class:`AbortedError` and nothing is
+    written (the other writer's generation stays intact); read and try again.
 
     ``compression`` is "zstd" (default) or None; ``level`` the zstd level; ``chunk_bytes`` the
     target chunk size (default 4 MiB); ``inline_threshold`` the size up to which payloads go in

@@ -11,6 +11,8 @@ Scenarios:
               theirs); the job fails and no target appears.
   no_commit   4 processes: every segment is written, then rank 0 dies instead of committing
               (JTREE_MH_BIG=1: with 24 MiB more per process).
+  foreign     4 processes save over PATH, which is not a jtree file: refused in every process
+              (JTREE_MH_FORCE=1: with overwrite_foreign=True, which replaces it).
 """
 import os
 import sys
@@ -128,6 +130,20 @@ def no_commit_scenario() -> None:
     raise SystemExit("the save returned without a commit")
 
 
+def foreign_scenario() -> None:
+    tree = workload.tree_for(rank, size, jtree, torch)
+    force = os.environ.get("JTREE_MH_FORCE") == "1"
+    try:
+        jtree.save(tree, path, coordinator=jtree.MPICoordinator(), compression=None,
+                   overwrite_foreign=force)
+    except jtree.Error as e:
+        assert not force and "is not a jtree file" in str(e), str(e)
+        return
+    assert force, "a file that is not a jtree file was replaced"
+    if rank == 0:
+        check_whole(jtree.load(path))
+
+
 {"save": save_scenario, "load": load_scenario, "die": die_scenario,
- "no_commit": no_commit_scenario}[scenario]()
+ "no_commit": no_commit_scenario, "foreign": foreign_scenario}[scenario]()
 print(f"rank {rank}: ok", flush=True)

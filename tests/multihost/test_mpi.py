@@ -197,3 +197,38 @@ def test_mpi_collective_save_to_s3(bucket):
     out = jtree.load(f"s3://{name}/ckpt-zstd.jtree")
     np.testing.assert_array_equal(out["params"]["grid"], workload.global_arrays()["grid"])
     assert out["step"] == 1235
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_mpi_save_never_replaces_a_file_that_is_not_a_jtree_file(where, tmp_path, request):
+    """The commit checks the target as a single-process save does: refused in every process,
+    the foreign file intact and no segment left; forced with overwrite_foreign=True."""
+    text = b"precious notes, not a checkpoint\n"
+    if where == "local":
+        path, env = str(tmp_path / "notes.txt"), {}
+        with open(path, "wb") as f:
+            f.write(text)
+
+        def content():
+            with open(path, "rb") as f:
+                return f.read()
+
+        def leftovers():
+            return [s for s in segments(path) if os.path.exists(s)]
+    else:
+        name, s3 = request.getfixturevalue("bucket")
+        path, env = f"s3://{name}/job/notes.txt", s3_env()
+        s3.put_object(Bucket=name, Key="job/notes.txt", Body=text)
+
+        def content():
+            return s3.get_object(Bucket=name, Key="job/notes.txt")["Body"].read()
+
+        def leftovers():
+            got = s3.list_objects_v2(Bucket=name).get("Contents", [])
+            return [o["Key"] for o in got if o["Key"] != "job/notes.txt"]
+    assert_job_ok(4, *run_mpi(4, "foreign", path, env=env))
+    assert content() == text
+    assert leftovers() == []
+    assert_job_ok(4, *run_mpi(4, "foreign", path, env={**env, "JTREE_MH_FORCE": "1"}))
+    assert content().startswith(b"\x89JTREE")
+    assert leftovers() == []
