@@ -114,7 +114,9 @@ class File:
         return dict(self._reader.metadata())
 
     def info(self) -> Dict[str, Any]:
-        """Facts about the file: size, generation, chunks, stored and raw bytes, writer."""
+        """Facts about the file: size, generation, chunks, stored and raw bytes, writer; also
+        ``footer_offset`` and ``etag`` (remote objects; "" for local files), which identify the
+        generation read (a ``partial_write`` is pinned to them)."""
         return self._reader.info()
 
     def io_stats(self) -> Dict[str, int]:
