@@ -74,6 +74,19 @@ inline std::vector<GoldenArray> basic_arrays() {
   return a;
 }
 
+/// "rectilinear.jtree" (format version 2): a float32 [50, 7] leaf "w" saved with the blocks
+/// rows [0,13) [13,31) [31,50) x columns [0,3) [3,7) (no useful common divisor), so that its
+/// chunk grid is rectilinear: chunk_bounds {13, 31, 50, 3, 7}.
+inline std::vector<std::byte> rectilinear_data() { return pattern(50 * 7 * 4, 77); }
+inline std::vector<Box> rectilinear_blocks() {
+  std::vector<Box> blocks;
+  const uint64_t rows[] = {0, 13, 31, 50}, cols[] = {0, 3, 7};
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 2; ++c) blocks.push_back({{rows[r], cols[c]}, {rows[r + 1], cols[c + 1]}});
+  }
+  return blocks;
+}
+
 /// The arrays of "dtypes_v2.jtree" (format version 2): one chunked and one inline leaf of each
 /// dtype version 2 added, their bytes every bit pattern in turn (6-bit types: the low 6 bits).
 inline std::vector<GoldenArray> v2_dtype_arrays() {

@@ -243,6 +243,26 @@ void make_valid() {
     check(save(std::move(*tree), g_dir + "/valid/dtypes_v2.jtree", def).status(), "dtypes v2");
   }
 
+  // Format version 2: a rectilinear chunk grid (blocks without a useful common divisor).
+  {
+    const auto data = golden::rectilinear_data();
+    auto in = std::make_shared<LeafInput>();
+    in->source = ArrayView{data.data()};
+    in->blocks = golden::rectilinear_blocks();
+    Leaf l;
+    l.kind = LeafKind::kArray;
+    l.dtype = DType::kFloat32;
+    l.shape = {50, 7};
+    l.storage = Storage::kChunked;
+    l.input = std::move(in);
+    TreeBuilder b;
+    b.dict().key("w").leaf(l).end();
+    WriteOptions wo = def;
+    wo.inline_threshold = 0;
+    check(save(std::move(*std::move(b).Finish()), g_dir + "/valid/rectilinear.jtree", wo).status(),
+          "rectilinear");
+  }
+
   // A scalar root, and many small leaves.
   {
     TreeBuilder b;
@@ -367,6 +387,17 @@ void make_broken() {
   p.tree.leaves[0].shape = {0, 1ull << 63};
   p.tree.leaves[0].inline_data.clear();
   expect("huge_empty_shape.jtree", assemble(p), "Corruption", "shape too large");
+
+  // Rectilinear chunk grids (version 2): bounds that do not reach the extent, and valid bounds
+  // in a file that claims version-1 readers can read it.
+  p = chunked_parts();
+  p.version.min_read_version = p.version.min_write_version = 2;
+  p.tree.leaves[0].chunk_shape.clear();
+  p.tree.leaves[0].chunk_bounds = {250, 500, 750, 999};
+  expect("chunk_bounds_short.jtree", assemble(p), "Corruption", "chunk bounds are not");
+  p.tree.leaves[0].chunk_bounds = {250, 500, 750, 1000};
+  p.version.min_read_version = p.version.min_write_version = 1;
+  expect("chunk_bounds_min_read_1.jtree", assemble(p), "Corruption", "min_read_version is 1");
 
   p = chunked_parts();
   p.index.chunks[2].offset = 400;  // overlaps chunk 1

@@ -46,3 +46,46 @@ TEST_CASE("default chunk shapes are C-order slabs near the target") {
   CHECK(default_chunk_shape({0, 8}, 32, 1 << 20) == Shape{1, 8});
   CHECK(default_chunk_shape({}, 32, 1 << 20) == Shape{});
 }
+
+TEST_CASE("rectilinear grids: boxes, overlap by binary search, bounds encoding") {
+  auto ends = split_chunk_bounds({10, 7}, {3, 4, 10, 2, 7});
+  REQUIRE(ends.has_value());
+  CHECK((*ends)[0] == Shape{3, 4, 10});
+  CHECK((*ends)[1] == Shape{2, 7});
+  CHECK(join_chunk_bounds(*ends) == Shape{3, 4, 10, 2, 7});
+  ChunkGrid g = ChunkGrid::rectilinear({10, 7}, *ends);
+  CHECK_FALSE(g.regular());
+  CHECK(g.grid() == Shape{3, 2});
+  CHECK(g.count() == 6);
+  CHECK(g.box(3).begin == Shape{3, 2});  // chunk (1, 1)
+  CHECK(g.box(3).end == Shape{4, 7});
+  CHECK(g.elements(4) == 12);            // chunk (2, 0): 6 rows x 2 columns
+  CHECK(g.max_chunk() == Shape{6, 5});
+  CHECK(g.is_boundary(0, 4));
+  CHECK_FALSE(g.is_boundary(0, 5));
+  Shape lo, hi;
+  g.overlapping({{3, 0}, {4, 2}}, lo, hi);  // exactly chunk (1, 0)
+  CHECK(lo == Shape{1, 0});
+  CHECK(hi == Shape{2, 1});
+  g.overlapping({{2, 1}, {10, 3}}, lo, hi);
+  CHECK(lo == Shape{0, 0});
+  CHECK(hi == Shape{3, 2});
+  g.overlapping({{9, 6}, {10, 7}}, lo, hi);
+  CHECK(lo == Shape{2, 1});
+  CHECK(hi == Shape{3, 2});
+  // Every element is in the chunk overlapping() names for its one-element box.
+  for (uint64_t i = 0; i < 10; ++i) {
+    for (uint64_t j = 0; j < 7; ++j) {
+      g.overlapping({{i, j}, {i + 1, j + 1}}, lo, hi);
+      const Box b = g.box(g.linear(lo));
+      CHECK((hi[0] == lo[0] + 1 && hi[1] == lo[1] + 1));
+      CHECK((b.begin[0] <= i && i < b.end[0] && b.begin[1] <= j && j < b.end[1]));
+    }
+  }
+  CHECK_FALSE(split_chunk_bounds({10}, {}).has_value());
+  CHECK_FALSE(split_chunk_bounds({10}, {5, 5, 10}).has_value());
+  CHECK_FALSE(split_chunk_bounds({10}, {10, 3}).has_value());
+  // C-order concatenation: rows cut irregularly, the rest whole.
+  CHECK(chunks_concatenate_in_c_order(ChunkGrid::rectilinear({10, 7}, {{3, 4, 10}, {7}})));
+  CHECK_FALSE(chunks_concatenate_in_c_order(g));
+}

@@ -2,6 +2,7 @@
 // loading with exactly their content (backward compatibility), and each broken file must be
 // refused with exactly its error (tests/golden/manifest.txt).
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -118,6 +119,27 @@ TEST_CASE("valid golden files load with their exact content") {
       std::vector<std::byte> got(l.memory_bytes());
       REQUIRE((*r)->read(*leaf, got).ok());
       CHECK(got == a.data);
+    }
+    CHECK(read_everything(**r).ok());
+  }
+  {
+    // Format version 2's rectilinear chunk grid: the bounds, the data, and slices across them.
+    auto r = Reader::Open(dir + "rectilinear.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    CHECK((*r)->info().min_read_version == 2);
+    const Leaf& l = (*r)->tree().leaves[0];
+    CHECK(l.chunk_shape.empty());
+    CHECK(l.chunk_bounds == Shape{13, 31, 50, 3, 7});
+    const auto data = golden::rectilinear_data();
+    std::vector<std::byte> got(data.size());
+    REQUIRE((*r)->read(0, got).ok());
+    CHECK(got == data);
+    std::vector<std::byte> part(20 * 2 * 4);  // rows [12, 32) x columns [2, 4)
+    REQUIRE((*r)->read_box(0, {{12, 2}, {32, 4}}, part).ok());
+    for (uint64_t i = 0; i < 20; ++i) {
+      for (uint64_t j = 0; j < 2; ++j) {
+        CHECK(std::memcmp(&part[(i * 2 + j) * 4], &data[((12 + i) * 7 + 2 + j) * 4], 4) == 0);
+      }
     }
     CHECK(read_everything(**r).ok());
   }

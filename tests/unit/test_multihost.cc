@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "format/chunk_grid.h"
 #include "test_util.h"
 #include "util/box_copy.h"
 
@@ -362,4 +363,132 @@ TEST_CASE("a commit never replaces a file that is not a jtree file unless asked"
   REQUIRE(r.ok());
   CHECK(read_leaf(**r, "a") == g.a);
   CHECK(dir.entries() == std::vector<std::string>{"notes.txt"});
+}
+
+namespace {
+
+// np.array_split's boxes of `n` into `k` parts (the first n % k one longer).
+std::vector<std::pair<uint64_t, uint64_t>> array_split(uint64_t n, uint64_t k) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  uint64_t at = 0;
+  for (uint64_t i = 0; i < k; ++i) {
+    const uint64_t len = n / k + (i < n % k ? 1 : 0);
+    out.push_back({at, at + len});
+    at += len;
+  }
+  return out;
+}
+
+// A leaf of `shape` split into `blocks`, process k holding blocks[j] for j % procs == k; every
+// process is told all the blocks (LeafInput::blocks), as Python passes them.
+Leaf uneven_leaf(Process& p, DType dtype, const Shape& shape, const std::vector<std::byte>& full,
+                 const std::vector<Box>& blocks, uint32_t k, uint32_t procs) {
+  std::vector<Box> mine;
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    if (j % procs == k) mine.push_back(blocks[j]);
+  }
+  Leaf l = p.sharded(dtype, shape, {}, full, mine);
+  std::const_pointer_cast<LeafInput>(l.input)->blocks = blocks;
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("uneven splits get a rectilinear grid: few chunks, bit-exact whole and by slices") {
+  TempDir dir;
+  const std::string target = dir.file("uneven.jtree");
+  const Shape sv = {100003}, st = {50257, 64}, s3 = {7, 1001, 13};
+  const auto v = random_array(DType::kUInt16, 100003, 11);
+  const auto t = random_array(DType::kFloat32, 50257 * 64, 12);
+  const auto c = random_array(DType::kUInt8, 7 * 1001 * 13, 13);
+  std::vector<Box> bv, bt, b3;
+  for (auto [b, e] : array_split(100003, 4)) bv.push_back({{b}, {e}});
+  for (auto [r0, r1] : array_split(50257, 4)) {
+    for (auto [c0, c1] : array_split(64, 4)) bt.push_back({{r0, c0}, {r1, c1}});
+  }
+  for (auto [a0, a1] : array_split(7, 3)) {
+    for (auto [b0, b1] : array_split(1001, 4)) b3.push_back({{a0, b0, 0}, {a1, b1, 13}});
+  }
+  constexpr uint32_t kP = 4;
+  WriteOptions wo;
+  wo.inline_threshold = 0;
+  wo.target_chunk_bytes = 1 << 20;
+  for (uint32_t k = 0; k < kP; ++k) {
+    Process p;
+    TreeBuilder b;
+    b.dict();
+    b.key("v").leaf(uneven_leaf(p, DType::kUInt16, sv, v, bv, k, kP));
+    b.key("t").leaf(uneven_leaf(p, DType::kFloat32, st, t, bt, k, kP));
+    b.key("c").leaf(uneven_leaf(p, DType::kUInt8, s3, c, b3, k, kP));
+    b.end();
+    auto tree = std::move(b).Finish();
+    REQUIRE(tree.ok());
+    auto s = save_segment(std::move(*tree), target, {k, kP, 9}, wo);
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  }
+  REQUIRE(commit_segments(target, kP).ok());
+  auto r = Reader::Open(target);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  CHECK((*r)->info().min_read_version == 2);
+  CHECK(read_leaf(**r, "v") == v);
+  CHECK(read_leaf(**r, "t") == t);
+  CHECK(read_leaf(**r, "c") == c);
+  CHECK((*r)->Verify()->ok());
+  // Chunk counts: at most the single-process grid's plus the number of blocks.
+  struct Case {
+    const char* name;
+    Shape shape;
+    DType dtype;
+    size_t blocks;
+  };
+  // "v" splits 25001 x 3 + 25000: the regular grid of 25001 (last chunk clipped) fits it.
+  const Leaf& leaf_v = (*r)->tree().leaves[*(*r)->find_leaf("v")];
+  CHECK(leaf_v.chunk_shape == Shape{25001});
+  for (const Case& cs : {Case{"v", sv, DType::kUInt16, bv.size()},
+                         Case{"t", st, DType::kFloat32, bt.size()},
+                         Case{"c", s3, DType::kUInt8, b3.size()}}) {
+    const Leaf& l = (*r)->tree().leaves[*(*r)->find_leaf(cs.name)];
+    const Shape single = format::default_chunk_shape(cs.shape, dtype_info(cs.dtype)->stored_bits,
+                                                     wo.target_chunk_bytes);
+    const uint64_t single_count = *format::grid_chunk_count(cs.shape, single);
+    INFO(std::string(cs.name), " chunks ", Tree::chunk_count(l), " single ", single_count,
+         " chunk shape rank ", l.chunk_shape.size(), " bounds ", l.chunk_bounds.size());
+    CHECK(l.chunk_bounds.empty() == (cs.name == std::string("v")));
+    CHECK(l.chunk_shape.empty() == (cs.name != std::string("v")));
+    CHECK(Tree::chunk_count(l) <= single_count + cs.blocks);
+  }
+  // Slices across block and chunk boundaries.
+  const uint32_t lt = *(*r)->find_leaf("t");
+  const Box box{{12560, 10}, {37700, 50}};
+  std::vector<std::byte> got(box.num_elements() * 4);
+  REQUIRE((*r)->read_box(lt, box, got).ok());
+  CHECK(got == shard_of(t, st, box, 4));
+  const uint32_t lv = *(*r)->find_leaf("v");
+  const Box vbox{{25000}, {75003}};
+  std::vector<std::byte> vgot(vbox.num_elements() * 2);
+  REQUIRE((*r)->read_box(lv, vbox, vgot).ok());
+  CHECK(vgot == shard_of(v, sv, vbox, 2));
+}
+
+TEST_CASE("even splits told their blocks keep a regular grid and format version 1") {
+  TempDir dir;
+  const std::string target = dir.file("even.jtree");
+  const auto a = random_array(DType::kFloat32, 64 * 48, 14);
+  std::vector<Box> blocks;
+  for (uint64_t s = 0; s < 4; ++s) blocks.push_back({{16 * s, 0}, {16 * (s + 1), 48}});
+  for (uint32_t k = 0; k < 4; ++k) {
+    Process p;
+    TreeBuilder b;
+    b.dict().key("a").leaf(uneven_leaf(p, DType::kFloat32, {64, 48}, a, blocks, k, 4)).end();
+    auto s = save_segment(std::move(*std::move(b).Finish()), target, {k, 4, 3}, small_chunks());
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  }
+  REQUIRE(commit_segments(target, 4).ok());
+  auto r = Reader::Open(target);
+  REQUIRE(r.ok());
+  CHECK((*r)->info().min_read_version == 1);
+  const Leaf& l = (*r)->tree().leaves[0];
+  CHECK(l.chunk_bounds.empty());
+  CHECK(16 % l.chunk_shape[0] == 0);
+  CHECK(read_leaf(**r, "a") == a);
 }

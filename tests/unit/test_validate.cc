@@ -120,6 +120,51 @@ TEST_CASE("leaf spec errors") {
   CHECK_FALSE(check(str).ok());
 }
 
+TEST_CASE("rectilinear chunk grids: hostile bounds are Corruption") {
+  auto rect = [](Shape shape, Shape bounds) {
+    Leaf l = chunked(std::move(shape), {});
+    l.chunk_bounds = std::move(bounds);
+    return l;
+  };
+  Tree ok = one_leaf(rect({10, 7}, {3, 10, 2, 7}));
+  auto n = validate_leaves(ok, {});
+  REQUIRE(n.ok());
+  CHECK(*n == 4);
+  CHECK(leaf_min_read_version(ok.leaves[0]) == 2);
+  CHECK(leaf_min_read_version(chunked({10}, {5})) == 1);
+  auto corrupt = [&](Leaf l) { return check(std::move(l)).code() == StatusCode::kCorruption; };
+  CHECK(corrupt(rect({10, 7}, {3, 3, 10, 7})));      // not strictly increasing
+  CHECK(corrupt(rect({10, 7}, {5, 3, 10, 7})));      // decreasing
+  CHECK(corrupt(rect({10, 7}, {3, 10})));            // dimension 1 missing
+  CHECK(corrupt(rect({10, 7}, {3, 10, 2, 7, 9})));   // values left over
+  CHECK(corrupt(rect({10, 7}, {3, 11, 2, 7})));      // past the extent
+  CHECK(corrupt(rect({10, 7}, {0, 10, 7})));         // an empty first chunk
+  CHECK(corrupt(rect({10, 7}, {3, 9, 2, 7})));       // dimension 0 never reaches 10: runs on
+  CHECK(corrupt(rect({0, 7}, {7})));                 // empty array
+  CHECK(corrupt(rect({}, {1})));                     // rank 0 with bounds
+  Leaf both = rect({10}, {4, 10});
+  both.chunk_shape = {5};
+  CHECK(corrupt(both));                              // a shape and bounds
+  Leaf inl = rect({10}, {10});
+  inl.storage = Storage::kInline;
+  inl.codec = Codec::kRaw;
+  inl.filter = Filter::kNone;
+  inl.inline_data = std::string(40, 'x');
+  CHECK(corrupt(inl));                               // bounds on an inline leaf
+  // The largest chunk counts against the chunk limit, not the first one.
+  Limits lim;
+  lim.max_chunk_bytes = 400;
+  CHECK(check(rect({1000}, {10, 1000}), lim).code() == StatusCode::kResourceExhausted);
+  CHECK(check(rect({1000}, {900, 1000}), lim).code() == StatusCode::kResourceExhausted);
+  CHECK(check(rect({1000}, {100, 200, 300, 400, 500, 600, 700, 800, 900, 1000}), lim).ok());
+  // A huge grid is refused without overflow (a count over 2^64).
+  Shape big;
+  for (uint64_t d = 0; d < 5; ++d) {
+    for (uint64_t e = 1; e <= 20000; ++e) big.push_back(e);
+  }
+  CHECK_FALSE(check(rect({20000, 20000, 20000, 20000, 20000}, big)).ok());
+}
+
 TEST_CASE("index checks: counts, bounds, overlap, encodings") {
   Tree t = one_leaf(chunked({100}, {50}));  // 2 chunks of 200 raw bytes
   REQUIRE(validate_leaves(t, Limits{}).ok());

@@ -136,7 +136,8 @@ struct ValueResult {
 // under other seeds differ, so files written separately are compared by reading.
 bool same_stored_chunks(const Reader& ra, const Leaf& la, const Reader& rb, const Leaf& lb) {
   if (la.storage != Storage::kChunked || lb.storage != Storage::kChunked) return false;
-  if (la.chunk_shape != lb.chunk_shape || la.codec != lb.codec || la.filter != lb.filter) {
+  if (la.chunk_shape != lb.chunk_shape || la.chunk_bounds != lb.chunk_bounds ||
+      la.codec != lb.codec || la.filter != lb.filter) {
     return false;
   }
   const uint64_t n = Tree::chunk_count(la);

@@ -204,6 +204,11 @@ struct JTREE_API LeafInput {
   /// Sharded arrays: the shape of one shard of the sharding (the same in every process). The
   /// chunk grid is cut to divide it, so that every chunk lies inside one shard.
   Shape shard_shape;
+  /// Sharded arrays in a multi-process save: the boxes of ALL blocks of the array, of every
+  /// process (the same list in every process). When set, the planner cuts the chunk grid at
+  /// every block edge (a rectilinear grid where a regular one would need tiny chunks), so that
+  /// every chunk lies inside one block; shard_shape is then ignored for the grid.
+  std::vector<Box> blocks;
   /// The parts of the array this process holds. nullopt: all of it (from source or fill; in a
   /// multi-process save only process 0 writes such leaves); an empty list: none of it; else
   /// these shards, whose boxes must be unions of whole chunks (true when they follow
@@ -230,7 +235,11 @@ struct JTREE_API Leaf {
   double imag = 0;        ///< kComplex
 
   Shape shape;
-  Shape chunk_shape;      ///< kChunked
+  Shape chunk_shape;      ///< kChunked, regular grid (empty when chunk_bounds is used)
+  /// kChunked, rectilinear grid (format version 2; chunk_shape then empty): for each dimension
+  /// in turn its chunks' end positions, strictly increasing and ending at that dimension's
+  /// extent, concatenated (spec/FORMAT.md section 7).
+  Shape chunk_bounds;
   /// kInline: the stored payload bytes (4-bit types packed). On the write side, also the
   /// payload of text/bytes leaves whatever their size (the writer decides where it goes).
   std::string inline_data;

@@ -15,6 +15,54 @@ ChunkGrid::ChunkGrid(const Shape& shape, const Shape& chunk) : shape_(shape), ch
   }
 }
 
+ChunkGrid ChunkGrid::rectilinear(const Shape& shape, std::vector<Shape> ends) {
+  ChunkGrid g(Shape{}, Shape{});
+  g.shape_ = shape;
+  g.ends_ = std::move(ends);
+  g.grid_.resize(shape.size());
+  g.count_ = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    g.grid_[d] = g.ends_[d].size();
+    g.count_ *= g.grid_[d];  // validated not to overflow before a grid is built
+  }
+  return g;
+}
+
+ChunkGrid ChunkGrid::of(const Leaf& leaf) {
+  if (leaf.chunk_bounds.empty()) return ChunkGrid(leaf.shape, leaf.chunk_shape);
+  auto ends = split_chunk_bounds(leaf.shape, leaf.chunk_bounds);
+  return ends ? rectilinear(leaf.shape, std::move(*ends)) : ChunkGrid(Shape{}, Shape{});
+}
+
+uint64_t ChunkGrid::begin(size_t d, uint64_t i) const {
+  if (ends_.empty()) return i * chunk_[d];
+  return i == 0 ? 0 : ends_[d][i - 1];
+}
+
+uint64_t ChunkGrid::end(size_t d, uint64_t i) const {
+  if (ends_.empty()) return std::min((i + 1) * chunk_[d], shape_[d]);
+  return ends_[d][i];
+}
+
+bool ChunkGrid::is_boundary(size_t d, uint64_t x) const {
+  if (x == 0 || x == shape_[d]) return true;
+  if (ends_.empty()) return x % chunk_[d] == 0;
+  return std::binary_search(ends_[d].begin(), ends_[d].end(), x);
+}
+
+Shape ChunkGrid::max_chunk() const {
+  if (ends_.empty()) return chunk_;
+  Shape m(rank(), 0);
+  for (size_t d = 0; d < rank(); ++d) {
+    uint64_t prev = 0;
+    for (uint64_t e : ends_[d]) {
+      m[d] = std::max(m[d], e - prev);
+      prev = e;
+    }
+  }
+  return m;
+}
+
 Shape ChunkGrid::coord(uint64_t linear) const {
   Shape g(rank());
   for (size_t d = rank(); d-- > 0;) {
@@ -36,8 +84,8 @@ Box ChunkGrid::box(uint64_t linear_index) const {
   b.begin.resize(rank());
   b.end.resize(rank());
   for (size_t d = 0; d < rank(); ++d) {
-    b.begin[d] = g[d] * chunk_[d];
-    b.end[d] = std::min(b.begin[d] + chunk_[d], shape_[d]);
+    b.begin[d] = begin(d, g[d]);
+    b.end[d] = end(d, g[d]);
   }
   return b;
 }
@@ -51,9 +99,52 @@ void ChunkGrid::overlapping(const Box& b, Shape& lo, Shape& hi) const {
   hi.assign(rank(), 0);
   for (size_t d = 0; d < rank(); ++d) {
     if (b.begin[d] >= b.end[d]) continue;  // empty along d: lo == hi == 0
-    lo[d] = b.begin[d] / chunk_[d];
-    hi[d] = (b.end[d] - 1) / chunk_[d] + 1;
+    if (ends_.empty()) {
+      lo[d] = b.begin[d] / chunk_[d];
+      hi[d] = (b.end[d] - 1) / chunk_[d] + 1;
+      continue;
+    }
+    // Binary search: the first chunk ending after begin, the first ending at or after end.
+    const Shape& e = ends_[d];
+    lo[d] = static_cast<uint64_t>(std::upper_bound(e.begin(), e.end(), b.begin[d]) - e.begin());
+    hi[d] = static_cast<uint64_t>(std::lower_bound(e.begin(), e.end(), b.end[d]) - e.begin()) + 1;
+    hi[d] = std::min<uint64_t>(hi[d], e.size());
   }
+}
+
+std::optional<std::vector<Shape>> split_chunk_bounds(const Shape& shape, const Shape& bounds) {
+  std::vector<Shape> ends(shape.size());
+  size_t k = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return std::nullopt;
+    uint64_t prev = 0;
+    while (true) {
+      if (k == bounds.size()) return std::nullopt;
+      const uint64_t v = bounds[k++];
+      if (v <= prev || v > shape[d]) return std::nullopt;
+      ends[d].push_back(v);
+      prev = v;
+      if (v == shape[d]) break;
+    }
+  }
+  if (k != bounds.size()) return std::nullopt;
+  return ends;
+}
+
+std::optional<uint64_t> rectilinear_chunk_count(const std::vector<Shape>& ends, uint64_t limit) {
+  uint64_t n = 1;
+  for (const Shape& e : ends) {
+    auto r = checked_mul(n, static_cast<uint64_t>(e.size()));
+    if (!r || *r > limit) return std::nullopt;
+    n = *r;
+  }
+  return n;
+}
+
+Shape join_chunk_bounds(const std::vector<Shape>& ends) {
+  Shape flat;
+  for (const Shape& e : ends) flat.insert(flat.end(), e.begin(), e.end());
+  return flat;
 }
 
 std::optional<uint64_t> grid_chunk_count(const Shape& shape, const Shape& chunk, uint64_t limit) {
@@ -102,6 +193,19 @@ bool chunks_concatenate_in_c_order(const Shape& shape, const Shape& chunk) {
   if (k == 0) return true;  // one chunk
   for (size_t d = 0; d + 1 < k; ++d) {
     if (chunk[d] != 1) return false;
+  }
+  return true;
+}
+
+bool chunks_concatenate_in_c_order(const ChunkGrid& grid) {
+  if (grid.regular()) return chunks_concatenate_in_c_order(grid.shape(), grid.chunk());
+  const Shape& s = grid.shape();
+  const Shape& g = grid.grid();
+  size_t k = s.size();  // one past the last dimension the grid cuts
+  while (k > 0 && g[k - 1] == 1) --k;
+  if (k == 0) return true;
+  for (size_t d = 0; d + 1 < k; ++d) {
+    if (g[d] != s[d]) return false;  // every chunk of extent 1
   }
   return true;
 }

@@ -51,7 +51,10 @@ Offset<fb::Leaf> encode_leaf(FlatBufferBuilder& b, const Leaf& l) {
   auto type_name = l.type_name.empty() ? 0 : b.CreateString(l.type_name.str());
   auto big_int = l.big_int.empty() ? 0 : bytes_vector(b, l.big_int.str());
   auto shape = l.is_payload() ? b.CreateVector(l.shape) : 0;
-  auto chunk_shape = l.storage == Storage::kChunked ? b.CreateVector(l.chunk_shape) : 0;
+  const bool rectilinear = l.storage == Storage::kChunked && !l.chunk_bounds.empty();
+  auto chunk_shape =
+      l.storage == Storage::kChunked && !rectilinear ? b.CreateVector(l.chunk_shape) : 0;
+  auto chunk_bounds = rectilinear ? b.CreateVector(l.chunk_bounds) : 0;
   auto inline_data = l.storage == Storage::kInline ? bytes_vector(b, l.inline_data) : 0;
   fb::LeafBuilder lb(b);
   lb.add_kind(static_cast<fb::LeafKind>(l.kind));
@@ -76,7 +79,8 @@ Offset<fb::Leaf> encode_leaf(FlatBufferBuilder& b, const Leaf& l) {
     lb.add_storage(static_cast<fb::Storage>(l.storage));
   }
   if (l.storage == Storage::kChunked) {
-    lb.add_chunk_shape(chunk_shape);
+    lb.add_chunk_shape(chunk_shape);  // (a null offset adds nothing)
+    lb.add_chunk_bounds(chunk_bounds);
     lb.add_filter(static_cast<fb::Filter>(l.filter));
     lb.add_codec(static_cast<fb::Codec>(l.codec));
     lb.add_level(l.level);
@@ -122,6 +126,7 @@ struct LeafRangeSummary {
 void reset_scratch(Leaf& l) {
   l.shape.clear();
   l.chunk_shape.clear();
+  l.chunk_bounds.clear();
   l.inline_data.clear();
   l.type_name.clear();
   l.big_int.clear();
@@ -213,6 +218,7 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
     return bad("leaf " + std::to_string(i) + ": chunk shape rank over the limit");
   }
   assign(l.chunk_shape, f->chunk_shape());
+  assign(l.chunk_bounds, f->chunk_bounds());
   auto filter = static_cast<uint8_t>(f->filter());
   if (filter > static_cast<uint8_t>(Filter::kFloatSplit)) {
     return bad("leaf " + std::to_string(i) + ": unknown filter " + std::to_string(filter));

@@ -74,7 +74,8 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
   if (!is_payload_kind(l.kind)) {
     // Scalars carry nothing else: no payload, no hidden bytes.
     if (l.storage != Storage::kNone || l.dtype != DType::kInvalid || !l.shape.empty() ||
-        !l.chunk_shape.empty() || !l.inline_data.empty() || l.filter != Filter::kNone ||
+        !l.chunk_shape.empty() || !l.chunk_bounds.empty() || !l.inline_data.empty() ||
+        l.filter != Filter::kNone ||
         l.codec != Codec::kRaw || l.level != 0) {
       JTREE_LEAF_FAIL(kCorruption,
                       leaf_error(t, i, "payload fields on a " +
@@ -107,8 +108,8 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
   const uint64_t stored = stored_bytes(l.dtype, *elements);
 
   if (l.storage == Storage::kInline) {
-    if (!l.chunk_shape.empty() || l.filter != Filter::kNone || l.codec != Codec::kRaw ||
-        l.level != 0) {
+    if (!l.chunk_shape.empty() || !l.chunk_bounds.empty() || l.filter != Filter::kNone ||
+        l.codec != Codec::kRaw || l.level != 0) {
       JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "chunk fields on an inline leaf"));
     }
     if (l.inline_data.size() != stored) {
@@ -120,22 +121,40 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
     return leaf_ok<kMessages>();
   }
 
-  // Chunked.
-  if (l.chunk_shape.size() != l.shape.size()) {
-    JTREE_LEAF_FAIL(kCorruption,
-                    leaf_error(t, i, "chunk shape rank " + std::to_string(l.chunk_shape.size()) +
-                                         " differs from shape rank " +
-                                         std::to_string(l.shape.size())));
-  }
-  for (size_t d = 0; d < l.shape.size(); ++d) {
-    if (l.chunk_shape[d] == 0 || l.chunk_shape[d] > std::max<uint64_t>(l.shape[d], 1)) {
-      JTREE_LEAF_FAIL(kCorruption,
-                      leaf_error(t, i, "chunk shape dimension " + std::to_string(d) + " is " +
-                                           std::to_string(l.chunk_shape[d]) +
-                                           " for an extent of " + std::to_string(l.shape[d])));
+  // Chunked: a regular grid (chunk_shape) or a rectilinear one (chunk_bounds, version 2).
+  Shape max_chunk;
+  std::optional<uint64_t> n;
+  if (!l.chunk_bounds.empty()) {
+    if (!l.chunk_shape.empty()) {
+      JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "both a chunk shape and chunk bounds"));
     }
+    auto ends = split_chunk_bounds(l.shape, l.chunk_bounds);
+    if (!ends) {
+      JTREE_LEAF_FAIL(kCorruption,
+                      leaf_error(t, i, "chunk bounds are not, for each dimension, strictly "
+                                       "increasing ends that finish at its extent"));
+    }
+    n = rectilinear_chunk_count(*ends);
+    max_chunk = ChunkGrid::rectilinear(l.shape, std::move(*ends)).max_chunk();
+  } else {
+    if (l.chunk_shape.size() != l.shape.size()) {
+      JTREE_LEAF_FAIL(kCorruption,
+                      leaf_error(t, i, "chunk shape rank " + std::to_string(l.chunk_shape.size()) +
+                                           " differs from shape rank " +
+                                           std::to_string(l.shape.size())));
+    }
+    for (size_t d = 0; d < l.shape.size(); ++d) {
+      if (l.chunk_shape[d] == 0 || l.chunk_shape[d] > std::max<uint64_t>(l.shape[d], 1)) {
+        JTREE_LEAF_FAIL(kCorruption,
+                        leaf_error(t, i, "chunk shape dimension " + std::to_string(d) + " is " +
+                                             std::to_string(l.chunk_shape[d]) +
+                                             " for an extent of " + std::to_string(l.shape[d])));
+      }
+    }
+    n = grid_chunk_count(l.shape, l.chunk_shape);
+    max_chunk = l.chunk_shape;
   }
-  auto chunk_elements = checked_product(l.chunk_shape, kMaxElements);
+  auto chunk_elements = checked_product(max_chunk, kMaxElements);
   uint64_t chunk_bytes = chunk_elements ? stored_bytes(l.dtype, *chunk_elements) : UINT64_MAX;
   if (chunk_bytes > std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)) {
     JTREE_LEAF_FAIL(kResourceExhausted,
@@ -152,7 +171,6 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
   if (l.codec == Codec::kRaw && (l.filter != Filter::kNone || l.level != 0)) {
     JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "filter or level on a raw leaf"));
   }
-  auto n = grid_chunk_count(l.shape, l.chunk_shape);
   if (!n) JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "chunk grid too large"));
   if (*n == 0) {
     JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "empty array stored as chunks (must be inline)"));
@@ -172,6 +190,11 @@ size_t planes_of(const Leaf& leaf) {
 
 void for_each_chunk_raw_size(const Leaf& leaf,
                              const std::function<void(uint64_t, uint64_t)>& fn) {
+  if (!leaf.chunk_bounds.empty()) {
+    const ChunkGrid grid = ChunkGrid::of(leaf);
+    for (uint64_t k = 0; k < grid.count(); ++k) fn(k, stored_bytes(leaf.dtype, grid.elements(k)));
+    return;
+  }
   const Shape& s = leaf.shape;
   const Shape& c = leaf.chunk_shape;
   const size_t r = s.size();
@@ -200,6 +223,9 @@ void for_each_chunk_raw_size(const Leaf& leaf,
 }
 
 uint64_t chunk_raw_size(const Leaf& leaf, uint64_t local) {
+  if (!leaf.chunk_bounds.empty()) {
+    return stored_bytes(leaf.dtype, ChunkGrid::of(leaf).elements(local));
+  }
   ChunkGrid grid(leaf.shape, leaf.chunk_shape);
   return stored_bytes(leaf.dtype, grid.elements(local));
 }
@@ -218,7 +244,9 @@ Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits) {
 }
 
 uint16_t leaf_min_read_version(const Leaf& leaf) {
-  // Scalar leaves carry dtype Invalid (0): only payloads can use a version-2 dtype.
+  // Scalar leaves carry dtype Invalid (0): only payloads can use a version-2 dtype. A
+  // rectilinear chunk grid (chunk_bounds) is version 2 as well.
+  if (!leaf.chunk_bounds.empty()) return 2;
   return static_cast<uint8_t>(leaf.dtype) >= kFirstVersion2DTypeCode ? 2 : 1;
 }
 

@@ -170,7 +170,8 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   if (summary.min_read_version > ft.version.min_read_version) {
     return Status::Corruption("the header uses format version " +
                               std::to_string(summary.min_read_version) +
-                              " additions (dtypes) but the file's min_read_version is " +
+                              " additions (dtypes or rectilinear chunk grids) but the file's "
+                              "min_read_version is " +
                               std::to_string(ft.version.min_read_version));
   }
   f.tree = ReadTree(std::move(header_view));

@@ -25,7 +25,7 @@ struct LeafRun {
 // bytes are checked by the checksums.
 std::optional<LeafRun> leaf_run(const Reader::Impl& impl, const Leaf& l, uint64_t map_size) {
   if (l.storage != Storage::kChunked || is_4bit(l.dtype)) return std::nullopt;
-  if (!format::chunks_concatenate_in_c_order(l.shape, l.chunk_shape)) return std::nullopt;
+  if (!format::chunks_concatenate_in_c_order(format::ChunkGrid::of(l))) return std::nullopt;
   const uint64_t count = Tree::chunk_count(l);
   const uint64_t item = dtype_info(l.dtype)->item_size;
   if (count == 0) return std::nullopt;

@@ -37,7 +37,7 @@ Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index
     const Leaf& leaf = tree.leaf(requests[r].leaf);
     if (leaf.storage != Storage::kChunked) continue;
     const Box& want = boxes[r];
-    format::ChunkGrid grid(leaf.shape, leaf.chunk_shape);
+    const format::ChunkGrid grid = format::ChunkGrid::of(leaf);
     Shape lo, hi;
     grid.overlapping(want, lo, hi);
     const size_t rank = grid.rank();

@@ -93,6 +93,10 @@ uint64_t Leaf::memory_bytes() const { return jtree::memory_bytes(dtype, num_elem
 
 uint64_t Tree::chunk_count(const Leaf& leaf) {
   if (leaf.storage != Storage::kChunked) return 0;
+  if (!leaf.chunk_bounds.empty()) {
+    auto ends = format::split_chunk_bounds(leaf.shape, leaf.chunk_bounds);
+    return ends ? format::rectilinear_chunk_count(*ends).value_or(0) : 0;
+  }
   return format::grid_chunk_count(leaf.shape, leaf.chunk_shape).value_or(0);
 }
 

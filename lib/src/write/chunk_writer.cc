@@ -284,8 +284,7 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
   for (uint32_t l = 0; l < tree.leaves.size(); ++l) {
     const Leaf& leaf = tree.leaves[l];
     const bool write = leaf.storage == Storage::kChunked && !leaf.reuse();
-    grids.emplace_back(write ? format::ChunkGrid(leaf.shape, leaf.chunk_shape)
-                             : format::ChunkGrid({}, {}));
+    grids.emplace_back(write ? format::ChunkGrid::of(leaf) : format::ChunkGrid({}, Shape{}));
     if (!write) continue;
     const uint64_t count = grids.back().count();
     // Leaves saved without compression are written as one run, so that they lie in the file
@@ -297,7 +296,7 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     }
     total_raw += stored_bytes(leaf.dtype, leaf.num_elements());
     uint64_t chunk_elems = 1;
-    for (uint64_t c : leaf.chunk_shape) chunk_elems *= c;
+    for (uint64_t c : grids.back().max_chunk()) chunk_elems *= c;
     max_chunk = std::max(max_chunk, memory_bytes(leaf.dtype, chunk_elems));
   }
   if (tasks.empty()) return Status::OK();

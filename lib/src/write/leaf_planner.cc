@@ -1,6 +1,7 @@
 #include "write/leaf_planner.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "codec/chunk_codec.h"
@@ -32,6 +33,7 @@ void normalize_scalar(Leaf& l) {
   l.dtype = DType::kInvalid;
   l.shape.clear();
   l.chunk_shape.clear();
+  l.chunk_bounds.clear();
   l.inline_data.clear();
   l.filter = Filter::kNone;
   l.codec = Codec::kRaw;
@@ -96,11 +98,75 @@ Shape sharded_chunk_shape(const Shape& shape, const Shape& shard_shape, uint32_t
   return c;
 }
 
+// A chunk grid cut at every edge of the blocks of a sharded array (all processes' blocks): the
+// gcd of the edges when that gives chunks no smaller than cutting each gap between edges into
+// near-equal pieces of at most the unsharded chunk extent, else those pieces (a rectilinear
+// grid: chunk_bounds). Either way every chunk lies inside one block, and every process computes
+// the same grid from the same blocks. Regular splits keep the regular grid they had.
+// A chunk grid for a sharded array given the boxes of all its blocks (every process's): lines
+// at every block edge, so that every chunk lies inside one block, and every process computes
+// the same grid from the same blocks. The cells between edges are cut into near-equal pieces of
+// at most the extents default_chunk_shape picks for the largest cell (C-order slabs of about
+// `target` bytes), which gives about one chunk per block more than an unsharded grid. The
+// regular grid of the edges' gcd is kept when it has no more chunks (even splits keep their
+// regular grid and format version 1); else the grid is rectilinear (chunk_bounds, version 2).
+void blocks_chunk_grid(Leaf& l, const std::vector<Box>& blocks, uint32_t bits, uint64_t target) {
+  const size_t r = l.shape.size();
+  std::vector<Shape> edges(r);
+  Shape largest_cell(r, 1), gcd_shard(r);
+  for (size_t d = 0; d < r; ++d) {
+    Shape& e = edges[d];
+    e = {0, l.shape[d]};
+    for (const Box& b : blocks) {
+      e.push_back(std::min(b.begin[d], l.shape[d]));
+      e.push_back(std::min(b.end[d], l.shape[d]));
+    }
+    std::sort(e.begin(), e.end());
+    e.erase(std::unique(e.begin(), e.end()), e.end());
+    uint64_t g = 0;
+    for (size_t k = 1; k < e.size(); ++k) {
+      largest_cell[d] = std::max(largest_cell[d], e[k] - e[k - 1]);
+      if (e[k] != l.shape[d]) g = std::gcd(g, e[k]);  // the last chunk may be clipped
+    }
+    gcd_shard[d] = g == 0 ? std::max<uint64_t>(l.shape[d], 1) : g;
+  }
+  const Shape piece = format::default_chunk_shape(largest_cell, bits, target);
+  std::vector<Shape> ends(r);
+  for (size_t d = 0; d < r; ++d) {
+    for (size_t k = 1; k < edges[d].size(); ++k) {
+      const uint64_t a = edges[d][k - 1], len = edges[d][k] - a;
+      const uint64_t pieces = (len + piece[d] - 1) / piece[d];
+      // Near-equal pieces: the first len % pieces of them one longer than the rest.
+      const uint64_t q = len / pieces, longer = len % pieces;
+      for (uint64_t p = 1; p <= pieces; ++p) ends[d].push_back(a + q * p + std::min(p, longer));
+    }
+  }
+  const Shape regular = sharded_chunk_shape(l.shape, gcd_shard, bits, target);
+  const auto regular_count = format::grid_chunk_count(l.shape, regular);
+  const auto rect_count = format::rectilinear_chunk_count(ends);
+  if (regular_count && (!rect_count || *regular_count <= *rect_count)) {
+    l.chunk_shape = regular;
+    return;
+  }
+  l.chunk_bounds = format::join_chunk_bounds(ends);
+}
+
 Status check_shards(const Tree& t, size_t i, const Leaf& l, const LeafInput& in) {
   if (l.kind != LeafKind::kArray) return leaf_error(t, i, "only arrays can be sharded");
   if (!in.shard_shape.empty() && in.shard_shape.size() != l.shape.size()) {
     return leaf_error(t, i, "shard shape of rank " + std::to_string(in.shard_shape.size()) +
                                 " for an array of rank " + std::to_string(l.shape.size()));
+  }
+  for (const Box& b : in.blocks) {
+    if (b.begin.size() != l.shape.size() || b.end.size() != l.shape.size()) {
+      return leaf_error(t, i, "block box of the wrong rank");
+    }
+    for (size_t d = 0; d < l.shape.size(); ++d) {
+      if (b.begin[d] > b.end[d] || b.end[d] > l.shape[d]) {
+        return leaf_error(t, i, "block box outside the array along dimension " +
+                                    std::to_string(d));
+      }
+    }
   }
   if (!in.shards) return Status::OK();
   for (const Shard& sh : *in.shards) {
@@ -125,7 +191,7 @@ Status check_shards(const Tree& t, size_t i, const Leaf& l, const LeafInput& in)
 
 // Every chunk must lie in one shard: shard boundaries on chunk boundaries.
 Status check_alignment(const Tree& t, size_t i, const Leaf& l, const LeafInput& in) {
-  if (!in.shard_shape.empty()) {
+  if (!in.shard_shape.empty() && in.blocks.empty()) {
     const Shape shard = clamped_shard_shape(l.shape, in.shard_shape);
     for (size_t d = 0; d < l.shape.size(); ++d) {
       if (shard[d] < l.shape[d] && shard[d] % l.chunk_shape[d] != 0) {
@@ -137,14 +203,13 @@ Status check_alignment(const Tree& t, size_t i, const Leaf& l, const LeafInput& 
     }
   }
   if (!in.shards) return Status::OK();
+  const format::ChunkGrid grid = format::ChunkGrid::of(l);
   for (const Shard& sh : *in.shards) {
     for (size_t d = 0; d < l.shape.size(); ++d) {
-      const uint64_t c = l.chunk_shape[d];
-      if (sh.box.begin[d] % c != 0 || (sh.box.end[d] % c != 0 && sh.box.end[d] != l.shape[d])) {
+      if (!grid.is_boundary(d, sh.box.begin[d]) || !grid.is_boundary(d, sh.box.end[d])) {
         return leaf_error(t, i, "shard box [" + std::to_string(sh.box.begin[d]) + ", " +
                                     std::to_string(sh.box.end[d]) + ") along dimension " +
-                                    std::to_string(d) + " is not on chunk boundaries (chunk " +
-                                    "extent " + std::to_string(c) + ")");
+                                    std::to_string(d) + " is not on chunk boundaries");
       }
     }
   }
@@ -190,6 +255,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   }
   const uint64_t stored = stored_bytes(l.dtype, *elements);
   l.chunk_shape.clear();
+  l.chunk_bounds.clear();
   l.filter = Filter::kNone;
   l.codec = Codec::kRaw;
   l.level = 0;
@@ -215,13 +281,15 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
       if (l.chunk_shape[d] == 0) return leaf_error(t, i, "chunk shape with a zero dimension");
       l.chunk_shape[d] = std::min(l.chunk_shape[d], std::max<uint64_t>(l.shape[d], 1));
     }
+  } else if (!in.blocks.empty() && !l.shape.empty()) {
+    blocks_chunk_grid(l, in.blocks, info->stored_bits, target);
   } else if (!in.shard_shape.empty()) {
     l.chunk_shape = sharded_chunk_shape(l.shape, in.shard_shape, info->stored_bits, target);
   } else {
     l.chunk_shape = format::default_chunk_shape(l.shape, info->stored_bits, target);
   }
   if (sharded) JTREE_RETURN_IF_ERROR(check_alignment(t, i, l, in));
-  auto chunk_elements = checked_product(l.chunk_shape);
+  auto chunk_elements = checked_product(format::ChunkGrid::of(l).max_chunk());
   if (!chunk_elements || stored_bytes(l.dtype, *chunk_elements) > kMaxChunkBytes) {
     return leaf_error(t, i, "chunks larger than " + std::to_string(kMaxChunkBytes) + " bytes");
   }
