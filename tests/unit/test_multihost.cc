@@ -492,3 +492,25 @@ TEST_CASE("even splits told their blocks keep a regular grid and format version 
   CHECK(16 % l.chunk_shape[0] == 0);
   CHECK(read_leaf(**r, "a") == a);
 }
+
+TEST_CASE("block boxes of the wrong rank or outside the array are refused") {
+  TempDir dir;
+  std::vector<std::byte> data(64 * 4);
+  for (const Box& bad : {Box{{0, 0}, {16, 1}}, Box{{0}, {65}}, Box{{9}, {3}}}) {
+    auto in = std::make_shared<LeafInput>();
+    in->source = ArrayView{data.data()};
+    in->blocks = {Box{{0}, {16}}, bad};
+    Leaf l;
+    l.kind = LeafKind::kArray;
+    l.dtype = DType::kFloat32;
+    l.shape = {64};
+    l.storage = Storage::kChunked;
+    l.input = in;
+    TreeBuilder b;
+    b.dict().key("x").leaf(l).end();
+    auto st = save(std::move(*std::move(b).Finish()), dir.file("t.jtree"));
+    CHECK(st.status().IsInvalidArgument());
+    CHECK(st.status().message().find("block box") != std::string::npos);
+  }
+  CHECK(dir.entries().empty());
+}

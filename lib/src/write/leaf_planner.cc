@@ -244,7 +244,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   if (l.flags & kLeafFlagScalar && !l.shape.empty()) {
     return leaf_error(t, i, "scalar flag on an array of rank > 0");
   }
-  const bool sharded = in.shards.has_value() || !in.shard_shape.empty();
+  const bool sharded = in.shards.has_value() || !in.shard_shape.empty() || !in.blocks.empty();
   if (sharded) JTREE_RETURN_IF_ERROR(check_shards(t, i, l, in));
   if (l.kind == LeafKind::kArray && *elements > 0 && !in.shards) {
     if (!in.fill && in.source.data == nullptr) return leaf_error(t, i, "array without data");
