@@ -305,7 +305,8 @@ class LazyArray:
 
     @property
     def chunk_shape(self) -> Tuple[int, ...]:
-        """The chunk grid's cell (empty for leaves stored inline in the header)."""
+        """The chunk grid's cell (empty for leaves stored inline in the header, and for leaves
+        whose grid is rectilinear, format version 2: cut at uneven shard edges)."""
         return self._leaf.chunk_shape
 
     @property

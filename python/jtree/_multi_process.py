@@ -22,12 +22,12 @@ import math
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import _dtypes, _jtree
+from . import _jtree
 from . import _keypath as kp
 from ._coordinator import Coordinator
 from ._errors import AbortedError, Error, InvalidArgumentError, error
 from ._global_array import find_overlap, volume
-from ._save import SHARDED, shard_chunk_shape
+from ._save import SHARDED
 
 
 def start(coord: Coordinator, path: str, prepared: Optional[BaseException]) -> int:
@@ -44,11 +44,12 @@ def start(coord: Coordinator, path: str, prepared: Optional[BaseException]) -> i
 
 
 def plan_global_arrays(coord: Coordinator, leaves: List[Tuple[Tuple[Any, ...], Any, List[Any]]],
-                       chunk_bytes: int, file: str) -> None:
-    """Gathers every process's GlobalArray blocks, checks that they fit together and sets each
-    leaf's chunk shape: grid lines at every block edge of every process, so that each chunk
-    lies in one block, cut further down to about ``chunk_bytes``. Every process computes the
-    same result from the same gathered data, so an error is raised in all of them alike."""
+                       file: str) -> None:
+    """Gathers every process's GlobalArray blocks, checks that they fit together and gives
+    each leaf the boxes of all its blocks, from which the library cuts the chunk grid (lines at
+    every block edge of every process, so that each chunk lies in one block). Every process
+    gets the same result from the same gathered data, so an error is raised in all of them
+    alike."""
     mine = [(kp.join(path), leaf.dtype, tuple(leaf.shape), boxes) for path, leaf, boxes in leaves]
     everyone = coord.gather_objects(mine)
     counts = [len(x) for x in everyone]
@@ -80,11 +81,9 @@ def plan_global_arrays(coord: Coordinator, leaves: List[Tuple[Tuple[Any, ...], A
                         f"multi-process save: the replica-0 blocks of all processes cover "
                         f"{covered} of the {math.prod(shape)} elements of {shape}: part of the "
                         f"array is held by no process")
-        edges = [tuple(b for b, _ in box) for box, _ in owned] + \
-                [tuple(e for _, e in box) for box, _ in owned]
-        chunk = shard_chunk_shape(shape, edges, shape, _dtypes.TABLE[leaf.dtype][2], chunk_bytes)
+        # The library cuts the chunk grid at every block edge (the same in every process).
         _, pieces, _, _, _ = leaf.data
-        leaf.data = (SHARDED, pieces, chunk, (), True)
+        leaf.data = (SHARDED, pieces, sorted(box for box, _ in owned), (), True)
 
 
 def _box_text(box: Any) -> str:
@@ -106,7 +105,7 @@ def collective_save(coord: Coordinator, path: str, prepared: Optional[BaseExcept
     index, count = coord.process_index, coord.process_count
     save_id = start(coord, path, prepared)
     if global_leaves:
-        plan_global_arrays(coord, global_leaves, chunk_bytes, path)
+        plan_global_arrays(coord, global_leaves, path)
     failure: Optional[BaseException] = None
     try:
         write_segment(index, count, save_id)

@@ -37,7 +37,8 @@ HOST, SHARDED, DEFERRED = "host", "sharded", "deferred"
 class SLeaf:
     """A leaf to write. ``data`` depends on ``kind``: the Python value (scalars), bytes
     (payloads), or for arrays (HOST, array, byteswap) or (SHARDED, [(begin, shard)...],
-    chunk_shape, shard_shape, segment)."""
+    blocks, shard_shape, segment), where blocks are the boxes ``((begin, end), ...)`` of every
+    block of the array in every process, from which the library cuts the chunk grid."""
 
     __slots__ = ("kind", "data", "dtype", "shape", "flags", "type_name")
 
@@ -358,10 +359,12 @@ class _Flattener:
             begin = tuple(int(sl.start or 0) for sl in s.index)
             pieces.append((begin, _dtypes.host_view(host)[0]))
         shard_shape = tuple(int(d) for d in x.sharding.shard_shape(x.shape))
-        # Shards start on multiples of the shard shape: the grid is the same in every process.
-        chunk = shard_chunk_shape(shape, [p[0] for p in pieces], shard_shape,
-                                  _dtypes.TABLE[name][2], self.o.chunk_bytes)
-        return SLeaf(ARRAY, (SHARDED, pieces, chunk, shard_shape if segment else (), segment),
+        # Every block of the sharding (every process's): the library cuts the chunk grid at
+        # their edges, the same grid in every process.
+        blocks = sorted({tuple((int(sl.start or 0), int(n if sl.stop is None else sl.stop))
+                               for sl, n in zip(ix, shape))
+                         for ix in x.sharding.devices_indices_map(shape).values()})
+        return SLeaf(ARRAY, (SHARDED, pieces, blocks, shard_shape if segment else (), segment),
                      name, shape)
 
     def global_array(self, g: GlobalArray, path: Tuple[Any, ...]) -> SLeaf:
@@ -442,40 +445,6 @@ class _Flattener:
                            f"cannot copy a {type(x).__qualname__} into host memory through "
                            f"DLPack ({e}); convert it to NumPy first") from None
         return self.numpy(host, path, 0)
-
-
-def shard_chunk_shape(shape: Tuple[int, ...], begins: List[Tuple[int, ...]],
-                      shard_shape: Tuple[int, ...], stored_bits: int,
-                      target_bytes: int) -> Tuple[int, ...]:
-    """A chunk shape whose grid is aligned with the shards (every chunk inside one shard):
-    each extent divides the shard extent, leading dimensions cut first down to about
-    ``target_bytes`` per chunk."""
-    chunk = []
-    for d, n in enumerate(shape):
-        g = shard_shape[d] if shard_shape[d] > 0 else n
-        for b in begins:  # shards always start on multiples of the shard shape; be sure
-            g = math.gcd(g, b[d])
-        chunk.append(max(g, 1))
-    for d in range(len(chunk)):
-        row_bits = math.prod(chunk[d + 1:]) * stored_bits
-        if math.prod(chunk) * stored_bits <= target_bytes * 8:
-            break
-        max_rows = max(1, (target_bytes * 8) // max(row_bits, 1))
-        chunk[d] = _largest_divisor_at_most(chunk[d], max_rows)
-    return tuple(chunk)
-
-
-def _largest_divisor_at_most(n: int, limit: int) -> int:
-    best = 1
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            if i <= limit:
-                best = max(best, i)
-            if n // i <= limit:
-                best = max(best, n // i)
-        i += 1
-    return best
 
 
 def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, "_Flattener"]:
@@ -650,6 +619,7 @@ class Emitter:
         if src == DEFERRED:
             return self.b.deferred(key, code, list(leaf.shape), leaf.data[1], leaf.flags, [],
                                    self.codec, self.level)
-        _, pieces, chunk, shard_shape, segment = leaf.data
-        return self.b.sharded(key, code, list(leaf.shape), pieces, leaf.flags, list(chunk),
-                              self.codec, self.level, list(shard_shape), segment)
+        _, pieces, blocks, shard_shape, segment = leaf.data
+        return self.b.sharded(key, code, list(leaf.shape), pieces, leaf.flags, [],
+                              self.codec, self.level, list(shard_shape), segment,
+                              [([b for b, _ in box], [e for _, e in box]) for box in blocks])

@@ -55,6 +55,25 @@ def test_mpi_save_by_4_processes_then_load_by_1_2_and_3(tmp_path):
         assert_job_ok(n, *run_mpi(n, "load", path))
 
 
+def test_mpi_uneven_splits_have_few_chunks_and_the_single_process_size(tmp_path):
+    """np.array_split blocks (issue 19): the chunk grid is cut at every block edge (rectilinear
+    where no common divisor helps), so the file has at most the single-process chunk count plus
+    the number of blocks and is within 1% of the single-process file's size."""
+    path = str(tmp_path / "uneven.jtree")
+    assert_job_ok(4, *run_mpi(4, "uneven", path))
+    single = str(tmp_path / "single.jtree")
+    jtree.save(workload.uneven_arrays(), single, compression=None)
+    multi_info, single_info = jtree.open(path).info(), jtree.open(single).info()
+    blocks = sum(len(workload.uneven_blocks(k)) for k in workload.uneven_arrays())
+    assert multi_info["num_chunks"] <= single_info["num_chunks"] + blocks, \
+        (multi_info, single_info)
+    assert multi_info["file_size"] <= single_info["file_size"] * 1.01, (multi_info, single_info)
+    assert multi_info["min_read_version"] == 2
+    print(f"uneven: {multi_info['num_chunks']} chunks, {multi_info['file_size']} bytes; "
+          f"single process {single_info['num_chunks']} chunks, "
+          f"{single_info['file_size']} bytes")
+
+
 def test_mpi_a_dead_process_fails_the_save_and_the_commit(tmp_path):
     path = str(tmp_path / "ckpt.jtree")
     rc, out = run_mpi(4, "die", path)

@@ -17,7 +17,7 @@ REPL = (50, 70)      # float64, every process holds all of it (replica_id = proc
 HALF = (1200, 64)    # float16 torch tensor blocks, split along axis 0
 PLAIN = (3, 3)       # a NumPy array nobody shards: process 0 writes it
 
-# The save's uneven row edges for 4 processes (multiples of 600: chunks of 600 rows).
+# The save's uneven row edges for 4 processes (cells of 600 and 1800 rows: a rectilinear grid).
 ROW_EDGES_4 = [0, 600, 2400, 3000, 4800]
 
 
@@ -102,3 +102,31 @@ def chunked_bytes() -> int:
     """The bytes of array data the saved tree stores in chunks (each array once; "plain", 18
     bytes, goes inline in the header)."""
     return sum(a.nbytes for k, a in global_arrays().items() if k != "plain")
+
+
+def uneven_arrays() -> Dict[str, np.ndarray]:
+    """Arrays whose np.array_split blocks share no useful common divisor (issue 19): a vocabulary
+    vector, a [vocabulary, 64] table, a 3-way split of 1000 bytes and an odd 3-D split."""
+    rng = np.random.default_rng(19)
+    return {"v": rng.integers(0, 65535, 100003, dtype=np.uint16),
+            "t": rng.standard_normal((50257, 64)).astype(np.float32),
+            "b": rng.integers(0, 255, 1000, dtype=np.uint8),
+            "c": rng.standard_normal((7, 1001, 13)).astype(np.float32)}
+
+
+def _split(n: int, parts: int) -> List[slice]:
+    """np.array_split's pieces of range(n) as slices."""
+    edges = np.cumsum([0] + [len(p) for p in np.array_split(np.arange(n), parts)])
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def uneven_blocks(key: str) -> List[Tuple[slice, ...]]:
+    """The blocks of uneven_arrays()[key]: v over 4, t over 4 in each dimension, b over 3, c
+    3 x 4 x 1."""
+    if key == "v":
+        return [(s,) for s in _split(100003, 4)]
+    if key == "t":
+        return [(r, c) for r in _split(50257, 4) for c in _split(64, 4)]
+    if key == "b":
+        return [(s,) for s in _split(1000, 3)]
+    return [(a, b, slice(0, 13)) for a in _split(7, 3) for b in _split(1001, 4)]

@@ -123,16 +123,6 @@ def test_nonblocking_save_of_sharded_arrays(path, mesh):
     np.testing.assert_array_equal(jtree.load(path)["x"], a)
 
 
-def test_chunk_shape_helper():
-    from jtree._save import shard_chunk_shape
-    # Shards of 100 x 30 float32 (12 KB): whole when under the target, else cut by divisors.
-    assert shard_chunk_shape((400, 60), [(0, 0), (100, 30)], (100, 30), 32, 1 << 20) == (100, 30)
-    assert shard_chunk_shape((400, 60), [(0, 0), (100, 30)], (100, 30), 32, 4000) == (25, 30)
-    assert shard_chunk_shape((400, 60), [(0, 0)], (100, 30), 32, 100) == (1, 15)  # 15 | 30
-    # A shard start that is not a multiple of the shard shape narrows the grid (gcd).
-    assert shard_chunk_shape((12,), [(0,), (6,), (9,)], (6,), 8, 1 << 20) == (3,)
-
-
 def test_shardings_imply_jax_and_bad_values_are_clear_errors(path, mesh):
     tree = {"w": np.ones((16, 8), np.float32), "n": 3}
     jtree.save(tree, path)

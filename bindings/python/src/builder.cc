@@ -2,6 +2,7 @@
 //
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -248,7 +249,9 @@ uint32_t Builder::array(nb::handle key, AnyArray a, int dtype_code, bool byteswa
 uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape,
                           nb::list pieces, uint32_t flags, std::vector<uint64_t> chunk_shape,
                           int codec, std::optional<int> level, std::vector<uint64_t> shard_shape,
-                          bool segment) {
+                          bool segment,
+                          std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>
+                              blocks) {
   if (dtype_code < 0 || !jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
     throw_value_error("sharded(): unknown dtype code " + std::to_string(dtype_code));
   }
@@ -291,6 +294,7 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
     auto in = std::make_shared<jtree::LeafInput>();
     in->shards = std::move(shards);
     in->shard_shape = std::move(shard_shape);
+    for (auto& [b, e] : blocks) in->blocks.push_back(jtree::Box{std::move(b), std::move(e)});
     return add(key, chunked_array(flags, d, std::move(shape), std::move(in),
                                   std::move(chunk_shape), codec, level));
   }
@@ -307,6 +311,7 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
   };
   auto in = std::make_shared<jtree::LeafInput>();
   in->fill = std::move(fill);
+  for (auto& [b, e] : blocks) in->blocks.push_back(jtree::Box{std::move(b), std::move(e)});
   return add(key, chunked_array(flags, d, std::move(shape), std::move(in), std::move(chunk_shape),
                                 codec, level));
 }
@@ -408,8 +413,12 @@ void register_builder(nb::module_& m) {
            nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
            nb::arg("level").none() = nb::none(),
            nb::arg("shard_shape") = std::vector<uint64_t>(), nb::arg("segment") = false,
+           nb::arg("blocks") =
+               std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>(),
            "Adds an array leaf held as shards: pieces = [(begin, array), ...]. segment=True: "
-           "only this process's shards of a multi-process save (shard_shape: the sharding's).")
+           "only this process's shards of a multi-process save (shard_shape: the sharding's). "
+           "blocks = [(begin, end), ...]: every block of every process; the chunk grid is cut "
+           "at their edges (rectilinear where a regular grid would need tiny chunks).")
       .def("deferred", &Builder::deferred, nb::arg("key").none(), nb::arg("dtype"),
            nb::arg("shape"), nb::arg("fetch"), nb::arg("flags") = 0,
            nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,

@@ -48,10 +48,13 @@ class Builder {
   /// (exactly one when `chunk_shape` divides the shard shape), so the global array is never
   /// assembled in memory. With `segment` (one process's part of a multi-process save), the
   /// pieces are this process's shards only (jtree::LeafInput::shards, possibly none) and
-  /// `shard_shape` the sharding's shard shape, the same in every process.
+  /// `shard_shape` the sharding's shard shape, the same in every process. `blocks`: the
+  /// (begin, end) boxes of every block of the array in every process (jtree::LeafInput::blocks),
+  /// from which the library cuts the chunk grid when `chunk_shape` is empty.
   uint32_t sharded(nb::handle key, int dtype_code, std::vector<uint64_t> shape, nb::list pieces,
                    uint32_t flags, std::vector<uint64_t> chunk_shape, int codec,
-                   std::optional<int> level, std::vector<uint64_t> shard_shape, bool segment);
+                   std::optional<int> level, std::vector<uint64_t> shard_shape, bool segment,
+                   std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>> blocks);
   /// An array leaf whose data `fetch()` returns when the writer reaches it (a C-contiguous,
   /// native-order array of `shape`); dropped once its chunks are written (deferred_leaf.h).
   uint32_t deferred(nb::handle key, int dtype_code, std::vector<uint64_t> shape, nb::object fetch,
