@@ -8,7 +8,11 @@ import textwrap
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jtree
+
+# Where the jtree under test is imported from (the installed package; the checkout's python/
+# has no native module of its own): child processes import that one.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(jtree.__file__)))
 
 
 def raw(a):
@@ -84,7 +88,7 @@ def peak_rss_growth(code, env_extra=None, timeout=300):
         run()
         after = peak()
         print(before, after)
-    """).format(python=os.path.join(REPO, "python"), code=textwrap.dedent(code))
+    """).format(python=PACKAGE_ROOT, code=textwrap.dedent(code))
     env = dict(os.environ)
     env.update(env_extra or {})
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

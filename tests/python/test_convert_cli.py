@@ -13,14 +13,13 @@ import pytest
 
 import jtree
 from conftest import require
-from convert_util import REPO, raw
+from convert_util import PACKAGE_ROOT, raw
 
 # The CLI the package installs (as test_cli_large_values.py finds it); JTREE_CLI overrides it
 # (a build directory's tools/jtree/jtree).
 CLI = os.environ.get("JTREE_CLI") or os.path.join(os.path.dirname(jtree.__file__), "_bin", "jtree")
 ENV = dict(os.environ, JTREE_PYTHON=sys.executable,
-           PYTHONPATH=os.pathsep.join([os.path.join(REPO, "python"),
-                                       os.environ.get("PYTHONPATH", "")]))
+           PYTHONPATH=os.pathsep.join([PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")]))
 
 
 def native(*args, env=None):
