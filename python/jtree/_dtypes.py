@@ -1,7 +1,7 @@
 """Dtypes: jtree's table (from the C++ library) and NumPy, ml_dtypes and PyTorch types.
 
 In memory every dtype is held as NumPy/ml_dtypes hold it (4-bit types one element per byte,
-int4 sign-extended), so arrays are handed to the library as their raw bytes. Types that
+the value in the low nibble and the high nibble zero, int4 too), so arrays are handed to the library as their raw bytes. Types that
 DLPack or the buffer protocol cannot describe (ml_dtypes types, big-endian arrays) are handed
 over as an unsigned-integer view of the same memory plus the jtree dtype code.
 """

@@ -11,7 +11,9 @@ static int16_t i16[1000];
 static uint8_t u8[4 * 5 * 6];
 static double f64 = 3.25;
 static uint16_t bf16[32 * 33];
-static int8_t i4[7] = {-8, -3, -1, 0, 1, 5, 7};
+/* int4 -8, -3, -1, 0, 1, 5, 7 as the library holds them in memory (and ml_dtypes does): the
+ * value in the low nibble, not sign-extended, so that reads compare byte for byte. */
+static int8_t i4[7] = {0x8, 0xD, 0xF, 0, 1, 5, 7};
 static float c64[10];  /* 5 complex64 values: (re, im) pairs */
 static uint64_t u64[3] = {0, 0x0123456789abcdefull, 0xffffffffffffffffull};
 static float empty[1];  /* a [0, 3] array: no elements */

@@ -193,6 +193,48 @@ TEST_CASE("strided and big-endian sources, and FillFn producers") {
   CHECK_FALSE(std::filesystem::exists(dir.file("f.jtree")));
 }
 
+TEST_CASE("int4 and uint4 read back as ml_dtypes holds them: the low nibble, no sign extension") {
+  // ml_dtypes builds int4 -1 as the byte 0x0F (np.array([-1], ml_dtypes.int4).tobytes()), and
+  // its arithmetic can leave 0xFF: both are written as the nibble F, and read back as 0x0F.
+  TempDir dir;
+  const uint64_t n = 37;  // odd: a pad nibble in the last byte
+  std::vector<std::byte> i4(n), u4(n), want_i4(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const int v = static_cast<int>(i % 16) - 8;  // -8..7
+    i4[i] = std::byte(static_cast<uint8_t>(static_cast<int8_t>(v)));  // sign-extended input
+    want_i4[i] = std::byte(static_cast<uint8_t>(v & 0x0F));
+    u4[i] = std::byte(static_cast<uint8_t>(i * 5 % 16));
+  }
+  // Inline (a file with a high inline threshold), and chunked raw and zstd in chunks of 5.
+  for (const char* storage : {"inline", "raw", "zstd"}) {
+    CAPTURE(storage);
+    const std::string file = dir.file(std::string(storage) + ".jtree");
+    LeafOptions lo;
+    lo.codec = std::string(storage) == "zstd" ? Codec::kZstd : Codec::kRaw;
+    lo.chunk_shape = Shape{5};
+    TreeBuilder b;
+    b.dict();
+    b.key("i4").array(DType::kInt4, {n}, ArrayView{i4.data()}, lo);
+    b.key("u4").array(DType::kUInt4, {n}, ArrayView{u4.data()}, lo);
+    b.end();
+    WriteOptions wo;
+    wo.inline_threshold = std::string(storage) == "inline" ? 1024 : 0;
+    REQUIRE(save(std::move(*std::move(b).Finish()), file, wo).ok());
+    auto r = *Reader::Open(file);
+    const bool inl = r->tree().leaves[*r->find_leaf("i4")].storage == Storage::kInline;
+    CHECK(inl == (std::string(storage) == "inline"));
+    CHECK(load_leaf(*r, "i4") == want_i4);
+    CHECK(load_leaf(*r, "u4") == u4);
+    // A slice that starts on a high nibble (element 3) and crosses chunks.
+    std::vector<std::byte> part(20);
+    const Box box{{3}, {23}};
+    REQUIRE(r->read_box(*r->find_leaf("i4"), box, part).ok());
+    CHECK(part == std::vector<std::byte>(want_i4.begin() + 3, want_i4.begin() + 23));
+    REQUIRE(r->read_box(*r->find_leaf("u4"), box, part).ok());
+    CHECK(part == std::vector<std::byte>(u4.begin() + 3, u4.begin() + 23));
+  }
+}
+
 TEST_CASE("bf16 weights compress near the entropy bound with the default options") {
   TempDir dir;
   auto w = bf16_weights(1 << 22, 0.02f, 1);  // 8 MiB

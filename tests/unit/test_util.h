@@ -84,12 +84,7 @@ inline std::vector<std::byte> random_array(DType dtype, uint64_t elements, uint6
   auto v = random_bytes(elements * info.item_size, seed);
   if (dtype == DType::kBool) {
     for (auto& b : v) b = static_cast<std::byte>(static_cast<uint8_t>(b) & 1);
-  } else if (dtype == DType::kInt4) {
-    for (auto& b : v) {
-      int8_t x = static_cast<int8_t>(static_cast<uint8_t>(b) << 4) >> 4;  // sign-extend nibble
-      b = static_cast<std::byte>(x);
-    }
-  } else if (is_4bit(dtype)) {
+  } else if (is_4bit(dtype)) {  // high nibble zero, int4 too (ml_dtypes' bytes)
     for (auto& b : v) b = static_cast<std::byte>(static_cast<uint8_t>(b) & 0x0f);
   }
   return v;

@@ -301,8 +301,15 @@ int cmd_get(const Args& args) {
       const std::string head = npy_header(leaf.dtype, out_shape);
       out.write(head.data(), static_cast<std::streamsize>(head.size()));
     }
+    const bool widen4 = leaf.dtype == DType::kInt4 && ends_with(f.output, ".npy");
+    std::vector<std::byte> widened;  // int4 slabs as int8 values for the .npy
     Status st = read_in_slabs(r, n.leaf, leaf.dtype, *box, ro, what, progress,
                               [&](std::span<const std::byte> slab) -> Status {
+                                if (widen4) {
+                                  widened.assign(slab.begin(), slab.end());
+                                  npy_widen4(leaf.dtype, widened);
+                                  slab = widened;
+                                }
                                 out.write(reinterpret_cast<const char*>(slab.data()),
                                           static_cast<std::streamsize>(slab.size()));
                                 return out ? Status::OK()

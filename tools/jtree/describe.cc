@@ -154,11 +154,14 @@ std::string format_element(DType dtype, const std::byte* p) {
   };
   switch (dtype) {
     case DType::kBool: return load(uint8_t{}) ? "True" : "False";
-    case DType::kInt8: case DType::kInt4: return std::to_string(load(int8_t{}));
+    case DType::kInt8: return std::to_string(load(int8_t{}));
+    case DType::kInt4:  // the value in the low nibble (the high one zero, or sign-extended)
+      return std::to_string(static_cast<int8_t>(static_cast<uint8_t>(load(uint8_t{}) << 4)) >> 4);
     case DType::kInt16: return std::to_string(load(int16_t{}));
     case DType::kInt32: return std::to_string(load(int32_t{}));
     case DType::kInt64: return std::to_string(load(int64_t{}));
-    case DType::kUInt8: case DType::kUInt4: return std::to_string(load(uint8_t{}));
+    case DType::kUInt8: return std::to_string(load(uint8_t{}));
+    case DType::kUInt4: return std::to_string(load(uint8_t{}) & 0x0F);
     case DType::kUInt16: return std::to_string(load(uint16_t{}));
     case DType::kUInt32: return std::to_string(load(uint32_t{}));
     case DType::kUInt64: return std::to_string(load(uint64_t{}));

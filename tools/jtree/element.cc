@@ -58,11 +58,14 @@ std::optional<Element> decode_element(DType dtype, const std::byte* p) {
       e.kind = Element::Kind::kBool;
       return e;
     }
-    case DType::kInt8: case DType::kInt4: return sint(load<int8_t>(p));
+    case DType::kInt8: return sint(load<int8_t>(p));
+    // int4 in memory: the value in the low nibble (the high one zero, or sign-extended).
+    case DType::kInt4: return sint(static_cast<int8_t>(static_cast<uint8_t>(b << 4)) >> 4);
     case DType::kInt16: return sint(load<int16_t>(p));
     case DType::kInt32: return sint(load<int32_t>(p));
     case DType::kInt64: return sint(load<int64_t>(p));
-    case DType::kUInt8: case DType::kUInt4: return uint(b);
+    case DType::kUInt8: return uint(b);
+    case DType::kUInt4: return uint(b & 0x0F);
     case DType::kUInt16: return uint(load<uint16_t>(p));
     case DType::kUInt32: return uint(load<uint32_t>(p));
     case DType::kUInt64: return uint(load<uint64_t>(p));

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 namespace jtree::cli {
 
@@ -27,6 +28,13 @@ std::string npy_descr(DType dtype, bool* exact) {
     default:
       *exact = false;
       return "|V" + std::to_string(dtype_info(dtype)->item_size);
+  }
+}
+
+void npy_widen4(DType dtype, std::span<std::byte> data) {
+  if (dtype != DType::kInt4) return;
+  for (auto& b : data) {
+    b = std::byte(static_cast<uint8_t>(static_cast<int8_t>(static_cast<uint8_t>(b) << 4) >> 4));
   }
 }
 
@@ -57,6 +65,12 @@ Status write_npy(const std::string& path, DType dtype, const Shape& shape,
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return Status::IOError(path + ": cannot create: " + std::strerror(errno));
   out.write(head.data(), static_cast<std::streamsize>(head.size()));
+  std::vector<std::byte> widened;
+  if (dtype == DType::kInt4) {  // int8 values, not the library's nibbles
+    widened.assign(data.begin(), data.end());
+    npy_widen4(dtype, widened);
+    data = widened;
+  }
   out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
   out.close();
   if (!out) return Status::IOError(path + ": write failed: " + std::strerror(errno));

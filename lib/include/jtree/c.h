@@ -163,7 +163,7 @@ typedef enum jtree_dtype_t {
   JTREE_DTYPE_FLOAT8_E5M2FNUZ = 19,
   JTREE_DTYPE_FLOAT8_E8M0FNU = 20,
   JTREE_DTYPE_FLOAT4_E2M1FN = 21,
-  JTREE_DTYPE_INT4 = 22, /* in memory one byte per element, the value sign-extended */
+  JTREE_DTYPE_INT4 = 22, /* in memory one byte per element, the value in the low nibble */
   JTREE_DTYPE_UINT4 = 23, /* in memory one byte per element, the value in the low nibble */
   /* Format version 2: */
   JTREE_DTYPE_FLOAT8_E4M3B11FNUZ = 24,

@@ -2,8 +2,9 @@
 //
 // Each DType has two sizes:
 //  - its *memory* item size: bytes per element in the buffers the API reads from and writes
-//    into (for the 4-bit types one byte per element, as ml_dtypes and JAX hold them: the value
-//    in the low nibble, int4 sign-extended to the whole byte);
+//    into (for the 4-bit types one byte per element, as ml_dtypes holds them: the value in the
+//    low nibble, the high nibble zero on read, int4 included; a written int4 byte may also be
+//    sign-extended, only its low nibble is stored);
 //  - its *stored* bit width: bits per element in the file (4-bit types are packed two per byte,
 //    the first element of each pair in the low nibble; see spec/FORMAT.md).
 // The numeric values are the file's codes and never change.

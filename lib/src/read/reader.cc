@@ -219,7 +219,7 @@ void read_inline(const Leaf& leaf, const Box& box, std::span<std::byte> dst) {
   std::vector<std::byte> unpacked;
   if (is_4bit(leaf.dtype)) {
     unpacked.resize(leaf.num_elements());
-    codec::unpack4({src, leaf.inline_data.size()}, unpacked, leaf.dtype == DType::kInt4);
+    codec::unpack4({src, leaf.inline_data.size()}, unpacked);
     src = unpacked.data();
   }
   const size_t item = dtype_info(leaf.dtype)->item_size;
@@ -331,7 +331,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
         } else {
           grow(s.raw, raw_size);
           st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
-          if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst, leaf.dtype == DType::kInt4);
+          if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst);
         }
         return st.ok() ? st : st.WithPrefix(impl.chunk_where(job.leaf, job.local));
       }
@@ -342,8 +342,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
     const std::byte* src = s.raw.data();
     if (four_bit) {
       grow(s.unpacked, elements);
-      codec::unpack4({s.raw.data(), raw_size}, {s.unpacked.data(), elements},
-                     leaf.dtype == DType::kInt4);
+      codec::unpack4({s.raw.data(), raw_size}, {s.unpacked.data(), elements});
       src = s.unpacked.data();
     }
     for (const ChunkTarget& tg : job.targets) {
