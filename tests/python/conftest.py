@@ -80,10 +80,12 @@ def assert_same(a, b, where="root"):
         assert type(b) is type(a), f"{where}: {type(b)} != {type(a)}"
         assert a.dtype == b.dtype, f"{where}: dtype {b.dtype} != {a.dtype}"
         assert np.shape(a) == np.shape(b), f"{where}: shape {np.shape(b)} != {np.shape(a)}"
-        if a.dtype.name == "int4":
-            # ml_dtypes reads only the low nibble (it writes the high one 0; jtree's loads
-            # sign-extend it): compare the values.
-            a, b = np.asarray(a).astype(np.int8), np.asarray(b).astype(np.int8)
+        if a.dtype.name in ("int4", "uint4"):
+            # ml_dtypes reads only the low nibble; its arithmetic can leave a saved int4 byte
+            # sign-extended (-1 as 0xFF), while loads hold ml_dtypes' bytes (0x0F): compare the
+            # nibbles.
+            a = np.ascontiguousarray(a).view(np.uint8) & 0x0F
+            b = np.ascontiguousarray(b).view(np.uint8) & 0x0F
         ab = np.ascontiguousarray(a).view(np.uint8) if np.ndim(a) else np.asarray(a).tobytes()
         bb = np.ascontiguousarray(b).view(np.uint8) if np.ndim(b) else np.asarray(b).tobytes()
         assert np.array_equal(ab, bb), f"{where}: values differ"

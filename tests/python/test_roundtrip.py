@@ -261,9 +261,9 @@ def test_randomized_nested_trees(tmp_path, seed):
 def test_int4_layout_is_ml_dtypes_layout(path):
     # In memory one element per byte, the value in the low nibble: ml_dtypes' layout, so arrays
     # are handed over as their bytes. ml_dtypes writes the high nibble of int4 as 0 and reads
-    # only the low nibble; jtree's loads sign-extend int4 into the high nibble (the library's
-    # convention), which ml_dtypes reads as the same values. Stored packed two per byte,
-    # element 2j in the low nibble.
+    # only the low nibble; jtree's loads give exactly those bytes (no sign extension), and a
+    # saved array whose int4 bytes are sign-extended stores the same nibbles. Stored packed two
+    # per byte, element 2j in the low nibble.
     vals = np.arange(-8, 8)
     a = vals.astype(ml_dtypes.int4)
     assert np.array_equal(a.view(np.uint8), vals & 0xF)  # ml_dtypes: low nibble, high 0
@@ -277,10 +277,10 @@ def test_int4_layout_is_ml_dtypes_layout(path):
     out = jtree.load(path)
     assert out["i4"].dtype == ml_dtypes.int4
     assert np.array_equal(out["i4"], a) and np.array_equal(out["i4"].astype(np.int64), vals)
-    assert np.array_equal(out["i4"].view(np.int8), vals)  # sign-extended
+    assert out["i4"].tobytes() == a.tobytes()  # ml_dtypes' bytes: low nibble, high 0
     assert np.array_equal(out["u4"].view(np.uint8), np.arange(16))
     assert np.array_equal(out["f4"].view(np.uint8), f4.view(np.uint8))
-    assert np.array_equal(out["big"].view(np.int8), np.tile(vals, 1000))
+    assert out["big"].tobytes() == big.tobytes()
     with jtree.open(path) as f:
         leaf = f["big"]._leaf.index
         chunks = f._reader.chunks(leaf)
@@ -292,6 +292,38 @@ def test_int4_layout_is_ml_dtypes_layout(path):
         stored = np.frombuffer(fh.read(size), np.uint8)
     nib = np.tile(vals, 1000).astype(np.int64) & 0xF
     assert np.array_equal(stored, (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8))
+
+
+@pytest.mark.parametrize("storage", ["inline", "raw", "zstd"])
+def test_int4_uint4_load_holds_ml_dtypes_bytes(tmp_path, storage):
+    # Issue 20 defect 5: a load gave [248 251 255 0 1 7] for int4 [-8 -5 -1 0 1 7] (sign-extended)
+    # where ml_dtypes holds [8 11 15 0 1 7]. Whole loads, lazy slices (starting on a high nibble,
+    # crossing chunks, strided) and sign-extended input must all come back as ml_dtypes' bytes.
+    vals = np.array([-8, -5, -1, 0, 1, 7] * 40 + [3])  # odd: a pad nibble
+    i4 = vals.astype(ml_dtypes.int4)
+    u4 = (vals & 0xF).astype(ml_dtypes.uint4)
+    i4_2d = np.arange(-8, 8).repeat(7)[:99].reshape(9, 11).astype(ml_dtypes.int4)
+    assert i4[:6].tobytes() == bytes([8, 11, 15, 0, 1, 7])  # ml_dtypes' own bytes
+    sign_extended = vals.astype(np.int8).view(ml_dtypes.int4)  # same values, other bytes
+    assert np.array_equal(sign_extended, i4) and sign_extended.tobytes() != i4.tobytes()
+    tree = {"i4": i4, "u4": u4, "i4_2d": i4_2d, "from_sign_extended": sign_extended}
+    p = str(tmp_path / f"{storage}.jtree")
+    kw = {"inline_threshold": 1 << 20} if storage == "inline" else {
+        "inline_threshold": 0, "chunk_bytes": 16,
+        "compression": "zstd" if storage == "zstd" else None}
+    jtree.save(tree, p, **kw)
+    out = jtree.load(p)
+    for k in tree:
+        assert out[k].dtype == tree[k].dtype and out[k].shape == tree[k].shape, k
+        assert out[k].tobytes() == tree[k if k != "from_sign_extended" else "i4"].tobytes(), k
+    with jtree.open(p) as f:
+        assert (len(f._reader.chunks(f["i4"]._leaf.index)) == 0) == (storage == "inline")
+        for k, idx in [("i4", slice(3, 200)), ("u4", slice(1, 240, 7)), ("i4", 5),
+                       ("i4_2d", (slice(2, 8), slice(1, 10, 3))), ("i4_2d", (4, slice(None)))]:
+            want = np.asarray(tree[k][idx])
+            got = np.asarray(f[k][idx])
+            assert got.dtype == want.dtype and got.shape == want.shape, (k, idx)
+            assert got.tobytes() == want.tobytes(), (k, idx)
 
 
 def test_torch_tensors_of_every_dtype(path, torch):
