@@ -154,8 +154,20 @@ class _SaveJob:
         self.args = dict(chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
                          threads=threads, overwrite=overwrite,
                          overwrite_foreign=overwrite_foreign, sync=sync)
-        self.metadata = {k: v.encode("utf-8") if isinstance(v, str) else bytes(v)
-                         for k, v in (metadata or {}).items()}
+        self.metadata = {}
+        for k, v in (metadata or {}).items():
+            # Metadata keys are UTF-8 text in the file: say so here rather than let the
+            # binding fail with a TypeError (a str with lone surrogates cannot be encoded).
+            if not isinstance(k, str):
+                raise InvalidArgumentError(f"metadata key {k!r}: keys must be str",
+                                           file=self.path)
+            try:
+                k.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InvalidArgumentError(f"metadata key {k!r} is not valid Unicode text "
+                                           f"({e.reason}); keys are stored as UTF-8",
+                                           file=self.path) from None
+            self.metadata[k] = v.encode("utf-8") if isinstance(v, str) else bytes(v)
         if coordinator is not None and not isinstance(coordinator, Coordinator):
             raise InvalidArgumentError(f"coordinator must be a jtree.Coordinator, not "
                                        f"{type(coordinator).__qualname__}")

@@ -94,8 +94,15 @@ def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
     if kind == TUPLE:
         return tuple(children)
     if kind == NAMEDTUPLE:
-        cls = nt_class or namedtuple_type(type_name or "NamedTuple", tuple(keys))
-        return cls(*children)
+        if nt_class is None:
+            try:
+                nt_class = namedtuple_type(type_name or "NamedTuple", tuple(keys))
+            except ValueError as e:
+                raise error(NotSupportedError, file, key_path,
+                            f"namedtuple {type_name} with fields {tuple(keys)}: {e}, so Python "
+                            f"cannot rebuild it as a namedtuple (jtree.open reads its "
+                            f"children by key path; a mask can skip it)") from None
+        return nt_class(*children)
     if kind == CUSTOM:
         entry = _registry.node_for_name(type_name or "")
         keyed = bool(keys) and keys[0] is not None

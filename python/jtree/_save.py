@@ -25,7 +25,8 @@ from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE,
                          ORDEREDDICT, PICKLE, STR, TUPLE, FileNode, LeafSpec, allow_deep_trees,
-                         dtype_for_spec, namedtuple_type_name, paused_gc)
+                         dtype_for_spec, namedtuple_field_problem,
+                         namedtuple_type_name, paused_gc)
 
 # The readers' default depth limit (jtree::Limits::max_depth): deeper files would be refused.
 MAX_DEPTH = 512
@@ -145,6 +146,11 @@ class _Flattener:
             return SNode(LIST if t is list else TUPLE, key,
                          [self.visit(v, None, path + (i,), depth + 1) for i, v in enumerate(x)])
         if isinstance(x, tuple) and isinstance(getattr(t, "_fields", None), tuple):
+            problem = namedtuple_field_problem(t._fields)
+            if problem is not None:  # a loader could only rename it (silently wrong)
+                raise self.err(InvalidArgumentError, path,
+                               f"namedtuple {t.__qualname__}: {problem}; it could not be "
+                               f"loaded back as a namedtuple")
             return SNode(NAMEDTUPLE, key,
                          [self.visit(v, f, path + (f,), depth + 1) for f, v in zip(t._fields, x)],
                          type_name=namedtuple_type_name(t))

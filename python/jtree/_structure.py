@@ -311,17 +311,37 @@ _nt_lock = threading.Lock()
 _nt_cache: Dict[Tuple[str, Tuple[str, ...]], type] = {}
 
 
+def namedtuple_field_problem(fields: Tuple[Any, ...]) -> Optional[str]:
+    """Why ``fields`` cannot be the field names of a Python namedtuple, or None when they can:
+    collections.namedtuple's own rules (str, an identifier, not a keyword, no leading
+    underscore). The format allows any unique UTF-8 names; a name Python cannot hold is an
+    error, never renamed (``_0``, ``_1`` would silently point at other fields)."""
+    for f in fields:
+        if not isinstance(f, str):
+            return f"field name {f!r} is not a str"
+        if not f.isidentifier() or keyword.iskeyword(f):
+            return f"field name {f!r} is not a Python identifier"
+        if f.startswith("_"):
+            return f"field name {f!r} starts with an underscore"
+    return None
+
+
 def namedtuple_type(type_name: str, fields: Tuple[str, ...]) -> type:
     """A namedtuple class for a file's namedtuple node, created here (never imported): named
-    after the last component of the saved type name, with the saved field names."""
+    after the last component of the saved type name, with the saved field names. Raises
+    ValueError (namedtuple_field_problem's reason) when a field name cannot be a Python
+    namedtuple field."""
     key = (type_name, fields)
     with _nt_lock:
         cls = _nt_cache.get(key)
         if cls is None:
+            problem = namedtuple_field_problem(fields)
+            if problem is not None:
+                raise ValueError(problem)
             name = type_name.rsplit(".", 1)[-1]
             if not name.isidentifier() or keyword.iskeyword(name):
                 name = "NamedTuple"
-            cls = collections.namedtuple(name, fields, rename=True)  # type: ignore[misc]
+            cls = collections.namedtuple(name, fields)  # type: ignore[misc]
             cls.__module__ = "jtree.namedtuples"
             cls.__jtree_type_name__ = type_name  # type: ignore[attr-defined]
             _nt_cache[key] = cls

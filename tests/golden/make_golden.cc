@@ -22,6 +22,7 @@
 #include "format/index_codec.h"
 #include "format/layout.h"
 #include "golden_data.h"
+#include "jtree_generated.h"
 #include "jtree/jtree.h"
 #include "util/endian.h"
 
@@ -81,8 +82,9 @@ struct Parts {
   uint64_t generation = 0;    // the footer's (the index's may be made to disagree)
 };
 
-Bytes assemble(const Parts& p) {
-  auto header = format::encode_header(p.tree, "make_golden");
+Bytes assemble(const Parts& p, const Bytes* header_override = nullptr) {
+  auto header = header_override ? Result<Bytes>(*header_override)
+                                : format::encode_header(p.tree, "make_golden");
   if (!header.ok()) die(header.status().ToString());
   format::Preamble pre;
   pre.version = p.version;
@@ -438,15 +440,255 @@ void make_broken() {
   expect("bad_plane_table.jtree", assemble(p), "Corruption", "chunk 0");
 }
 
+// ---- vectors of the rules added for issue 20 (names, big_int, bools, segments) -------------------
+// Each is refused by the reader; the writer refuses to write the same tree (InvalidArgument,
+// tests/unit/test_names.cc).
+
+// Headers the encoder cannot produce: root dict {"n": Int leaf} with both int_value and a
+// big_int, which may be present but empty (the Tree type has no "present and empty", and the
+// encoder writes int_value only without a big_int).
+Bytes header_with_int_leaf(const std::vector<uint8_t>& big_int, int64_t int_value) {
+  flatbuffers::FlatBufferBuilder b;
+  auto key = b.CreateString("n");
+  std::vector<flatbuffers::Offset<fb::Node>> nodes;
+  {
+    fb::NodeBuilder nb(b);
+    nb.add_kind(fb::NodeKind::Dict);
+    nb.add_num_children(1);
+    nodes.push_back(nb.Finish());
+  }
+  {
+    fb::NodeBuilder nb(b);
+    nb.add_kind(fb::NodeKind::Leaf);
+    nb.add_key_kind(fb::KeyKind::Str);
+    nb.add_key_str(key);
+    nodes.push_back(nb.Finish());
+  }
+  auto big = b.CreateVector(big_int);
+  fb::LeafBuilder lb(b);
+  lb.add_kind(fb::LeafKind::Int);
+  lb.add_int_value(int_value);
+  lb.add_big_int(big);
+  auto leaf = lb.Finish();
+  auto nv = b.CreateVector(nodes);
+  auto lv = b.CreateVector(std::vector<flatbuffers::Offset<fb::Leaf>>{leaf});
+  b.Finish(fb::CreateHeader(b, nv, lv));
+  const auto* d = reinterpret_cast<const std::byte*>(b.GetBufferPointer());
+  return Bytes(d, d + b.GetSize());
+}
+
+// Every optional vector of the header present but empty, where section 1 says that means
+// absent: aux_data on a Dict, shape on a scalar leaf, chunk_shape on an inline leaf,
+// inline_data on a chunked leaf... plus an empty (but present) Str key, which is a key.
+// Root dict {"": 1.5 (Float), "a": int32[2] inline, "c": uint8[1000] chunked}.
+Bytes header_with_empty_vectors() {
+  flatbuffers::FlatBufferBuilder b;
+  auto ev = [&] { return b.CreateVector(std::vector<uint8_t>{}); };
+  auto eshape = [&] { return b.CreateVector(std::vector<uint64_t>{}); };
+  std::vector<flatbuffers::Offset<fb::Node>> nodes;
+  {
+    auto aux = ev();
+    auto empty_type = b.CreateString("");
+    fb::NodeBuilder nb(b);
+    nb.add_kind(fb::NodeKind::Dict);
+    nb.add_num_children(3);
+    nb.add_aux_data(aux);
+    nb.add_type_name(empty_type);
+    nodes.push_back(nb.Finish());
+  }
+  const char* keys[] = {"", "a", "c"};
+  for (uint32_t i = 0; i < 3; ++i) {
+    auto key = b.CreateString(keys[i]);
+    auto aux = ev();
+    fb::NodeBuilder nb(b);
+    nb.add_kind(fb::NodeKind::Leaf);
+    nb.add_key_kind(fb::KeyKind::Str);
+    nb.add_key_str(key);
+    nb.add_aux_data(aux);
+    nb.add_leaf(i);
+    nodes.push_back(nb.Finish());
+  }
+  std::vector<flatbuffers::Offset<fb::Leaf>> leaves;
+  {
+    auto shape = eshape(), chunk = eshape();
+    auto inl = ev();
+    auto tn = b.CreateString("");
+    fb::LeafBuilder lb(b);
+    lb.add_kind(fb::LeafKind::Float);
+    lb.add_real(1.5);
+    lb.add_shape(shape);
+    lb.add_chunk_shape(chunk);
+    lb.add_inline_data(inl);
+    lb.add_type_name(tn);
+    leaves.push_back(lb.Finish());
+  }
+  {
+    auto shape = b.CreateVector(std::vector<uint64_t>{2});
+    auto chunk = eshape();
+    auto inl = b.CreateVector(std::vector<uint8_t>{1, 0, 0, 0, 2, 0, 0, 0});
+    fb::LeafBuilder lb(b);
+    lb.add_kind(fb::LeafKind::Array);
+    lb.add_dtype(fb::DType::Int32);
+    lb.add_shape(shape);
+    lb.add_storage(fb::Storage::Inline);
+    lb.add_chunk_shape(chunk);
+    lb.add_inline_data(inl);
+    leaves.push_back(lb.Finish());
+  }
+  {
+    auto shape = b.CreateVector(std::vector<uint64_t>{1000});
+    auto chunk = b.CreateVector(std::vector<uint64_t>{250});
+    auto inl = ev();
+    fb::LeafBuilder lb(b);
+    lb.add_kind(fb::LeafKind::Array);
+    lb.add_dtype(fb::DType::UInt8);
+    lb.add_shape(shape);
+    lb.add_storage(fb::Storage::Chunked);
+    lb.add_chunk_shape(chunk);
+    lb.add_inline_data(inl);
+    leaves.push_back(lb.Finish());
+  }
+  auto nv = b.CreateVector(nodes);
+  auto lv = b.CreateVector(leaves);
+  auto md = b.CreateVector(std::vector<flatbuffers::Offset<fb::KeyValue>>{});
+  auto writer = b.CreateString("");
+  b.Finish(fb::CreateHeader(b, nv, lv, md, writer));
+  const auto* d = reinterpret_cast<const std::byte*>(b.GetBufferPointer());
+  return Bytes(d, d + b.GetSize());
+}
+
+void make_issue20_vectors() {
+  {
+    Parts q = chunked_parts();  // its index: 4 chunks of the one chunked leaf
+    const Bytes h = header_with_empty_vectors();
+    write_all("valid/empty_vectors.jtree", assemble(q, &h));
+  }
+  {  // depth: the deepest node at depth 512 is read, at depth 513 refused (6.1)
+    for (int depth : {512, 513}) {
+      Parts d;
+      for (int i = 0; i < depth; ++i) {
+        Node l;
+        l.kind = NodeKind::kList;
+        l.num_children = 1;
+        d.tree.nodes.push_back(l);
+      }
+      Node none;
+      none.kind = NodeKind::kNone;
+      d.tree.nodes.push_back(none);  // at depth `depth`
+      if (depth == 512) {
+        write_all("valid/depth_512.jtree", assemble(d));
+      } else {
+        expect("depth_513.jtree", assemble(d), "Corruption", "nesting deeper than 512");
+      }
+    }
+  }
+
+  Parts p = inline_parts();
+  p.tree.nodes[1].key = Key::Str("v\xff");  // not UTF-8
+  expect("key_not_utf8.jtree", assemble(p), "Corruption", "node 1: key is not valid UTF-8");
+  p = inline_parts();
+  p.tree.nodes[1].key = Key::Str("\xed\xa0\x80");  // a surrogate (U+D800) encoded as UTF-8
+  expect("key_surrogate.jtree", assemble(p), "Corruption", "node 1: key is not valid UTF-8");
+  p = inline_parts();
+  p.tree.nodes[0].kind = NodeKind::kNamedTuple;
+  p.tree.nodes[0].type_name = std::string("__main__.P\xc0\xaf");  // an overlong '/'
+  expect("type_name_not_utf8.jtree", assemble(p), "Corruption",
+         "node 0: type name is not valid UTF-8");
+  p = inline_parts();
+  p.tree.metadata = {{"ok", "1"}, {"bad\x80", "2"}};
+  expect("metadata_key_not_utf8.jtree", assemble(p), "Corruption",
+         "metadata entry 1: key is not valid UTF-8");
+  p = inline_parts();
+  p.tree.metadata = {{"step", "1"}, {"step", "2"}};
+  expect("metadata_duplicate_key.jtree", assemble(p), "Corruption",
+         "metadata entry 1: duplicate key \"step\"");
+  {
+    Parts q = inline_parts();
+    q.version.kind = format::FileKind::kSegment;
+    q.index.segments = {{0, 0, 0x5a17}};
+    q.index.segment_info = format::SegmentInfo{2, 2, 77, 0};
+    expect("segment_process_index.jtree", assemble(q), "Corruption",
+           "segment of process 2 of 2");
+  }
+  {
+    Parts q = inline_parts();
+    const Bytes h = header_with_int_leaf({}, 7);
+    q.tree.leaves[0] = Leaf{};  // (unused: the header is given)
+    expect("big_int_empty.jtree", assemble(q, &h), "Corruption", "big_int present but empty");
+  }
+  auto int_leaf = [](std::string big, int64_t value) {
+    Parts q = inline_parts();
+    Leaf l;
+    l.kind = LeafKind::kInt;
+    l.big_int = std::move(big);
+    l.int_value = value;
+    q.tree.leaves[0] = l;
+    return q;
+  };
+  // 5 in 9 bytes: fits int64, and not minimal.
+  expect("big_int_not_minimal.jtree", assemble(int_leaf(std::string("\x05") + std::string(8, '\0'), 0)),
+         "Corruption", "not the minimal encoding");
+  // 2^64 in 10 bytes (9 suffice): not minimal.
+  expect("big_int_extra_byte.jtree",
+         assemble(int_leaf(std::string(8, '\0') + std::string("\x01\x00", 2), 0)), "Corruption",
+         "not the minimal encoding");
+  // -1 sign-extended to 9 bytes.
+  expect("big_int_sign_extension.jtree", assemble(int_leaf(std::string(9, '\xff'), 0)),
+         "Corruption", "not the minimal encoding");
+  {  // 2^64, minimal, but int_value set as well.
+    Parts q = inline_parts();
+    const Bytes h = header_with_int_leaf({0, 0, 0, 0, 0, 0, 0, 0, 1}, 3);
+    expect("big_int_with_int_value.jtree", assemble(q, &h), "Corruption",
+           "not the minimal encoding");
+  }
+  p = inline_parts();
+  p.tree.leaves[0].dtype = DType::kBool;
+  p.tree.leaves[0].shape = {16};
+  p.tree.leaves[0].inline_data = std::string(15, '\1') + "\2";
+  expect("bool_inline_byte_2.jtree", assemble(p), "Corruption",
+         "bool payload byte other than 0 or 1");
+  p = chunked_parts();
+  p.tree.leaves[0].dtype = DType::kBool;
+  for (auto& byte : p.data) byte = std::byte{0};
+  p.data[300] = std::byte{0xFF};
+  for (uint64_t k = 0; k < 4; ++k) {
+    p.index.chunks[k].checksum =
+        xxh3(std::span(p.data).subspan(k * 250, 250), chunk_seed(0x5a17, k * 250));
+  }
+  expect("bool_chunk_byte_ff.jtree", assemble(p), "Corruption",
+         "chunk 1: bool payload byte other than 0 or 1");
+  {
+    // Valid for the format (field names are any unique UTF-8 text), but not Python
+    // namedtuple fields: Python refuses to rebuild it rather than rename the fields.
+    Parts q = inline_parts();
+    q.tree.nodes[0].kind = NodeKind::kNamedTuple;
+    q.tree.nodes[0].type_name = std::string("__main__.Odd");
+    q.tree.nodes[0].num_children = 2;
+    q.tree.nodes[1].key = Key::Str("_1");
+    Node second = q.tree.nodes[1];
+    second.key = Key::Str("class");
+    q.tree.nodes.push_back(second);  // both fields refer to leaf 0
+    write_all("valid/namedtuple_odd_fields.jtree", assemble(q));
+  }
+  p = inline_parts();
+  p.tree.leaves[0].flags = kLeafFlagScalar;  // on a 1-d array
+  expect("scalar_flag_on_1d.jtree", assemble(p), "Corruption",
+         "scalar flag on a leaf that is not a 0-d array");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) die("usage: make_golden OUTPUT_DIR");
+  // --broken-only: keep the committed valid files (a regenerated one has new random salts, so
+  // new bytes) and write the broken ones, which are derived from them deterministically.
+  const bool broken_only = argc == 3 && std::string(argv[2]) == "--broken-only";
+  if (argc != 2 && !broken_only) die("usage: make_golden OUTPUT_DIR [--broken-only]");
   g_dir = argv[1];
   std::filesystem::create_directories(g_dir + "/valid");
   std::filesystem::create_directories(g_dir + "/broken");
-  make_valid();
+  if (!broken_only) make_valid();
   make_broken();
+  make_issue20_vectors();
   std::ofstream m(g_dir + "/manifest.txt", std::ios::trunc);
   m << "# Broken golden files: path|status code|substring of the message. Generated by\n"
        "# make_golden.cc; every file must be refused with exactly this error (on open, on\n"

@@ -165,8 +165,14 @@ def test_namedtuples_restore_without_importing_their_module(path):
 
 
 def test_odd_namedtuple_names_and_fields_from_a_file(path):
-    # Field names that are not identifiers (a foreign or hostile file): renamed, never exec'd.
+    # Field names that are not identifiers (a foreign or hostile file): refused, never renamed
+    # (issue 20: renaming made t._1 silently hold another field) and never exec'd; a type name
+    # that is not an identifier only names the class NamedTuple.
     from jtree import _structure
-    cls = _structure.namedtuple_type("x.class", ("ok", "not valid", "def"))
-    assert cls.__name__ == "NamedTuple" and cls._fields == ("ok", "_1", "_2")
+    with pytest.raises(ValueError, match="'not valid' is not a Python identifier"):
+        _structure.namedtuple_type("x.Odd", ("ok", "not valid", "def"))
+    with pytest.raises(ValueError, match="'def' is not a Python identifier"):
+        _structure.namedtuple_type("x.Odd", ("ok", "def"))
+    cls = _structure.namedtuple_type("x.class", ("ok", "fine"))
+    assert cls.__name__ == "NamedTuple" and cls._fields == ("ok", "fine")
     assert _structure.namedtuple_type("m.Good", ("a",)).__name__ == "Good"

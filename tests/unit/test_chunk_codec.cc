@@ -520,6 +520,62 @@ TEST_CASE("decoder: frames of the wrong size, trailing bytes, skippable frames")
   check_corrupt(chunk_with_frame(skippable, plane), bf16, 2 * plane);
 }
 
+// FORMAT.md 8.2, "exactly one zstd frame": what is optional in a frame and what is refused.
+TEST_CASE("decoder: frames with or without content size and checksum; dictionaries refused") {
+  const size_t plane = 8192;
+  const ChunkFormat bf16{DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1};
+  Bytes src(plane);
+  std::mt19937_64 rng(9);
+  for (auto& b : src) b = std::byte(static_cast<uint8_t>(rng() % 4));
+  auto frame_with = [&](bool content_size, bool checksum) {
+    Bytes frame(ZSTD_compressBound(plane));
+    ZSTD_CCtx* c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, content_size ? 1 : 0);
+    ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum ? 1 : 0);
+    const size_t n = ZSTD_compress2(c, frame.data(), frame.size(), src.data(), src.size());
+    ZSTD_freeCCtx(c);
+    REQUIRE(!ZSTD_isError(n));
+    frame.resize(n);
+    return frame;
+  };
+  for (bool content_size : {true, false}) {
+    for (bool checksum : {true, false}) {
+      CAPTURE(content_size);
+      CAPTURE(checksum);
+      const Bytes f = frame_with(content_size, checksum);
+      Bytes raw(2 * plane);
+      const Status st = decode(chunk_with_frame(f, plane), ChunkEncoding::kPlanes, bf16, raw);
+      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      if (checksum) {
+        // The checksum is the frame's last 4 bytes: a wrong one is Corruption.
+        Bytes bad = f;
+        bad.back() ^= std::byte{1};
+        check_corrupt(chunk_with_frame(bad, plane), bf16, 2 * plane);
+      }
+    }
+  }
+  // A frame that declares a dictionary: Frame_Header_Descriptor bits 0-1 give the ID's size.
+  {
+    Bytes f = frame_with(true, false);
+    // Rebuild the header with a 1-byte dictionary ID: magic(4) FHD(1) [WD(1)] ...
+    const uint8_t fhd = static_cast<uint8_t>(f[4]);
+    const bool single_segment = (fhd & 0x20) != 0;
+    Bytes with_dict(f.begin(), f.begin() + 5 + (single_segment ? 0 : 1));
+    with_dict[4] = std::byte(static_cast<uint8_t>(fhd | 0x01));
+    with_dict.push_back(std::byte{7});  // dictionary ID 7
+    with_dict.insert(with_dict.end(), f.begin() + 5 + (single_segment ? 0 : 1), f.end());
+    check_corrupt(chunk_with_frame(with_dict, plane), bf16, 2 * plane);
+  }
+  // A skippable frame in front of a good frame.
+  {
+    Bytes both = {std::byte{0x5F}, std::byte{0x2A}, std::byte{0x4D}, std::byte{0x18},
+                  std::byte{0},    std::byte{0},    std::byte{0},    std::byte{0}};
+    const Bytes f = frame_with(true, false);
+    both.insert(both.end(), f.begin(), f.end());
+    check_corrupt(chunk_with_frame(both, plane), bf16, 2 * plane);
+  }
+}
+
 TEST_CASE("decoder: random garbage is Corruption, never a crash") {
   Fixture fx;
   std::mt19937_64 rng(1234);

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <string_view>
+#include <unordered_set>
 
 #include "format/aligned_bytes.h"
 #include "tree/structure.h"
@@ -14,6 +16,7 @@
 #include "util/endian.h"
 #include "util/huge_pages.h"
 #include "util/thread_pool.h"
+#include "util/utf8.h"
 
 namespace jtree::format {
 namespace {
@@ -181,6 +184,25 @@ inline Status check_string(const flatbuffers::String* s, const Limits& limits, c
   return Status::OK();
 }
 
+[[gnu::noinline]] Status not_utf8(const char* where, size_t index, const char* what,
+                                  const flatbuffers::String* s, size_t at) {
+  const std::string_view v(s->c_str(), s->size());
+  return bad(std::string(where) + " " + std::to_string(index) + ": " + what +
+             " is not valid UTF-8 (byte " + std::to_string(at) + " of \"" +
+             escape_for_message(v) + "\")");
+}
+
+// The names section 6 says are UTF-8 (keys, type names, metadata keys): a reader would
+// otherwise hand on bytes no other reader can represent the same way.
+inline Status check_utf8(const flatbuffers::String* s, const char* where, size_t index,
+                         const char* what) {
+  if (s == nullptr) return Status::OK();
+  if (auto at = utf8_error(std::string_view(s->c_str(), s->size()))) [[unlikely]] {
+    return not_utf8(where, index, what, s, *at);
+  }
+  return Status::OK();
+}
+
 // Decodes into a default-constructed `l` in place: trees of millions of leaves must not pay for
 // temporaries.
 Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
@@ -191,8 +213,14 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   l.kind = static_cast<LeafKind>(kind);
   l.flags = f->flags();
   JTREE_RETURN_IF_ERROR(check_string(f->type_name(), limits, "type name", i));
+  JTREE_RETURN_IF_ERROR(check_utf8(f->type_name(), "leaf", i, "type name"));
   assign(l.type_name, f->type_name());
   l.int_value = f->int_value();
+  if (f->big_int() && f->big_int()->size() == 0) [[unlikely]] {
+    // Present means authoritative; an empty one would read as 0 to some readers and as
+    // int_value to others (section 6.2).
+    return bad("leaf " + std::to_string(i) + ": big_int present but empty");
+  }
   assign(l.big_int, f->big_int());
   l.real = f->real();
   l.imag = f->imag();
@@ -230,7 +258,8 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   }
   l.codec = static_cast<Codec>(codec);
   l.level = f->level();
-  if (f->inline_data() && l.storage != Storage::kInline) {
+  // (Present and empty is absent, FORMAT.md section 1.)
+  if (f->inline_data() && f->inline_data()->size() > 0 && l.storage != Storage::kInline) {
     return bad("leaf " + std::to_string(i) + ": inline data on a leaf not stored inline");
   }
   assign(l.inline_data, f->inline_data());
@@ -253,6 +282,8 @@ Status decode_node(const fb::Node* f, size_t i, const Limits& limits, Node& n) {
   n.key.kind = static_cast<Key::Kind>(key_kind);
   JTREE_RETURN_IF_ERROR(check_string(f->key_str(), limits, "key", i));
   JTREE_RETURN_IF_ERROR(check_string(f->type_name(), limits, "type name", i));
+  JTREE_RETURN_IF_ERROR(check_utf8(f->key_str(), "node", i, "key"));
+  JTREE_RETURN_IF_ERROR(check_utf8(f->type_name(), "node", i, "type name"));
   // Fields that do not belong to the key kind must be absent: no hidden bytes.
   if ((n.key.kind == Key::Kind::kStr) != (f->key_str() != nullptr)) {
     return bad("node " + std::to_string(i) + ": key string does not match its key kind");
@@ -519,9 +550,17 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
   }
   for (const Status& e : errors) JTREE_RETURN_IF_ERROR(e);
   if (h->metadata()) {
+    std::unordered_set<std::string_view> seen;  // keys are unique (the schema says so)
+    seen.reserve(h->metadata()->size());
     for (size_t i = 0; i < h->metadata()->size(); ++i) {
       const auto* kv = h->metadata()->Get(i);
       JTREE_RETURN_IF_ERROR(check_string(kv->key(), limits, "metadata key", i));
+      JTREE_RETURN_IF_ERROR(check_utf8(kv->key(), "metadata entry", i, "key"));
+      const std::string_view key(kv->key()->c_str(), kv->key()->size());
+      if (!seen.insert(key).second) {
+        return bad("metadata entry " + std::to_string(i) + ": duplicate key \"" +
+                   escape_for_message(key) + "\"");
+      }
       auto& metadata = t ? t->metadata : *target.metadata;
       metadata.emplace_back(to_string(kv->key()), to_string(kv->value()));
     }

@@ -26,6 +26,30 @@ Status leaf_error(const Tree& t, size_t i, const std::string& what) {
   return Status::Corruption("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
 }
 
+}  // namespace
+
+bool big_int_canonical(std::string_view b, int64_t int_value) {
+  // At least 9 bytes (8 always fit int64), and minimal: the last byte is not a mere sign
+  // extension of the one before (00 after a clear top bit, FF after a set one). Such a value
+  // lies outside int64, where int_value cannot hold it, so int_value must be 0.
+  if (b.size() < 9 || int_value != 0) return false;
+  const auto last = static_cast<uint8_t>(b[b.size() - 1]);
+  const bool prev_neg = (static_cast<uint8_t>(b[b.size() - 2]) & 0x80) != 0;
+  return !((last == 0x00 && !prev_neg) || (last == 0xFF && prev_neg));
+}
+
+bool bools_valid(std::span<const std::byte> data) {
+  uint8_t any_high = 0;  // branch-free: bits 1-7 of every byte ORed together
+  for (std::byte b : data) any_high |= static_cast<uint8_t>(b) & 0xFE;
+  return any_high == 0;
+}
+
+bool bools_valid(std::string_view data) {
+  return bools_valid(std::as_bytes(std::span(data.data(), data.size())));
+}
+
+namespace {
+
 bool filter_ok(Filter f, DType d) {
   auto info = dtype_info(d);
   if (f == Filter::kNone) return true;
@@ -70,6 +94,12 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
   }
   if (!l.big_int.empty() && l.kind != LeafKind::kInt) {
     JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "integer bytes on a leaf that is not an int"));
+  }
+  if (!l.big_int.empty() && !big_int_canonical(l.big_int, l.int_value)) {
+    JTREE_LEAF_FAIL(kCorruption,
+                    leaf_error(t, i, "big_int of " + std::to_string(l.big_int.size()) +
+                                         " bytes is not the minimal encoding of an integer "
+                                         "outside int64 (or int_value is set too)"));
   }
   if (!is_payload_kind(l.kind)) {
     // Scalars carry nothing else: no payload, no hidden bytes.
@@ -117,6 +147,9 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
                       leaf_error(t, i, "inline data is " + std::to_string(l.inline_data.size()) +
                                            " bytes; dtype " + std::string(dtype_name(l.dtype)) +
                                            " x shape needs " + std::to_string(stored)));
+    }
+    if (l.dtype == DType::kBool && !bools_valid(l.inline_data)) {
+      JTREE_LEAF_FAIL(kCorruption, leaf_error(t, i, "bool payload byte other than 0 or 1"));
     }
     return leaf_ok<kMessages>();
   }
@@ -287,6 +320,14 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
   }
   if (index.segment_info.has_value() != (kind == FileKind::kSegment)) {
     return Status::Corruption("index: segment info present only in segment files");
+  }
+  if (index.segment_info && index.segment_info->process_index >= index.segment_info->process_count) {
+    // Section 11: 0 <= process_index < process_count (a commit would look for segments that
+    // cannot exist, or take this one for another process's).
+    return Status::Corruption("index: segment of process " +
+                              std::to_string(index.segment_info->process_index) + " of " +
+                              std::to_string(index.segment_info->process_count) +
+                              " (the process index must be below the count)");
   }
   // A save writes at most one segment per chunk (+1: an empty one), and each append adds at most
   // one segment while earlier ones stay listed (section 10.2) even when all their chunks were

@@ -6,6 +6,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "format/index_codec.h"
 #include "format/layout.h"
@@ -36,6 +37,14 @@ uint16_t leaf_min_read_version(const Leaf& leaf);
 /// The highest leaf_min_read_version of the leaves of `tree` (1 for none). Leaves kept by an
 /// append (Leaf::reuse) count as version 1: the file's own min_read_version covers them.
 uint16_t tree_min_read_version(const Tree& tree);
+
+/// Whether an Int leaf's `big_int` (non-empty) is canonical (section 6.2): at least 9 bytes,
+/// the minimal two's complement encoding (so the value lies outside int64), and `int_value` 0.
+bool big_int_canonical(std::string_view big_int, int64_t int_value);
+
+/// Whether every byte of a Bool payload is 0 or 1 (section 6.3).
+bool bools_valid(std::span<const std::byte> data);
+bool bools_valid(std::string_view data);
 
 /// A byte range of the file that holds metadata of the current generation.
 struct Region {

@@ -132,7 +132,13 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
     } else {
       raw.resize(format::chunk_raw_size(leaf, local));
       Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
-      if (!dec.ok()) add_problem(where(), dec.WithPrefix(impl.chunk_where(leaf_id, local)));
+      if (!dec.ok()) {
+        add_problem(where(), dec.WithPrefix(impl.chunk_where(leaf_id, local)));
+      } else if (leaf.dtype == DType::kBool && !format::bools_valid(raw)) {
+        // Section 6.3: loads hand bytes on as stored; a whole-file check looks at them.
+        add_problem(where(), Status::Corruption(impl.chunk_where(leaf_id, local) +
+                                                ": bool payload byte other than 0 or 1"));
+      }
     }
   };
   auto check_gap = [&](const Item& g, std::span<const std::byte> bytes) {

@@ -18,6 +18,7 @@
 #include "jtree/reader.h"
 #include "jtree/writer.h"
 #include "write/append_guard.h"
+#include "tree/names.h"
 #include "write/chunk_writer.h"
 #include "write/leaf_planner.h"
 #include "write/metadata_writer.h"
@@ -53,6 +54,7 @@ Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOpti
   const FileInfo& info = reader.info();
   const Tree& base = reader.tree();
   JTREE_RETURN_IF_ERROR(tree.Finalize());
+  JTREE_RETURN_IF_ERROR(check_names(tree));  // what readers refuse, never written
   JTREE_RETURN_IF_ERROR(resolve_reused(tree, base));
   JTREE_RETURN_IF_ERROR(plan_leaves(tree, options));
 

@@ -2,6 +2,7 @@
 #include "format/layout.h"
 #include "jtree/multihost.h"
 #include "jtree/writer.h"
+#include "tree/names.h"
 #include "write/chunk_writer.h"
 #include "write/leaf_planner.h"
 #include "write/metadata_writer.h"
@@ -12,6 +13,7 @@ namespace jtree {
 Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
                  const SegmentOptions* segment) {
   JTREE_RETURN_IF_ERROR(tree.Finalize());
+  JTREE_RETURN_IF_ERROR(check_names(tree));  // what readers refuse, never written
   // Reuse names a leaf of the file an append adds to: a new file has none (the leaf would be
   // written without storage, a file readers refuse).
   for (uint32_t i = 0; i < tree.leaves.size(); ++i) {
