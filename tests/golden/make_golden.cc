@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -670,6 +671,18 @@ void make_issue20_vectors() {
     q.tree.nodes.push_back(second);  // both fields refer to leaf 0
     write_all("valid/namedtuple_odd_fields.jtree", assemble(q));
   }
+  p = chunked_parts();  // a chunked leaf of no elements (7: such a leaf has no chunks)
+  p.tree.leaves[0].shape = {0};
+  p.tree.leaves[0].chunk_shape = {1};
+  p.index.chunks.clear();
+  p.index.segments = {{0, 0, 0x5a17}};
+  p.data.clear();
+  expect("empty_array_chunked.jtree", assemble(p), "Corruption",
+         "empty array stored as chunks (must be inline)");
+  p = chunked_parts();
+  p.tree.leaves[0].chunk_shape = {1001};
+  expect("chunk_shape_too_big.jtree", assemble(p), "Corruption",
+         "chunk shape dimension 0 is 1001 for an extent of 1000");
   p = inline_parts();
   p.tree.leaves[0].flags = kLeafFlagScalar;  // on a 1-d array
   expect("scalar_flag_on_1d.jtree", assemble(p), "Corruption",
@@ -677,6 +690,87 @@ void make_issue20_vectors() {
 }
 
 }  // namespace
+
+// ---- the spec sections each vector covers ------------------------------------------------------
+// FORMAT.md's sections whose MUST / MUST NOT rules each file tests (manifest.txt's 4th field).
+// test_golden fails when a section with a MUST has no vector and is not listed in
+// kUncovered. Kept apart from the expect() calls so that adding a file is one line here.
+const std::map<std::string, std::string> kSections = {
+    {"broken/bad_magic.jtree", "3"},
+    {"broken/truncated.jtree", "5"},
+    {"broken/tiny.jtree", "5"},
+    {"broken/preamble_hash.jtree", "3,9"},
+    {"broken/footer_hash.jtree", "4,9"},
+    {"broken/header_hash.jtree", "9"},
+    {"broken/index_hash.jtree", "9"},
+    {"broken/chunk_checksum.jtree", "9,12"},
+    {"broken/future_version_3.jtree", "10.1"},
+    {"broken/v2_dtype_min_read_1.jtree", "6.3,10.1"},
+    {"broken/chunk_bounds_short.jtree", "7"},
+    {"broken/chunk_bounds_min_read_1.jtree", "7,10.1"},
+    {"broken/unknown_feature.jtree", "10.1"},
+    {"broken/footer_reserved.jtree", "1,4"},
+    {"broken/unknown_dtype.jtree", "6.3"},
+    {"broken/inline_size.jtree", "6.2"},
+    {"broken/orphan_leaf.jtree", "6.1"},
+    {"broken/duplicate_keys.jtree", "6.1"},
+    {"broken/missing_children.jtree", "6.1"},
+    {"broken/scalar_with_payload.jtree", "6.2"},
+    {"broken/unknown_flag.jtree", "6.2"},
+    {"broken/too_deep.jtree", "6.1,13"},
+    {"broken/huge_shape.jtree", "6.2"},
+    {"broken/huge_empty_shape.jtree", "6.2"},
+    {"broken/overlapping_chunks.jtree", "12"},
+    {"broken/chunk_outside_segment.jtree", "12"},
+    {"broken/wrong_raw_size.jtree", "8.2"},
+    {"broken/chunk_count.jtree", "8.5"},
+    {"broken/absent_in_checkpoint.jtree", "8.4"},
+    {"broken/unknown_encoding.jtree", "8.1"},
+    {"broken/segment_over_header.jtree", "12"},
+    {"broken/index_generation.jtree", "8.5"},
+    {"broken/bad_plane_table.jtree", "8.2"},
+    {"broken/key_not_utf8.jtree", "1,6.1"},
+    {"broken/key_surrogate.jtree", "1,6.1"},
+    {"broken/type_name_not_utf8.jtree", "1,6.1"},
+    {"broken/metadata_key_not_utf8.jtree", "1,6"},
+    {"broken/metadata_duplicate_key.jtree", "6"},
+    {"broken/segment_process_index.jtree", "11"},
+    {"broken/big_int_empty.jtree", "1,6.2"},
+    {"broken/big_int_not_minimal.jtree", "6.2"},
+    {"broken/big_int_extra_byte.jtree", "6.2"},
+    {"broken/big_int_sign_extension.jtree", "6.2"},
+    {"broken/big_int_with_int_value.jtree", "6.2"},
+    {"broken/bool_inline_byte_2.jtree", "6.3"},
+    {"broken/bool_chunk_byte_ff.jtree", "6.3,12"},
+    {"broken/scalar_flag_on_1d.jtree", "6.2"},
+    {"broken/depth_513.jtree", "6.1,13"},
+    {"broken/empty_array_chunked.jtree", "6.2,7"},
+    {"broken/chunk_shape_too_big.jtree", "7"},
+};
+
+// Valid vectors: each must open, read in full and verify clean ("OK" in the manifest).
+const std::vector<std::pair<std::string, std::string>> kValid = {
+    {"valid/basic.jtree", "2,6,6.1,6.2,6.3,7,8.1,8.2,8.3,8.5,9"},
+    {"valid/basic_raw.jtree", "8.2"},
+    {"valid/basic_aligned_level19.jtree", "8.2"},
+    {"valid/appended.jtree", "4,10.2"},
+    {"valid/torn_append.jtree", "3.1,5,10.2"},
+    {"valid/compacted.jtree", "10.2,12"},
+    {"valid/scalar_root.jtree", "6.1"},
+    {"valid/many_leaves.jtree", "6"},
+    {"valid/dtypes_v2.jtree", "6.3,10.1"},
+    {"valid/min_read_2.jtree", "10.1"},
+    {"valid/rectilinear.jtree", "7"},
+    {"valid/namedtuple_odd_fields.jtree", "6.1"},
+    {"valid/empty_vectors.jtree", "1"},
+    {"valid/depth_512.jtree", "6.1,13"},
+};
+
+// Sections with a MUST that no single file can test, and where their rules are tested instead.
+const std::vector<std::pair<std::string, std::string>> kUncovered = {
+    {"11.1", "a commit's check of segment 0's head copy needs a set of segment files: "
+             "tests/unit/test_multihost.cc"},
+};
 
 int main(int argc, char** argv) {
   // --broken-only: keep the committed valid files (a regenerated one has new random salts, so
@@ -690,10 +784,18 @@ int main(int argc, char** argv) {
   make_broken();
   make_issue20_vectors();
   std::ofstream m(g_dir + "/manifest.txt", std::ios::trunc);
-  m << "# Broken golden files: path|status code|substring of the message. Generated by\n"
-       "# make_golden.cc; every file must be refused with exactly this error (on open, on\n"
-       "# reading every leaf, or by Verify).\n";
-  for (const auto& line : g_manifest) m << line << "\n";
+  m << "# Golden files: path|status code|substring of the message|FORMAT.md sections covered.\n"
+       "# Generated by make_golden.cc. A broken file must be refused with exactly this error (on\n"
+       "# open, on reading every leaf, or by Verify); a file whose code is OK must open, read\n"
+       "# in full and verify clean. '# uncovered: S | why' names a section with a MUST that has\n"
+       "# no file, and where its rules are tested instead (see README.md).\n";
+  for (const auto& [section, why] : kUncovered) m << "# uncovered: " << section << " | " << why << "\n";
+  for (const auto& [path, sections] : kValid) m << path << "|OK||" << sections << "\n";
+  for (const auto& line : g_manifest) {
+    const std::string path = line.substr(0, line.find('|'));
+    auto it = kSections.find(path);
+    m << line << (it == kSections.end() ? "" : "|" + it->second) << "\n";
+  }
   std::printf("wrote %zu broken files and the valid set to %s\n", g_manifest.size(), g_dir.c_str());
   return 0;
 }

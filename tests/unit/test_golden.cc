@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -178,7 +180,8 @@ TEST_CASE("every broken golden file gives exactly its error") {
     std::string path, code, message;
     std::getline(in, path, '|');
     std::getline(in, code, '|');
-    std::getline(in, message);
+    std::getline(in, message, '|');  // (then the sections the file covers)
+    if (code == "OK") continue;      // a valid vector: the next test case
     CAPTURE(path);
     auto r = Reader::Open(golden_dir() + path);
     Status st = r.ok() ? read_everything(**r) : r.status();
@@ -190,4 +193,88 @@ TEST_CASE("every broken golden file gives exactly its error") {
     ++checked;
   }
   CHECK(checked >= 25);
+}
+
+// The manifest's lines: path, code, message, sections (comma-separated); and the sections the
+// '# uncovered: S | why' comments name.
+struct ManifestLine {
+  std::string path, code, message;
+  std::vector<std::string> sections;
+};
+
+static std::vector<ManifestLine> read_manifest(std::set<std::string>* uncovered) {
+  std::ifstream manifest(golden_dir() + "manifest.txt");
+  REQUIRE(manifest.good());
+  std::vector<ManifestLine> out;
+  std::string line;
+  const std::string mark = "# uncovered: ";
+  while (std::getline(manifest, line)) {
+    if (line.rfind(mark, 0) == 0) {
+      uncovered->insert(line.substr(mark.size(), line.find(' ', mark.size()) - mark.size()));
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    ManifestLine m;
+    std::string sections;
+    std::getline(in, m.path, '|');
+    std::getline(in, m.code, '|');
+    std::getline(in, m.message, '|');
+    std::getline(in, sections);
+    std::istringstream ss(sections);
+    for (std::string sec; std::getline(ss, sec, ',');) m.sections.push_back(sec);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+TEST_CASE("every valid vector of the manifest opens, reads in full and verifies clean") {
+  std::set<std::string> uncovered;
+  int checked = 0;
+  for (const ManifestLine& m : read_manifest(&uncovered)) {
+    if (m.code != "OK") continue;
+    CAPTURE(m.path);
+    auto r = Reader::Open(golden_dir() + m.path);
+    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    const Status st = read_everything(**r);
+    CHECK_MESSAGE(st.ok(), st.ToString());
+    ++checked;
+  }
+  CHECK(checked >= 10);
+}
+
+// Test vectors are what another implementation tests itself against: every section of
+// FORMAT.md that states a MUST or MUST NOT has at least one golden file, or says in the
+// manifest why not and where its rules are tested.
+TEST_CASE("every FORMAT.md section with a MUST has a golden vector") {
+  std::ifstream spec(golden_dir() + "../../spec/FORMAT.md");
+  REQUIRE(spec.good());
+  const std::regex heading(R"(^#{2,4} ([0-9]+(\.[0-9]+)*)\.? )");
+  std::set<std::string> sections, with_must;
+  std::string current, line;
+  while (std::getline(spec, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, heading)) {
+      current = m[1];
+      sections.insert(current);
+      continue;
+    }
+    if (!current.empty() && line.find("MUST") != std::string::npos) with_must.insert(current);
+  }
+  REQUIRE(with_must.size() >= 10);
+  std::set<std::string> uncovered, covered;
+  for (const ManifestLine& m : read_manifest(&uncovered)) {
+    for (const std::string& s : m.sections) {
+      CAPTURE(m.path);
+      CHECK_MESSAGE(sections.count(s) == 1, "manifest names section " << s
+                                                << ", which FORMAT.md does not have");
+      covered.insert(s);
+    }
+  }
+  for (const std::string& s : with_must) {
+    CHECK_MESSAGE(covered.count(s) + uncovered.count(s) > 0,
+                  "FORMAT.md section " << s << " states a MUST but no golden file covers it "
+                                           "(tests/golden/make_golden.cc: kSections/kValid)");
+  }
+  for (const std::string& s : uncovered) CHECK_MESSAGE(with_must.count(s) == 1, s);
 }
