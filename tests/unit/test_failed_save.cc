@@ -84,3 +84,29 @@ TEST_CASE("opening what is not a jtree file gives clear errors") {
   write_file(dir.file("empty"), {});
   CHECK(Reader::Open(dir.file("empty")).status().IsCorruption());
 }
+
+TEST_CASE("bool elements other than 0 and 1 are refused, inline and chunked (readers would "
+          "refuse the file)") {
+  TempDir dir;
+  const std::string path = dir.file("b.jtree");
+  auto data = random_bytes(1 << 10, 2);
+  REQUIRE(save(small_tree(data), path).ok());
+  const auto original = read_file(path);
+  for (const size_t n : {size_t{16}, size_t{3} << 20}) {  // inline, then chunked (raw and zstd)
+    for (const Codec codec : {Codec::kRaw, Codec::kZstd}) {
+      CAPTURE(n);
+      std::vector<std::byte> bools(n, std::byte{1});
+      bools[n - 1] = std::byte{2};
+      TreeBuilder b;
+      b.dict().key("flags").array(DType::kBool, {n}, ArrayView{bools.data()}).end();
+      WriteOptions wo;
+      wo.target_chunk_bytes = 1 << 20;
+      wo.codec = codec;
+      auto st = save(std::move(*std::move(b).Finish()), path, wo);
+      REQUIRE_FALSE(st.ok());
+      CHECK(st.status().code() == StatusCode::kInvalidArgument);
+      CHECK(st.status().message().find("flags") != std::string::npos);
+      CHECK(read_file(path) == original);
+    }
+  }
+}

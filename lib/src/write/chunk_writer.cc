@@ -11,6 +11,7 @@
 #include "codec/chunk_codec.h"
 #include "codec/pack4.h"
 #include "format/chunk_grid.h"
+#include "format/validate.h"
 #include "util/box_copy.h"
 #include "util/thread_pool.h"
 #include "write/leaf_planner.h"
@@ -218,6 +219,15 @@ std::optional<ChunkOrigin> origin_of(const Leaf& leaf, const Box& box, size_t it
 
 // The raw (stored-form) bytes of one chunk: a view into the caller's memory when the chunk is
 // a contiguous run of it, else gathered into `b`.
+// Bool elements other than 0 and 1 would make a file that readers refuse (FORMAT.md section
+// 6.3): they are refused here, where the bytes of every chunk pass.
+Result<std::span<const std::byte>> checked(const Leaf& leaf, std::span<const std::byte> raw) {
+  if (leaf.dtype == DType::kBool && !format::bools_valid(raw)) {
+    return Status::InvalidArgument("a bool element holds a byte other than 0 or 1");
+  }
+  return raw;
+}
+
 Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
                                                const ChunkOrigin& o, Buffers& b) {
   const size_t item = dtype_info(leaf.dtype)->item_size;
@@ -232,7 +242,7 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
   }
   if (!o.fill && !four_bit && !o.byteswap && o.strides == c_strides(o.extent, item)) {
     auto off = contiguous_offset(o.extent, rel.begin, rel.shape());
-    if (off) return std::span<const std::byte>(o.base + *off * item, elements * item);
+    if (off) return checked(leaf, std::span<const std::byte>(o.base + *off * item, elements * item));
   }
   if (b.gathered.size() < elements * item) b.gathered.resize(elements * item);
   std::span<std::byte> mem(b.gathered.data(), elements * item);
@@ -243,7 +253,7 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
     gather_strided(o.base, o.strides, rel, item, o.byteswap ? swap_unit(leaf.dtype) : 0,
                    mem.data());
   }
-  if (!four_bit) return std::span<const std::byte>(mem);
+  if (!four_bit) return checked(leaf, mem);
   const uint64_t packed = stored_bytes(leaf.dtype, elements);
   if (b.packed.size() < packed) b.packed.resize(packed);
   codec::pack4(mem, {b.packed.data(), packed});

@@ -8,6 +8,7 @@
 #include "codec/pack4.h"
 #include "format/chunk_grid.h"
 #include "format/layout.h"
+#include "format/validate.h"
 #include "util/box_copy.h"
 #include "util/checked_math.h"
 
@@ -61,6 +62,11 @@ Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
       gather_strided(in.source.data, strides, all, info.item_size,
                      in.source.byteswap ? swap_unit(l.dtype) : 0, dst);
     }
+  }
+  if (l.dtype == DType::kBool && !format::bools_valid(mem)) {
+    // (a file holding them would be refused by readers: FORMAT.md section 6.3)
+    return Status::InvalidArgument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
+                                   ": a bool element holds a byte other than 0 or 1");
   }
   if (is_4bit(l.dtype)) {
     std::string packed(stored_bytes(l.dtype, elements), '\0');
