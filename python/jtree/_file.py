@@ -310,6 +310,13 @@ class LazyArray:
         return self._leaf.chunk_shape
 
     @property
+    def chunk_bounds(self) -> Optional[Tuple[Tuple[int, ...], ...]]:
+        """A rectilinear grid's chunk end positions, one tuple per dimension (format version 2:
+        a multi-process save cuts chunks at uneven shard edges); ``None`` for a regular grid
+        (:attr:`chunk_shape`) or a leaf that is not chunked."""
+        return self._f._reader.chunk_bounds(self._leaf.index)
+
+    @property
     def path(self) -> str:
         """This leaf's key path in the file."""
         return kp.join(self._path)
@@ -453,6 +460,13 @@ class LazyArray:
         if not self._leaf.shape:
             raise error(IndexKindError, self._f.name, self.path, "iteration over a 0-d array")
         n = self._leaf.shape[0]
+        bounds = self.chunk_bounds
+        if bounds is not None:  # rectilinear: one block per chunk row, as stored
+            b = 0
+            for e in bounds[0]:
+                yield from self[b:e]
+                b = e
+            return
         step = max(self._leaf.chunk_shape[0] if self._leaf.chunk_shape else n, 1)
         for b in range(0, n, step):
             yield from self[b:b + step]

@@ -23,6 +23,18 @@ def test_blocks_held_by_one_process_round_trip(tmp_path):
     # one chunk per block, where the gcd rule of a regular grid needed chunks of 3 rows.
     info = jtree.open(p).info()
     assert info["num_chunks"] == 2 and info["min_read_version"] == 2
+    with jtree.open(p, mmap=False) as f:
+        w = f["w"]
+        assert w.chunk_shape == () and w.chunk_bounds == ((3, 10), (6,))
+        # Iteration reads one block per stored chunk row: a read for each of the 2 chunks.
+        before = f.io_stats()["read_requests"]
+        rows = list(w)
+        assert len(rows) == 10 and np.array_equal(np.stack(rows), a)
+        assert f.io_stats()["read_requests"] - before == 2
+    regular = str(tmp_path / "regular.jtree")  # an ordinary array: a regular grid
+    jtree.save({"w": np.zeros((1 << 16, 4), np.float32)}, regular)
+    with jtree.open(regular) as f:
+        assert f["w"].chunk_bounds is None and len(f["w"].chunk_shape) == 2
     # Load side: only the blocks named, as a GlobalArray.
     out = jtree.load(p, {"w": jtree.GlobalArray(None, [(slice(2, 5), slice(1, 3)),
                                                        (slice(9, 10),)]), "n": None})["w"]

@@ -208,6 +208,29 @@ class PyReader {
     return out;
   }
 
+  // A rectilinear grid's chunk ends, one tuple per dimension (jtree::Leaf::chunk_bounds is
+  // them concatenated: the split is decided here, once, for Python); None for a regular grid
+  // or a leaf that is not chunked.
+  nb::object chunk_bounds(uint32_t leaf) const {
+    if (leaf >= r_->num_leaves()) throw_index_error("leaf number out of range");
+    const jtree::Leaf& l = r_->leaf(leaf);
+    if (l.chunk_bounds.empty()) return nb::none();
+    nb::list dims;
+    size_t at = 0;
+    for (uint64_t extent : l.shape) {
+      nb::list ends;
+      // The reader validated the bounds (strictly increasing, each dimension ending at its
+      // extent: spec/FORMAT.md section 7), so this walk stays inside chunk_bounds.
+      while (at < l.chunk_bounds.size()) {
+        const uint64_t end = l.chunk_bounds[at++];
+        ends.append(end);
+        if (end == extent) break;
+      }
+      dims.append(nb::tuple(ends));
+    }
+    return nb::tuple(dims);
+  }
+
   // (Keys are bytes in the file, not always UTF-8: decoded as nodes() decodes them.)
   nb::str path(uint32_t node) const {
     if (node >= r_->num_nodes()) throw_index_error("node number out of range");
@@ -391,6 +414,9 @@ void register_reader(nb::module_& m) {
       .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")
       .def("chunks", &PyReader::chunks, nb::arg("leaf"),
            "[(file_offset, stored_size, raw_size)] of a chunked leaf's chunks.")
+      .def("chunk_bounds", &PyReader::chunk_bounds, nb::arg("leaf"),
+           "A rectilinear grid's chunk end positions, one tuple per dimension; None for a "
+           "regular grid (chunk_shape) or a leaf that is not chunked.")
       .def("path", &PyReader::path, nb::arg("node"), "The key path of a node (jtree::Tree::path).")
       .def("memory_limits", &PyReader::memory_limits,
            "(max_leaf_bytes, max_total_bytes): what loads may allocate for their caller.")
