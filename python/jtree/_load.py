@@ -6,6 +6,10 @@ tensor of the right dtype and shape, a caller's ``out`` array, a buffer to cast 
 and returns a function that builds the result. Then every chosen leaf is read in one
 ``read_many`` (chunk ranges coalesced, fetched and decoded in parallel, the GIL released),
 straight into those buffers. Leaves that are not chosen are never read.
+
+This module is the framework-neutral core (the walk, the checks, the read, NumPy host buffers);
+each framework's arrays are planned by its adapter, ``_load_numpy`` / ``_load_torch`` /
+``_load_jax`` (the interface: jtree._load_adapter), chosen by ``ADAPTERS``.
 """
 from __future__ import annotations
 
@@ -13,8 +17,7 @@ import collections
 import collections.abc
 import difflib
 import pickle
-import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -23,7 +26,11 @@ from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
                       ResourceExhaustedError, error)
+from . import _load_jax, _load_numpy, _load_torch
 from ._global_array import GlobalArray
+from ._load_adapter import Placement, Thunk, dtype_name
+from ._load_adapter import memo as _memo
+from ._load_jax import is_sharding
 from ._progress import Phases, TerminalBar, finish, progress_callback
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
@@ -31,8 +38,9 @@ from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_
                          FileNode, LeafSpec, allow_deep_trees, namedtuple_type, paused_gc,
                          spec_dtype_of)
 
-Thunk = Callable[[], Any]
-FRAMEWORKS = ("numpy", "torch", "jax")
+# The framework adapters (jtree._load_adapter): what framework= may name, and who plans it.
+ADAPTERS = {a.NAME: a for a in (_load_numpy, _load_torch, _load_jax)}
+FRAMEWORKS = tuple(ADAPTERS)
 MMAP_MODES = (True, False, "r")
 
 
@@ -67,17 +75,6 @@ def _key_paths(root: FileNode, path: Tuple[Any, ...], limit: int = 200_000) -> L
 
 def _const(v: Any) -> Thunk:
     return lambda: v
-
-
-def _memo(f: Thunk) -> Thunk:
-    box: List[Any] = []
-
-    def get() -> Any:
-        if not box:
-            box.append(f())
-        return box[0]
-
-    return get
 
 
 def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
@@ -206,7 +203,7 @@ class LoadOptions:
             if framework == "torch":
                 raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
                                            "framework='torch'")
-            if not callable(shardings) and not _is_sharding(shardings):
+            if not callable(shardings) and not is_sharding(shardings):
                 raise InvalidArgumentError(
                     f"shardings must be a jax.sharding.Sharding or a function (key_path, "
                     f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
@@ -225,23 +222,6 @@ class LoadOptions:
         # prune: dicts drop the entries not loaded (no skeleton of Nones); see Loader.plan.
         self.prune = bool(prune)
         self.progress = progress_callback(progress, "load")
-
-
-def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = None) -> str:
-    """The jtree name of a dtype given as a NumPy/ml_dtypes dtype, a torch dtype or a name."""
-    if isinstance(d, str) and d in _dtypes.TABLE:
-        return d
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(d, torch.dtype):
-        name = _dtypes.name_of_torch(d)
-    else:
-        try:
-            name = _dtypes.name_of_numpy(np.dtype(d))
-        except TypeError:
-            name = None
-    if name is None:
-        raise error(InvalidArgumentError, file, key_path, f"{d!r} is not a dtype jtree has")
-    return name
 
 
 class Loader:
@@ -605,46 +585,35 @@ class Loader:
     # ---- arrays ----
 
     def array(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
+        """An array leaf: where it goes (the target's framework, dtype, shape and placement,
+        else the load's options), planned by that framework's adapter."""
         if ((target is ALL or target is True) and self.o.framework == "numpy"
                 and self.o.cast is None):
-            fast = self.numpy_as_stored(fl, path)
+            fast = _load_numpy.as_stored(self, fl, path)
             if fast is not None:
                 return fast
         where = kp.join(path)
-        framework = self.o.framework
-        want: Optional[str] = None
-        shape = fl.shape
-        sharding = None
-        device = None
-        out = None
-        torch = sys.modules.get("torch")
-        jax = sys.modules.get("jax")
         t = target
         if isinstance(t, GlobalArray):
             return self.global_array(fl, t, path)
+        p: Optional[Placement] = None
         if isinstance(t, LeafSpec):
             if t.kind != "array":
                 raise self.err(InvalidArgumentError, path,
                                f"the target is a {t.kind} LeafSpec; the file has an array here")
-            want, shape = dtype_name(t.dtype, self.name, where), tuple(t.shape)
-        elif isinstance(t, np.ndarray):
-            framework, want, shape = "numpy", dtype_name(t.dtype, self.name, where), t.shape
-            out = t if self.o.fill_out else None
-        elif torch is not None and isinstance(t, torch.Tensor):
-            framework, want, shape = "torch", dtype_name(t.dtype, self.name, where), tuple(t.shape)
-            device = t.device
-            out = t if self.o.fill_out else None
-        elif jax is not None and isinstance(t, (jax.Array, jax.ShapeDtypeStruct)):
-            framework, want, shape = "jax", dtype_name(t.dtype, self.name, where), tuple(t.shape)
-            sharding = getattr(t, "sharding", None)
-        if framework == "torch" and (device is None or device.type == "meta"):
-            # A target on the meta device gives shape and dtype only: the data goes to the
-            # load's device= (default the CPU), never to meta, where it would be thrown away.
-            if out is not None and out.device.type == "meta":
-                out = None  # (a new tensor in the result: a meta tensor holds no memory)
-            device = self.o.device
-        if want is None:
-            want = self.cast_for(fl.dtype, path)
+            p = Placement(self.o.framework, dtype_name(t.dtype, self.name, where),
+                          tuple(t.shape))
+        else:
+            for adapter in ADAPTERS.values():
+                p = adapter.target(self, t, where)
+                if p is not None:
+                    break
+        if p is None:  # (True, ALL or another leaf: as stored, in the load's framework)
+            p = Placement(self.o.framework, None, fl.shape)
+        adapter = ADAPTERS[p.framework]
+        if p.want is None:
+            p.want = self.cast_for(fl.dtype, path)
+        shape = p.shape
         if shape != fl.shape:
             if len(shape) != len(fl.shape):
                 raise self.err(InvalidArgumentError, path,
@@ -654,48 +623,13 @@ class Loader:
                 raise self.err(InvalidArgumentError, path,
                                f"the file holds shape {fl.shape}; the target asks for {shape}: "
                                f"pass pad_truncate=True to pad with zeros or truncate")
-        if framework == "jax" and sharding is None and self.o.shardings is not None:
-            s = self.o.shardings
-            sharding = s(where, fl.spec()) if callable(s) else s
-            if sharding is not None and not _is_sharding(sharding):
-                raise self.err(InvalidArgumentError, path,
-                               f"the shardings function returned a "
-                               f"{type(sharding).__qualname__}, not a jax.sharding.Sharding "
-                               f"(or None)")
+        adapter.settle(self, fl, p, path)
         scalar = bool(fl.flags & FLAG_SCALAR) and shape == ()
 
-        key = (fl.index, framework, want, shape, id(sharding), str(device), id(out))
-        if out is None and key in self.cache:
+        key = (fl.index, p.framework, p.want, shape, id(p.sharding), str(p.device), id(p.out))
+        if p.out is None and key in self.cache:
             return self.cache[key]
-        if framework == "numpy":
-            get = self.numpy(fl, want, shape, out, path)
-            thunk = _memo((lambda: get()[()]) if scalar else get)
-        elif framework == "torch":
-            thunk = _memo(self.torch(fl, want, shape, device, out, path))
-        else:
-            thunk = _memo(self.jax(fl, want, shape, sharding, path))
-        self.cache[key] = thunk
-        return thunk
-
-    def numpy_as_stored(self, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:
-        """The common case of array(): the whole leaf as a new NumPy array of the stored
-        dtype, read straight into it (None when the dtype needs the general path)."""
-        npdt = _dtypes._NUMPY_OF.get(fl.dtype)
-        if npdt is None:
-            if fl.dtype not in _dtypes.NUMPY_NATIVE and _dtypes.ml_dtypes() is None:
-                return None  # (bfloat16 through numpy_cast, or the clear error)
-            npdt = _dtypes.numpy_dtype(fl.dtype, self.name, path)
-        shape = fl.shape
-        # The key array() uses for the same leaf: tied leaves give the same array.
-        key = (fl.index, "numpy", fl.dtype, shape, id(None), "None", id(None))
-        thunk = self.cache.get(key)
-        if thunk is not None:
-            return thunk
-        get = self.stored_array(fl, npdt, path)
-        if fl.flags & FLAG_SCALAR and shape == ():
-            thunk = _memo(lambda: get()[()])
-        else:
-            thunk = get
+        thunk = _memo(adapter.array(self, fl, p, scalar, path))
         self.cache[key] = thunk
         return thunk
 
@@ -710,12 +644,8 @@ class Loader:
         except InvalidArgumentError as e:
             raise self.err(InvalidArgumentError, path, str(e)) from None
         want = self.cast_for(fl.dtype, path)
-        if self.o.framework == "torch":
-            gets = [self.torch_box(fl, box, want, path) for box in boxes]
-        else:
-            stored = fl.dtype
-            hosts = [self.host_box(fl, box, path) for box in boxes]
-            gets = [(lambda h=h: self.numpy_cast(h(), stored, want, path)) for h in hosts]
+        block = ADAPTERS[self.o.framework].block
+        gets = [block(self, fl, box, want, path) for box in boxes]
 
         def build() -> GlobalArray:
             blocks = [g() for g in gets]
@@ -724,36 +654,7 @@ class Loader:
 
         return build
 
-    def torch_box(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
-                  path: Tuple[Any, ...]) -> Thunk:
-        """Box [begin, end) of a leaf as a CPU torch tensor of dtype ``want``."""
-        import torch  # noqa: PLC0415
-
-        where = kp.join(path)
-        want_t = _dtypes.torch_dtype(want, self.name, where)
-        if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
-            get = self.host_box(fl, box, path)
-            stored = fl.dtype
-            return lambda: torch.from_numpy(
-                np.ascontiguousarray(self.numpy_cast(get(), stored, want, path)))
-        stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
-        shape = tuple(e - b for b, e in box)
-        if self.o.mmap and shape == fl.shape and all(b == 0 for b, _ in box):
-            # The whole leaf: its bytes (mapped, or read) seen as a tensor without a copy.
-            # (Torch tensors have no read-only flag: mmap="r" gives them copy-on-write too.)
-            get_bytes = self.stored_array(fl, None, path)
-
-            def tensor() -> Any:
-                b = get_bytes()
-                t = (torch.from_numpy(b).view(stored_t).reshape(shape) if b.size
-                     else torch.empty(shape, dtype=stored_t))  # (torch views no empty bytes)
-                return t if t.dtype == want_t else t.to(want_t)
-
-            return tensor
-        self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
-        t = torch.empty(shape, dtype=stored_t)
-        self.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
-        return lambda: t if t.dtype == want_t else t.to(want_t)
+    # ---- host buffers (NumPy: what every adapter reads into on the host) ----
 
     def cast_for(self, stored: str, path: Tuple[Any, ...]) -> str:
         c = self.o.cast
@@ -787,156 +688,6 @@ class Loader:
             return f32 if want == "float32" else f32.astype(np.float64)
         return a.astype(_dtypes.numpy_dtype(want, self.name, kp.join(path)))
 
-    def numpy(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], out: Optional[np.ndarray],
-              path: Tuple[Any, ...]) -> Thunk:
-        # Both raise the clear error now, before anything is read, when ml_dtypes is missing.
-        want_np = out.dtype if out is not None else _dtypes.numpy_dtype(want, self.name, path)
-        stored_np = self.stored_numpy_dtype(fl, path)
-        box = tuple((0, n) for n in shape)
-        if want == fl.dtype and stored_np == want_np:
-            if out is None:
-                return self.host_box(fl, box, path)  # straight into the returned array
-            if out.flags.c_contiguous and out.flags.writeable and out.shape == shape:
-                return self.host_box(fl, box, path, dst=out)  # straight into the caller's
-        get = self.host_box(fl, box, path)
-        stored = fl.dtype
-
-        def done() -> np.ndarray:
-            a = self.numpy_cast(get(), stored, want, path)
-            if out is None:
-                return a
-            np.copyto(out, a, casting="unsafe")
-            return out
-
-        return done
-
-    def torch(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], device: Any, out: Any,
-              path: Tuple[Any, ...]) -> Thunk:
-        import torch  # noqa: PLC0415
-
-        where = kp.join(path)
-        want_t = _dtypes.torch_dtype(want, self.name, where)
-
-        def finish(t: Any) -> Any:
-            if t.dtype != want_t:
-                t = t.to(want_t)
-            if out is not None:
-                if t is not out:
-                    out.copy_(t)
-                return out
-            if device is not None and t.device != device:
-                t = t.to(device)
-            return t
-
-        box = tuple((0, n) for n in shape)
-        if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
-            get = self.torch_box(fl, box, want, path)
-            return lambda: finish(get())
-        stored_t = _dtypes.torch_dtype(fl.dtype, self.name, where)
-        inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
-        zeros = (0,) * len(shape)
-        if inner == shape and _device.direct(device):
-            # Straight into device memory (jtree._device): no host copy of the leaf first.
-            if _device.usable_out(out, device, stored_t, shape):
-                dst = out
-            else:
-                self.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
-                dst = torch.empty(shape, dtype=stored_t, device=device)
-            self.device_requests.append((fl.index, None, dst))
-            return lambda: finish(dst)
-        if inner == shape:
-            if (out is not None and out.dtype == stored_t and out.device.type == "cpu"
-                    and tuple(out.shape) == shape and out.is_contiguous()):
-                self.request(fl, zeros, shape, _dtypes.torch_bytes(out))  # straight into it
-                return lambda: finish(out)
-            get = self.torch_box(fl, box, want, path)  # a new tensor, cast to `want`
-            return lambda: finish(get())
-        size = torch.empty((), dtype=stored_t).element_size()
-        self.reserve_array(shape, size, path)
-        self.reserve_array(inner, size, path)
-        full = torch.zeros(shape, dtype=stored_t)
-        tmp = torch.empty(inner, dtype=stored_t)
-        self.request(fl, zeros, inner, _dtypes.torch_bytes(tmp))
-
-        def padded() -> Any:
-            full[tuple(slice(0, n) for n in inner)] = tmp
-            return finish(full)
-
-        return padded
-
-    def jax(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], sharding: Any,
-            path: Tuple[Any, ...]) -> Thunk:
-        import jax  # noqa: PLC0415
-
-        stored = fl.dtype
-        if sharding is None:
-            get = self.host_box(fl, tuple((0, n) for n in shape), path)
-            return lambda: _dtypes.jax_device_put(self.numpy_cast(get(), stored, want, path),
-                                                  None, self.name, kp.join(path))
-        # Each device's slice is read on its own (replicas once): the global array is never
-        # assembled in host memory.
-        index_map = sharding.addressable_devices_indices_map(shape)
-        per_device = [(dev, tuple(_slice_bounds(s, n) for s, n in zip(index, shape)))
-                      for dev, index in index_map.items()]
-        direct = self.jax_direct(fl, want, shape, sharding, per_device, path)
-        if direct is not None:
-            return direct
-        boxes: Dict[Tuple[Tuple[int, int], ...], Thunk] = {}
-        for _dev, box in per_device:
-            if box not in boxes:
-                boxes[box] = self.host_box(fl, box, path)
-
-        def build() -> Any:
-            host = {b: self.numpy_cast(g(), stored, want, path) for b, g in boxes.items()}
-            arrays = [_dtypes.jax_device_put(host[b], d, self.name, kp.join(path))
-                      for d, b in per_device]
-            return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
-
-        return build
-
-    def jax_direct(self, fl: FileLeaf, want: str, shape: Tuple[int, ...], sharding: Any,
-                   per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
-                   path: Tuple[Any, ...]) -> Optional[Thunk]:
-        """A sharded JAX leaf whose device slices are read straight into each device's memory:
-        a contiguous torch tensor per device filled by the staging pipeline (jtree._device),
-        handed to JAX through DLPack without a copy (replicas are read once per device).
-        None where that path does not apply: a device that is not a CUDA GPU jtree and torch
-        both see, a dtype torch lacks, float8 (older torch and JAX versions do not pass it
-        through DLPack alike), padding (pad_truncate)."""
-        if fl.dtype in _dtypes.TORCH_MISSING or fl.dtype.startswith("float8") or not per_device:
-            return None
-        if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
-            return None
-        devs = [_device.torch_device_of_jax(d) for d, _ in per_device]
-        if any(td is None for td in devs):
-            return None
-        import jax  # noqa: PLC0415
-        import torch  # noqa: PLC0415
-
-        stored_t = _dtypes.torch_dtype(fl.dtype, self.name, kp.join(path))
-        size = torch.empty((), dtype=stored_t).element_size()
-        cast = None if want == fl.dtype else _dtypes.numpy_dtype(want, self.name, path)
-        tensors = []
-        for (_, box), td in zip(per_device, devs):
-            bshape = tuple(e - b for b, e in box)
-            self.reserve_array(bshape, size, path)
-            t = torch.empty(bshape, dtype=stored_t, device=td)
-            whole = bshape == fl.shape
-            self.device_requests.append(
-                (fl.index, None if whole else ([b for b, _ in box], [e for _, e in box]), t))
-            tensors.append(t)
-
-        def build() -> Any:
-            arrays = []
-            for (d, _), t in zip(per_device, tensors):
-                a = jax.dlpack.from_dlpack(t)
-                if a.devices() != {d}:  # (the stand-in's host tensors land on JAX's first CPU)
-                    a = jax.device_put(a, d)
-                arrays.append(a if cast is None else a.astype(cast))
-            return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
-
-        return build
-
     def host_box(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], path: Tuple[Any, ...],
                  dst: Optional[np.ndarray] = None) -> Thunk:
         """Box [begin, end) of a leaf as a NumPy array of the stored dtype, zeros where the box
@@ -968,22 +719,8 @@ class Loader:
         return done
 
 
-def _is_sharding(x: Any) -> bool:
-    """True for a jax.sharding.Sharding (what device_put and make_array_from_single_device_arrays
-    take); checked without importing JAX when it is not loaded."""
-    jax = sys.modules.get("jax")
-    return jax is not None and isinstance(x, jax.sharding.Sharding)
-
-
 def _nbytes(shape: Sequence[int], itemsize: int) -> int:
     n = itemsize
     for d in shape:
         n *= d
     return n
-
-
-def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:
-    start, stop, step = s.indices(n)
-    if step != 1:
-        raise InvalidArgumentError(f"sharding index with step {step}")
-    return start, stop

@@ -1,0 +1,77 @@
+"""What the load planner (jtree._load) and its framework adapters share.
+
+An adapter is one module (``_load_numpy``, ``_load_torch``, ``_load_jax``) that turns an array
+leaf the planner chose into a thunk building that framework's array. It has:
+
+- ``NAME``: the ``framework=`` value it serves;
+- ``target(loader, t, where)``: the :class:`Placement` an array of its framework given as a
+  target (``pytree`` or ``out=`` leaf) asks for, or None when ``t`` is not one of its arrays
+  (checked without importing the framework: ``sys.modules``);
+- ``settle(loader, fl, p, path)``: the defaults the load's options add to a placement
+  (torch: ``device=``; JAX: ``shardings=``), once the planner checked dtype and shape;
+- ``array(loader, fl, p, scalar, path)``: plans the whole leaf (the planner memoises the thunk);
+- ``block(loader, fl, box, want, path)``: one block of a :class:`GlobalArray` target.
+
+Adapters plan through the Loader (``loader.host_box`` for NumPy host buffers,
+``loader.request`` for reads into memory the adapter allocated, ``loader.reserve_array`` before
+allocating, ``loader.device_requests`` for device memory) and never import jtree._load: the
+planner imports them (a new framework is a new adapter module plus its line in
+``jtree._load.ADAPTERS``).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
+
+from . import _dtypes
+from ._errors import InvalidArgumentError, error
+
+Thunk = Callable[[], Any]
+
+
+class Placement:
+    """Where an array leaf goes: the framework, the dtype name wanted (None: the stored one,
+    or the ``cast=`` option's), the shape, and the framework's placement (a torch device, a
+    JAX sharding, a caller's ``out`` array to fill)."""
+
+    __slots__ = ("framework", "want", "shape", "device", "sharding", "out")
+
+    def __init__(self, framework: str, want: Optional[str], shape: Tuple[int, ...], *,
+                 device: Any = None, sharding: Any = None, out: Any = None):
+        self.framework = framework
+        self.want = want
+        self.shape = shape
+        self.device = device
+        self.sharding = sharding
+        self.out = out
+
+
+def memo(f: Thunk) -> Thunk:
+    """``f`` called once, its result kept (tied leaves share one array)."""
+    box: List[Any] = []
+
+    def get() -> Any:
+        if not box:
+            box.append(f())
+        return box[0]
+
+    return get
+
+
+def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = None) -> str:
+    """The jtree name of a dtype given as a NumPy/ml_dtypes dtype, a torch dtype or a name."""
+    if isinstance(d, str) and d in _dtypes.TABLE:
+        return d
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(d, torch.dtype):
+        name = _dtypes.name_of_torch(d)
+    else:
+        try:
+            name = _dtypes.name_of_numpy(np.dtype(d))
+        except TypeError:
+            name = None
+    if name is None:
+        raise error(InvalidArgumentError, file, key_path, f"{d!r} is not a dtype jtree has")
+    return name

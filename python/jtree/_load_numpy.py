@@ -1,0 +1,90 @@
+"""The NumPy adapter of the load planner (jtree._load_adapter describes adapters): arrays come
+back as NumPy arrays (bfloat16, float8, float4, int4 as ml_dtypes types), read straight into
+the returned array or the caller's ``out`` where the dtype allows, else cast after the read."""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from . import _dtypes
+from ._load_adapter import Placement, Thunk, dtype_name, memo
+from ._structure import FLAG_SCALAR, FileLeaf
+
+NAME = "numpy"
+
+
+def target(loader: Any, t: Any, where: str) -> Optional[Placement]:
+    """A NumPy array as a target: its dtype and shape (and itself, to fill, for ``out=``)."""
+    if not isinstance(t, np.ndarray):
+        return None
+    return Placement("numpy", dtype_name(t.dtype, loader.name, where), t.shape,
+                     out=t if loader.o.fill_out else None)
+
+
+def settle(loader: Any, fl: FileLeaf, p: Placement, path: Tuple[Any, ...]) -> None:
+    """(NumPy arrays need nothing of the load's options.)"""
+
+
+def array(loader: Any, fl: FileLeaf, p: Placement, scalar: bool, path: Tuple[Any, ...]) -> Thunk:
+    """The leaf as a NumPy array of dtype ``p.want`` and shape ``p.shape`` (a NumPy scalar for a
+    saved scalar)."""
+    get = numpy(loader, fl, p.want, p.shape, p.out, path)
+    return (lambda: get()[()]) if scalar else get
+
+
+def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
+          path: Tuple[Any, ...]) -> Thunk:
+    """Box [begin, end) of a leaf (a GlobalArray block) as a NumPy array of dtype ``want``."""
+    stored = fl.dtype
+    h = loader.host_box(fl, box, path)
+    return lambda: loader.numpy_cast(h(), stored, want, path)
+
+
+def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:
+    """The common case of Loader.array(): the whole leaf as a new NumPy array of the stored
+    dtype, read straight into it (None when the dtype needs the general path)."""
+    npdt = _dtypes._NUMPY_OF.get(fl.dtype)
+    if npdt is None:
+        if fl.dtype not in _dtypes.NUMPY_NATIVE and _dtypes.ml_dtypes() is None:
+            return None  # (bfloat16 through numpy_cast, or the clear error)
+        npdt = _dtypes.numpy_dtype(fl.dtype, loader.name, path)
+    shape = fl.shape
+    # The key Loader.array() uses for the same leaf: tied leaves give the same array.
+    key = (fl.index, "numpy", fl.dtype, shape, id(None), "None", id(None))
+    thunk = loader.cache.get(key)
+    if thunk is not None:
+        return thunk
+    get = loader.stored_array(fl, npdt, path)
+    if fl.flags & FLAG_SCALAR and shape == ():
+        thunk = memo(lambda: get()[()])
+    else:
+        thunk = get
+    loader.cache[key] = thunk
+    return thunk
+
+
+def numpy(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
+          out: Optional[np.ndarray], path: Tuple[Any, ...]) -> Thunk:
+    """The leaf as a NumPy array of dtype ``want`` and ``shape`` (padded or truncated), read
+    into ``out`` when given (straight into it when its dtype and layout allow)."""
+    # Both raise the clear error now, before anything is read, when ml_dtypes is missing.
+    want_np = out.dtype if out is not None else _dtypes.numpy_dtype(want, loader.name, path)
+    stored_np = loader.stored_numpy_dtype(fl, path)
+    box = tuple((0, n) for n in shape)
+    if want == fl.dtype and stored_np == want_np:
+        if out is None:
+            return loader.host_box(fl, box, path)  # straight into the returned array
+        if out.flags.c_contiguous and out.flags.writeable and out.shape == shape:
+            return loader.host_box(fl, box, path, dst=out)  # straight into the caller's
+    get = loader.host_box(fl, box, path)
+    stored = fl.dtype
+
+    def done() -> np.ndarray:
+        a = loader.numpy_cast(get(), stored, want, path)
+        if out is None:
+            return a
+        np.copyto(out, a, casting="unsafe")
+        return out
+
+    return done

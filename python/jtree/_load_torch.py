@@ -1,0 +1,131 @@
+"""The torch adapter of the load planner (jtree._load_adapter describes adapters): arrays come
+back as torch tensors, on the CPU (views of the file's memory map where they can be) or on
+``device=`` -- to a CUDA device straight into device memory through jtree._device when this
+jtree can, else moved there with ``Tensor.to``. Dtypes torch lacks go through NumPy."""
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from . import _device, _dtypes
+from . import _keypath as kp
+from ._load_adapter import Placement, Thunk, dtype_name
+from ._structure import FileLeaf
+
+NAME = "torch"
+
+
+def target(loader: Any, t: Any, where: str) -> Optional[Placement]:
+    """A torch tensor as a target: its dtype, shape and device (and itself, for ``out=``)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(t, torch.Tensor):
+        return None
+    return Placement("torch", dtype_name(t.dtype, loader.name, where), tuple(t.shape),
+                     device=t.device, out=t if loader.o.fill_out else None)
+
+
+def settle(loader: Any, fl: FileLeaf, p: Placement, path: Tuple[Any, ...]) -> None:
+    """The load's ``device=`` for targets that name none."""
+    if p.device is None or p.device.type == "meta":
+        # A target on the meta device gives shape and dtype only: the data goes to the
+        # load's device= (default the CPU), never to meta, where it would be thrown away.
+        if p.out is not None and p.out.device.type == "meta":
+            p.out = None  # (a new tensor in the result: a meta tensor holds no memory)
+        p.device = loader.o.device
+
+
+def array(loader: Any, fl: FileLeaf, p: Placement, scalar: bool, path: Tuple[Any, ...]) -> Thunk:
+    """The leaf as a tensor of dtype ``p.want``, shape ``p.shape`` on ``p.device`` (or
+    ``p.out`` filled)."""
+    return tensor(loader, fl, p.want, p.shape, p.device, p.out, path)
+
+
+def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
+          path: Tuple[Any, ...]) -> Thunk:
+    """Box [begin, end) of a leaf as a CPU torch tensor of dtype ``want``."""
+    import torch  # noqa: PLC0415
+
+    where = kp.join(path)
+    want_t = _dtypes.torch_dtype(want, loader.name, where)
+    if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
+        get = loader.host_box(fl, box, path)
+        stored = fl.dtype
+        return lambda: torch.from_numpy(
+            np.ascontiguousarray(loader.numpy_cast(get(), stored, want, path)))
+    stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
+    shape = tuple(e - b for b, e in box)
+    if loader.o.mmap and shape == fl.shape and all(b == 0 for b, _ in box):
+        # The whole leaf: its bytes (mapped, or read) seen as a tensor without a copy.
+        # (Torch tensors have no read-only flag: mmap="r" gives them copy-on-write too.)
+        get_bytes = loader.stored_array(fl, None, path)
+
+        def whole() -> Any:
+            b = get_bytes()
+            t = (torch.from_numpy(b).view(stored_t).reshape(shape) if b.size
+                 else torch.empty(shape, dtype=stored_t))  # (torch views no empty bytes)
+            return t if t.dtype == want_t else t.to(want_t)
+
+        return whole
+    loader.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
+    t = torch.empty(shape, dtype=stored_t)
+    loader.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
+    return lambda: t if t.dtype == want_t else t.to(want_t)
+
+
+def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device: Any,
+           out: Any, path: Tuple[Any, ...]) -> Thunk:
+    """The leaf as a tensor of dtype ``want`` and ``shape`` (padded or truncated) on
+    ``device``, or read into ``out`` (straight into it when its dtype and layout allow)."""
+    import torch  # noqa: PLC0415
+
+    where = kp.join(path)
+    want_t = _dtypes.torch_dtype(want, loader.name, where)
+
+    def finish(t: Any) -> Any:
+        if t.dtype != want_t:
+            t = t.to(want_t)
+        if out is not None:
+            if t is not out:
+                out.copy_(t)
+            return out
+        if device is not None and t.device != device:
+            t = t.to(device)
+        return t
+
+    box = tuple((0, n) for n in shape)
+    if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
+        get = block(loader, fl, box, want, path)
+        return lambda: finish(get())
+    stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
+    inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
+    zeros = (0,) * len(shape)
+    if inner == shape and _device.direct(device):
+        # Straight into device memory (jtree._device): no host copy of the leaf first.
+        if _device.usable_out(out, device, stored_t, shape):
+            dst = out
+        else:
+            loader.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
+            dst = torch.empty(shape, dtype=stored_t, device=device)
+        loader.device_requests.append((fl.index, None, dst))
+        return lambda: finish(dst)
+    if inner == shape:
+        if (out is not None and out.dtype == stored_t and out.device.type == "cpu"
+                and tuple(out.shape) == shape and out.is_contiguous()):
+            loader.request(fl, zeros, shape, _dtypes.torch_bytes(out))  # straight into it
+            return lambda: finish(out)
+        get = block(loader, fl, box, want, path)  # a new tensor, cast to `want`
+        return lambda: finish(get())
+    size = torch.empty((), dtype=stored_t).element_size()
+    loader.reserve_array(shape, size, path)
+    loader.reserve_array(inner, size, path)
+    full = torch.zeros(shape, dtype=stored_t)
+    tmp = torch.empty(inner, dtype=stored_t)
+    loader.request(fl, zeros, inner, _dtypes.torch_bytes(tmp))
+
+    def padded() -> Any:
+        full[tuple(slice(0, n) for n in inner)] = tmp
+        return finish(full)
+
+    return padded
