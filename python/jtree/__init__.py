@@ -18,15 +18,14 @@ The C++ library does the work (format, compression, checksums, parallel I/O) wit
 released; this package walks Python objects and translates. See python/README.md.
 """
 from . import _jtree
-from ._api import (Future, WriteStats, commit_segments, compact, load, load_pytreedef,
-                   nonblocking_load, nonblocking_save, open, save)
+from ._api import (Future, WriteStats, commit_segments, compact, dumps, load, load_pytreedef,
+                   loads, nonblocking_load, nonblocking_save, open, save)
 from ._coordinator import (Coordinator, JaxCoordinator, MPICoordinator, SingleProcess,
                            TorchCoordinator)
 from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, Error,
                       InvalidArgumentError, NotFoundError, NotSupportedError,
                       PermissionDeniedError, ResourceExhaustedError, StorageError)
 from ._file import File, LazyArray, Node
-from ._fileobj import dumps, loads
 from ._global_array import GlobalArray
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._structure import LeafSpec

@@ -1,11 +1,13 @@
-"""The public functions: save, load, load_pytreedef, their non-blocking forms, open, compact."""
+"""The public functions: save, load, load_pytreedef, their non-blocking forms, dumps, loads,
+open, compact."""
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import io
 import os
 import threading
-from typing import Any, Callable, Dict, Generator, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generator, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -17,10 +19,11 @@ from . import _fileobj
 from ._file import File
 from ._multi_process import collective_save
 from ._progress import finish, progress_callback
-from ._load import ALL, Loader, LoadOptions, spec_tree
+from ._load import spec_tree
+from ._load_call import LOAD_OPTIONS, load_options, load_subtree
 from ._save import Emitter, SaveOptions, flatten, merge
 from ._save import spec_tree as save_spec_tree
-from ._structure import CODEC_RAW, CODEC_ZSTD, FileNode, paused_gc
+from ._structure import CODEC_RAW, CODEC_ZSTD, paused_gc
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -380,9 +383,7 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
 
 # ---- load --------------------------------------------------------------------------------------
 
-_LOAD_OPTIONS = ("keys", "framework", "cast", "pad_truncate", "allow_pickle", "strict", "verify",
-                 "device", "map_location",
-                 "threads", "shardings", "mmap", "prune", "progress")
+# (jtree.load's option handling is in jtree._load_call, shared with File.load.)
 
 
 def _open(path: Union[PathLike, File], options: Dict[str, Any],
@@ -471,17 +472,11 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     received none of the body; with True the file is downloaded once, whole, into a temporary
     file (``$TMPDIR``, at most 16 GiB) and read from there (see :func:`jtree.open`).
     """
-    if out is not None and pytree is not None:
-        raise InvalidArgumentError("load(): give pytree= or out=, not both")
-    options = dict(keys=keys, framework=framework, cast=cast, pad_truncate=pad_truncate,
-                   shardings=shardings, prune=prune, progress=progress)
-    if device is not None or map_location is not None:
-        options.update(device=device, map_location=map_location)
-    # None: the File's setting (or the default).
-    options.update({k: v for k, v in dict(allow_pickle=allow_pickle, strict=strict,
-                                          verify=verify, threads=threads,
-                                          mmap=mmap).items() if v is not None})
-    LoadOptions(**options)  # bad options are reported before the file is opened
+    options = load_options(out=out, pytree=pytree, keys=keys, framework=framework, cast=cast,
+                           pad_truncate=pad_truncate, allow_pickle=allow_pickle, strict=strict,
+                           verify=verify, threads=threads, device=device,
+                           map_location=map_location, shardings=shardings, mmap=mmap,
+                           prune=prune, progress=progress)
     with paused_gc():
         return _open_and_load(path, out if out is not None else pytree, out is not None,
                               options, allow_full_download)
@@ -494,13 +489,6 @@ def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
     # them all, only to find them freed (60-100 ms for 100,000 leaves).
     f = _open(path, options, allow_full_download)
     return load_subtree(f, f._root, (), pytree, fill_out=fill_out, **options)
-
-
-def load_subtree(f: File, node: FileNode, path: Tuple[Any, ...], pytree: Any,
-                 fill_out: bool = False, **options: Any) -> Any:
-    """load() of one subtree of an open file."""
-    opts = f._options(fill_out=fill_out, **options)
-    return Loader(f, opts).run(node, ALL if pytree is None else pytree, path)
 
 
 def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True) -> Any:
@@ -516,7 +504,7 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options:
     """Starts :func:`load` in the background; returns a :class:`Future` whose ``pytree`` (the
     file's structure) is available at once (the file is opened before returning), and whose
     ``result()`` is the loaded tree. Options are those of :func:`load`."""
-    unknown = set(options) - set(_LOAD_OPTIONS) - {"out"}
+    unknown = set(options) - set(LOAD_OPTIONS) - {"out"}
     if unknown:
         raise TypeError(f"nonblocking_load() got unexpected options {sorted(unknown)}")
     f = _open(path, options)
@@ -524,6 +512,33 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options:
     structure = spec_tree(f._root, strict=f.strict if strict is None else strict, file=f.name)
     fut = _pool().submit(load, f, pytree, **options)
     return Future(fut, structure)
+
+
+# ---- bytes -------------------------------------------------------------------------------------
+
+def dumps(tree: Any, *, allow_pickle: bool = False, compression: Optional[str] = "zstd",
+          level: Optional[int] = None, chunk_bytes: Optional[int] = None,
+          inline_threshold: Optional[int] = None, threads: int = 0,
+          metadata: Optional[Dict[str, Any]] = None, progress: Any = False) -> bytes:
+    """The .jtree file of ``tree`` as bytes: :func:`jtree.save` into memory, with its
+    options (those about a target file aside)."""
+    buf = io.BytesIO()
+    save(tree, buf, allow_pickle=allow_pickle, compression=compression, level=level,
+         chunk_bytes=chunk_bytes, inline_threshold=inline_threshold, threads=threads,
+         metadata=metadata, progress=progress)
+    return buf.getvalue()
+
+
+def loads(data: Any, pytree: Any = None, **options: Any) -> Any:
+    """Loads a tree from the bytes of a .jtree file (bytes, bytearray, memoryview, mmap:
+    read in place, never copied whole); options as :func:`jtree.load`. Bytes from
+    anywhere are safe to pass: a damaged or hostile file is a :class:`CorruptionError` (or
+    another :class:`jtree.Error`), never a crash."""
+    if not _fileobj.is_buffer(data):
+        raise InvalidArgumentError(f"loads() takes bytes-like data, not a "
+                                   f"{type(data).__name__} (for a file: jtree.load(path or "
+                                   f"file object))")
+    return load(data, pytree, **options)
 
 
 def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001

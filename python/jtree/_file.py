@@ -14,6 +14,7 @@ from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError
                       NotSupportedError, ResourceExhaustedError, error)
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._load import ALL, Loader, LoadOptions, spec_tree
+from . import _load_call
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
                          FileNode, LazyTree, LeafSpec)
 
@@ -102,9 +103,7 @@ class File:
 
     def load(self, pytree: Any = None, **options: Any) -> Any:
         """Loads the whole tree or part of it: :func:`jtree.load` on this open file."""
-        from ._api import load  # noqa: PLC0415
-
-        return load(self, pytree, **options)
+        return _load_call.load(self, pytree, **options)
 
     # -- the file --
 
@@ -257,9 +256,7 @@ class Node:
 
     def load(self, pytree: Any = None, **options: Any) -> Any:
         """Loads this subtree (options as :func:`jtree.load`)."""
-        from ._api import load_subtree  # noqa: PLC0415
-
-        return load_subtree(self._f, self._node, self._path, pytree, **options)
+        return _load_call.load_subtree(self._f, self._node, self._path, pytree, **options)
 
     def __repr__(self) -> str:
         return (f"<jtree.Node {self.kind} at {self.path!r} of {self._f.name!r}: "
@@ -444,9 +441,7 @@ class LazyArray:
 
     def read(self, **options: Any) -> Any:
         """The whole array (options of :func:`jtree.load`: framework=, cast=, ...)."""
-        from ._api import load_subtree  # noqa: PLC0415
-
-        return load_subtree(self._f, self._node, self._path, None, **options)
+        return _load_call.load_subtree(self._f, self._node, self._path, None, **options)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # read(): the whole leaf, a view of the file's memory map where it can be (File.mmap).

@@ -154,32 +154,3 @@ def write(builder: Any, f: Any, name: str, progress: Any, **args: Any) -> Dict[s
             except Exception:  # noqa: BLE001  (the save's own error is what the caller needs)
                 pass
         raise
-
-
-def dumps(tree: Any, *, allow_pickle: bool = False, compression: Optional[str] = "zstd",
-          level: Optional[int] = None, chunk_bytes: Optional[int] = None,
-          inline_threshold: Optional[int] = None, threads: int = 0,
-          metadata: Optional[Dict[str, Any]] = None, progress: Any = False) -> bytes:
-    """The .jtree file of ``tree`` as bytes: :func:`jtree.save` into memory, with its
-    options (those about a target file aside)."""
-    from ._api import save  # noqa: PLC0415
-
-    buf = io.BytesIO()
-    save(tree, buf, allow_pickle=allow_pickle, compression=compression, level=level,
-         chunk_bytes=chunk_bytes, inline_threshold=inline_threshold, threads=threads,
-         metadata=metadata, progress=progress)
-    return buf.getvalue()
-
-
-def loads(data: Any, pytree: Any = None, **options: Any) -> Any:
-    """Loads a tree from the bytes of a .jtree file (bytes, bytearray, memoryview, mmap:
-    read in place, never copied whole); options as :func:`jtree.load`. Bytes from
-    anywhere are safe to pass: a damaged or hostile file is a :class:`CorruptionError` (or
-    another :class:`jtree.Error`), never a crash."""
-    from ._api import load  # noqa: PLC0415
-
-    if not is_buffer(data):
-        raise InvalidArgumentError(f"loads() takes bytes-like data, not a "
-                                   f"{type(data).__name__} (for a file: jtree.load(path or "
-                                   f"file object))")
-    return load(data, pytree, **options)
