@@ -321,7 +321,7 @@ class Loader:
         as its bytes in a flat uint8 array: with ``mmap`` on, a view of the file's
         copy-on-write memory map where the file holds the leaf as its array (the native Reader
         decides: raw, back to back, local); else a new array the leaf is read into."""
-        if self.o.mmap and fl.chunk_shape and fl.nbytes:
+        if self.o.mmap and fl.chunked and fl.nbytes:
             slot: List[np.ndarray] = []
             self.to_map.append((fl, npdt, path, slot))
             return lambda: slot[0]

@@ -38,6 +38,9 @@ FLAG_SCALAR = 1
 # jtree::Codec
 CODEC_RAW, CODEC_ZSTD = 0, 1
 
+# jtree::Storage
+STORAGE_CHUNKED = 2
+
 # Trees nest up to 512 levels (jtree::Limits::max_depth); walking one takes a few Python frames
 # per level, more than the default recursion limit of 1000 allows. The limit is raised (never
 # lowered) by the recursive walks; it is per interpreter, so it is not put back.
@@ -145,11 +148,11 @@ class FileLeaf:
     a file may have millions, each made when the file is opened.)"""
 
     __slots__ = ("index", "kind", "flags", "dtype", "shape", "value", "type_name",
-                 "chunk_shape", "nbytes", "_spec")
+                 "chunk_shape", "nbytes", "chunked", "_spec")
 
     def __init__(self, index: int, kind: int, flags: int, dtype: str, shape: Tuple[int, ...],
                  value: Any, type_name: Optional[str], chunk_shape: Tuple[int, ...],
-                 nbytes: int):
+                 nbytes: int, chunked: bool = False):
         self.index = index
         self.kind = kind
         self.flags = flags
@@ -159,6 +162,7 @@ class FileLeaf:
         self.type_name = type_name
         self.chunk_shape = chunk_shape
         self.nbytes = nbytes
+        self.chunked = chunked      # stored in chunks (regular grid: chunk_shape; or rectilinear)
         self._spec: Optional[LeafSpec] = None
 
     def spec(self) -> LeafSpec:
@@ -211,12 +215,12 @@ class FileNode:
 def _make_leaf(index: int, t: Tuple[Any, ...], name_of: Dict[int, str] = _dtypes.NAME_OF,
                table: Dict[str, Any] = _dtypes.TABLE, prod: Any = math.prod) -> FileLeaf:
     """A FileLeaf from the native Reader's leaf tuple."""
-    kind, flags, dtype, shape, _storage, value, type_name, chunk_shape, _codec, _filter = t
+    kind, flags, dtype, shape, storage, value, type_name, chunk_shape, _codec, _filter = t
     name = name_of.get(dtype, "")
     if kind == INT and isinstance(value, bytes):
         value = int.from_bytes(value, "little", signed=True)
     return FileLeaf(index, kind, flags, name, shape, value, type_name, chunk_shape,
-                    prod(shape) * table[name][1] if name else 0)
+                    prod(shape) * table[name][1] if name else 0, storage == STORAGE_CHUNKED)
 
 
 def spec_dtype_of(code: int, name_of: Dict[int, str] = _dtypes.NAME_OF,

@@ -260,15 +260,28 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
   return std::span<const std::byte>(b.packed.data(), packed);
 }
 
+// Whether this writer holds every chunk of `leaf` (always, outside a multi-process save; in
+// one, when its blocks cover the leaf: one process holding all blocks, or a leaf only process
+// 0 writes), so that it can write them as one raw run.
+bool holds_every_chunk(const Leaf& leaf, const format::ChunkGrid& grid,
+                       std::optional<uint32_t> process_index) {
+  if (!process_index) return true;
+  const size_t item = dtype_info(leaf.dtype)->item_size;
+  for (uint64_t k = 0; k < grid.count(); ++k) {
+    if (!origin_of(leaf, grid.box(k), item, process_index)) return false;
+  }
+  return true;
+}
+
 // Every chunk of a leaf saved without compression, as one raw run in grid order.
 Status write_raw_run(const Tree& tree, uint32_t l, const format::ChunkGrid& grid,
                      ChunkStream& stream, std::vector<format::ChunkRecord>& records,
-                     Buffers& b, int threads) {
+                     Buffers& b, int threads, std::optional<uint32_t> process_index) {
   const Leaf& leaf = tree.leaves[l];
   const size_t item = dtype_info(leaf.dtype)->item_size;
   auto chunk = [&](uint64_t k) -> Result<ChunkStream::RunChunk> {
     const Box box = grid.box(k);
-    const auto origin = origin_of(leaf, box, item, std::nullopt);
+    const auto origin = origin_of(leaf, box, item, process_index);
     auto where = [&] { return "leaf " + tree.leaf_path(l) + ": chunk " + std::to_string(k); };
     if (!origin) {
       return Status::InvalidArgument(where() + ": no data (the shards given do not cover it)");
@@ -298,8 +311,9 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     if (!write) continue;
     const uint64_t count = grids.back().count();
     // Leaves saved without compression are written as one run, so that they lie in the file
-    // as their array (mappable). Not in a segment: another process may hold some chunks.
-    if (leaf.codec == Codec::kRaw && count > 1 && !process_index) {
+    // as their array (mappable). In a segment only when this process holds every chunk.
+    if (leaf.codec == Codec::kRaw && count > 1 &&
+        holds_every_chunk(leaf, grids.back(), process_index)) {
       tasks.push_back({l, 0, count});
     } else {
       for (uint64_t k = 0; k < count; ++k) tasks.push_back({l, k});
@@ -345,7 +359,8 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     };
     if (task.count > 1) {
       JTREE_RETURN_IF_ERROR(
-          write_raw_run(tree, task.leaf, grids[task.leaf], stream, records, b, workers));
+          write_raw_run(tree, task.leaf, grids[task.leaf], stream, records, b, workers,
+                        process_index));
       std::lock_guard<std::mutex> lock(progress_mu);
       for (uint64_t k = 0; k < task.count; ++k) {
         const uint64_t n = records[leaf.first_chunk + k].stored_size;
