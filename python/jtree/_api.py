@@ -270,8 +270,11 @@ class _SaveJob:
                 self.path, self.coordinator.process_count, overwrite=a["overwrite"],
                 overwrite_foreign=a["overwrite_foreign"], sync=a["sync"])
 
+        def check_target() -> None:
+            _jtree.check_save_target(self.path, overwrite_foreign=a["overwrite_foreign"])
+
         stats = collective_save(self.coordinator, self.path, self.prepared, self.global_leaves,
-                                self.chunk_bytes, write_segment, commit)
+                                self.chunk_bytes, write_segment, commit, check_target)
         return WriteStats(**stats)
 
 

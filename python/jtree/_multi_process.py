@@ -3,8 +3,9 @@
 Every process calls :func:`jtree.save` with the same tree (its own blocks of the arrays spread
 over the job) and a coordinator. The steps, in the same order in every process:
 
-1. process 0 draws a save id and everyone receives it (stale segments of another attempt are
-   refused at commit);
+1. process 0 checks the target (a file or object that is not a jtree file is refused unless
+   overwrite_foreign, as the commit would, but before any process writes a byte) and draws a
+   save id; everyone receives both (stale segments of another attempt are refused at commit);
 2. GlobalArray leaves: the blocks every process holds are gathered, checked (same shape and
    dtype everywhere, replica-0 blocks cover the array exactly once) and one chunk grid that
    fits every block is chosen;
@@ -39,7 +40,7 @@ def start(coord: Coordinator, path: str, prepared: Optional[BaseException]) -> i
     failed = [(p, o) for p, (_, o) in enumerate(gathered) if o is not None]
     if failed:
         raise error(AbortedError, path, None, "multi-process save: " + "; ".join(
-            f"process {p} could not prepare its tree ({o[0]}: {o[1]})" for p, o in failed))
+            f"process {p} could not prepare its save ({o[0]}: {o[1]})" for p, o in failed))
     return int.from_bytes(gathered[0][0], "little")
 
 
@@ -97,12 +98,19 @@ def _outcome(e: Optional[BaseException]) -> Optional[Tuple[str, str]]:
 def collective_save(coord: Coordinator, path: str, prepared: Optional[BaseException],
                     global_leaves: List[Any], chunk_bytes: int,
                     write_segment: Callable[[int, int, int], Any],
-                    commit: Callable[[], Dict[str, int]]) -> Dict[str, int]:
+                    commit: Callable[[], Dict[str, int]],
+                    check_target: Callable[[], None] = lambda: None) -> Dict[str, int]:
     """Runs steps 1-5 (module docstring). ``prepared`` is the error this process met while
-    walking its tree (None: ready); ``write_segment(index, count, save_id)`` writes this
-    process's segment; ``commit()`` assembles the file (process 0). Returns the committed
+    walking its tree (None: ready); ``check_target()`` raises if the target may not be
+    replaced (called by process 0 in step 1); ``write_segment(index, count, save_id)`` writes
+    this process's segment; ``commit()`` assembles the file (process 0). Returns the committed
     file's statistics, the same in every process."""
     index, count = coord.process_index, coord.process_count
+    if index == 0 and prepared is None:
+        try:
+            check_target()
+        except Exception as e:  # noqa: BLE001  (reported to every process in step 1)
+            prepared = e
     save_id = start(coord, path, prepared)
     if global_leaves:
         plan_global_arrays(coord, global_leaves, path)

@@ -10,6 +10,7 @@ import pytest
 import jtree
 from jtree import _multi_process
 from conftest import require
+from test_mmap import is_mapped
 
 
 def test_blocks_held_by_one_process_round_trip(tmp_path):
@@ -31,6 +32,12 @@ def test_blocks_held_by_one_process_round_trip(tmp_path):
         rows = list(w)
         assert len(rows) == 10 and np.array_equal(np.stack(rows), a)
         assert f.io_stats()["read_requests"] - before == 2
+    # Saved raw, the rectilinear leaf lies in the file as its array: it loads as a view of the
+    # file's map (one process held every block, so its chunks form one run).
+    raw = str(tmp_path / "raw.jtree")
+    jtree.save({"w": g}, raw, compression=None)
+    w = jtree.load(raw)["w"]
+    assert is_mapped(w) and np.array_equal(w, a)
     regular = str(tmp_path / "regular.jtree")  # an ordinary array: a regular grid
     jtree.save({"w": np.zeros((1 << 16, 4), np.float32)}, regular)
     with jtree.open(regular) as f:
@@ -139,13 +146,31 @@ def test_a_failure_elsewhere_fails_the_save_here_and_removes_the_segment(tmp_pat
     assert os.listdir(tmp_path) == []
     # A process that could not even walk its tree tells the others at the first step.
     coord = Scripted([(b"12345678", ("InvalidArgumentError", "bad leaf"))])
-    with pytest.raises(jtree.AbortedError, match=r"process 1 could not prepare its tree"):
+    with pytest.raises(jtree.AbortedError, match=r"process 1 could not prepare its save"):
         jtree.save(mine, p, coordinator=coord)
     # And this process's own error reaches the others (here: raised, after the gather).
     coord = Scripted([(b"12345678", None)])
     with pytest.raises(jtree.InvalidArgumentError, match="cannot save an object"):
         jtree.save({"w": object()}, p, coordinator=coord)
     assert coord.theirs == []
+
+
+def test_a_foreign_target_is_refused_before_any_segment_is_written(tmp_path):
+    """Process 0 checks the target in the first collective step: the save fails there, in every
+    process, before the blocks are gathered or a segment is written (issue 19)."""
+    p = str(tmp_path / "notes.txt")
+    with open(p, "wb") as f:
+        f.write(b"precious notes\n")
+    a = np.arange(8, dtype=np.float32).reshape(4, 2)
+    mine = {"w": jtree.GlobalArray(a[:2], (slice(0, 2),), (4, 2))}
+    later = [[("w", "float32", (4, 2), [((2, 4), (0, 2))])], None]
+    coord = Scripted([(b"12345678", None)] + later)
+    with pytest.raises(jtree.AlreadyExistsError, match="is not a jtree file"):
+        jtree.save(mine, p, coordinator=coord)
+    assert coord.theirs == later  # nothing gathered after step 1
+    assert os.listdir(tmp_path) == ["notes.txt"]
+    with open(p, "rb") as f:
+        assert f.read() == b"precious notes\n"
 
 
 def test_collective_save_is_refused_for_partial_writes(tmp_path):

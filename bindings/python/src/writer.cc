@@ -187,6 +187,22 @@ void register_writer(nb::module_& m) {
       "progress(done, total) after each segment copied (False or an exception cancels).");
 
   m.def(
+      "check_save_target",
+      [](const std::string& path, bool overwrite_foreign) {
+        jtree::WriteOptions o;
+        o.overwrite_foreign = overwrite_foreign;
+        jtree::Status st;
+        {
+          nb::gil_scoped_release release;
+          st = jtree::check_save_target(path, o);
+        }
+        if (!st.ok()) raise_status(st);
+      },
+      nb::arg("path"), nb::kw_only(), nb::arg("overwrite_foreign") = false,
+      "Raises what a commit to `path` would (jtree::check_save_target): a foreign file or "
+      "object is refused unless overwrite_foreign.");
+
+  m.def(
       "remove_object",
       [](const std::string& path) {
         jtree::Status st;

@@ -56,6 +56,13 @@ JTREE_API Result<WriteStats> save_segment(Tree tree, std::string_view target,
                                           const SegmentOptions& segment,
                                           const WriteOptions& options = {});
 
+/// The check commit_segments() makes before anything is read, made early: whether a save
+/// may replace what is at `target` (nothing, an empty file, or a jtree file; anything else only
+/// with options.overwrite_foreign). Process 0 calls it before the segments are written, so that
+/// a multi-process save to a foreign file or object fails in every process before any data is
+/// written. Errors: AlreadyExists (a foreign file), IOError (an S3 target that cannot be asked).
+JTREE_API Status check_save_target(std::string_view target, const WriteOptions& options = {});
+
 struct JTREE_API CommitOptions {
   bool keep_segments = false;  ///< leave the segment files in place after the commit
   bool verify_chunks = false;  ///< also verify every chunk's checksum (reads all the data)

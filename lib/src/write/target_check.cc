@@ -8,6 +8,7 @@
 
 #include "format/layout.h"
 #include "jtree/io.h"
+#include "jtree/multihost.h"
 #include "write/save_internal.h"
 
 namespace jtree {
@@ -71,6 +72,10 @@ Status check_target(std::string_view path_or_url, const WriteOptions& options) {
     return Status::OK();
   }
   return refuse(local);
+}
+
+Status check_save_target(std::string_view target, const WriteOptions& options) {
+  return check_target(target, options);
 }
 
 }  // namespace jtree
