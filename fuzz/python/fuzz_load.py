@@ -270,8 +270,17 @@ def seed_trees() -> List[Any]:
         trees.append({"bf16": np.ones((4, 4), ml_dtypes.bfloat16),
                       "f8": np.ones(8, ml_dtypes.float8_e4m3fn),
                       "i4": np.array([1, -2, 3], ml_dtypes.int4)})
+        # The format-version-2 floats.
+        trees.append({name: np.ones(6, getattr(ml_dtypes, name))
+                      for name in ("float8_e3m4", "float8_e4m3", "float8_e8m0fnu",
+                                   "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
+                      if hasattr(ml_dtypes, name)})
     except ImportError:
         pass
+    # A rectilinear chunk grid (format version 2): uneven blocks cut the grid at their edges.
+    whole = np.arange(50 * 3, dtype=np.int32).reshape(50, 3)
+    trees.append({"uneven": jtree.GlobalArray([whole[:17], whole[17:]],
+                                              [(slice(0, 17),), (slice(17, 50),)], (50, 3))})
     tied = np.arange(10, dtype=np.float32)
     trees.append({"a": tied, "b": tied})
     trees.append({"pickled": {1, 2}})  # saved with allow_pickle=True, refused on load
