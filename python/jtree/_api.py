@@ -235,9 +235,7 @@ class _SaveJob:
                 # between this read and the append: the merged tree would drop its leaves.
                 expect = _append_base(f.info())
         metadata.update(self.metadata)
-        b = Emitter(self.path, self.codec, self.level).run(root)
-        for k, v in metadata.items():
-            b.metadata(k, v)
+        b = Emitter(self.path, self.codec, self.level).run(root, metadata)
         if self.fileobj is not None:
             stats = _fileobj.write(b, self.fileobj, self.path, self.progress, codec=self.codec,
                                    level=self.level, **self.args)
@@ -257,9 +255,7 @@ class _SaveJob:
         a = self.args
 
         def write_segment(index: int, count: int, save_id: int) -> None:
-            b = Emitter(self.path, self.codec, self.level).run(self.root)
-            for k, v in self.metadata.items():
-                b.metadata(k, v)
+            b = Emitter(self.path, self.codec, self.level).run(self.root, self.metadata)
             _jtree.save_segment(
                 b, self.path, process_index=index, process_count=count, save_id=save_id,
                 codec=self.codec, level=self.level, chunk_bytes=a["chunk_bytes"],

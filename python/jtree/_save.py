@@ -32,12 +32,15 @@ from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_
 MAX_DEPTH = 512
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Where an array leaf's elements come from.
-HOST, SHARDED, DEFERRED = "host", "sharded", "deferred"
+# MEMORY: a host array tied to others by its memory in the native build (Builder.build), not
+# here: a NumPy array of a save that takes no snapshot (no native call per array to find its
+# address).
+HOST, MEMORY, SHARDED, DEFERRED = "host", "memory", "sharded", "deferred"
 
 
 class SLeaf:
     """A leaf to write. ``data`` depends on ``kind``: the Python value (scalars), bytes
-    (payloads), or for arrays (HOST, array, byteswap) or (SHARDED, [(begin, shard)...],
+    (payloads), or for arrays (HOST or MEMORY, array, byteswap) or (SHARDED, [(begin, shard)...],
     blocks, shard_shape, segment), where blocks are the boxes ``((begin, end), ...)`` of every
     block of the array in every process, from which the library cuts the chunk grid."""
 
@@ -90,6 +93,8 @@ class _Flattener:
         self.ties: Dict[Any, SLeaf] = {}
         # Objects whose addresses key `ties`: alive until the save ends, so none is reused.
         self.keepalive: List[Any] = []
+        # NumPy leaves of a snapshot save, copied once the walk is over (copy_snapshots).
+        self.snapshots: List[SLeaf] = []
         # A jax.Array spread over several processes was met: a multi-process save.
         self.segmented = False
         self.jax_global = False
@@ -268,13 +273,30 @@ class _Flattener:
         view, byteswap = _dtypes.host_view(x)
         if x.size == 0 or flags:
             return self.host_leaf(view, byteswap, name, x.shape, flags)
-        self.keepalive.append(x)
-        # (The view: ml_dtypes arrays export no buffer; their integer views do.)
-        key = ("np", _jtree.data_address(view), x.shape, x.strides, x.dtype.str)
-        leaf = self.ties.get(key)
-        if leaf is None:
-            leaf = self.ties[key] = self.host_leaf(view, byteswap, name, x.shape, 0)
+        # Tied by its memory when the native Builder takes the table (the same memory, dtype,
+        # byte order, shape and strides: stored once); the Builder holds the array. A snapshot
+        # copies it after the walk (copy_snapshots), once per memory.
+        leaf = SLeaf(ARRAY, (MEMORY, view, byteswap), name, x.shape, 0)
+        if self.o.snapshot:
+            self.snapshots.append(leaf)
         return leaf
+
+    def copy_snapshots(self) -> None:
+        """Replaces the NumPy arrays of a snapshot save by copies, one per memory (the same
+        memory seen through the same view twice is copied once, and so stays tied). Their
+        addresses come from one native call for all of them."""
+        leaves, self.snapshots = self.snapshots, []
+        if not leaves:
+            return
+        addresses = _jtree.data_addresses([leaf.data[1] for leaf in leaves])
+        copies: Dict[Any, np.ndarray] = {}
+        for leaf, address in zip(leaves, addresses):
+            _, view, byteswap = leaf.data
+            key = (address, view.shape, view.strides, leaf.dtype, byteswap)
+            c = copies.get(key)
+            if c is None:
+                c = copies[key] = view.copy(order="K")
+            leaf.data = (MEMORY, c, byteswap)
 
     def host_leaf(self, view: np.ndarray, byteswap: bool, name: str, shape: Tuple[int, ...],
                   flags: int) -> SLeaf:
@@ -462,6 +484,7 @@ def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, "_Flattener"]:
     f = _Flattener(opts)
     with paused_gc():  # (a node and a leaf object per leaf, all kept: a third of the walk)
         root = f.visit(tree, None, (), 0)
+        f.copy_snapshots()
     return root, f
 
 
@@ -524,108 +547,134 @@ def merge(update: SNode, old: FileNode, file: str, path: Tuple[Any, ...] = ()) -
 # What the native Builder raises about a value it cannot take (a key or an int out of range...).
 _BAD_VALUE = (TypeError, ValueError, OverflowError, UnicodeError)
 
+# The op codes of Builder.build's table (bindings/python/src/builder_table.cc).
+_OPS = _jtree.Builder.OPS
+(OP_BEGIN, OP_END, OP_NONE, OP_INT, OP_FLOAT, OP_BOOL, OP_COMPLEX, OP_PAYLOAD, OP_ARRAY,
+ OP_DEFERRED, OP_SHARDED, OP_REUSE, OP_TIED) = (
+    _OPS[n] for n in ("BEGIN", "END", "NONE", "INT", "FLOAT", "BOOL", "COMPLEX", "PAYLOAD",
+                      "ARRAY", "DEFERRED", "SHARDED", "REUSE", "TIED"))
+_END_OP = (OP_END,)
+_SCALAR_OP = {INT: OP_INT, FLOAT: OP_FLOAT, BOOL: OP_BOOL, COMPLEX: OP_COMPLEX}
+_CODE_OF = {name: code for name, (code, _, _) in _dtypes.TABLE.items()}
+
 
 class Emitter:
+    """Writes the tree to save as one table of ops (one tuple per node, in preorder) and hands
+    it to the native Builder in one call (``Builder.build``), instead of a call per node: the
+    table is what crosses into C++, the arrays in it are read in place by the writer."""
+
     def __init__(self, file: Optional[str], codec: int, level: Optional[int]):
-        self.b = _jtree.Builder()
         self.file = file
         self.codec, self.level = codec, level
-        self.ids: Dict[int, int] = {}        # id(SLeaf) -> leaf id
-        self.reused: Dict[int, int] = {}     # old leaf index -> leaf id
+        self.ops: List[tuple] = []
+        self.ids: Dict[int, int] = {}        # id(SLeaf) -> index of its op
+        self.reused: Dict[int, int] = {}     # old leaf index -> index of its REUSE op
 
-    def run(self, root: SNode) -> Any:
+    def run(self, root: SNode, metadata: Optional[Dict[str, bytes]] = None) -> Any:
+        """The native Builder holding ``root`` (and ``metadata``), ready for the writer. A value
+        the Builder refuses raises InvalidArgumentError naming its key path."""
         allow_deep_trees()
         with paused_gc():
-            self.node(root, None, ())
-        return self.b
+            self.node(root, None)
+            b = _jtree.Builder()
+            try:
+                b.build(self.ops, self.codec, self.level, metadata or None)
+            except Error:
+                raise
+            except _BAD_VALUE as e:
+                i = b.failed_op
+                if i < 0:
+                    raise
+                raise error(InvalidArgumentError, self.file, kp.join(table_path(self.ops, i)),
+                            str(e)) from None
+        return b
 
-    def node(self, n: SNode, key: Any, path: Tuple[Any, ...]) -> None:
-        try:
-            self._node(n, key, path)
-        except Error:
-            raise
-        except _BAD_VALUE as e:
-            raise self.bad_value(path, e) from None
-
-    def bad_value(self, path: Tuple[Any, ...], e: Exception) -> Error:
-        """What the native Builder raised about a value, as an error naming its key path."""
-        return error(InvalidArgumentError, self.file, kp.join(path), str(e))
-
-    def _node(self, n: SNode, key: Any, path: Tuple[Any, ...]) -> None:
-        b = self.b
+    def node(self, n: SNode, key: Any) -> None:
+        ops = self.ops
         if n.keep is not None:
-            self.keep(n.keep, key, path)
+            self.keep(n.keep, key)
         elif n.kind == NONE:
-            b.none(key)
+            ops.append((OP_NONE, key))
         elif n.kind == LEAF:
             self.leaf(n.leaf, key)  # type: ignore[arg-type]
         else:
-            b.begin(n.kind, key, n.type_name, n.aux)
-            leaf = self.leaf
-            for i, c in enumerate(n.children):
-                if c.kind != LEAF or c.keep is not None:
-                    self.node(c, c.key, path + (c.key if c.key is not None else i,))
-                    continue
-                # A leaf child directly (most nodes are leaves): its path only for an error.
-                try:
-                    leaf(c.leaf, c.key)  # type: ignore[arg-type]
-                except Error:
-                    raise
-                except _BAD_VALUE as e:
-                    raise self.bad_value(path + (c.key if c.key is not None else i,), e) from None
-            b.end()
+            ops.append((OP_BEGIN, key, n.kind, n.type_name, n.aux))
+            leaf, node = self.leaf, self.node
+            for c in n.children:
+                if c.kind == LEAF and c.keep is None:  # most nodes are leaves
+                    leaf(c.leaf, c.key)
+                else:
+                    node(c, c.key)
+            ops.append(_END_OP)
 
-    def keep(self, old: FileNode, key: Any, path: Tuple[Any, ...]) -> None:
-        b = self.b
+    def keep(self, old: FileNode, key: Any) -> None:
+        ops = self.ops
         if old.kind == NONE:
-            b.none(key)
+            ops.append((OP_NONE, key))
         elif old.kind == LEAF:
             i = old.leaf.index  # type: ignore[union-attr]
-            if i in self.reused:
-                b.tied(key, self.reused[i])
+            j = self.reused.get(i)
+            if j is not None:
+                ops.append((OP_TIED, key, j))
             else:
-                self.reused[i] = b.reuse(key, i)
+                self.reused[i] = len(ops)
+                ops.append((OP_REUSE, key, i))
         else:
-            b.begin(old.kind, key, old.type_name, old.aux)
+            ops.append((OP_BEGIN, key, old.kind, old.type_name, old.aux))
             for c in old.children:
-                self.keep(c, c.key, path)
-            b.end()
+                self.keep(c, c.key)
+            ops.append(_END_OP)
 
     def leaf(self, leaf: SLeaf, key: Any) -> None:
-        b = self.b
-        lid = self.ids.get(id(leaf))
-        if lid is not None:
-            b.tied(key, lid)
-            return
+        ops = self.ops
         k = leaf.kind
         if k == ARRAY:
-            lid = self.array(leaf, key)
-        elif k == INT:
-            v = leaf.data
-            if _INT64_MIN <= v <= _INT64_MAX:
-                lid = b.int_value(key, v)
+            d = leaf.data
+            src = d[0]
+            if src is MEMORY:  # its own SLeaf: tied (by its memory) in the native build
+                ops.append((OP_ARRAY, key, d[1], _CODE_OF[leaf.dtype], d[2], leaf.flags, True))
+                return
+        i = self.ids.get(id(leaf))
+        if i is not None:
+            ops.append((OP_TIED, key, i))
+            return
+        self.ids[id(leaf)] = len(ops)
+        if k == ARRAY:
+            code = _CODE_OF[leaf.dtype]
+            if src == HOST:
+                ops.append((OP_ARRAY, key, d[1], code, d[2], leaf.flags, False))
+            elif src == DEFERRED:
+                ops.append((OP_DEFERRED, key, code, list(leaf.shape), d[1], leaf.flags))
             else:
-                lid = b.big_int(key, v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True))
-        elif k == FLOAT:
-            lid = b.float_value(key, leaf.data)
-        elif k == BOOL:
-            lid = b.bool_value(key, leaf.data)
-        elif k == COMPLEX:
-            lid = b.complex_value(key, leaf.data.real, leaf.data.imag)
+                _, pieces, blocks, shard_shape, segment = d
+                ops.append((OP_SHARDED, key, code, list(leaf.shape), pieces, leaf.flags,
+                            list(shard_shape), segment,
+                            [([b for b, _ in box], [e for _, e in box]) for box in blocks]))
+        elif k in _SCALAR_OP:
+            ops.append((_SCALAR_OP[k], key, leaf.data))
         else:
-            lid = b.payload(key, k, leaf.data, leaf.type_name)
-        self.ids[id(leaf)] = lid
+            ops.append((OP_PAYLOAD, key, k, leaf.data, leaf.type_name))
 
-    def array(self, leaf: SLeaf, key: Any) -> int:
-        src = leaf.data[0]
-        code = _dtypes.code_of_name(leaf.dtype)
-        if src == HOST:
-            _, arr, byteswap = leaf.data
-            return self.b.array(key, arr, code, byteswap, leaf.flags, [], self.codec, self.level)
-        if src == DEFERRED:
-            return self.b.deferred(key, code, list(leaf.shape), leaf.data[1], leaf.flags, [],
-                                   self.codec, self.level)
-        _, pieces, blocks, shard_shape, segment = leaf.data
-        return self.b.sharded(key, code, list(leaf.shape), pieces, leaf.flags, [],
-                              self.codec, self.level, list(shard_shape), segment,
-                              [([b for b, _ in box], [e for _, e in box]) for box in blocks])
+
+def table_path(ops: List[tuple], index: int) -> Tuple[Any, ...]:
+    """The key path of the node written by op ``index`` of an Emitter's table (computed only
+    for an error: the table keeps no paths)."""
+    stack: List[List[Any]] = []  # per open container: [its path part, children so far]
+    part: Any = None
+    for j in range(index + 1):
+        op = ops[j]
+        code = op[0]
+        if code == OP_END:
+            stack.pop()
+            continue
+        if stack:
+            parent = stack[-1]
+            part = op[1] if op[1] is not None else parent[1]
+            parent[1] += 1
+        if code == OP_BEGIN and j < index:
+            stack.append([part, 0])
+    # The root (stack[0]) has no part of its own.
+    parts = [p for p, _ in stack[1:]]
+    if index > 0:
+        parts.append(part)
+    return tuple(parts)

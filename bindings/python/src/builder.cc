@@ -133,7 +133,8 @@ jtree::LeafOptions leaf_options(std::vector<uint64_t> chunk_shape, int codec,
   return o;
 }
 
-// A chunked array leaf whose data comes from `in` (a view, shards or a fill function).
+}  // namespace
+
 jtree::Leaf chunked_array(uint32_t flags, DType d, std::vector<uint64_t> shape,
                           std::shared_ptr<jtree::LeafInput> in, std::vector<uint64_t> chunk_shape,
                           int codec, std::optional<int> level) {
@@ -147,8 +148,6 @@ jtree::Leaf chunked_array(uint32_t flags, DType d, std::vector<uint64_t> shape,
   l.input = std::move(in);
   return l;
 }
-
-}  // namespace
 
 void Builder::set_key(nb::handle key) {
   jtree::Key k = key_from_py(key);
@@ -348,10 +347,6 @@ void Builder::tied(nb::handle key, uint32_t leaf) {
   b_.tied(leaf);
 }
 
-void Builder::metadata(std::string k, nb::bytes v) {
-  b_.metadata(std::move(k), bytes_to_string(v));
-}
-
 jtree::Tree Builder::take() {
   if (taken_) throw_value_error("this Builder's tree was already written");
   taken_ = true;
@@ -367,70 +362,32 @@ void register_builder(nb::module_& m) {
       },
       nb::arg("array"),
       "(dtype code, shape) of an array imported through DLPack or the buffer protocol.");
-  // The save's tie detection keys arrays by their memory. A buffer export is a fifth of the
-  // cost of NumPy's __array_interface__ (which builds a dict and a dtype description).
+  // A snapshot save copies each memory once (the copies stay tied): it keys arrays by their
+  // memory, all of them in one call. A buffer export is a fifth of the cost of NumPy's
+  // __array_interface__ (which builds a dict and a dtype description).
   m.def(
-      "data_address",
-      [](nb::handle array) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_STRIDES) != 0) throw nb::python_error();
-        const auto address = reinterpret_cast<uintptr_t>(view.buf);
-        PyBuffer_Release(&view);
-        return address;
+      "data_addresses",
+      [](nb::handle arrays) {
+        nb::list out;
+        for (nb::handle array : arrays) {
+          Py_buffer view;
+          if (PyObject_GetBuffer(array.ptr(), &view, PyBUF_STRIDES) != 0) {
+            throw nb::python_error();
+          }
+          const auto address = reinterpret_cast<uintptr_t>(view.buf);
+          PyBuffer_Release(&view);
+          out.append(address);
+        }
+        return out;
       },
-      nb::arg("array"),
-      "The address of the first element of an object with the buffer protocol (strided too).");
-  nb::class_<Builder>(m, "Builder",
-                      "Builds a tree for save/append in preorder (see jtree::TreeBuilder); keys "
-                      "are None, str or int.")
-      .def(nb::init<>())
-      .def("begin", &Builder::begin, nb::arg("kind"), nb::arg("key").none(),
-           nb::arg("type_name").none() = nb::none(), nb::arg("aux").none() = nb::none(),
-           "Opens a container node of NodeKind `kind`.")
-      .def("end", &Builder::end, "Closes the innermost open container.")
-      .def("none", &Builder::none, nb::arg("key").none(), "Adds a None node.")
-      .def("int_value", &Builder::int_value, nb::arg("key").none(), nb::arg("value"),
-           "Adds an int leaf (int64); returns its leaf id.")
-      .def("big_int", &Builder::big_int, nb::arg("key").none(), nb::arg("twos_complement_le"),
-           "Adds an int leaf beyond int64, as two's complement little-endian bytes.")
-      .def("float_value", &Builder::float_value, nb::arg("key").none(), nb::arg("value"),
-           "Adds a float leaf.")
-      .def("bool_value", &Builder::bool_value, nb::arg("key").none(), nb::arg("value"),
-           "Adds a bool leaf.")
-      .def("complex_value", &Builder::complex_value, nb::arg("key").none(), nb::arg("real"),
-           nb::arg("imag"), "Adds a complex leaf.")
-      .def("payload", &Builder::payload, nb::arg("key").none(), nb::arg("kind"), nb::arg("data"),
-           nb::arg("type_name").none() = nb::none(),
-           "Adds a Str/Bytes/ByteArray/CustomLeaf/Pickle leaf (payload copied).")
-      .def("array", &Builder::array, nb::arg("key").none(), nb::arg("array"),
-           nb::arg("dtype") = -1, nb::arg("byteswap") = false, nb::arg("flags") = 0,
-           nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
-           nb::arg("level").none() = nb::none(),
-           "Adds an array leaf read (later, by the writer) from the array's memory; returns "
-           "its leaf id. dtype -1: from the array's DLPack dtype.")
-      .def("sharded", &Builder::sharded, nb::arg("key").none(), nb::arg("dtype"),
-           nb::arg("shape"), nb::arg("pieces"), nb::arg("flags") = 0,
-           nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
-           nb::arg("level").none() = nb::none(),
-           nb::arg("shard_shape") = std::vector<uint64_t>(), nb::arg("segment") = false,
-           nb::arg("blocks") =
-               std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>(),
-           "Adds an array leaf held as shards: pieces = [(begin, array), ...]. segment=True: "
-           "only this process's shards of a multi-process save (shard_shape: the sharding's). "
-           "blocks = [(begin, end), ...]: every block of every process; the chunk grid is cut "
-           "at their edges (rectilinear where a regular grid would need tiny chunks).")
-      .def("deferred", &Builder::deferred, nb::arg("key").none(), nb::arg("dtype"),
-           nb::arg("shape"), nb::arg("fetch"), nb::arg("flags") = 0,
-           nb::arg("chunk_shape") = std::vector<uint64_t>(), nb::arg("codec") = -1,
-           nb::arg("level").none() = nb::none(),
-           "Adds an array leaf whose data fetch() returns (a C-contiguous native-order array "
-           "of that shape) when the writer reaches it; it is dropped once written.")
-      .def("reuse", &Builder::reuse, nb::arg("key").none(), nb::arg("old_leaf"),
-           "Adds a leaf that keeps leaf `old_leaf` of the file being appended to.")
-      .def("tied", &Builder::tied, nb::arg("key").none(), nb::arg("leaf"),
-           "Adds another node referring to leaf `leaf` (stored once).")
-      .def("metadata", &Builder::metadata, nb::arg("key"), nb::arg("value"),
-           "Adds a user metadata entry.");
+      nb::arg("arrays"),
+      "The address of the first element of each object (with the buffer protocol, strided "
+      "too) of an iterable.");
+  auto cls = nb::class_<Builder>(m, "Builder",
+                                 "Builds a tree for save/append (see jtree::TreeBuilder) from "
+                                 "one table of ops: build(); keys are None, str or int.")
+                  .def(nb::init<>());
+  register_builder_table(cls);
 }
 
 }  // namespace jtpy

@@ -11,8 +11,10 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common.h"
@@ -21,6 +23,30 @@
 namespace jtpy {
 
 using AnyArray = nb::ndarray<nb::ro>;
+
+/// The ops of Builder::build's table (builder_table.cc), exported as Builder.OPS.
+enum class TableOp : int {
+  kBegin, kEnd, kNone, kInt, kFloat, kBool, kComplex, kPayload, kArray, kDeferred, kSharded,
+  kReuse, kTied, kCount
+};
+
+/// A chunked array leaf whose data comes from `in` (a view, shards or a fill function); the
+/// writer decides between inline and chunked.
+jtree::Leaf chunked_array(uint32_t flags, jtree::DType d, std::vector<uint64_t> shape,
+                          std::shared_ptr<jtree::LeafInput> in,
+                          std::vector<uint64_t> chunk_shape, int codec, std::optional<int> level);
+
+/// A buffer-protocol export held while the writer reads from it (released with the GIL held,
+/// when the Builder goes).
+struct BufferHold {
+  explicit BufferHold(std::unique_ptr<Py_buffer> v) : view(std::move(v)) {}
+  BufferHold(BufferHold&&) = default;
+  BufferHold& operator=(BufferHold&&) = default;
+  ~BufferHold() {
+    if (view) PyBuffer_Release(view.get());
+  }
+  std::unique_ptr<Py_buffer> view;
+};
 
 class Builder {
  public:
@@ -63,19 +89,37 @@ class Builder {
   /// A leaf keeping leaf #old_leaf of the file being appended to (partial writes).
   uint32_t reuse(nb::handle key, uint32_t old_leaf);
   void tied(nb::handle key, uint32_t leaf);
-  void metadata(std::string k, nb::bytes v);
+  /// The whole tree from one table of ops (builder_table.cc; the Python save's one call).
+  void build(nb::handle table, int codec, std::optional<int> level, nb::handle metadata);
+  /// The index of the op build() raised on, or -1 (the Python layer names its key path).
+  Py_ssize_t failed_op() const { return failed_op_; }
   /// The finished tree, taken once (the writer consumes it).
   jtree::Tree take();
 
  private:
   void set_key(nb::handle key);
   uint32_t add(nb::handle key, jtree::Leaf l);
+  /// An ARRAY op: through the buffer protocol where the object has it, else nb::ndarray;
+  /// with `tie`, stored once per (memory, dtype, byte order, shape, strides).
+  uint32_t table_array(nb::handle key, nb::handle obj, int dtype_code, bool byteswap,
+                       uint32_t flags, bool tie, int codec, std::optional<int> level,
+                       bool* tied_to_earlier);
+  static std::string tie_key(const void* data, int dtype_code, bool byteswap,
+                             const std::vector<uint64_t>& shape,
+                             const std::vector<int64_t>& strides);
 
   jtree::TreeBuilder b_;
   std::vector<AnyArray> arrays_;  // keeps the arrays' owners alive while the tree is written
   std::vector<nb::object> fetches_;  // deferred leaves' callables, alive as long as the tree
   std::vector<std::shared_ptr<DeferredState>> deferred_;
+  std::vector<BufferHold> buffers_;  // buffer-protocol arrays (build()), held like arrays_
+  std::unordered_map<std::string, uint32_t> ties_;  // tie_key -> leaf id (build())
+  Py_ssize_t failed_op_ = -1;
+  bool built_ = false;
   bool taken_ = false;
 };
+
+/// Adds Builder.build, Builder.failed_op and Builder.OPS (builder_table.cc).
+void register_builder_table(nb::class_<Builder>& cls);
 
 }  // namespace jtpy

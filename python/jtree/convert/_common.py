@@ -57,7 +57,7 @@ def deferred_class() -> Any:
         from .._jtree import Builder  # noqa: PLC0415
     except ImportError:
         return None
-    return Deferred if hasattr(Builder, "deferred") else None
+    return Deferred if "DEFERRED" in getattr(Builder, "OPS", {}) else None
 
 
 def map_array(fd: int, offset: int, shape: Tuple[int, ...], dtype: np.dtype) -> np.ndarray:

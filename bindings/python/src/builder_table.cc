@@ -1,0 +1,273 @@
+// jtree._jtree.Builder.build: a whole flattened tree in one call (builder.h, "the table").
+//
+// The Python layer used to drive the Builder with one or two calls per node (begin, array,
+// end, ...): 40,000 calls into the module for a 20,000-leaf save, each paying nanobind's
+// argument conversion. Now it hands over one list of op tuples and this file replays it into
+// the jtree::TreeBuilder. Arrays with the buffer protocol (NumPy, the common case) are taken
+// through it directly (a pointer, shape and strides, the buffer held until the Builder goes);
+// other arrays (torch tensors, anything with __dlpack__) through nb::ndarray as before.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "builder.h"
+
+namespace jtpy {
+namespace {
+
+// Element `i` of an op tuple (borrowed); the op's arity was checked by the caller.
+nb::handle at(PyObject* op, Py_ssize_t i) { return nb::handle(PyTuple_GET_ITEM(op, i)); }
+
+int64_t as_int(nb::handle h) {
+  const long long v = PyLong_AsLongLong(h.ptr());
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
+double as_double(nb::handle h) {
+  const double v = PyFloat_AsDouble(h.ptr());
+  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return v;
+}
+
+std::optional<std::string> opt_str(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  return nb::cast<std::string>(h);
+}
+
+std::optional<nb::bytes> opt_bytes(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  return nb::cast<nb::bytes>(h);
+}
+
+// The number of elements of each op (its code first), indexed by TableOp.
+constexpr Py_ssize_t kArity[] = {5, 1, 2, 3, 3, 3, 3, 5, 7, 6, 9, 3, 3};
+constexpr const char* kOpNames[] = {"BEGIN", "END",      "NONE",     "INT",     "FLOAT",
+                                    "BOOL",  "COMPLEX",  "PAYLOAD",  "ARRAY",   "DEFERRED",
+                                    "SHARDED", "REUSE",  "TIED"};
+static_assert(std::size(kArity) == static_cast<size_t>(TableOp::kCount));
+static_assert(std::size(kOpNames) == static_cast<size_t>(TableOp::kCount));
+
+}  // namespace
+
+// Where an array op's memory is, for the tie check: the same memory seen through the same
+// view (dtype, byte order, shape, strides) is one leaf stored once.
+std::string Builder::tie_key(const void* data, int dtype_code, bool byteswap,
+                             const std::vector<uint64_t>& shape,
+                             const std::vector<int64_t>& strides) {
+  std::string k;
+  const auto put = [&k](const void* p, size_t n) { k.append(static_cast<const char*>(p), n); };
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  put(&address, sizeof address);
+  const auto code = static_cast<uint8_t>(dtype_code);
+  const auto swap = static_cast<uint8_t>(byteswap);
+  put(&code, 1);
+  put(&swap, 1);
+  const auto rank = static_cast<uint32_t>(shape.size());
+  put(&rank, sizeof rank);
+  put(shape.data(), shape.size() * sizeof(uint64_t));
+  put(strides.data(), strides.size() * sizeof(int64_t));
+  return k;
+}
+
+uint32_t Builder::table_array(nb::handle key, nb::handle obj, int dtype_code, bool byteswap,
+                              uint32_t flags, bool tie, int codec, std::optional<int> level,
+                              bool* tied_to_earlier) {
+  *tied_to_earlier = false;
+  if (!PyObject_CheckBuffer(obj.ptr())) {
+    // torch tensors and other DLPack exporters: nanobind imports them (as Builder.array did).
+    AnyArray a = nb::cast<AnyArray>(obj);
+    return array(key, std::move(a), dtype_code, byteswap, flags, {}, codec, level);
+  }
+  auto view = std::make_unique<Py_buffer>();
+  if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_STRIDES) != 0) {
+    // An exporter that cannot describe itself with strides: let nanobind try.
+    PyErr_Clear();
+    AnyArray a = nb::cast<AnyArray>(obj);
+    return array(key, std::move(a), dtype_code, byteswap, flags, {}, codec, level);
+  }
+  BufferHold hold(std::move(view));  // released with the Builder (or now, if this throws)
+  const Py_buffer& v = *hold.view;
+  if (dtype_code < 0 || !jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
+    throw_value_error("unknown jtree dtype code " + std::to_string(dtype_code));
+  }
+  const jtree::DType d = static_cast<jtree::DType>(dtype_code);
+  const auto info = *jtree::dtype_info(d);
+  if (static_cast<size_t>(v.itemsize) != info.item_size) {
+    throw_value_error("array of " + std::to_string(v.itemsize) + "-byte elements for dtype " +
+                      std::string(info.name) + " (" + std::to_string(info.item_size) +
+                      " bytes)");
+  }
+  std::vector<uint64_t> shape(static_cast<size_t>(v.ndim));
+  std::vector<int64_t> strides(static_cast<size_t>(v.ndim));
+  for (int i = 0; i < v.ndim; ++i) {
+    shape[i] = static_cast<uint64_t>(v.shape[i]);
+    strides[i] = static_cast<int64_t>(v.strides[i]);
+  }
+  std::string tk;
+  if (tie) {
+    tk = tie_key(v.buf, dtype_code, byteswap, shape, strides);
+    auto it = ties_.find(tk);
+    if (it != ties_.end()) {
+      *tied_to_earlier = true;
+      tied(key, it->second);
+      return it->second;
+    }
+  }
+  auto in = std::make_shared<jtree::LeafInput>();
+  in->source = jtree::ArrayView(v.buf, strides, byteswap);
+  jtree::Leaf l = chunked_array(flags, d, std::move(shape), std::move(in), {}, codec, level);
+  buffers_.push_back(std::move(hold));
+  const uint32_t id = add(key, std::move(l));
+  if (tie) ties_.emplace(std::move(tk), id);
+  return id;
+}
+
+void Builder::build(nb::handle table, int codec, std::optional<int> level,
+                    nb::handle metadata) {
+  if (built_) throw_value_error("this Builder already holds a tree");
+  built_ = true;
+  if (!PyList_Check(table.ptr())) throw_type_error("build(): the table is a list of op tuples");
+  const Py_ssize_t n = PyList_GET_SIZE(table.ptr());
+  // Leaf id of each leaf op, for TIED ops (which name the op of the leaf they share).
+  std::vector<uint32_t> ids(static_cast<size_t>(n), UINT32_MAX);
+  constexpr uint32_t kNoLeaf = UINT32_MAX;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    failed_op_ = i;
+    PyObject* op = PyList_GET_ITEM(table.ptr(), i);
+    if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) < 1) {
+      throw_type_error("build(): op " + std::to_string(i) + " is not a tuple");
+    }
+    const int64_t code = as_int(at(op, 0));
+    if (code < 0 || code >= static_cast<int64_t>(TableOp::kCount)) {
+      throw_value_error("build(): unknown op code " + std::to_string(code));
+    }
+    if (PyTuple_GET_SIZE(op) != kArity[code]) {
+      throw_value_error(std::string("build(): a ") + kOpNames[code] + " op has " +
+                        std::to_string(kArity[code]) + " elements");
+    }
+    uint32_t id = kNoLeaf;
+    switch (static_cast<TableOp>(code)) {
+      case TableOp::kBegin:
+        begin(static_cast<int>(as_int(at(op, 2))), at(op, 1), opt_str(at(op, 3)),
+              opt_bytes(at(op, 4)));
+        break;
+      case TableOp::kEnd:
+        end();
+        break;
+      case TableOp::kNone:
+        none(at(op, 1));
+        break;
+      case TableOp::kInt: {
+        nb::handle v = at(op, 2);
+        if (!PyLong_Check(v.ptr())) throw_type_error("an int leaf's value is not an int");
+        int overflow = 0;
+        const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+        if (overflow == 0) {
+          if (x == -1 && PyErr_Occurred()) throw nb::python_error();
+          id = int_value(at(op, 1), x);
+        } else {
+          // Beyond int64: two's complement little-endian, one sign bit to spare.
+          const auto bits = nb::cast<int64_t>(v.attr("bit_length")());
+          nb::object b = v.attr("to_bytes")((bits + 8) / 8, "little", nb::arg("signed") = true);
+          id = big_int(at(op, 1), nb::borrow<nb::bytes>(b));
+        }
+        break;
+      }
+      case TableOp::kFloat:
+        id = float_value(at(op, 1), as_double(at(op, 2)));
+        break;
+      case TableOp::kBool:
+        id = bool_value(at(op, 1), PyObject_IsTrue(at(op, 2).ptr()) == 1);
+        break;
+      case TableOp::kComplex: {
+        Py_complex c = PyComplex_AsCComplex(at(op, 2).ptr());
+        if (c.real == -1.0 && PyErr_Occurred()) throw nb::python_error();
+        id = complex_value(at(op, 1), c.real, c.imag);
+        break;
+      }
+      case TableOp::kPayload:
+        id = payload(at(op, 1), static_cast<int>(as_int(at(op, 2))),
+                     nb::cast<nb::bytes>(at(op, 3)), opt_str(at(op, 4)));
+        break;
+      case TableOp::kArray: {
+        bool was_tied = false;
+        const uint32_t leaf = table_array(
+            at(op, 1), at(op, 2), static_cast<int>(as_int(at(op, 3))),
+            PyObject_IsTrue(at(op, 4).ptr()) == 1, static_cast<uint32_t>(as_int(at(op, 5))),
+            PyObject_IsTrue(at(op, 6).ptr()) == 1, codec, level, &was_tied);
+        id = leaf;  // (a tied op is a leaf op too: a later TIED may name it)
+        break;
+      }
+      case TableOp::kDeferred:
+        id = deferred(at(op, 1), static_cast<int>(as_int(at(op, 2))),
+                      nb::cast<std::vector<uint64_t>>(at(op, 3)), nb::borrow(at(op, 4)),
+                      static_cast<uint32_t>(as_int(at(op, 5))), {}, codec, level);
+        break;
+      case TableOp::kSharded:
+        id = sharded(at(op, 1), static_cast<int>(as_int(at(op, 2))),
+                     nb::cast<std::vector<uint64_t>>(at(op, 3)), nb::cast<nb::list>(at(op, 4)),
+                     static_cast<uint32_t>(as_int(at(op, 5))), {}, codec, level,
+                     nb::cast<std::vector<uint64_t>>(at(op, 6)),
+                     PyObject_IsTrue(at(op, 7).ptr()) == 1,
+                     nb::cast<std::vector<std::pair<std::vector<uint64_t>,
+                                                    std::vector<uint64_t>>>>(at(op, 8)));
+        break;
+      case TableOp::kReuse:
+        id = reuse(at(op, 1), static_cast<uint32_t>(as_int(at(op, 2))));
+        break;
+      case TableOp::kTied: {
+        const int64_t of = as_int(at(op, 2));
+        if (of < 0 || of >= i || ids[static_cast<size_t>(of)] == kNoLeaf) {
+          throw_value_error("build(): a TIED op names op " + std::to_string(of) +
+                            ", which is no earlier leaf");
+        }
+        id = ids[static_cast<size_t>(of)];
+        tied(at(op, 1), id);
+        break;
+      }
+      case TableOp::kCount:
+        break;
+    }
+    ids[static_cast<size_t>(i)] = id;
+  }
+  failed_op_ = -1;
+  if (!metadata.is_none()) {
+    for (auto [k, v] : nb::cast<nb::dict>(metadata)) {
+      b_.metadata(nb::cast<std::string>(k), bytes_to_string(v));
+    }
+  }
+}
+
+void register_builder_table(nb::class_<Builder>& cls) {
+  nb::dict ops;
+  for (int i = 0; i < static_cast<int>(TableOp::kCount); ++i) ops[kOpNames[i]] = i;
+  cls.attr("OPS") = ops;
+  cls.def("build", &Builder::build, nb::arg("table"), nb::arg("codec") = -1,
+          nb::arg("level").none() = nb::none(), nb::arg("metadata").none() = nb::none(),
+          "Builds the whole tree from `table`, a list of op tuples in preorder (Builder.OPS "
+          "names the codes; python/jtree/_save.py's Emitter writes them):\n"
+          "  (BEGIN, key, node_kind, type_name, aux), (END,), (NONE, key),\n"
+          "  (INT, key, int), (FLOAT, key, float), (BOOL, key, bool), (COMPLEX, key, complex),\n"
+          "  (PAYLOAD, key, leaf_kind, bytes, type_name),\n"
+          "  (ARRAY, key, array, dtype, byteswap, flags, tie),\n"
+          "  (DEFERRED, key, dtype, shape, fetch, flags),\n"
+          "  (SHARDED, key, dtype, shape, pieces, flags, shard_shape, segment, blocks),\n"
+          "  (REUSE, key, old_leaf), (TIED, key, op_index_of_an_earlier_leaf_op).\n"
+          "ARRAY with tie=True is stored once with any earlier tie=True ARRAY of the same "
+          "memory, dtype, byte order, shape and strides. `metadata`: {str: bytes}. Arrays are "
+          "read later, in place, by the writer; the Builder keeps them alive. On an error, "
+          "`failed_op` is the index of the op that raised. Called once per Builder.")
+      .def_prop_ro("failed_op", [](const Builder& b) { return b.failed_op(); },
+                   "Index of the op build() failed on, or -1.");
+}
+
+}  // namespace jtpy
