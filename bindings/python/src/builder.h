@@ -11,6 +11,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,16 +37,25 @@ jtree::Leaf chunked_array(uint32_t flags, jtree::DType d, std::vector<uint64_t> 
                           std::shared_ptr<jtree::LeafInput> in,
                           std::vector<uint64_t> chunk_shape, int codec, std::optional<int> level);
 
-/// A buffer-protocol export held while the writer reads from it (released with the GIL held,
-/// when the Builder goes).
-struct BufferHold {
-  explicit BufferHold(std::unique_ptr<Py_buffer> v) : view(std::move(v)) {}
-  BufferHold(BufferHold&&) = default;
-  BufferHold& operator=(BufferHold&&) = default;
-  ~BufferHold() {
-    if (view) PyBuffer_Release(view.get());
+/// Buffer-protocol exports held while the writer reads from them (released with the GIL
+/// held, when the Builder goes). A deque: the views stay where they are as it grows.
+struct HeldBuffers {
+  HeldBuffers() = default;
+  HeldBuffers(const HeldBuffers&) = delete;
+  HeldBuffers& operator=(const HeldBuffers&) = delete;
+  ~HeldBuffers() {
+    for (Py_buffer& v : views) PyBuffer_Release(&v);
   }
-  std::unique_ptr<Py_buffer> view;
+  std::deque<Py_buffer> views;
+};
+
+/// An array of build() stored once per memory: the same address, dtype, byte order, shape
+/// and strides is the same leaf (a tie). Its shape and strides are those of its held view.
+struct TieEntry {
+  const Py_buffer* view;
+  int dtype_code;
+  bool byteswap;
+  uint32_t leaf;
 };
 
 class Builder {
@@ -102,18 +112,14 @@ class Builder {
   /// An ARRAY op: through the buffer protocol where the object has it, else nb::ndarray;
   /// with `tie`, stored once per (memory, dtype, byte order, shape, strides).
   uint32_t table_array(nb::handle key, nb::handle obj, int dtype_code, bool byteswap,
-                       uint32_t flags, bool tie, int codec, std::optional<int> level,
-                       bool* tied_to_earlier);
-  static std::string tie_key(const void* data, int dtype_code, bool byteswap,
-                             const std::vector<uint64_t>& shape,
-                             const std::vector<int64_t>& strides);
+                       uint32_t flags, bool tie, int codec, std::optional<int> level);
 
   jtree::TreeBuilder b_;
   std::vector<AnyArray> arrays_;  // keeps the arrays' owners alive while the tree is written
   std::vector<nb::object> fetches_;  // deferred leaves' callables, alive as long as the tree
   std::vector<std::shared_ptr<DeferredState>> deferred_;
-  std::vector<BufferHold> buffers_;  // buffer-protocol arrays (build()), held like arrays_
-  std::unordered_map<std::string, uint32_t> ties_;  // tie_key -> leaf id (build())
+  HeldBuffers buffers_;  // buffer-protocol arrays (build()), held like arrays_
+  std::unordered_multimap<uintptr_t, TieEntry> ties_;  // by address (build())
   Py_ssize_t failed_op_ = -1;
   bool built_ = false;
   bool taken_ = false;

@@ -58,44 +58,34 @@ static_assert(std::size(kOpNames) == static_cast<size_t>(TableOp::kCount));
 
 }  // namespace
 
-// Where an array op's memory is, for the tie check: the same memory seen through the same
-// view (dtype, byte order, shape, strides) is one leaf stored once.
-std::string Builder::tie_key(const void* data, int dtype_code, bool byteswap,
-                             const std::vector<uint64_t>& shape,
-                             const std::vector<int64_t>& strides) {
-  std::string k;
-  const auto put = [&k](const void* p, size_t n) { k.append(static_cast<const char*>(p), n); };
-  const auto address = reinterpret_cast<uintptr_t>(data);
-  put(&address, sizeof address);
-  const auto code = static_cast<uint8_t>(dtype_code);
-  const auto swap = static_cast<uint8_t>(byteswap);
-  put(&code, 1);
-  put(&swap, 1);
-  const auto rank = static_cast<uint32_t>(shape.size());
-  put(&rank, sizeof rank);
-  put(shape.data(), shape.size() * sizeof(uint64_t));
-  put(strides.data(), strides.size() * sizeof(int64_t));
-  return k;
+namespace {
+
+// The same view of memory: shape and strides (the address, dtype and byte order are compared
+// by the caller).
+bool same_view(const Py_buffer& a, const Py_buffer& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i) {
+    if (a.shape[i] != b.shape[i] || a.strides[i] != b.strides[i]) return false;
+  }
+  return true;
 }
 
+}  // namespace
+
 uint32_t Builder::table_array(nb::handle key, nb::handle obj, int dtype_code, bool byteswap,
-                              uint32_t flags, bool tie, int codec, std::optional<int> level,
-                              bool* tied_to_earlier) {
-  *tied_to_earlier = false;
+                              uint32_t flags, bool tie, int codec, std::optional<int> level) {
   if (!PyObject_CheckBuffer(obj.ptr())) {
     // torch tensors and other DLPack exporters: nanobind imports them (as Builder.array did).
-    AnyArray a = nb::cast<AnyArray>(obj);
-    return array(key, std::move(a), dtype_code, byteswap, flags, {}, codec, level);
+    return array(key, nb::cast<AnyArray>(obj), dtype_code, byteswap, flags, {}, codec, level);
   }
-  auto view = std::make_unique<Py_buffer>();
-  if (PyObject_GetBuffer(obj.ptr(), view.get(), PyBUF_STRIDES) != 0) {
+  Py_buffer& v = buffers_.views.emplace_back();
+  if (PyObject_GetBuffer(obj.ptr(), &v, PyBUF_STRIDES) != 0) {
     // An exporter that cannot describe itself with strides: let nanobind try.
+    buffers_.views.pop_back();
     PyErr_Clear();
-    AnyArray a = nb::cast<AnyArray>(obj);
-    return array(key, std::move(a), dtype_code, byteswap, flags, {}, codec, level);
+    return array(key, nb::cast<AnyArray>(obj), dtype_code, byteswap, flags, {}, codec, level);
   }
-  BufferHold hold(std::move(view));  // released with the Builder (or now, if this throws)
-  const Py_buffer& v = *hold.view;
+  // (Held from here on: released with the Builder, whatever happens next.)
   if (dtype_code < 0 || !jtree::dtype_known(static_cast<uint8_t>(dtype_code))) {
     throw_value_error("unknown jtree dtype code " + std::to_string(dtype_code));
   }
@@ -106,28 +96,31 @@ uint32_t Builder::table_array(nb::handle key, nb::handle obj, int dtype_code, bo
                       std::string(info.name) + " (" + std::to_string(info.item_size) +
                       " bytes)");
   }
+  const auto address = reinterpret_cast<uintptr_t>(v.buf);
+  if (tie) {
+    auto [it, last] = ties_.equal_range(address);
+    for (; it != last; ++it) {
+      const TieEntry& e = it->second;
+      if (e.dtype_code == dtype_code && e.byteswap == byteswap && same_view(*e.view, v)) {
+        const uint32_t id = e.leaf;
+        PyBuffer_Release(&v);  // the first one's view is held
+        buffers_.views.pop_back();
+        tied(key, id);
+        return id;
+      }
+    }
+  }
   std::vector<uint64_t> shape(static_cast<size_t>(v.ndim));
   std::vector<int64_t> strides(static_cast<size_t>(v.ndim));
   for (int i = 0; i < v.ndim; ++i) {
     shape[i] = static_cast<uint64_t>(v.shape[i]);
     strides[i] = static_cast<int64_t>(v.strides[i]);
   }
-  std::string tk;
-  if (tie) {
-    tk = tie_key(v.buf, dtype_code, byteswap, shape, strides);
-    auto it = ties_.find(tk);
-    if (it != ties_.end()) {
-      *tied_to_earlier = true;
-      tied(key, it->second);
-      return it->second;
-    }
-  }
   auto in = std::make_shared<jtree::LeafInput>();
-  in->source = jtree::ArrayView(v.buf, strides, byteswap);
-  jtree::Leaf l = chunked_array(flags, d, std::move(shape), std::move(in), {}, codec, level);
-  buffers_.push_back(std::move(hold));
-  const uint32_t id = add(key, std::move(l));
-  if (tie) ties_.emplace(std::move(tk), id);
+  in->source = jtree::ArrayView(v.buf, std::move(strides), byteswap);
+  const uint32_t id =
+      add(key, chunked_array(flags, d, std::move(shape), std::move(in), {}, codec, level));
+  if (tie) ties_.emplace(address, TieEntry{&v, dtype_code, byteswap, id});
   return id;
 }
 
@@ -199,12 +192,11 @@ void Builder::build(nb::handle table, int codec, std::optional<int> level,
                      nb::cast<nb::bytes>(at(op, 3)), opt_str(at(op, 4)));
         break;
       case TableOp::kArray: {
-        bool was_tied = false;
-        const uint32_t leaf = table_array(
-            at(op, 1), at(op, 2), static_cast<int>(as_int(at(op, 3))),
-            PyObject_IsTrue(at(op, 4).ptr()) == 1, static_cast<uint32_t>(as_int(at(op, 5))),
-            PyObject_IsTrue(at(op, 6).ptr()) == 1, codec, level, &was_tied);
-        id = leaf;  // (a tied op is a leaf op too: a later TIED may name it)
+        // (a tied one is a leaf op too: a later TIED may name it)
+        id = table_array(at(op, 1), at(op, 2), static_cast<int>(as_int(at(op, 3))),
+                         PyObject_IsTrue(at(op, 4).ptr()) == 1,
+                         static_cast<uint32_t>(as_int(at(op, 5))),
+                         PyObject_IsTrue(at(op, 6).ptr()) == 1, codec, level);
         break;
       }
       case TableOp::kDeferred:
