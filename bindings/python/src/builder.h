@@ -1,4 +1,6 @@
 // jtree._jtree.Builder: a jtree::TreeBuilder driven from Python, plus the arrays it points at.
+// Python hands it the whole tree in one call, build(table) (builder_table.cc), which replays
+// the table through the per-node members below.
 //
 // Arrays arrive as nb::ndarray: nanobind imports NumPy arrays, PyTorch tensors, JAX arrays,
 // CuPy arrays and anything else with __dlpack__ (or the buffer protocol) as a pointer, shape,
@@ -6,6 +8,8 @@
 // nanobind: one code path for every framework, no copies, no framework headers. The Builder
 // keeps each ndarray (and so its owner) alive until the tree has been written; the writer then
 // reads the elements straight from the caller's memory (strided and byte-swapped as needed).
+// Objects with the buffer protocol (NumPy arrays, the common case) skip nanobind's DLPack
+// import: build() takes their buffer directly and holds it until the Builder goes.
 #pragma once
 
 #include <nanobind/ndarray.h>
@@ -65,6 +69,15 @@ class Builder {
   Builder& operator=(const Builder&) = delete;
   ~Builder();
 
+  /// The whole tree from one table of ops (builder_table.cc; the Python save's one call).
+  void build(nb::handle table, int codec, std::optional<int> level, nb::handle metadata);
+  /// The index of the op build() raised on, or -1 (the Python layer names its key path).
+  Py_ssize_t failed_op() const { return failed_op_; }
+  /// The finished tree, taken once (the writer consumes it).
+  jtree::Tree take();
+
+ private:
+  // One node each: build() calls them for its ops.
   void begin(int kind, nb::handle key, std::optional<std::string> type_name,
              std::optional<nb::bytes> aux);
   void end();
@@ -99,14 +112,7 @@ class Builder {
   /// A leaf keeping leaf #old_leaf of the file being appended to (partial writes).
   uint32_t reuse(nb::handle key, uint32_t old_leaf);
   void tied(nb::handle key, uint32_t leaf);
-  /// The whole tree from one table of ops (builder_table.cc; the Python save's one call).
-  void build(nb::handle table, int codec, std::optional<int> level, nb::handle metadata);
-  /// The index of the op build() raised on, or -1 (the Python layer names its key path).
-  Py_ssize_t failed_op() const { return failed_op_; }
-  /// The finished tree, taken once (the writer consumes it).
-  jtree::Tree take();
 
- private:
   void set_key(nb::handle key);
   uint32_t add(nb::handle key, jtree::Leaf l);
   /// An ARRAY op: through the buffer protocol where the object has it, else nb::ndarray;
