@@ -115,6 +115,9 @@ Failure s3_failure(const Attempt& a, const std::string& what, const S3Config& c,
     f.status = Status::PermissionDenied(msg + where + hint);
   } else if (s == 412) {
     f.status = Status::Aborted("the object changed while being read (" + msg + ")" + where);
+  } else if (err.code == "ConditionalRequestConflict") {
+    // 409: another conditional write of the same key is completing at the same moment.
+    f.status = Status::Aborted("another write of the object is in progress (" + msg + ")" + where);
   } else if (s == 301 || s == 307 || err.code == "AuthorizationHeaderMalformed" ||
              err.code == "PermanentRedirect" || err.code == "IllegalLocationConstraintException") {
     std::string region = bucket_region ? *bucket_region : err.region;
@@ -127,6 +130,13 @@ Failure s3_failure(const Attempt& a, const std::string& what, const S3Config& c,
                   err.code == "SlowDown" || err.code == "InternalError";
   }
   return f;
+}
+
+std::vector<std::string> WriteCondition::headers() const {
+  std::vector<std::string> h;
+  if (!if_match.empty()) h.push_back("If-Match: " + if_match);
+  if (if_none_match) h.push_back("If-None-Match: *");
+  return h;
 }
 
 std::string complete_multipart_xml(const std::vector<UploadedPart>& parts) {
@@ -180,11 +190,12 @@ Result<ObjectInfo> S3Client::head(const S3Location& loc) {
   return info;
 }
 
-Status S3Client::put_object(const S3Location& loc, std::span<const std::byte> body) {
+Status S3Client::put_object(const S3Location& loc, std::span<const std::byte> body,
+                            const WriteCondition& condition) {
   IgnoreBody h;
   const std::string hash = sha256_hex(body);
   return run(loc, "PUT (" + std::to_string(body.size()) + " bytes)",
-             {"PUT", {}, {}, body, hash}, h)
+             {"PUT", {}, condition.headers(), body, hash}, h)
       .status();
 }
 
@@ -269,11 +280,13 @@ Result<std::string> S3Client::upload_part_copy(const S3Location& loc, const std:
 
 Result<std::string> S3Client::complete_multipart_upload(const S3Location& loc,
                                                         const std::string& upload_id,
-                                                        const std::vector<UploadedPart>& parts) {
+                                                        const std::vector<UploadedPart>& parts,
+                                                        const WriteCondition& condition) {
   const std::string xml = complete_multipart_xml(parts);
   const auto body = std::as_bytes(std::span(xml));
   Call c{"POST", {{"uploadId", upload_id}}, {"Content-Type: application/xml"}, body,
          sha256_hex(xml)};
+  for (std::string& h : condition.headers()) c.headers.push_back(std::move(h));
   S3XmlHandler h;
   JTREE_RETURN_IF_ERROR(
       run(loc, "CompleteMultipartUpload (" + std::to_string(parts.size()) + " parts)", c, h)

@@ -36,6 +36,20 @@ struct UploadedPart {
   std::string etag;
 };
 
+/// A condition on the object a write replaces, checked by the server when the write completes
+/// (PutObject, CompleteMultipartUpload): it closes the window between a writer's own check
+/// (HEAD, the append guard) and its commit. A server that fails it answers 412 (Aborted).
+struct WriteCondition {
+  /// Replace only this version of the object ("If-Match: <etag>"); empty: no such condition.
+  std::string if_match;
+  /// Create only: fail if the object exists ("If-None-Match: *").
+  bool if_none_match = false;
+
+  bool empty() const { return if_match.empty() && !if_none_match; }
+  /// The request headers that carry it.
+  std::vector<std::string> headers() const;
+};
+
 /// The CompleteMultipartUpload request body.
 std::string complete_multipart_xml(const std::vector<UploadedPart>& parts);
 
@@ -51,8 +65,9 @@ class S3Client {
 
   /// HEAD: size and ETag. NotFound when absent.
   Result<ObjectInfo> head(const S3Location& loc);
-  /// PutObject of a whole (small) object.
-  Status put_object(const S3Location& loc, std::span<const std::byte> body);
+  /// PutObject of a whole (small) object, under `condition` (412: Aborted).
+  Status put_object(const S3Location& loc, std::span<const std::byte> body,
+                    const WriteCondition& condition = {});
   Status delete_object(const S3Location& loc);
   /// One ListObjectsV2 page.
   Result<ListBucketPage> list_page(const std::string& bucket, const std::string& prefix,
@@ -75,10 +90,12 @@ class S3Client {
   Result<std::string> upload_part_copy(const S3Location& loc, const std::string& upload_id,
                                        int part, const S3Location& source, uint64_t first,
                                        uint64_t last, const std::string& source_etag);
-  /// Returns the new object's ETag (may be empty: RGW).
+  /// Returns the new object's ETag (may be empty: RGW). Under `condition` (412: Aborted; the
+  /// upload then stays open for the caller to abort).
   Result<std::string> complete_multipart_upload(const S3Location& loc,
                                                 const std::string& upload_id,
-                                                const std::vector<UploadedPart>& parts);
+                                                const std::vector<UploadedPart>& parts,
+                                                const WriteCondition& condition = {});
   Status abort_multipart_upload(const S3Location& loc, const std::string& upload_id);
 
  private:

@@ -58,12 +58,14 @@ class S3Sink final : public Sink {
   Status append_from(std::string_view url, uint64_t offset, uint64_t size) override {
     JTREE_RETURN_IF_ERROR(check_open());
     if (!is_s3_url(url)) return Sink::append_from(url, offset, size);
-    return copy_from(url, offset, size, "");
+    return copy_from(url, offset, size, "").status();
   }
 
   // Bytes [offset, offset + size) of an s3:// object, pinned to `etag` (empty: its current
   // version): server-side copy parts where S3's part sizes allow, the rest read through.
-  Status copy_from(std::string_view url, uint64_t offset, uint64_t size, std::string etag) {
+  // Returns the ETag of the version copied.
+  Result<std::string> copy_from(std::string_view url, uint64_t offset, uint64_t size,
+                                std::string etag) {
     JTREE_ASSIGN_OR_RETURN(S3Location src, parse_s3_url(url));
     JTREE_ASSIGN_OR_RETURN(ObjectInfo info, client_->head(src));
     if (!etag.empty() && info.etag != etag) {
@@ -95,8 +97,12 @@ class S3Sink final : public Sink {
       }
     }
     if (pos < end) JTREE_RETURN_IF_ERROR(read_through(url, etag, pos, end - pos));
-    return Status::OK();
+    return etag;
   }
+
+  /// The condition the object must meet when this sink commits (checked by the server, so
+  /// that nothing between the writer's own check and the commit can slip in).
+  void set_commit_condition(WriteCondition c) { condition_ = std::move(c); }
 
   Status commit() override {
     if (closed_) return Status::InvalidArgument(name_ + ": sink is closed");
@@ -248,14 +254,31 @@ class S3Sink final : public Sink {
   }
 
   Status finish() {
-    if (upload_id_.empty()) return client_->put_object(loc_, buffer_);  // small: one PUT
+    if (upload_id_.empty()) {  // small: one PUT
+      return condition_failed(client_->put_object(loc_, buffer_, condition_));
+    }
     if (!buffer_.empty()) JTREE_RETURN_IF_ERROR(flush_part());  // the last part may be small
     wait_idle();
     JTREE_RETURN_IF_ERROR(check_open());
-    auto etag = client_->complete_multipart_upload(loc_, upload_id_, parts_);
-    if (!etag.ok()) return etag.status();
+    auto etag = client_->complete_multipart_upload(loc_, upload_id_, parts_, condition_);
+    if (!etag.ok()) return condition_failed(etag.status());
     upload_id_.clear();  // complete: nothing to abort
     return Status::OK();
+  }
+
+  // A commit refused by the server's check of condition_ (Aborted: 412, or 409 for a
+  // conditional write racing another) says what the writer's own check would have said.
+  Status condition_failed(Status st) const {
+    if (st.ok() || st.code() != StatusCode::kAborted || condition_.empty()) return st;
+    if (!condition_.if_match.empty()) {
+      return Status::Aborted(name_ + ": the file changed since this append was planned (ETag " +
+                             condition_.if_match + " no longer current at commit: " +
+                             st.message() + "): another writer appended or replaced it; "
+                             "nothing written (plan again against the new generation)");
+    }
+    return Status::AlreadyExists(name_ + ": the object exists (another writer created it "
+                                 "while this one was writing: " + st.message() +
+                                 "); nothing written");
   }
 
   const S3Location loc_;
@@ -267,6 +290,7 @@ class S3Sink final : public Sink {
   uint64_t position_ = 0;
   std::vector<std::byte> buffer_;  // appended bytes not yet handed to a part
   std::string upload_id_;
+  WriteCondition condition_;  // checked by the server on commit
   bool closed_ = false;
 
   std::mutex mu_;
@@ -295,7 +319,14 @@ Result<std::unique_ptr<Sink>> create_remote_sink(std::string_view url, const Sin
                                 "local path");
   }
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<S3Sink> sink, make_sink(url, options));
-  if (!options.overwrite) JTREE_RETURN_IF_ERROR(sink->check_absent());
+  if (!options.overwrite) {
+    // Checked now (an early, clear error) and again by the server on commit (If-None-Match),
+    // so that an object created by another writer in between is not replaced.
+    JTREE_RETURN_IF_ERROR(sink->check_absent());
+    WriteCondition c;
+    c.if_none_match = true;
+    sink->set_commit_condition(std::move(c));
+  }
   return std::unique_ptr<Sink>(std::move(sink));
 }
 
@@ -307,8 +338,13 @@ Result<std::unique_ptr<Sink>> open_remote_append_sink(std::string_view url, uint
                                 ": appending needs a local file or an s3:// object");
   }
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<S3Sink> sink, make_sink(url, options));
-  // The new version starts as a copy of the old one's committed bytes.
-  JTREE_RETURN_IF_ERROR(sink->copy_from(url, 0, keep_bytes, std::string(expected_etag)));
+  // The new version starts as a copy of the old one's committed bytes, and replaces exactly
+  // that version: two appends finishing at once cannot both commit (If-Match on commit).
+  JTREE_ASSIGN_OR_RETURN(std::string copied,
+                         sink->copy_from(url, 0, keep_bytes, std::string(expected_etag)));
+  WriteCondition c;
+  c.if_match = std::move(copied);
+  sink->set_commit_condition(std::move(c));
   return std::unique_ptr<Sink>(std::move(sink));
 }
 
