@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -165,11 +166,12 @@ const std::string kPreconditionFailed =
     "<Message>At least one of the pre-conditions you specified did not hold</Message></Error>";
 
 // An S3 store holding one object `data` with ETag `etag` (range GETs; HEAD: with_head_size),
-// whose commits (PutObject without
-// copy source, CompleteMultipartUpload) all fail with 412, as when another writer replaced the
-// object after this one planned.
-Handler store(const std::string& data, const std::string& etag) {
-  return [data, etag](const Request& r) -> std::string {
+// whose commits (PutObject without copy source, CompleteMultipartUpload) fail with 412, as
+// when another writer replaced the object after this one planned, unless they carry
+// "If-Match: <accept_if_match>" (when not empty).
+Handler store(const std::string& data, const std::string& etag,
+              const std::string& accept_if_match = {}) {
+  return [data, etag, accept_if_match](const Request& r) -> std::string {
     const std::string* range = r.header("range");
     if (r.method == "GET" && range != nullptr) {
       const size_t eq = range->find('='), dash = range->find('-');
@@ -195,6 +197,13 @@ Handler store(const std::string& data, const std::string& etag) {
     }
     if (r.method == "DELETE" && r.has_query("uploadId")) return response(204, "No Content", "");
     if (r.method == "GET") return response(404, "Not Found", "");
+    const std::string* if_match = r.header("if-match");
+    if (!accept_if_match.empty() && if_match != nullptr && *if_match == accept_if_match) {
+      if (r.method == "PUT") return response(200, "OK", "", {"ETag: \"new\""});
+      return response(200, "OK",
+                      "<CompleteMultipartUploadResult><ETag>\"new-2\"</ETag>"
+                      "</CompleteMultipartUploadResult>");
+    }
     // PutObject or CompleteMultipartUpload: the object changed.
     return response(412, "Precondition Failed", kPreconditionFailed,
                     {"Content-Type: application/xml"});
@@ -216,14 +225,24 @@ RemoteOptions options_for(const ScriptedServer& server) {
 }
 
 // The HEAD answer needs the object's size as Content-Length without a body: built by hand.
-Handler with_head_size(Handler h, size_t size, const std::string& etag) {
-  return [h, size, etag](const Request& r) {
+// The first HEAD (the append's copy) sees `etag`, later ones `later_etag` (a different value:
+// another writer replaced the object; the same: it did not).
+Handler with_head_size(Handler h, size_t size, const std::string& etag,
+                       const std::string& later_etag) {
+  auto heads = std::make_shared<int>(0);  // the server answers one request at a time
+  return [h, size, etag, later_etag, heads](const Request& r) {
     if (r.method == "HEAD") {
-      return "HTTP/1.1 200 OK\r\nETag: " + etag + "\r\nContent-Length: " +
-             std::to_string(size) + "\r\nConnection: close\r\n\r\n";
+      return "HTTP/1.1 200 OK\r\nETag: " + ((*heads)++ == 0 ? etag : later_etag) +
+             "\r\nContent-Length: " + std::to_string(size) + "\r\nConnection: close\r\n\r\n";
     }
     return h(r);
   };
+}
+
+bool is_commit(const Request& r) {
+  return (r.method == "PUT" && r.header("x-amz-copy-source") == nullptr &&
+          !r.has_query("partNumber")) ||
+         (r.method == "POST" && r.has_query("uploadId"));
 }
 
 const Request* find(const std::vector<Request>& rs, const std::function<bool(const Request&)>& f) {
@@ -242,7 +261,7 @@ TEST_CASE("s3 append: the commit carries If-Match; a 412 is the append guard's A
   for (size_t size : {size_t{1000}, size_t{(5u << 20) + 1000}}) {
     CAPTURE(size);
     std::string data(size, 'x');
-    ScriptedServer server(with_head_size(store(data, etag), size, etag));
+    ScriptedServer server(with_head_size(store(data, etag), size, etag, "\"other\""));
     SinkOptions so;
     so.remote = options_for(server);
     auto sink = open_append_sink(url, size, so, etag);
@@ -268,6 +287,8 @@ TEST_CASE("s3 append: the commit carries If-Match; a 412 is the append guard's A
     // The header is signed like the others.
     REQUIRE(commit->header("authorization") != nullptr);
     CHECK(commit->header("authorization")->find("if-match") != std::string::npos);
+    // The object did change (a HEAD after the 412 shows another ETag): no second try.
+    CHECK(std::count_if(rs.begin(), rs.end(), is_commit) == 1);
     if (multipart) {
       // The copy was pinned to the same version, and the refused upload was aborted after.
       const Request* copy = find(rs, [](const Request& r) {
@@ -284,16 +305,43 @@ TEST_CASE("s3 append: the commit carries If-Match; a 412 is the append guard's A
 TEST_CASE("s3 append: with no planned ETag, the commit is pinned to the version copied") {
   const std::string etag = "\"etag-seen\"";
   std::string data(1000, 'y');
-  ScriptedServer server(with_head_size(store(data, etag), data.size(), etag));
+  ScriptedServer server(with_head_size(store(data, etag), data.size(), etag, "\"other\""));
   SinkOptions so;
   so.remote = options_for(server);
   auto sink = open_append_sink("s3://bkt/obj.jtree", data.size(), so, "");
   REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
   CHECK((*sink)->commit().code() == StatusCode::kAborted);
   const std::vector<Request> rs = server.requests();
-  REQUIRE(rs.back().method == "PUT");
-  REQUIRE(rs.back().header("if-match") != nullptr);
-  CHECK(*rs.back().header("if-match") == etag);
+  const Request* commit = find(rs, is_commit);
+  REQUIRE(commit != nullptr);
+  REQUIRE(commit->header("if-match") != nullptr);
+  CHECK(*commit->header("if-match") == etag);
+}
+
+TEST_CASE("s3 append: a store that wants the bare ETag (Ceph RGW) gets it once the quoted one fails") {
+  const std::string etag = "\"etag-unchanged\"";
+  for (size_t size : {size_t{1000}, size_t{(5u << 20) + 1000}}) {
+    CAPTURE(size);
+    std::string data(size, 'w');
+    // 412 for the quoted form; the object is unchanged (HEAD: same ETag); the bare one passes.
+    ScriptedServer server(
+        with_head_size(store(data, etag, "etag-unchanged"), size, etag, etag));
+    SinkOptions so;
+    so.remote = options_for(server);
+    auto sink = open_append_sink("s3://bkt/obj.jtree", size, so, etag);
+    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    const std::string more = "more";
+    REQUIRE((*sink)->append(std::as_bytes(std::span(more))).ok());
+    const Status st = (*sink)->commit();
+    CHECK_MESSAGE(st.ok(), st.ToString());
+    std::vector<Request> commits;
+    for (const Request& r : server.requests()) {
+      if (is_commit(r)) commits.push_back(r);
+    }
+    REQUIRE(commits.size() == 2);
+    CHECK(*commits[0].header("if-match") == etag);
+    CHECK(*commits[1].header("if-match") == "etag-unchanged");
+  }
 }
 
 TEST_CASE("s3 save without overwrite: the commit carries If-None-Match; a 412 is AlreadyExists") {

@@ -254,16 +254,41 @@ class S3Sink final : public Sink {
   }
 
   Status finish() {
-    if (upload_id_.empty()) {  // small: one PUT
-      return condition_failed(client_->put_object(loc_, buffer_, condition_));
+    if (!upload_id_.empty()) {
+      if (!buffer_.empty()) JTREE_RETURN_IF_ERROR(flush_part());  // the last part may be small
+      wait_idle();
+      JTREE_RETURN_IF_ERROR(check_open());
     }
-    if (!buffer_.empty()) JTREE_RETURN_IF_ERROR(flush_part());  // the last part may be small
-    wait_idle();
-    JTREE_RETURN_IF_ERROR(check_open());
-    auto etag = client_->complete_multipart_upload(loc_, upload_id_, parts_, condition_);
-    if (!etag.ok()) return condition_failed(etag.status());
+    Status st = send_commit(condition_);
+    if (st.code() == StatusCode::kAborted && !condition_.if_match.empty()) {
+      // Some stores (Ceph RGW) compare If-Match with the ETag they keep, which has no quotes,
+      // and so refuse the quoted form HTTP prescribes even for an unchanged object. A 412
+      // while the object still has the planned ETag is that, not another writer: ask again
+      // with the bare value (the server still checks it atomically).
+      auto now = client_->head(loc_);
+      WriteCondition bare = condition_;
+      bare.if_match = unquoted(condition_.if_match);
+      if (now.ok() && now->etag == condition_.if_match && bare.if_match != condition_.if_match) {
+        st = send_commit(bare);
+      }
+    }
+    if (!st.ok()) return condition_failed(st);
     upload_id_.clear();  // complete: nothing to abort
     return Status::OK();
+  }
+
+  // The request that makes the object: PutObject of the buffer (small objects), or
+  // CompleteMultipartUpload; under `condition`.
+  Status send_commit(const WriteCondition& condition) {
+    if (upload_id_.empty()) return client_->put_object(loc_, buffer_, condition);
+    return client_->complete_multipart_upload(loc_, upload_id_, parts_, condition).status();
+  }
+
+  static std::string unquoted(const std::string& etag) {
+    if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+      return etag.substr(1, etag.size() - 2);
+    }
+    return etag;
   }
 
   // A commit refused by the server's check of condition_ (Aborted: 412, or 409 for a
