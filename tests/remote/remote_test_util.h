@@ -42,13 +42,13 @@ inline std::string env(const char* name) {
 /// Options for tests: quick retries, short deadlines, stalls noticed in a second.
 inline RemoteOptions fast_options() {
   RemoteOptions o;
-  o.max_retries = 8;
-  o.backoff_initial_seconds = 0.01;
-  o.backoff_max_seconds = 0.2;
-  o.deadline_seconds = 30;
-  o.stall_timeout_seconds = 1;
-  o.connect_timeout_seconds = 5;
-  o.ca_file = env("JTREE_TEST_CA");
+  o.http.max_retries = 8;
+  o.http.backoff_initial_seconds = 0.01;
+  o.http.backoff_max_seconds = 0.2;
+  o.http.deadline_seconds = 30;
+  o.http.stall_timeout_seconds = 1;
+  o.http.connect_timeout_seconds = 5;
+  o.http.ca_file = env("JTREE_TEST_CA");
   return o;
 }
 
@@ -136,11 +136,11 @@ inline double seconds_since(std::chrono::steady_clock::time_point t) {
 /// Options for the test S3 server (path-style endpoint, test credentials).
 inline RemoteOptions s3_options() {
   RemoteOptions o = fast_options();
-  o.endpoint = env("JTREE_TEST_S3_ENDPOINT");
-  o.access_key_id = env("JTREE_TEST_S3_KEY");
-  o.secret_access_key = env("JTREE_TEST_S3_SECRET");
-  o.region = "us-east-1";
-  o.part_size = 5u << 20;
+  o.s3.endpoint = env("JTREE_TEST_S3_ENDPOINT");
+  o.s3.access_key_id = env("JTREE_TEST_S3_KEY");
+  o.s3.secret_access_key = env("JTREE_TEST_S3_SECRET");
+  o.s3.region = "us-east-1";
+  o.s3.part_size = 5u << 20;
   return o;
 }
 
@@ -154,7 +154,7 @@ inline void make_bucket(const std::string& bucket, const RemoteOptions& o = s3_o
   spec.name = "s3://" + bucket;
   spec.what = "CreateBucket";
   spec.transport = &transport;
-  spec.options = &o;
+  spec.options = &o.http;
   spec.stats = &stats;
   spec.build = [&](remote::HttpRequest& req) {
     req.method = "PUT";

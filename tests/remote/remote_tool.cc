@@ -131,7 +131,7 @@ std::string json_string(const std::string& s) {
 
 int cmd_sign(int argc, char** argv) {
   RemoteOptions o;
-  o.endpoint = argv[2];
+  o.s3.endpoint = argv[2];
   auto config = remote::resolve_s3_config(o, remote::Environment::process());
   if (!config.ok()) return fail(config.status());
   const std::string bucket = argv[3], key = argv[4];

@@ -50,7 +50,7 @@ TEST_CASE("faults: a random mix of faults on 30% of attempts") {
   wo.target_chunk_bytes = 32 << 10;  // many chunks, many requests
   const std::string name = serve_tree(t, "faults_mix.jtree", wo);
   RemoteOptions o = fast_options();
-  o.max_retries = 20;
+  o.http.max_retries = 20;
   ReadOptions ro;
   ro.coalesce_gap = 0;
   ro.max_fetch_bytes = 32 << 10;
@@ -69,8 +69,8 @@ TEST_CASE("faults: persistent 503s fail within the deadline, naming the URL and 
   const TestTree t = TestTree::make(1, 1000, 121);
   const std::string name = serve_tree(t, "faults_503.jtree");
   RemoteOptions o = fast_options();
-  o.max_retries = 1000;
-  o.deadline_seconds = 2;
+  o.http.max_retries = 1000;
+  o.http.deadline_seconds = 2;
   OpenOptions oo;
   oo.remote = o;
   const std::string url = env("JTREE_TEST_PROXY") + "/always503/" + name;
@@ -85,8 +85,8 @@ TEST_CASE("faults: persistent 503s fail within the deadline, naming the URL and 
   CHECK(r.status().message().find("gave up after") != std::string::npos);
   CHECK(took < 2 + 1);
   // With few retries allowed, it stops after them.
-  o.max_retries = 2;
-  o.deadline_seconds = 30;
+  o.http.max_retries = 2;
+  o.http.deadline_seconds = 30;
   oo.remote = o;
   auto r2 = Reader::Open(url, oo);
   REQUIRE_FALSE(r2.ok());
@@ -98,8 +98,8 @@ TEST_CASE("faults: a stalled server is abandoned, within the deadline") {
   const TestTree t = TestTree::make(1, 100000, 131);
   const std::string name = serve_tree(t, "faults_stall.jtree");
   RemoteOptions o = fast_options();
-  o.stall_timeout_seconds = 1;
-  o.deadline_seconds = 3.5;
+  o.http.stall_timeout_seconds = 1;
+  o.http.deadline_seconds = 3.5;
   OpenOptions oo;
   oo.remote = o;
   const auto start = std::chrono::steady_clock::now();
@@ -116,7 +116,7 @@ TEST_CASE("faults: dropped connections on every attempt fail cleanly too") {
   const TestTree t = TestTree::make(1, 100000, 141);
   const std::string name = serve_tree(t, "faults_drop.jtree");
   RemoteOptions o = fast_options();
-  o.max_retries = 3;
+  o.http.max_retries = 3;
   OpenOptions oo;
   oo.remote = o;
   auto r = Reader::Open(env("JTREE_TEST_PROXY") + "/alwaysdrop/" + name, oo);

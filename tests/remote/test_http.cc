@@ -58,8 +58,8 @@ TEST_CASE("http: Source::read coalesces neighbouring ranges and splits large one
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   RemoteOptions o = fast_options();
-  o.coalesce_gap = 1000;
-  o.max_request_bytes = 1 << 20;
+  o.http.coalesce_gap = 1000;
+  o.http.max_request_bytes = 1 << 20;
   auto src = *open_source(env("JTREE_TEST_HTTP") + "/ranges.bin", open_with(o));
   REQUIRE(src->size().ok());  // one request for the size
   std::vector<std::byte> a(100), b(100), c(100), big(2'500'000);
@@ -74,7 +74,7 @@ TEST_CASE("http: Source::read coalesces neighbouring ranges and splits large one
   CHECK(std::equal(c.begin(), c.end(), bytes.begin() + 200'000));
   CHECK(std::equal(big.begin(), big.end(), bytes.begin() + 400'000));
   // With a larger gap the first two share a request.
-  o.coalesce_gap = 64 << 10;
+  o.http.coalesce_gap = 64 << 10;
   src = *open_source(env("JTREE_TEST_HTTP") + "/ranges.bin", open_with(o));
   REQUIRE(src->size().ok());
   const uint64_t before2 = src->stats().read_requests;
@@ -117,7 +117,7 @@ TEST_CASE("https: an unknown CA is refused at once; verify_tls=false accepts it"
   const std::string name = serve_tree(t, "https_ca.jtree");
   OpenOptions oo;
   oo.remote = fast_options();
-  oo.remote.ca_file = "/etc/ssl/certs/ca-certificates.crt";  // the system's CAs only
+  oo.remote.http.ca_file = "/etc/ssl/certs/ca-certificates.crt";  // the system's CAs only
   const auto start = std::chrono::steady_clock::now();
   auto r = Reader::Open(env("JTREE_TEST_HTTPS") + "/" + name, oo);
   REQUIRE_FALSE(r.ok());
@@ -126,7 +126,7 @@ TEST_CASE("https: an unknown CA is refused at once; verify_tls=false accepts it"
   CHECK(r.status().message().find("certificate") != std::string::npos);
   CHECK(r.status().message().find("gave up") == std::string::npos);  // not retried
   CHECK(seconds_since(start) < 5);
-  oo.remote.verify_tls = false;
+  oo.remote.http.verify_tls = false;
   auto r2 = Reader::Open(env("JTREE_TEST_HTTPS") + "/" + name, oo);
   REQUIRE(r2.ok());
   check_tree(**r2, t);
@@ -185,7 +185,7 @@ TEST_CASE("http: a server that ignores Range is refused, or downloaded whole whe
   CHECK(st.status().message().find(url) != std::string::npos);
   CHECK(st.status().message().find("server ignores HTTP Range requests") != std::string::npos);
   CHECK(details(**refused).io.bytes_read == 0);  // stopped at the headers
-  oo.remote.allow_full_download = true;
+  oo.remote.http.allow_full_download = true;
   auto r = Reader::Open(url, oo);
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   check_tree(**r, t);
@@ -230,7 +230,7 @@ TEST_CASE("http: http_proxy is honoured") {
     // (It answers every GET with 200 and the whole document: it ignores Range.)
     std::string stats_url = env("JTREE_TEST_PROXY") + "/_stats";
     RemoteOptions o = fast_options();
-    o.allow_full_download = true;
+    o.http.allow_full_download = true;
     auto src = *open_source(stats_url, open_with(o));
     std::vector<std::byte> buf(*src->size());
     ReadRange rr{0, buf};

@@ -140,7 +140,7 @@ TEST_CASE("an endless error body: the first 64 KiB are kept and the transfer sto
   CHECK(a.body_bytes < (4u << 20));  // what libcurl had buffered when it stopped, at most
   CHECK(seconds_since(start) < 10);
   // Read through the retry loop, it is the HTTP status, with an excerpt of the body.
-  RemoteOptions o;
+  HttpOptions o;
   o.max_retries = 0;
   Transport tr;
   HostileServer again("HTTP/1.1 503 Service Unavailable\r\n\r\n", std::string(65536, 'y'));
@@ -210,8 +210,8 @@ TEST_CASE("opening a URL whose server answers an endless error body fails at onc
   HostileServer server("HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\n\r\n",
                        std::string(65536, 'n'));
   OpenOptions oo;
-  oo.remote.max_retries = 0;
-  oo.remote.deadline_seconds = 20;
+  oo.remote.http.max_retries = 0;
+  oo.remote.http.deadline_seconds = 20;
   const auto start = Clock::now();
   auto r = Reader::Open(server.url(), oo);
   REQUIRE(!r.ok());
@@ -241,8 +241,8 @@ RemoteSourceStats stats_of(const Source& s) {
 TEST_CASE("a range read answered with the whole object stops at once: NotSupported, no body") {
   HostileServer server(whole_body_head(), std::string(65536, 'z'));
   OpenOptions oo;
-  oo.remote.max_retries = 0;
-  oo.remote.deadline_seconds = 20;
+  oo.remote.http.max_retries = 0;
+  oo.remote.http.deadline_seconds = 20;
   auto src = open_source(server.url(), oo);
   REQUIRE(src.ok());
   const auto start = Clock::now();
@@ -272,9 +272,9 @@ TEST_CASE("a range read answered with the whole object stops at once: NotSupport
 TEST_CASE("allow_full_download: the object is downloaded once, and reads are served from it") {
   HostileServer server(whole_body_head(), std::string(65536, 'z'));
   OpenOptions oo;
-  oo.remote.max_retries = 0;
-  oo.remote.deadline_seconds = 20;
-  oo.remote.allow_full_download = true;
+  oo.remote.http.max_retries = 0;
+  oo.remote.http.deadline_seconds = 20;
+  oo.remote.http.allow_full_download = true;
   auto src = open_source(server.url(), oo);
   REQUIRE(src.ok());
   std::vector<std::byte> a(10), b(100);
@@ -296,10 +296,10 @@ TEST_CASE("allow_full_download: the object is downloaded once, and reads are ser
 TEST_CASE("allow_full_download: an object larger than full_download_max_bytes is refused") {
   HostileServer server(whole_body_head(), std::string(65536, 'z'));
   OpenOptions oo;
-  oo.remote.max_retries = 0;
-  oo.remote.deadline_seconds = 20;
-  oo.remote.allow_full_download = true;
-  oo.remote.full_download_max_bytes = 1 << 20;
+  oo.remote.http.max_retries = 0;
+  oo.remote.http.deadline_seconds = 20;
+  oo.remote.http.allow_full_download = true;
+  oo.remote.http.full_download_max_bytes = 1 << 20;
   auto src = open_source(server.url(), oo);
   REQUIRE(src.ok());
   std::vector<std::byte> a(10);

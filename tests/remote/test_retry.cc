@@ -9,7 +9,7 @@ using namespace jtree;
 using namespace jtree::remote;
 
 TEST_CASE("backoff: exponential with full jitter, capped, Retry-After honoured") {
-  RemoteOptions o;
+  HttpOptions o;
   o.backoff_initial_seconds = 0.1;
   o.backoff_max_seconds = 2;
   CHECK(backoff_seconds(o, 1, 1.0, std::nullopt) == doctest::Approx(0.1));

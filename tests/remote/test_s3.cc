@@ -112,7 +112,7 @@ TEST_CASE("s3: a large save is a multipart upload with parallel parts") {
   const std::string url = s3_url(bucket(), "large/model.jtree");
   WriteOptions wo;
   wo.remote = s3_options();
-  wo.remote.upload_concurrency = 3;
+  wo.remote.s3.upload_concurrency = 3;
   SinkOptions so;
   so.remote = wo.remote;
   auto sink = create_sink(url, so);
@@ -187,8 +187,8 @@ TEST_CASE("s3: wrong credentials fail at once with a clear error naming bucket a
   good.remote = s3_options();
   REQUIRE(save(t.tree(), s3_url(bucket(), key), good).ok());
   RemoteOptions bad = s3_options();
-  bad.secret_access_key = "WRONG";
-  bad.max_retries = 10;
+  bad.s3.secret_access_key = "WRONG";
+  bad.http.max_retries = 10;
   auto src = *open_source(s3_url(bucket(), key), open_with(bad));
   const auto start = std::chrono::steady_clock::now();
   auto ht = src->read_head_tail(64 << 10, 256 << 10);
@@ -210,7 +210,7 @@ TEST_CASE("s3: wrong credentials fail at once with a clear error naming bucket a
   REQUIRE_FALSE(st.ok());
   CHECK(st.status().code() == StatusCode::kPermissionDenied);
   // An unknown access key.
-  bad.access_key_id = "NOSUCHKEY";
+  bad.s3.access_key_id = "NOSUCHKEY";
   auto r = Reader::Open(s3_url(bucket(), key), open_with(bad));
   CHECK(r.status().code() == StatusCode::kPermissionDenied);
   CHECK(r.status().message().find("InvalidAccessKeyId") != std::string::npos);
@@ -337,8 +337,8 @@ TEST_CASE("s3: append writes a new version (copies of the old bytes + the new ge
 TEST_CASE("s3: virtual-hosted addressing (bucket.localhost)") {
   JTREE_NEED_SERVER("JTREE_TEST_S3_VHOST_ENDPOINT");
   RemoteOptions o = s3_options();
-  o.endpoint = env("JTREE_TEST_S3_VHOST_ENDPOINT");
-  o.addressing = S3Addressing::kVirtual;
+  o.s3.endpoint = env("JTREE_TEST_S3_VHOST_ENDPOINT");
+  o.s3.addressing = S3Addressing::kVirtual;
   const TestTree t = TestTree::make(2, 50000, 251);
   const std::string url = s3_url(bucket(), "vhost/v.jtree");
   WriteOptions wo;

@@ -212,15 +212,15 @@ Handler store(const std::string& data, const std::string& etag,
 
 RemoteOptions options_for(const ScriptedServer& server) {
   RemoteOptions o;
-  o.endpoint = server.endpoint();
-  o.access_key_id = "AKIDEXAMPLE";
-  o.secret_access_key = "secret";
-  o.region = "us-east-1";
-  o.addressing = S3Addressing::kPath;
-  o.max_retries = 0;
-  o.deadline_seconds = 20;
-  o.part_size = 5u << 20;
-  o.upload_concurrency = 1;
+  o.s3.endpoint = server.endpoint();
+  o.s3.access_key_id = "AKIDEXAMPLE";
+  o.s3.secret_access_key = "secret";
+  o.s3.region = "us-east-1";
+  o.s3.addressing = S3Addressing::kPath;
+  o.http.max_retries = 0;
+  o.http.deadline_seconds = 20;
+  o.s3.part_size = 5u << 20;
+  o.s3.upload_concurrency = 1;
   return o;
 }
 

@@ -118,13 +118,13 @@ TEST_CASE("credentials: options, then environment, then the profile's files") {
   CHECK(c->addressing == S3Addressing::kPath);
   CHECK(c->endpoint_host == "minio.example:9000");
   // ...but a profile named in the options does.
-  o.profile = "work";
+  o.s3.profile = "work";
   c = resolve_s3_config(o, f.env());
   CHECK(c->access_key_id == "WORKKEY");
   CHECK(c->session_token == "worktoken");
 
   // Keys in the config file; an endpoint with a path prefix.
-  o.profile = "onlyconfig";
+  o.s3.profile = "onlyconfig";
   c = resolve_s3_config(o, f.env());
   CHECK(c->access_key_id == "CFGKEY");
   CHECK(c->credential_source.find("/home/u/.aws/config") != std::string::npos);
@@ -133,15 +133,15 @@ TEST_CASE("credentials: options, then environment, then the profile's files") {
   CHECK(c->base_path == "/prefix");
 
   // The options win over everything.
-  o.access_key_id = "OPTKEY";
-  o.secret_access_key = "optsecret";
+  o.s3.access_key_id = "OPTKEY";
+  o.s3.secret_access_key = "optsecret";
   c = resolve_s3_config(o, f.env());
   CHECK(c->access_key_id == "OPTKEY");
   CHECK(c->session_token.empty());
 
   // A key id without its secret is a configuration error, said as such.
   RemoteOptions half;
-  half.access_key_id = "K";
+  half.s3.access_key_id = "K";
   auto bad = resolve_s3_config(half, FakeEnv{}.env());
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("without a secret") != std::string::npos);
@@ -182,14 +182,14 @@ TEST_CASE("region and endpoint precedence; files named by the environment") {
   CHECK(c->endpoint_host == "127.0.0.1:7480");
   CHECK(c->base_path.empty());
   RemoteOptions o;
-  o.region = "opt";
-  o.endpoint = "https://storage.googleapis.com";
+  o.s3.region = "opt";
+  o.s3.endpoint = "https://storage.googleapis.com";
   c = resolve_s3_config(o, f.env());
   CHECK(c->region == "opt");
   CHECK(c->endpoint_host == "storage.googleapis.com");
-  o.endpoint = "storage.googleapis.com";  // no scheme
+  o.s3.endpoint = "storage.googleapis.com";  // no scheme
   CHECK_FALSE(resolve_s3_config(o, f.env()).ok());
-  o.endpoint = "ftp://x";
+  o.s3.endpoint = "ftp://x";
   CHECK_FALSE(resolve_s3_config(o, f.env()).ok());
 }
 

@@ -22,7 +22,7 @@ int print_help(const char* usage, const char* help) {
 
 OpenOptions open_options(const CommonFlags& f) {
   OpenOptions o;
-  o.remote.allow_full_download = f.allow_full_download;
+  o.remote.http.allow_full_download = f.allow_full_download;
   return o;
 }
 

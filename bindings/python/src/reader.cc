@@ -89,7 +89,7 @@ class PyReader {
     jtree::OpenOptions o;
     o.use_mmap = use_mmap;
     o.limits = limits_from(limits);
-    o.remote.allow_full_download = allow_full_download;
+    o.remote.http.allow_full_download = allow_full_download;
     std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
     {
       nb::gil_scoped_release release;

@@ -8,22 +8,23 @@
 //
 // Writing: create_sink() / save() take "s3://bucket/key". Small objects are one PUT; larger
 // ones a multipart upload whose parts are uploaded in parallel, with memory bounded by
-// part_size x (upload_concurrency + 1). The object appears only on commit; any failure aborts
-// the upload, so no partial object is ever visible. append() on an s3:// object writes a new
-// version of it (server-side copies of the old bytes, then the new generation).
+// s3.part_size x (s3.upload_concurrency + 1). The object appears only on commit; any failure
+// aborts the upload, so no partial object is ever visible. append() on an s3:// object writes
+// a new version of it (server-side copies of the old bytes, then the new generation), whose
+// commit carries If-Match with the old version's ETag (docs/remote.md: which stores check it).
 //
 // Trust: every response is checked (status, Content-Range, length, ETag). The object is pinned
 // to the ETag of the first response: if it is replaced while a Reader uses it, reads fail with
 // "the object changed while being read" instead of mixing two versions. TLS peers are verified
-// unless verify_tls is false. Proxies come from the standard variables (http_proxy,
+// unless http.verify_tls is false. Proxies come from the standard variables (http_proxy,
 // https_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY), as libcurl reads them.
 //
 // Servers that ignore Range (they answer a range request with 200 and the whole body, as
 // Python's http.server does): a range read never silently becomes a download of the whole
 // object. The transfer stops as soon as the answer's headers show it is longer than the range
 // asked for, and the read fails with NotSupported ("server ignores HTTP Range requests ...").
-// With allow_full_download the object is instead downloaded once, whole, into an unlinked
-// temporary file ($TMPDIR, else /tmp; at most full_download_max_bytes), and every read of
+// With http.allow_full_download the object is instead downloaded once, whole, into an unlinked
+// temporary file ($TMPDIR, else /tmp; at most http.full_download_max_bytes), and every read of
 // that Source is served from it. A 200 no longer than the range asked for (a small object)
 // is simply used.
 //
@@ -31,11 +32,11 @@
 //   "s3://ckpt/run1/step100.jtree: GET bytes=0-65535: HTTP 403 SignatureDoesNotMatch: ...".
 // Codes: NotFound (404), PermissionDenied (401/403), IOError (network, 5xx after the last
 // retry, malformed answers), Aborted (the object changed; a deadline), InvalidArgument (a bad
-// URL or option), NotSupported (a server that ignores Range, without allow_full_download),
-// ResourceExhausted (such an object larger than full_download_max_bytes).
+// URL or option), NotSupported (a server that ignores Range, without http.allow_full_download),
+// ResourceExhausted (such an object larger than http.full_download_max_bytes).
 //
-// Thread safety: RemoteOptions is a plain value. The functions below may be called from any
-// thread. All transfers of a process share one libcurl connection pool (connections are
+// Thread safety: RemoteOptions (its HttpOptions and S3Options parts) is a plain value. The
+// functions below may be called from any thread. All transfers of a process share one libcurl connection pool (connections are
 // reused across files and requests).
 #pragma once
 
@@ -58,9 +59,10 @@ enum class S3Addressing : uint8_t {
   kVirtual = 2,  ///< https://bucket.endpoint/key
 };
 
-/// Settings of the remote backends. A default-constructed value is what most callers want:
-/// empty strings mean "from the environment", as documented per field (and in docs/remote.md).
-struct JTREE_API RemoteOptions {
+/// Settings of every remote transfer: requests, retries, limits, TLS, and what to do with
+/// servers that ignore Range. They apply to http(s):// URLs and to S3's requests alike (S3 is
+/// spoken over HTTP), and would to any other remote backend's.
+struct JTREE_API HttpOptions {
   // ---- requests, retries, limits ------------------------------------------------------------
   /// Retries of one request after its first attempt, on 429, 5xx, timeouts, connection resets,
   /// stalls and truncated bodies. Other errors (403, 404, 412...) are not retried.
@@ -97,7 +99,20 @@ struct JTREE_API RemoteOptions {
   /// Extra request headers for http(s):// URLs, e.g. "Authorization: Bearer ...".
   std::vector<std::string> http_headers;
 
-  // ---- S3 ----------------------------------------------------------------------------------
+  // ---- servers that ignore Range -----------------------------------------------------------
+  /// When a server answers a range request with the whole object (200): false (the default)
+  /// fails the read with NotSupported, after receiving no body byte; true downloads the object
+  /// once, whole, into an unlinked temporary file in $TMPDIR (else /tmp), and serves every
+  /// read of the Source from it. The download is one request: deadline_seconds bounds it.
+  bool allow_full_download = false;
+  /// The largest object allow_full_download downloads (disk space of the temporary file);
+  /// larger ones fail with ResourceExhausted, before any body byte when the server sends
+  /// Content-Length.
+  uint64_t full_download_max_bytes = 16ull << 30;
+};
+
+/// Settings of s3:// URLs only: credentials, where the service is, and uploads.
+struct JTREE_API S3Options {
   /// Credentials. Empty: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else
   /// the profile's entries in ~/.aws/credentials or ~/.aws/config. None at all: unsigned
   /// (anonymous) requests, which public buckets accept.
@@ -116,24 +131,22 @@ struct JTREE_API RemoteOptions {
   /// Addressing. kAuto also reads the profile's `s3 = addressing_style = path|virtual`.
   S3Addressing addressing = S3Addressing::kAuto;
 
-  // ---- S3 uploads --------------------------------------------------------------------------
+  // ---- uploads -----------------------------------------------------------------------------
   /// Multipart part size (S3 needs >= 5 MiB). Parts grow x2 every 1000 parts, so an upload can
   /// reach 10,000 parts of up to 5 GiB without knowing its size in advance. Objects smaller
   /// than one part are written with a single PUT.
   uint64_t part_size = 8ull << 20;
   /// Parts uploaded at once; memory is bounded by part_size x (upload_concurrency + 1).
   int upload_concurrency = 4;
+};
 
-  // ---- servers that ignore Range -----------------------------------------------------------
-  /// When a server answers a range request with the whole object (200): false (the default)
-  /// fails the read with NotSupported, after receiving no body byte; true downloads the object
-  /// once, whole, into an unlinked temporary file in $TMPDIR (else /tmp), and serves every
-  /// read of the Source from it. The download is one request: deadline_seconds bounds it.
-  bool allow_full_download = false;
-  /// The largest object allow_full_download downloads (disk space of the temporary file);
-  /// larger ones fail with ResourceExhausted, before any body byte when the server sends
-  /// Content-Length.
-  uint64_t full_download_max_bytes = 16ull << 30;
+/// Settings of the remote backends, one part per concern: `http` for every transfer, `s3`
+/// for s3:// URLs (a new backend adds its own part). A default-constructed value is what most
+/// callers want: empty strings mean "from the environment", as documented per field (and in
+/// docs/remote.md).
+struct JTREE_API RemoteOptions {
+  HttpOptions http;
+  S3Options s3;
 };
 
 /// What stat_object() and list_objects() report about an object.

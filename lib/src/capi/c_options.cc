@@ -31,7 +31,7 @@ jtree_status_t jtree_remote_options_set_max_retries(jtree_remote_options_t* opts
     static const char* fn = "jtree_remote_options_set_max_retries";
     JTREE_C_REQUIRE(opts, fn, err);
     if (retries < 0) return invalid(err, fn, "retries must be >= 0");
-    opts->remote.max_retries = retries;
+    opts->remote.http.max_retries = retries;
     return JTREE_OK;
   });
 }
@@ -47,9 +47,9 @@ jtree_status_t jtree_remote_options_set_timeouts(jtree_remote_options_t* opts,
     for (double t : {deadline_seconds, connect_timeout_seconds, stall_timeout_seconds}) {
       if (!(t > 0) || !std::isfinite(t)) return invalid(err, fn, "timeouts must be > 0 seconds");
     }
-    opts->remote.deadline_seconds = deadline_seconds;
-    opts->remote.connect_timeout_seconds = connect_timeout_seconds;
-    opts->remote.stall_timeout_seconds = stall_timeout_seconds;
+    opts->remote.http.deadline_seconds = deadline_seconds;
+    opts->remote.http.connect_timeout_seconds = connect_timeout_seconds;
+    opts->remote.http.stall_timeout_seconds = stall_timeout_seconds;
     return JTREE_OK;
   });
 }
@@ -60,7 +60,7 @@ jtree_status_t jtree_remote_options_set_max_concurrency(jtree_remote_options_t* 
     static const char* fn = "jtree_remote_options_set_max_concurrency";
     JTREE_C_REQUIRE(opts, fn, err);
     if (requests < 1) return invalid(err, fn, "requests must be >= 1");
-    opts->remote.max_concurrency = requests;
+    opts->remote.http.max_concurrency = requests;
     return JTREE_OK;
   });
 }
@@ -69,7 +69,7 @@ jtree_status_t jtree_remote_options_set_endpoint(jtree_remote_options_t* opts,
                                                  const char* endpoint, jtree_error_t** err) {
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_endpoint", err);
-    opts->remote.endpoint = str_or_empty(endpoint);
+    opts->remote.s3.endpoint = str_or_empty(endpoint);
     return JTREE_OK;
   });
 }
@@ -78,7 +78,7 @@ jtree_status_t jtree_remote_options_set_region(jtree_remote_options_t* opts, con
                                                jtree_error_t** err) {
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_region", err);
-    opts->remote.region = str_or_empty(region);
+    opts->remote.s3.region = str_or_empty(region);
     return JTREE_OK;
   });
 }
@@ -87,7 +87,7 @@ jtree_status_t jtree_remote_options_set_profile(jtree_remote_options_t* opts,
                                                 const char* profile, jtree_error_t** err) {
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_profile", err);
-    opts->remote.profile = str_or_empty(profile);
+    opts->remote.s3.profile = str_or_empty(profile);
     return JTREE_OK;
   });
 }
@@ -104,9 +104,9 @@ jtree_status_t jtree_remote_options_set_credentials(jtree_remote_options_t* opts
     if (id.empty() != secret.empty()) {
       return invalid(err, fn, "give both the access key id and the secret access key, or neither");
     }
-    opts->remote.access_key_id = id;
-    opts->remote.secret_access_key = secret;
-    opts->remote.session_token = str_or_empty(session_token);
+    opts->remote.s3.access_key_id = id;
+    opts->remote.s3.secret_access_key = secret;
+    opts->remote.s3.session_token = str_or_empty(session_token);
     return JTREE_OK;
   });
 }
@@ -115,7 +115,7 @@ jtree_status_t jtree_remote_options_set_ca_file(jtree_remote_options_t* opts,
                                                 const char* ca_file, jtree_error_t** err) {
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_ca_file", err);
-    opts->remote.ca_file = str_or_empty(ca_file);
+    opts->remote.http.ca_file = str_or_empty(ca_file);
     return JTREE_OK;
   });
 }
@@ -124,7 +124,7 @@ jtree_status_t jtree_remote_options_set_verify_tls(jtree_remote_options_t* opts,
                                                    jtree_error_t** err) {
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_verify_tls", err);
-    opts->remote.verify_tls = verify != 0;
+    opts->remote.http.verify_tls = verify != 0;
     return JTREE_OK;
   });
 }
@@ -140,7 +140,7 @@ jtree_status_t jtree_remote_options_add_http_header(jtree_remote_options_t* opts
     if (h.find(':') == std::string::npos || h.find_first_of("\r\n") != std::string::npos) {
       return invalid(err, fn, "a header is \"Name: value\" on one line");
     }
-    opts->remote.http_headers.push_back(h);
+    opts->remote.http.http_headers.push_back(h);
     return JTREE_OK;
   });
 }
@@ -150,8 +150,8 @@ jtree_status_t jtree_remote_options_set_allow_full_download(jtree_remote_options
                                                            jtree_error_t** err) {
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_allow_full_download", err);
-    opts->remote.allow_full_download = allow != 0;
-    if (max_bytes != 0) opts->remote.full_download_max_bytes = max_bytes;
+    opts->remote.http.allow_full_download = allow != 0;
+    if (max_bytes != 0) opts->remote.http.full_download_max_bytes = max_bytes;
     return JTREE_OK;
   });
 }

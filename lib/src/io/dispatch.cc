@@ -1,61 +1,14 @@
-// Picks a backend from a path or URL.
-#include <cctype>
+// The entry points that take a path or URL: each looks up the backend of its scheme in the
+// table (backend.h) and calls it; sources and sinks then pass through the installed I/O hooks.
 #include <string>
 #include <string_view>
 
+#include "io/backend.h"
 #include "io/fault_injection.h"
 #include "jtree/io.h"
-#ifdef JTREE_HAVE_REMOTE
-#include "io/remote/remote_io.h"
-#endif
 
 namespace jtree {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Splits "scheme://rest". False for a plain path: no "://", or text before it that is not a
-// scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.'), as in "runs/a://b".
-bool split_scheme(std::string_view s, std::string_view* scheme, std::string_view* rest) {
-  const size_t pos = s.find("://");
-  if (pos == std::string_view::npos || pos == 0) return false;
-  if (!std::isalpha(static_cast<unsigned char>(s[0]))) return false;
-  for (size_t i = 1; i < pos; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return false;
-  }
-  *scheme = s.substr(0, pos);
-  *rest = s.substr(pos + 3);
-  return true;
-}
-
-bool is_remote_scheme(std::string_view url) {
-  std::string_view scheme, rest;
-  return split_scheme(url, &scheme, &rest) &&
-         (iequals(scheme, "http") || iequals(scheme, "https") || iequals(scheme, "s3"));
-}
-
-// Why a URL cannot be opened: an unknown scheme, or (in a build without JTREE_WITH_REMOTE) a
-// remote one.
-Status unsupported(std::string_view url) {
-  if (is_remote_scheme(url)) {
-    return Status::NotSupported(std::string(url) +
-                                ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
-  }
-  std::string_view scheme, rest;
-  split_scheme(url, &scheme, &rest);
-  return Status::InvalidArgument(std::string(url) + ": unsupported URL scheme \"" +
-                                 std::string(scheme) + "\"");
-}
 
 // Decodes %XX escapes (file URLs from pathlib's as_uri() escape spaces and non-ASCII).
 // Malformed escapes are kept as written.
@@ -80,86 +33,85 @@ std::string percent_decode(std::string_view s) {
   return out;
 }
 
+// What a backend without the operation answers.
+Status no_such_operation(std::string_view url, const io::Backend& b, std::string_view what) {
+  return Status::NotSupported(std::string(url) + ": " + std::string(what) +
+                              " is not supported by the " + std::string(b.name) + " backend");
+}
+
 }  // namespace
 
 bool is_local_path(std::string_view path_or_url, std::string* local_path) {
   std::string_view scheme, rest;
-  if (!split_scheme(path_or_url, &scheme, &rest)) {
+  if (!io::split_scheme(path_or_url, &scheme, &rest)) {
     if (local_path != nullptr) *local_path = std::string(path_or_url);
     return true;
   }
-  if (!iequals(scheme, "file")) return false;
+  if (!io::iequals(scheme, "file")) return false;
   // file:///abs/path names /abs/path. "localhost" is the one host name that also means this
   // machine (RFC 8089); anything else after "file://" is taken as written.
   constexpr std::string_view kLocalhost = "localhost/";
-  if (rest.size() >= kLocalhost.size() && iequals(rest.substr(0, kLocalhost.size()), kLocalhost)) {
+  if (rest.size() >= kLocalhost.size() &&
+      io::iequals(rest.substr(0, kLocalhost.size()), kLocalhost)) {
     rest.remove_prefix(kLocalhost.size() - 1);
   }
   if (local_path != nullptr) *local_path = percent_decode(rest);
   return true;
 }
 
-namespace {
-
-Result<std::shared_ptr<Source>> open_source_unhooked(std::string_view path_or_url,
-                                                     const OpenOptions& options) {
-  std::string local;
-  if (is_local_path(path_or_url, &local)) return open_file_source(local, options.use_mmap);
-#ifdef JTREE_HAVE_REMOTE
-  if (is_remote_scheme(path_or_url)) return remote::open_remote_source(path_or_url, options.remote);
-#endif
-  return unsupported(path_or_url);
-}
-
-Result<std::unique_ptr<Sink>> create_sink_unhooked(std::string_view path_or_url,
-                                                   const SinkOptions& options) {
-  std::string local;
-  if (is_local_path(path_or_url, &local)) return create_file_sink(local, options);
-#ifdef JTREE_HAVE_REMOTE
-  if (is_remote_scheme(path_or_url)) return remote::create_remote_sink(path_or_url, options);
-#endif
-  return unsupported(path_or_url);
-}
-
-Result<std::unique_ptr<Sink>> open_append_sink_unhooked(std::string_view path_or_url,
-                                                        uint64_t keep_bytes,
-                                                        const SinkOptions& options,
-                                                        std::string_view expected_etag) {
-  std::string local;
-  if (is_local_path(path_or_url, &local)) {
-    return open_file_append_sink(local, keep_bytes, options.sync);
-  }
-#ifdef JTREE_HAVE_REMOTE
-  if (is_remote_scheme(path_or_url)) {
-    return remote::open_remote_append_sink(path_or_url, keep_bytes, options, expected_etag);
-  }
-#endif
-  return unsupported(path_or_url);
-}
-
-}  // namespace
-
 // What these open passes through the installed I/O hooks (fault injection in tests; none
 // otherwise): every public entry point (save, append, compact, Reader::Open) can be faulted.
 Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
                                             const OpenOptions& options) {
-  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> s, open_source_unhooked(path_or_url, options));
+  JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
+  if (b->open_source == nullptr) return no_such_operation(path_or_url, *b, "reading");
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> s, b->open_source(path_or_url, options));
   return apply_io_hooks(std::move(s));
 }
 
 Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
                                           const SinkOptions& options) {
-  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, create_sink_unhooked(path_or_url, options));
+  JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
+  if (b->create_sink == nullptr) return no_such_operation(path_or_url, *b, "writing");
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, b->create_sink(path_or_url, options));
   return apply_io_hooks(std::move(s));
 }
 
 Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uint64_t keep_bytes,
                                                const SinkOptions& options,
                                                std::string_view expected_etag) {
-  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, open_append_sink_unhooked(
-                                                      path_or_url, keep_bytes, options,
-                                                      expected_etag));
+  JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
+  if (b->open_append_sink == nullptr) return no_such_operation(path_or_url, *b, "appending");
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s,
+                         b->open_append_sink(path_or_url, keep_bytes, options, expected_etag));
   return apply_io_hooks(std::move(s));
+}
+
+Status remove_object(std::string_view path_or_url) {
+  auto b = io::find_backend(path_or_url);
+  if (!b.ok() || (*b)->remove_object == nullptr) {
+    return Status::NotSupported(std::string(path_or_url) +
+                                ": removing objects is not supported for this URL scheme");
+  }
+  return (*b)->remove_object(path_or_url);
+}
+
+Result<uint64_t> remove_stale_temp_files(std::string_view path) {
+  auto b = io::find_backend(path);
+  if (!b.ok() || (*b)->remove_stale == nullptr) {
+    return Status::NotSupported(std::string(path) +
+                                ": stale temporary files are a local-file or s3:// matter");
+  }
+  return (*b)->remove_stale(path);
+}
+
+Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options) {
+  auto b = io::find_backend(url);
+  if (!b.ok() || (*b)->stat == nullptr) {
+    return Status::InvalidArgument(std::string(url) +
+                                   ": stat_object takes http(s):// and s3:// URLs");
+  }
+  return (*b)->stat(url, options);
 }
 
 }  // namespace jtree

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/committing_sink.h"
 #include "io/posix_file.h"
 #include "io/temp_files.h"
 #include "jtree/io.h"
@@ -76,7 +77,7 @@ Status sink_closed(const std::string& path) {
 // What both file sinks share: the append buffer, the write position, the statistics, and the
 // first write error, which sticks (after a failed write the file has a hole, so nothing
 // further may be written or committed).
-class BufferedFileSink : public Sink {
+class BufferedFileSink : public io::CommittingSink {
  public:
   const std::string& name() const override { return path_; }
   uint64_t position() const override { return flushed_ + buffer_.size(); }
@@ -148,6 +149,8 @@ class BufferedFileSink : public Sink {
     return error_;
   }
 
+  Status write_error() override { return error_; }
+
   // Writes out the buffered appends.
   Status flush() {
     if (buffer_.empty()) return Status::OK();
@@ -183,7 +186,6 @@ class BufferedFileSink : public Sink {
   const std::string path_;
   UniqueFd fd_;
   const bool sync_;
-  bool closed_ = false;  // committed or aborted
 
  private:
   Status error_;
@@ -212,15 +214,6 @@ class NewFileSink final : public BufferedFileSink {
     return sync_data();
   }
 
-  Status commit() override {
-    if (closed_) return sink_closed(path_);
-    Status st = check_open();
-    if (st.ok()) st = finish();
-    if (!st.ok()) abort();
-    closed_ = true;
-    return st;
-  }
-
   void abort() noexcept override {
     if (closed_) return;
     closed_ = true;
@@ -230,7 +223,8 @@ class NewFileSink final : public BufferedFileSink {
   }
 
  private:
-  Status finish() {
+  // Flush, fsync, close, rename over the target, fsync the directory.
+  Status finish() override {
     JTREE_RETURN_IF_ERROR(flush());
     JTREE_RETURN_IF_ERROR(sync_data());
     if (const int err = fd_.close(); err != 0) return errno_status(path_, "close", err);
@@ -310,17 +304,12 @@ class AppendFileSink final : public BufferedFileSink {
     return sync_data();
   }
 
-  Status commit() override {
-    if (closed_) return sink_closed(path_);
-    Status st = check_open();
-    if (st.ok()) st = flush();
-    if (st.ok()) st = sync_data();
-    if (st.ok()) {
-      if (const int err = fd_.close(); err != 0) st = errno_status(path_, "close", err);
-    }
-    if (!st.ok()) abort();
-    closed_ = true;
-    return st;
+  // The bytes are already in place: flush, fsync, close.
+  Status finish() override {
+    JTREE_RETURN_IF_ERROR(flush());
+    JTREE_RETURN_IF_ERROR(sync_data());
+    if (const int err = fd_.close(); err != 0) return errno_status(path_, "close", err);
+    return Status::OK();
   }
 
   // Best effort (nothing can be reported): cut the file back to its committed size.

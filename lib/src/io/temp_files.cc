@@ -11,10 +11,6 @@
 
 #include "jtree/io.h"
 
-#ifdef JTREE_HAVE_REMOTE
-#include "io/remote/remote_io.h"
-#endif
-
 namespace jtree::temp_files {
 namespace {
 
@@ -116,25 +112,9 @@ Result<uint64_t> remove_stale(const std::string& dir, std::string_view base) {
   return removed;
 }
 
-}  // namespace jtree::temp_files
-
-namespace jtree {
-
-Result<uint64_t> remove_stale_temp_files(std::string_view path) {
-  std::string local;
-  if (!is_local_path(path, &local)) {
-#ifdef JTREE_HAVE_REMOTE
-    // What killed writers leave on S3: incomplete multipart uploads of the target and its
-    // segments.
-    if (remote::is_s3_url(path)) return remote::abort_incomplete_uploads(path);
-#endif
-    return Status::NotSupported(std::string(path) +
-                                ": stale temporary files are a local-file or s3:// matter");
-  }
+Result<uint64_t> remove_stale_for(std::string local) {
   struct stat st;
-  if (::stat(local.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return temp_files::remove_stale(local, "");
-  }
+  if (::stat(local.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return remove_stale(local, "");
   while (local.size() > 1 && local.back() == '/') local.pop_back();
   const size_t slash = local.rfind('/');
   const std::string base = slash == std::string::npos ? local : local.substr(slash + 1);
@@ -143,7 +123,7 @@ Result<uint64_t> remove_stale_temp_files(std::string_view path) {
   }
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : local.substr(0, slash));
-  return temp_files::remove_stale(dir, base);
+  return remove_stale(dir, base);
 }
 
-}  // namespace jtree
+}  // namespace jtree::temp_files

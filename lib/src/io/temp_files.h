@@ -53,4 +53,9 @@ Result<Claim> claim(int fd, const std::string& path, UniqueFd* lock);
 /// many were removed; an error only when `dir` cannot be listed.
 Result<uint64_t> remove_stale(const std::string& dir, std::string_view base);
 
+/// remove_stale() for the target at local path `path`, or for every target in it when it is
+/// a directory (what remove_stale_temp_files() does for local paths). InvalidArgument when
+/// the path names no file ("", ".", "..").
+Result<uint64_t> remove_stale_for(std::string local);
+
 }  // namespace jtree::temp_files

@@ -1,24 +1,14 @@
 // http(s):// objects: plain (unsigned) range requests to the URL, redirects followed.
-#include <algorithm>
-#include <cctype>
-
+#include "io/backend.h"
 #include "io/remote/remote_io.h"
 #include "io/remote/remote_source.h"
 
 namespace jtree::remote {
 namespace {
 
-bool has_scheme(std::string_view url, std::string_view scheme) {
-  if (url.size() < scheme.size() + 3) return false;
-  for (size_t i = 0; i < scheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
-  }
-  return url.substr(scheme.size(), 3) == "://";
-}
-
 class HttpEndpoint final : public ObjectEndpoint {
  public:
-  HttpEndpoint(std::string url, const RemoteOptions& o) : url_(std::move(url)) {
+  HttpEndpoint(std::string url, const HttpOptions& o) : url_(std::move(url)) {
     transport_.connect_timeout_seconds = o.connect_timeout_seconds;
     transport_.stall_timeout_seconds = o.stall_timeout_seconds;
     transport_.verify_tls = o.verify_tls;
@@ -44,16 +34,12 @@ class HttpEndpoint final : public ObjectEndpoint {
 
 }  // namespace
 
-bool is_s3_url(std::string_view url) { return has_scheme(url, "s3"); }
-
-bool is_remote_url(std::string_view url) {
-  return has_scheme(url, "http") || has_scheme(url, "https") || is_s3_url(url);
-}
-
 Result<std::shared_ptr<Source>> open_http_source(std::string_view url,
                                                  const RemoteOptions& options,
                                                  std::string expected_etag) {
-  if (!has_scheme(url, "http") && !has_scheme(url, "https")) {
+  std::string_view scheme, rest;
+  if (!io::split_scheme(url, &scheme, &rest) ||
+      !(io::iequals(scheme, "http") || io::iequals(scheme, "https"))) {
     return Status::InvalidArgument(std::string(url) + ": not an http(s):// URL");
   }
   if (url.find_first_of(" \r\n") != std::string_view::npos) {
@@ -61,16 +47,9 @@ Result<std::shared_ptr<Source>> open_http_source(std::string_view url,
                                    "percent-encoded in URLs");
   }
   std::shared_ptr<Source> s = std::make_shared<RemoteSource>(
-      std::make_unique<HttpEndpoint>(std::string(url), options), options,
+      std::make_unique<HttpEndpoint>(std::string(url), options.http), options.http,
       std::move(expected_etag));
   return s;
-}
-
-Result<std::shared_ptr<Source>> open_remote_source(std::string_view url,
-                                                   const RemoteOptions& options,
-                                                   std::string expected_etag) {
-  if (is_s3_url(url)) return open_s3_source(url, options, std::move(expected_etag));
-  return open_http_source(url, options, std::move(expected_etag));
 }
 
 }  // namespace jtree::remote

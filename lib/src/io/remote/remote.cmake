@@ -16,12 +16,14 @@ set(JTREE_REMOTE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/whole_object.cc
   ${CMAKE_CURRENT_LIST_DIR}/remote_source.cc
   ${CMAKE_CURRENT_LIST_DIR}/http_source.cc
+  ${CMAKE_CURRENT_LIST_DIR}/http_backend.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_source.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_sink.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_stale_uploads.cc
+  ${CMAKE_CURRENT_LIST_DIR}/s3_backend.cc
 )
 target_sources(jtree PRIVATE ${JTREE_REMOTE_SOURCES})
 target_link_libraries(jtree PRIVATE CURL::libcurl OpenSSL::Crypto)
-# lib/src/io/dispatch.cc routes http(s):// and s3:// URLs here when this is defined.
+# lib/src/io/backends.cc registers the http(s):// and s3:// backends when this is defined.
 target_compile_definitions(jtree PRIVATE JTREE_HAVE_REMOTE=1)

@@ -64,7 +64,7 @@ Failure http_failure(const Attempt& a, const std::string& what) {
 }
 
 Result<ResponseHead> call(const CallSpec& spec, ResponseHandler& handler) {
-  const RemoteOptions& o = *spec.options;
+  const HttpOptions& o = *spec.options;
   const Clock::time_point start = Clock::now();
   const double deadline = std::max(0.001, o.deadline_seconds);
   int attempts = 0;

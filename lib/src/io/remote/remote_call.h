@@ -47,7 +47,7 @@ struct CallSpec {
   /// Reads an unaccepted response (S3 parses its XML); default http_failure.
   std::function<Failure(const Attempt&)> map_error;
   const Transport* transport = nullptr;
-  const RemoteOptions* options = nullptr;
+  const HttpOptions* options = nullptr;
   CallStats* stats = nullptr;                        ///< optional
   std::counting_semaphore<>* limiter = nullptr;      ///< optional: bounds attempts in flight
 };

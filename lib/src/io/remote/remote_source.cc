@@ -8,7 +8,7 @@
 
 namespace jtree::remote {
 
-RemoteSource::RemoteSource(std::unique_ptr<ObjectEndpoint> endpoint, const RemoteOptions& options,
+RemoteSource::RemoteSource(std::unique_ptr<ObjectEndpoint> endpoint, const HttpOptions& options,
                            std::string expected_etag)
     : endpoint_(std::move(endpoint)),
       options_(options),

@@ -49,7 +49,7 @@ struct RemoteSourceStats {
 
 class RemoteSource final : public Source {
  public:
-  RemoteSource(std::unique_ptr<ObjectEndpoint> endpoint, const RemoteOptions& options,
+  RemoteSource(std::unique_ptr<ObjectEndpoint> endpoint, const HttpOptions& options,
                std::string expected_etag = {});
 
   const std::string& name() const override { return endpoint_->name(); }
@@ -83,7 +83,7 @@ class RemoteSource final : public Source {
   Status read_whole(const WholeObject& w, std::span<const ReadRange> ranges) const;
 
   std::unique_ptr<ObjectEndpoint> endpoint_;
-  RemoteOptions options_;
+  HttpOptions options_;
   ObjectPin pin_;
   mutable CallStats stats_;
   std::counting_semaphore<> limiter_;

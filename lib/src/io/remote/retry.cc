@@ -41,7 +41,7 @@ std::optional<double> parse_retry_after(std::string_view value) {
   return static_cast<double>(std::min<uint64_t>(*v, 86400));
 }
 
-double backoff_seconds(const RemoteOptions& options, int retry, double unit,
+double backoff_seconds(const HttpOptions& options, int retry, double unit,
                        std::optional<double> retry_after) {
   const double cap = std::max(0.0, options.backoff_max_seconds);
   const double exp = options.backoff_initial_seconds * std::ldexp(1.0, std::clamp(retry - 1, 0, 60));

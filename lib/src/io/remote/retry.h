@@ -24,7 +24,7 @@ std::optional<double> parse_retry_after(std::string_view value);
 /// min(backoff_max, backoff_initial x 2^(retry-1)) ("full jitter": concurrent clients do not
 /// retry in lockstep), raised to the server's Retry-After if that is longer, never above
 /// backoff_max.
-double backoff_seconds(const RemoteOptions& options, int retry, double unit,
+double backoff_seconds(const HttpOptions& options, int retry, double unit,
                        std::optional<double> retry_after);
 
 }  // namespace jtree::remote

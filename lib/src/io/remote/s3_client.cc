@@ -151,12 +151,12 @@ std::string complete_multipart_xml(const std::vector<UploadedPart>& parts) {
 
 S3Client::S3Client(S3Config config, const RemoteOptions& options)
     : config_(std::move(config)), options_(options) {
-  transport_.connect_timeout_seconds = options.connect_timeout_seconds;
-  transport_.stall_timeout_seconds = options.stall_timeout_seconds;
-  transport_.verify_tls = options.verify_tls;
+  transport_.connect_timeout_seconds = options.http.connect_timeout_seconds;
+  transport_.stall_timeout_seconds = options.http.stall_timeout_seconds;
+  transport_.verify_tls = options.http.verify_tls;
   transport_.ca_file = config_.ca_file;
-  transport_.ca_path = options.ca_path;
-  transport_.http2 = options.http2;
+  transport_.ca_path = options.http.ca_path;
+  transport_.http2 = options.http.http2;
   transport_.follow_redirects = false;  // a redirect means a wrong region: reported instead
 }
 
@@ -166,7 +166,7 @@ Result<ResponseHead> S3Client::run(const S3Location& loc, const std::string& wha
   spec.name = loc.url();
   spec.what = what;
   spec.transport = &transport_;
-  spec.options = &options_;
+  spec.options = &options_.http;
   spec.stats = &stats_;
   spec.build = [&](HttpRequest& req) {
     req.method = c.method;

@@ -157,9 +157,9 @@ Environment Environment::process() {
 
 Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& env) {
   S3Config c;
-  const bool explicit_profile = !o.profile.empty();
+  const bool explicit_profile = !o.s3.profile.empty();
   const std::string profile =
-      explicit_profile ? o.profile : nonempty(env.getenv("AWS_PROFILE")).value_or("default");
+      explicit_profile ? o.s3.profile : nonempty(env.getenv("AWS_PROFILE")).value_or("default");
   const std::string home = home_dir(env);
   const std::string cred_path = nonempty(env.getenv("AWS_SHARED_CREDENTIALS_FILE"))
                                     .value_or(home + "/.aws/credentials");
@@ -171,10 +171,10 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
 
   // Credentials: the options, the environment (unless a profile was named explicitly, as
   // botocore does), the credentials file, the config file.
-  if (!o.access_key_id.empty() || !o.secret_access_key.empty()) {
-    c.access_key_id = o.access_key_id;
-    c.secret_access_key = o.secret_access_key;
-    c.session_token = o.session_token;
+  if (!o.s3.access_key_id.empty() || !o.s3.secret_access_key.empty()) {
+    c.access_key_id = o.s3.access_key_id;
+    c.secret_access_key = o.s3.secret_access_key;
+    c.session_token = o.s3.session_token;
     c.credential_source = "options";
   } else if (auto id = nonempty(env.getenv("AWS_ACCESS_KEY_ID")); id && !explicit_profile) {
     c.access_key_id = *id;
@@ -203,8 +203,8 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
   }
 
   // Region.
-  if (!o.region.empty()) {
-    c.region = o.region;
+  if (!o.s3.region.empty()) {
+    c.region = o.s3.region;
   } else if (auto r = nonempty(env.getenv("AWS_REGION"))) {
     c.region = *r;
   } else if (auto r2 = nonempty(env.getenv("AWS_DEFAULT_REGION"))) {
@@ -216,7 +216,7 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
   }
 
   // Endpoint.
-  std::string endpoint = o.endpoint;
+  std::string endpoint = o.s3.endpoint;
   if (endpoint.empty()) endpoint = nonempty(env.getenv("AWS_ENDPOINT_URL_S3")).value_or("");
   if (endpoint.empty()) endpoint = nonempty(env.getenv("AWS_ENDPOINT_URL")).value_or("");
   if (endpoint.empty()) {
@@ -257,7 +257,7 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
   }
 
   // Addressing: the options, else the profile's s3.addressing_style.
-  c.addressing = o.addressing;
+  c.addressing = o.s3.addressing;
   if (c.addressing == S3Addressing::kAuto) {
     if (const std::string* a = lookup(config_file, profile, "s3.addressing_style")) {
       if (*a == "path") c.addressing = S3Addressing::kPath;
@@ -265,7 +265,7 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
     }
   }
 
-  c.ca_file = o.ca_file;
+  c.ca_file = o.http.ca_file;
   if (c.ca_file.empty()) c.ca_file = nonempty(env.getenv("AWS_CA_BUNDLE")).value_or("");
   return c;
 }

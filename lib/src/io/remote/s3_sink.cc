@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "io/committing_sink.h"
 #include "io/remote/remote_io.h"
 #include "io/remote/remote_source.h"
 #include "io/remote/s3_client.h"
@@ -25,13 +26,13 @@ constexpr int kMaxParts = 10000;
 // Bytes read through this process at a time when a copy cannot be done on the server.
 constexpr uint64_t kCopyPiece = 8ull << 20;
 
-class S3Sink final : public Sink {
+class S3Sink final : public io::CommittingSink {
  public:
   S3Sink(S3Location loc, std::unique_ptr<S3Client> client)
       : loc_(std::move(loc)), name_(loc_.url()), client_(std::move(client)) {
     const RemoteOptions& o = client_->options();
-    part_size_ = std::clamp<uint64_t>(o.part_size, kMinPart, kMaxPart);
-    concurrency_ = std::max(1, o.upload_concurrency);
+    part_size_ = std::clamp<uint64_t>(o.s3.part_size, kMinPart, kMaxPart);
+    concurrency_ = std::max(1, o.s3.upload_concurrency);
   }
   ~S3Sink() override { abort(); }
 
@@ -104,25 +105,16 @@ class S3Sink final : public Sink {
   /// that nothing between the writer's own check and the commit can slip in).
   void set_commit_condition(WriteCondition c) { condition_ = std::move(c); }
 
-  Status commit() override {
-    if (closed_) return Status::InvalidArgument(name_ + ": sink is closed");
-    const std::string own_upload = upload_id_;
-    Status st = check_open();
-    if (st.ok()) st = finish();
-    if (!st.ok()) abort();
-    closed_ = true;
-    // Committed: the incomplete uploads that earlier writers of this target (or of its
-    // segments) left when they were killed are aborted, so that their parts stop being
-    // stored. Only those initiated before this sink was created: a writer that started after
-    // it may still be running. Best effort: the object is committed whatever happens here
-    // (a store that refuses ListMultipartUploads leaves them to `jtree clean` or lifecycle
-    // rules).
-    // (Its own client: the write's request counts are the object's upload alone.)
-    if (st.ok()) {
-      S3Client cleaner(client_->config(), client_->options());
-      (void)abort_stale_uploads(cleaner, loc_, started_ms_, own_upload);
-    }
-    return st;
+  // Committed: the incomplete uploads that earlier writers of this target (or of its
+  // segments) left when they were killed are aborted, so that their parts stop being
+  // stored. Only those initiated before this sink was created: a writer that started after
+  // it may still be running. Best effort: the object is committed whatever happens here
+  // (a store that refuses ListMultipartUploads leaves them to `jtree clean` or lifecycle
+  // rules).
+  // (Its own client: the write's request counts are the object's upload alone.)
+  void committed() override {
+    S3Client cleaner(client_->config(), client_->options());
+    (void)abort_stale_uploads(cleaner, loc_, started_ms_, completed_upload_);
   }
 
   void abort() noexcept override {
@@ -164,6 +156,10 @@ class S3Sink final : public Sink {
 
   Status check_open() {
     if (closed_) return Status::InvalidArgument(name_ + ": sink is closed");
+    return write_error();
+  }
+
+  Status write_error() override {
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
   }
@@ -253,7 +249,8 @@ class S3Sink final : public Sink {
     cv_.wait(lock, [&] { return in_flight_ == 0; });
   }
 
-  Status finish() {
+  // One PUT, or the last part and CompleteMultipartUpload.
+  Status finish() override {
     if (!upload_id_.empty()) {
       if (!buffer_.empty()) JTREE_RETURN_IF_ERROR(flush_part());  // the last part may be small
       wait_idle();
@@ -273,6 +270,7 @@ class S3Sink final : public Sink {
       }
     }
     if (!st.ok()) return condition_failed(st);
+    if (!upload_id_.empty()) completed_upload_ = std::move(upload_id_);
     upload_id_.clear();  // complete: nothing to abort
     return Status::OK();
   }
@@ -315,8 +313,8 @@ class S3Sink final : public Sink {
   uint64_t position_ = 0;
   std::vector<std::byte> buffer_;  // appended bytes not yet handed to a part
   std::string upload_id_;
+  std::string completed_upload_;  // the upload commit() completed (not stale)
   WriteCondition condition_;  // checked by the server on commit
-  bool closed_ = false;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -337,12 +335,7 @@ Result<std::unique_ptr<S3Sink>> make_sink(std::string_view url, const SinkOption
 
 }  // namespace
 
-Result<std::unique_ptr<Sink>> create_remote_sink(std::string_view url, const SinkOptions& options) {
-  if (!is_s3_url(url)) {
-    return Status::NotSupported(std::string(url) +
-                                ": writing over http(s) is not supported; write to s3:// or a "
-                                "local path");
-  }
+Result<std::unique_ptr<Sink>> create_s3_sink(std::string_view url, const SinkOptions& options) {
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<S3Sink> sink, make_sink(url, options));
   if (!options.overwrite) {
     // Checked now (an early, clear error) and again by the server on commit (If-None-Match),
@@ -355,13 +348,9 @@ Result<std::unique_ptr<Sink>> create_remote_sink(std::string_view url, const Sin
   return std::unique_ptr<Sink>(std::move(sink));
 }
 
-Result<std::unique_ptr<Sink>> open_remote_append_sink(std::string_view url, uint64_t keep_bytes,
-                                                      const SinkOptions& options,
-                                                      std::string_view expected_etag) {
-  if (!is_s3_url(url)) {
-    return Status::NotSupported(std::string(url) +
-                                ": appending needs a local file or an s3:// object");
-  }
+Result<std::unique_ptr<Sink>> open_s3_append_sink(std::string_view url, uint64_t keep_bytes,
+                                                  const SinkOptions& options,
+                                                  std::string_view expected_etag) {
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<S3Sink> sink, make_sink(url, options));
   // The new version starts as a copy of the old one's committed bytes, and replaces exactly
   // that version: two appends finishing at once cannot both commit (If-Match on commit).

@@ -1,8 +1,9 @@
-// s3:// objects for reading (RemoteSource with signed requests), and the object-store calls
-// of jtree/remote.h: stat_object, list_objects, delete_object.
+// s3:// objects for reading (RemoteSource with signed requests), and the S3 calls of
+// jtree/remote.h: list_objects, delete_object (stat_object goes through the backend table).
 #include <ctime>
 #include <memory>
 
+#include "io/backend.h"
 #include "io/remote/remote_io.h"
 #include "io/remote/remote_source.h"
 #include "io/remote/s3_client.h"
@@ -13,7 +14,7 @@ namespace {
 
 class S3Endpoint final : public ObjectEndpoint {
  public:
-  S3Endpoint(S3Location loc, S3Config config, const RemoteOptions& o)
+  S3Endpoint(S3Location loc, S3Config config, const HttpOptions& o)
       : loc_(std::move(loc)), name_(loc_.url()), config_(std::move(config)) {
     transport_.connect_timeout_seconds = o.connect_timeout_seconds;
     transport_.stall_timeout_seconds = o.stall_timeout_seconds;
@@ -48,20 +49,22 @@ Result<S3Config> config_for(const RemoteOptions& options, std::string_view url) 
 
 }  // namespace
 
+bool is_s3_url(std::string_view url) {
+  std::string_view scheme, rest;
+  return io::split_scheme(url, &scheme, &rest) && io::iequals(scheme, "s3");
+}
+
 Result<std::shared_ptr<Source>> open_s3_source(std::string_view url, const RemoteOptions& options,
                                                std::string expected_etag) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
   JTREE_ASSIGN_OR_RETURN(S3Config config, config_for(options, url));
   std::shared_ptr<Source> s = std::make_shared<RemoteSource>(
-      std::make_unique<S3Endpoint>(std::move(loc), std::move(config), options), options,
+      std::make_unique<S3Endpoint>(std::move(loc), std::move(config), options.http), options.http,
       std::move(expected_etag));
   return s;
 }
 
-Status remove_remote_object(std::string_view url, const RemoteOptions& options) {
-  if (!is_s3_url(url)) {
-    return Status::NotSupported(std::string(url) + ": removing http(s) objects is not supported");
-  }
+Status remove_s3_object(std::string_view url, const RemoteOptions& options) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
   JTREE_ASSIGN_OR_RETURN(S3Config config, config_for(options, url));
   S3Client client(std::move(config), options);
@@ -73,24 +76,6 @@ Status remove_remote_object(std::string_view url, const RemoteOptions& options) 
 }  // namespace jtree::remote
 
 namespace jtree {
-
-Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options) {
-  using namespace remote;
-  if (is_s3_url(url)) {
-    JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
-    JTREE_ASSIGN_OR_RETURN(S3Config config, config_for(options, url));
-    S3Client client(std::move(config), options);
-    return client.head(loc);
-  }
-  if (!is_remote_url(url)) {
-    return Status::InvalidArgument(std::string(url) + ": stat_object takes http(s):// and s3:// URLs");
-  }
-  // HTTP: the size from a one-byte range GET (HEAD is often refused by signed or presigned
-  // URLs, and a GET tells the same).
-  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> src, open_http_source(url, options));
-  JTREE_ASSIGN_OR_RETURN(uint64_t size, src->size());
-  return ObjectInfo{std::string(url), size, src->etag()};
-}
 
 Result<std::vector<ObjectInfo>> list_objects(std::string_view s3_prefix_url,
                                              const RemoteOptions& options,

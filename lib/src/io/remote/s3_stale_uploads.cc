@@ -97,9 +97,6 @@ Result<uint64_t> abort_stale_uploads(S3Client& client, const S3Location& target,
 }
 
 Result<uint64_t> abort_incomplete_uploads(std::string_view url) {
-  if (!is_s3_url(url)) {
-    return Status::NotSupported(std::string(url) + ": only s3:// targets have incomplete uploads");
-  }
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
   const RemoteOptions options;
   auto config = resolve_s3_config(options, Environment::process());

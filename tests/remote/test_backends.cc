@@ -1,0 +1,72 @@
+// The backend table (lib/src/io/backend.h): which backend a path or URL reaches, and what the
+// entry points answer for operations a backend does not have (the same messages as before the
+// table existed). No server needed: nothing here makes a request.
+#include <doctest/doctest.h>
+
+#include "io/backend.h"
+#include "jtree/jtree.h"
+
+using namespace jtree;
+
+namespace {
+
+std::string backend_of(std::string_view path_or_url) {
+  auto b = io::find_backend(path_or_url);
+  REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  return std::string((*b)->name);
+}
+
+}  // namespace
+
+TEST_CASE("backend table: schemes pick backends, case-insensitively; paths are files") {
+  CHECK(backend_of("ckpt.jtree") == "file");
+  CHECK(backend_of("/abs/ckpt.jtree") == "file");
+  CHECK(backend_of("runs/a://b") == "file");  // not a scheme before "://"
+  CHECK(backend_of("file:///abs/ckpt.jtree") == "file");
+  CHECK(backend_of("FILE:///abs/ckpt.jtree") == "file");
+  CHECK(backend_of("http://host/x") == "http(s)");
+  CHECK(backend_of("HTTPS://host/x") == "http(s)");
+  CHECK(backend_of("s3://bucket/key") == "s3");
+  CHECK(backend_of("S3://bucket/key") == "s3");
+  auto ftp = io::find_backend("ftp://host/x");
+  CHECK(ftp.status().IsInvalidArgument());
+  CHECK(ftp.status().message() == "ftp://host/x: unsupported URL scheme \"ftp\"");
+}
+
+TEST_CASE("backend table: operations a backend lacks are refused, naming the URL") {
+  const std::string http = "http://127.0.0.1:9/x.jtree";
+  auto sink = create_sink(http);
+  CHECK(sink.status().IsNotSupported());
+  CHECK(sink.status().message() ==
+        http + ": writing over http(s) is not supported; write to s3:// or a local path");
+  auto append = open_append_sink("https://127.0.0.1:9/x.jtree", 10);
+  CHECK(append.status().IsNotSupported());
+  CHECK(append.status().message() ==
+        "https://127.0.0.1:9/x.jtree: appending needs a local file or an s3:// object");
+  Status rm = remove_object(http);
+  CHECK(rm.IsNotSupported());
+  CHECK(rm.message() == http + ": removing http(s) objects is not supported");
+  rm = remove_object("gs://bucket/x");
+  CHECK(rm.IsNotSupported());
+  CHECK(rm.message() == "gs://bucket/x: removing objects is not supported for this URL scheme");
+  auto stale = remove_stale_temp_files(http);
+  CHECK(stale.status().IsNotSupported());
+  CHECK(stale.status().message() ==
+        http + ": stale temporary files are a local-file or s3:// matter");
+  for (const char* url : {"/tmp/x.jtree", "file:///tmp/x.jtree", "gs://bucket/x"}) {
+    CAPTURE(url);
+    auto st = stat_object(url);
+    CHECK(st.status().IsInvalidArgument());
+    CHECK(st.status().message() == std::string(url) + ": stat_object takes http(s):// and s3:// URLs");
+  }
+  auto gs = open_source("gs://bucket/x");
+  CHECK(gs.status().IsInvalidArgument());
+  CHECK(create_sink("gs://bucket/x").status().IsInvalidArgument());
+  CHECK(open_append_sink("gs://bucket/x", 1).status().IsInvalidArgument());
+}
+
+TEST_CASE("backend table: a local path opens as a file (its errors name the path)") {
+  auto s = open_source("/nonexistent-dir-jtree/x.jtree");
+  CHECK(s.status().IsNotFound());
+  CHECK(s.status().message().rfind("/nonexistent-dir-jtree/x.jtree", 0) == 0);
+}
