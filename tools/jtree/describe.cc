@@ -28,7 +28,7 @@ std::string storage_desc(const Leaf& l) {
     case Storage::kInline: return "inline";
     case Storage::kChunked:
       if (l.codec == Codec::kRaw) return "raw";
-      std::string s = "zstd";
+      std::string s(codec_name(l.codec));
       s += std::to_string(l.level);
       if (l.filter != Filter::kNone) {
         s += '+';

@@ -16,6 +16,7 @@
 //   (*reader)->read_box(w, {{100, 0}, {110, 1024}}, std::as_writable_bytes(std::span(rows)));
 #pragma once
 
+#include "jtree/chunk.h"
 #include "jtree/device.h"
 #include "jtree/dtype.h"
 #include "jtree/io.h"

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "jtree/chunk.h"  // ChunkEncoding, ChunkInfo, SegmentSpan
 #include "jtree/export.h"
 #include "jtree/io.h"
 #include "jtree/options.h"
@@ -33,28 +34,6 @@
 #include "jtree/tree.h"
 
 namespace jtree {
-
-/// How a chunk's bytes are stored.
-enum class ChunkEncoding : uint8_t { kRaw = 0, kPlanes = 1 };
-
-/// One entry of the chunk index, resolved to absolute file offsets.
-struct JTREE_API ChunkInfo {
-  uint64_t file_offset = 0;  ///< absolute offset in the file
-  uint64_t stored_size = 0;
-  uint64_t raw_size = 0;     ///< bytes after decoding (stored form: 4-bit types packed)
-  uint64_t checksum = 0;
-  uint64_t seed = 0;         ///< the checksum's seed (segment salt XOR segment offset)
-  uint32_t segment = 0;
-  ChunkEncoding encoding = ChunkEncoding::kRaw;
-  bool absent = false;       ///< not stored in this file (segment files)
-};
-
-/// A segment: a contiguous data region written by one writer (one host, or one append).
-struct JTREE_API SegmentSpan {
-  uint64_t file_offset = 0;
-  uint64_t size = 0;
-  uint64_t salt = 0;
-};
 
 /// What the file says about itself.
 struct JTREE_API FileInfo {

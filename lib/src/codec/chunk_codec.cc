@@ -1,7 +1,9 @@
-// Chunk encoding: filter (FloatSplit rotation, byte shuffle) and per-plane zstd.
+// Chunk encoding: filter (FloatSplit rotation, byte shuffle) and per-plane compression by the
+// leaf's PlaneCodec (plane_codec.h).
 //
 // Stored Planes chunk: u32 plane_size[P] (little-endian), then the P payloads back to back. A
-// payload of exactly the plane's raw size is the plane itself; anything else is one zstd frame.
+// payload of exactly the plane's raw size is the plane itself; anything else is one payload of
+// the leaf's codec (a zstd frame for Codec::kZstd).
 #include "codec/chunk_codec.h"
 
 #include <algorithm>
@@ -12,31 +14,12 @@
 #include <string>
 
 #include "codec/byte_planes.h"
-#include "codec/zstd_codec.h"
+#include "codec/plane_codec.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 
 namespace jtree::codec {
 namespace {
-
-// Encoder heuristics (not part of the format).
-constexpr size_t kSampleSlice = 16 * 1024;  // a plane sample is kSampleSlices slices of this
-constexpr size_t kSampleSlices = 4;         // spread over the plane
-constexpr size_t kSampleBytes = kSampleSlice * kSampleSlices;
-// Planes up to this size take a choice made before for their leaf or kind (PlaneChoices)
-// instead of trying both modes on a sample: for them the trial would cost as much as, or a good
-// part of, compressing the plane. Larger planes sample each time (under 7% of their cost),
-// which follows data that changes along a big leaf.
-constexpr size_t kSharedChoiceMax = 1 << 20;
-constexpr double kRawAbove = 0.98;     // sample ratio above which a plane is not compressed
-constexpr double kLiteralsWin = 0.99;  // literals-only is chosen when it is this much smaller
-                                       // than LZ (float exponent planes: ~10% smaller); on
-                                       // near-ties zstd's usual LZ mode is as small and, on
-                                       // mixed bytes, faster both ways...
-constexpr double kRunsBelow = 1.0 / 32;  // ...except on run-dominated planes (LZ ratio below
-                                         // this: zeros, sparse data), where LZ encodes and
-                                         // decodes faster and wins unless literals-only is
-constexpr size_t kRunsTie = 256;         // smaller by more than 1/kRunsTie of the sample
 
 // Filters work block by block so that the rotated / gathered copy stays in L1.
 constexpr size_t kBlockBytes = 8 * 1024;
@@ -111,108 +94,6 @@ void undo_filter(const std::array<const std::byte*, kMaxPlanes>& plane, const La
   }
 }
 
-// ---- encoder -----------------------------------------------------------------------------------
-
-// Up to kSampleBytes of `plane`: kSampleSlices slices spread evenly from start to end.
-std::span<const std::byte> take_sample(std::span<const std::byte> plane,
-                                       std::vector<std::byte>& buf) {
-  if (plane.size() <= kSampleBytes) return plane;
-  buf.resize(kSampleBytes);
-  const size_t last = plane.size() - kSampleSlice;
-  for (size_t j = 0; j < kSampleSlices; ++j) {
-    const size_t at = last * j / (kSampleSlices - 1);
-    std::memcpy(buf.data() + j * kSampleSlice, plane.data() + at, kSampleSlice);
-  }
-  return buf;
-}
-
-ZstdMode choose_mode(size_t literals, size_t lz, size_t sample) {
-  if (static_cast<double>(lz) < static_cast<double>(sample) * kRunsBelow &&
-      lz <= literals + sample / kRunsTie) {
-    return ZstdMode::kLz;
-  }
-  return static_cast<double>(literals) <= static_cast<double>(lz) * kLiteralsWin
-             ? ZstdMode::kLiterals
-             : ZstdMode::kLz;
-}
-
-bool not_worth_it(size_t compressed, size_t size) {
-  return static_cast<double>(compressed) > static_cast<double>(size) * kRawAbove;
-}
-
-PlaneChoice choice_of(const std::atomic<uint8_t>* slot) {
-  return slot ? static_cast<PlaneChoice>(slot->load(std::memory_order_relaxed))
-              : PlaneChoice::kUndecided;
-}
-
-void record(std::atomic<uint8_t>* slot, PlaneChoice c) {
-  if (slot) slot->store(static_cast<uint8_t>(c), std::memory_order_relaxed);
-}
-
-// Compresses one plane into `dst`; returns the frame's size, or 0 when the plane is to be
-// stored raw (it does not compress, or its frame would not fit in dst). `leaf` and `kind`
-// are the plane's shared choices (PlaneChoices), or null.
-Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::span<std::byte> dst,
-                            std::atomic<uint8_t>* leaf, std::atomic<uint8_t>* kind) {
-  if (plane.size() <= kSharedChoiceMax) {
-    PlaneChoice known = choice_of(leaf);
-    if (known == PlaneChoice::kUndecided) known = choice_of(kind);
-    if (known != PlaneChoice::kUndecided) {
-      // Decided by an earlier plane of this leaf or kind: one compression. (A Raw choice still
-      // tries literals-only, the cheapest mode, for planes unlike the one that decided.)
-      // (Into a frame of the full bound, then copied: zstd's literals-only path reports a
-      // generic error, not dstSize_tooSmall, when given much less room than the plane.)
-      const bool lz = known == PlaneChoice::kLz;
-      thread_local std::vector<std::byte> frame;
-      frame.resize(zstd_compress_bound(plane.size()));
-      JTREE_ASSIGN_OR_RETURN(const size_t size,
-                             zstd_compress(plane, level, lz ? ZstdMode::kLz : ZstdMode::kLiterals,
-                                           frame));
-      const bool pays = !not_worth_it(size, plane.size());
-      record(leaf, !pays ? PlaneChoice::kRaw : lz ? PlaneChoice::kLz : PlaneChoice::kLiterals);
-      if (!pays || size > dst.size()) return size_t{0};
-      std::memcpy(dst.data(), frame.data(), size);
-      return size;
-    }
-  }
-  if (plane.size() <= kSampleBytes) {
-    // The sample would be the whole plane: compress it both ways and keep the better frame.
-    thread_local std::vector<std::byte> lit_frame, lz_frame;
-    const size_t bound = zstd_compress_bound(plane.size());
-    lit_frame.resize(bound);
-    lz_frame.resize(bound);
-    JTREE_ASSIGN_OR_RETURN(const size_t lit,
-                           zstd_compress(plane, level, ZstdMode::kLiterals, lit_frame));
-    JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compress(plane, level, ZstdMode::kLz, lz_frame));
-    const bool use_lz = choose_mode(lit, lz, plane.size()) == ZstdMode::kLz;
-    const size_t size = use_lz ? lz : lit;
-    const bool raw = not_worth_it(size, plane.size());
-    const PlaneChoice chosen =
-        raw ? PlaneChoice::kRaw : use_lz ? PlaneChoice::kLz : PlaneChoice::kLiterals;
-    record(leaf, chosen);
-    record(kind, chosen);
-    if (raw || size > dst.size()) return size_t{0};
-    std::memcpy(dst.data(), (use_lz ? lz_frame : lit_frame).data(), size);
-    return size;
-  }
-  thread_local std::vector<std::byte> sample_buf;
-  const std::span<const std::byte> sample = take_sample(plane, sample_buf);
-  JTREE_ASSIGN_OR_RETURN(const size_t lit,
-                         zstd_compressed_size(sample, level, ZstdMode::kLiterals));
-  JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compressed_size(sample, level, ZstdMode::kLz));
-  const ZstdMode mode = choose_mode(lit, lz, sample.size());
-  const bool raw = not_worth_it(std::min(lit, lz), sample.size());
-  const PlaneChoice chosen =
-      raw ? PlaneChoice::kRaw : mode == ZstdMode::kLz ? PlaneChoice::kLz : PlaneChoice::kLiterals;
-  if (plane.size() <= kSharedChoiceMax) {
-    record(leaf, chosen);
-    record(kind, chosen);
-  }
-  if (raw) return size_t{0};
-  // Straight into the chunk's bytes: 0 when the frame would not beat the raw plane or not fit.
-  return zstd_compress(plane, level, mode, dst);
-}
-
 }  // namespace
 
 size_t plane_count(const ChunkFormat& format) {
@@ -242,7 +123,8 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
                                    " is not allowed for dtype " +
                                    std::string(dtype_name(format.dtype)));
   }
-  if (format.codec != Codec::kRaw && format.codec != Codec::kZstd) {
+  const PlaneCodec* codec = find_plane_codec(format.codec);
+  if (format.codec != Codec::kRaw && codec == nullptr) {
     return Status::InvalidArgument("unknown codec " + u64s(static_cast<uint8_t>(format.codec)));
   }
   const size_t p = layout->planes;
@@ -276,9 +158,9 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
     const std::span<const std::byte> plane = filtered.subspan(k * plane_size, plane_size);
     const size_t room = std::min(budget - used, plane_size - 1);
     PlaneChoices* shared = format.choices;
-    auto frame = encode_plane(plane, format.level, {out.data() + used, room},
-                              shared ? &shared->leaf[k] : nullptr,
-                              shared && shared->kind ? &(*shared->kind)[k] : nullptr);
+    const PlaneHints hints{shared ? &shared->leaf[k] : nullptr,
+                           shared && shared->kind ? &(*shared->kind)[k] : nullptr};
+    auto frame = codec->encode(plane, format.level, hints, {out.data() + used, room});
     if (!frame.ok()) {
       out.clear();
       return in_plane(frame.status(), k);
@@ -312,6 +194,15 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
   }
   if (encoding != ChunkEncoding::kPlanes) {
     return Status::Corruption("unknown chunk encoding " + u64s(static_cast<uint8_t>(encoding)));
+  }
+  // The leaf's codec decodes the compressed planes. (Files never get here without one: the
+  // header refuses unknown codecs and validation refuses Planes chunks in Raw leaves.)
+  const PlaneCodec* codec = find_plane_codec(format.codec);
+  if (codec == nullptr) {
+    return Status::Corruption(format.codec == Codec::kRaw
+                                  ? std::string("planes chunk in a raw leaf")
+                                  : "planes chunk of unknown codec " +
+                                        u64s(static_cast<uint8_t>(format.codec)));
   }
   const std::optional<Layout> layout = layout_of(format);
   if (!layout) {
@@ -352,7 +243,7 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
     if (size[0] == plane_size) {
       if (!raw.empty()) std::memcpy(raw.data(), payload.data(), raw.size());
     } else {
-      JTREE_RETURN_IF_ERROR(in_plane(zstd_decompress(payload, raw), 0));
+      JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, raw), 0));
     }
     if (layout->component != 0) rotate_right_1(raw, layout->component);
     return Status::OK();
@@ -372,7 +263,7 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
     }
     const std::span<std::byte> dst(scratch.data() + next_scratch * plane_size, plane_size);
     ++next_scratch;
-    JTREE_RETURN_IF_ERROR(in_plane(zstd_decompress(payload, dst), k));
+    JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, dst), k));
     plane[k] = dst.data();
   }
   undo_filter(plane, *layout, raw);

@@ -1,4 +1,5 @@
-// zstd frames for chunk planes.
+// zstd frames for chunk planes: the zstd PlaneCodec (its encoder's per-plane choice of mode)
+// over the frame functions.
 //
 // Literals-only frames come from ZSTD_compressSequences with zero sequences: every byte is a
 // literal, so zstd does no match finding and only Huffman-codes the bytes. On noisy planes
@@ -7,7 +8,11 @@
 // libzstd.
 #include "codec/zstd_codec.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <string>
+#include <string_view>
 
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
@@ -137,6 +142,152 @@ Status zstd_decompress(std::span<const std::byte> frame, std::span<std::byte> ds
                               " bytes, expected " + std::to_string(dst.size()));
   }
   return Status::OK();
+}
+
+// ---- the plane codec ---------------------------------------------------------------------------
+
+namespace {
+
+// Encoder heuristics (not part of the format).
+constexpr size_t kSampleSlice = 16 * 1024;  // a plane sample is kSampleSlices slices of this
+constexpr size_t kSampleSlices = 4;         // spread over the plane
+constexpr size_t kSampleBytes = kSampleSlice * kSampleSlices;
+// Planes up to this size take a choice made before for their leaf or kind (PlaneHints)
+// instead of trying both modes on a sample: for them the trial would cost as much as, or a good
+// part of, compressing the plane. Larger planes sample each time (under 7% of their cost),
+// which follows data that changes along a big leaf.
+constexpr size_t kSharedChoiceMax = 1 << 20;
+constexpr double kRawAbove = 0.98;     // sample ratio above which a plane is not compressed
+constexpr double kLiteralsWin = 0.99;  // literals-only is chosen when it is this much smaller
+                                       // than LZ (float exponent planes: ~10% smaller); on
+                                       // near-ties zstd's usual LZ mode is as small and, on
+                                       // mixed bytes, faster both ways...
+constexpr double kRunsBelow = 1.0 / 32;  // ...except on run-dominated planes (LZ ratio below
+                                         // this: zeros, sparse data), where LZ encodes and
+                                         // decodes faster and wins unless literals-only is
+constexpr size_t kRunsTie = 256;         // smaller by more than 1/kRunsTie of the sample
+
+// Up to kSampleBytes of `plane`: kSampleSlices slices spread evenly from start to end.
+std::span<const std::byte> take_sample(std::span<const std::byte> plane,
+                                       std::vector<std::byte>& buf) {
+  if (plane.size() <= kSampleBytes) return plane;
+  buf.resize(kSampleBytes);
+  const size_t last = plane.size() - kSampleSlice;
+  for (size_t j = 0; j < kSampleSlices; ++j) {
+    const size_t at = last * j / (kSampleSlices - 1);
+    std::memcpy(buf.data() + j * kSampleSlice, plane.data() + at, kSampleSlice);
+  }
+  return buf;
+}
+
+ZstdMode choose_mode(size_t literals, size_t lz, size_t sample) {
+  if (static_cast<double>(lz) < static_cast<double>(sample) * kRunsBelow &&
+      lz <= literals + sample / kRunsTie) {
+    return ZstdMode::kLz;
+  }
+  return static_cast<double>(literals) <= static_cast<double>(lz) * kLiteralsWin
+             ? ZstdMode::kLiterals
+             : ZstdMode::kLz;
+}
+
+bool not_worth_it(size_t compressed, size_t size) {
+  return static_cast<double>(compressed) > static_cast<double>(size) * kRawAbove;
+}
+
+PlaneChoice choice_of(const std::atomic<uint8_t>* slot) {
+  return slot ? static_cast<PlaneChoice>(slot->load(std::memory_order_relaxed))
+              : PlaneChoice::kUndecided;
+}
+
+void record(std::atomic<uint8_t>* slot, PlaneChoice c) {
+  if (slot) slot->store(static_cast<uint8_t>(c), std::memory_order_relaxed);
+}
+
+// Compresses one plane into `dst`; returns the frame's size, or 0 when the plane is to be
+// stored raw (it does not compress, or its frame would not fit in dst). `leaf` and `kind`
+// are the plane's shared choices (PlaneHints), or null.
+Result<size_t> encode_plane(std::span<const std::byte> plane, int level, std::span<std::byte> dst,
+                            std::atomic<uint8_t>* leaf, std::atomic<uint8_t>* kind) {
+  if (plane.size() <= kSharedChoiceMax) {
+    PlaneChoice known = choice_of(leaf);
+    if (known == PlaneChoice::kUndecided) known = choice_of(kind);
+    if (known != PlaneChoice::kUndecided) {
+      // Decided by an earlier plane of this leaf or kind: one compression. (A Raw choice still
+      // tries literals-only, the cheapest mode, for planes unlike the one that decided.)
+      // (Into a frame of the full bound, then copied: zstd's literals-only path reports a
+      // generic error, not dstSize_tooSmall, when given much less room than the plane.)
+      const bool lz = known == PlaneChoice::kLz;
+      thread_local std::vector<std::byte> frame;
+      frame.resize(zstd_compress_bound(plane.size()));
+      JTREE_ASSIGN_OR_RETURN(const size_t size,
+                             zstd_compress(plane, level, lz ? ZstdMode::kLz : ZstdMode::kLiterals,
+                                           frame));
+      const bool pays = !not_worth_it(size, plane.size());
+      record(leaf, !pays ? PlaneChoice::kRaw : lz ? PlaneChoice::kLz : PlaneChoice::kLiterals);
+      if (!pays || size > dst.size()) return size_t{0};
+      std::memcpy(dst.data(), frame.data(), size);
+      return size;
+    }
+  }
+  if (plane.size() <= kSampleBytes) {
+    // The sample would be the whole plane: compress it both ways and keep the better frame.
+    thread_local std::vector<std::byte> lit_frame, lz_frame;
+    const size_t bound = zstd_compress_bound(plane.size());
+    lit_frame.resize(bound);
+    lz_frame.resize(bound);
+    JTREE_ASSIGN_OR_RETURN(const size_t lit,
+                           zstd_compress(plane, level, ZstdMode::kLiterals, lit_frame));
+    JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compress(plane, level, ZstdMode::kLz, lz_frame));
+    const bool use_lz = choose_mode(lit, lz, plane.size()) == ZstdMode::kLz;
+    const size_t size = use_lz ? lz : lit;
+    const bool raw = not_worth_it(size, plane.size());
+    const PlaneChoice chosen =
+        raw ? PlaneChoice::kRaw : use_lz ? PlaneChoice::kLz : PlaneChoice::kLiterals;
+    record(leaf, chosen);
+    record(kind, chosen);
+    if (raw || size > dst.size()) return size_t{0};
+    std::memcpy(dst.data(), (use_lz ? lz_frame : lit_frame).data(), size);
+    return size;
+  }
+  thread_local std::vector<std::byte> sample_buf;
+  const std::span<const std::byte> sample = take_sample(plane, sample_buf);
+  JTREE_ASSIGN_OR_RETURN(const size_t lit,
+                         zstd_compressed_size(sample, level, ZstdMode::kLiterals));
+  JTREE_ASSIGN_OR_RETURN(const size_t lz, zstd_compressed_size(sample, level, ZstdMode::kLz));
+  const ZstdMode mode = choose_mode(lit, lz, sample.size());
+  const bool raw = not_worth_it(std::min(lit, lz), sample.size());
+  const PlaneChoice chosen =
+      raw ? PlaneChoice::kRaw : mode == ZstdMode::kLz ? PlaneChoice::kLz : PlaneChoice::kLiterals;
+  if (plane.size() <= kSharedChoiceMax) {
+    record(leaf, chosen);
+    record(kind, chosen);
+  }
+  if (raw) return size_t{0};
+  // Straight into the chunk's bytes: 0 when the frame would not beat the raw plane or not fit.
+  return zstd_compress(plane, level, mode, dst);
+}
+
+class ZstdPlaneCodec final : public PlaneCodec {
+ public:
+  Codec id() const override { return Codec::kZstd; }
+  std::string_view name() const override { return "zstd"; }
+  size_t compress_bound(size_t plane_size) const override {
+    return zstd_compress_bound(plane_size);
+  }
+  Result<size_t> encode(std::span<const std::byte> plane, int level, PlaneHints hints,
+                        std::span<std::byte> dst) const override {
+    return encode_plane(plane, level, dst, hints.leaf, hints.kind);
+  }
+  Status decode(std::span<const std::byte> payload, std::span<std::byte> dst) const override {
+    return zstd_decompress(payload, dst);
+  }
+};
+
+}  // namespace
+
+const PlaneCodec& zstd_plane_codec() {
+  static const ZstdPlaneCodec codec;
+  return codec;
 }
 
 }  // namespace jtree::codec

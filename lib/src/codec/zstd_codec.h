@@ -1,13 +1,26 @@
-// zstd frames for chunk planes. Compression contexts are cached per thread.
+// zstd frames for chunk planes (Codec::kZstd): the built-in PlaneCodec, and the frame
+// functions under it. Compression contexts are cached per thread.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
+#include "codec/plane_codec.h"
 #include "jtree/status.h"
 
 namespace jtree::codec {
+
+/// The zstd plane codec (registered in plane_codec.cc). Its encoder chooses per plane, from a
+/// sample, between zstd's match finder at the leaf's level, literals only, or storing the
+/// plane as is, and records the choice in the plane's PlaneHints (values of PlaneChoice) so
+/// that small planes like it are compressed once without a trial.
+const PlaneCodec& zstd_plane_codec();
+
+/// What the zstd encoder chose for a small plane, as kept in a PlaneHints slot. An encoder
+/// heuristic, not part of the format.
+enum class PlaneChoice : uint8_t { kUndecided = 0, kRaw, kLiterals, kLz };
 
 /// How the encoder asks zstd to compress one plane; every mode yields a standard zstd frame.
 enum class ZstdMode {

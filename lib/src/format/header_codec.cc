@@ -8,6 +8,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "codec/plane_codec.h"
 #include "format/aligned_bytes.h"
 #include "tree/structure.h"
 #include "format/validate.h"
@@ -253,7 +254,9 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   }
   l.filter = static_cast<Filter>(filter);
   auto codec = static_cast<uint8_t>(f->codec());
-  if (codec > static_cast<uint8_t>(Codec::kZstd)) {
+  // Known codecs are Raw and those a PlaneCodec claims (codec/plane_codec.h).
+  if (codec != static_cast<uint8_t>(Codec::kRaw) &&
+      codec::find_plane_codec(static_cast<Codec>(codec)) == nullptr) {
     return bad("leaf " + std::to_string(i) + ": unknown codec " + std::to_string(codec));
   }
   l.codec = static_cast<Codec>(codec);

@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "jtree/chunk.h"
 #include "jtree/options.h"
-#include "jtree/reader.h"
 #include "jtree/status.h"
 
 namespace jtree::format {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "codec/plane_codec.h"
 #include "format/chunk_grid.h"
 #include "tree/structure.h"
 #include "util/checked_math.h"
@@ -49,11 +50,9 @@ std::string_view filter_name(Filter f) {
 }
 
 std::string_view codec_name(Codec c) {
-  switch (c) {
-    case Codec::kRaw: return "raw";
-    case Codec::kZstd: return "zstd";
-  }
-  return "unknown";
+  if (c == Codec::kRaw) return "raw";
+  const codec::PlaneCodec* pc = codec::find_plane_codec(c);
+  return pc ? pc->name() : "unknown";
 }
 
 const std::string& SparseString::empty_string() {

@@ -6,6 +6,7 @@
 
 #include "codec/chunk_codec.h"
 #include "codec/pack4.h"
+#include "codec/plane_codec.h"
 #include "format/chunk_grid.h"
 #include "format/layout.h"
 #include "format/validate.h"
@@ -300,7 +301,8 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
     return leaf_error(t, i, "chunks larger than " + std::to_string(kMaxChunkBytes) + " bytes");
   }
   l.codec = in.options.codec.value_or(options.codec);
-  if (l.codec == Codec::kZstd) {
+  // A filter and a level for compressed leaves (unknown codecs keep none: encoding refuses them).
+  if (codec::find_plane_codec(l.codec) != nullptr) {
     l.filter = in.options.filter.value_or(default_filter(l.dtype));
     if (!codec::filter_allowed(l.filter, l.dtype)) {
       return leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
