@@ -21,14 +21,16 @@ atheris, from these seeds.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
-import traceback
 from typing import List
 
-_FUZZING = not (len(sys.argv) > 1 and sys.argv[1] in ("--replay", "--make-corpus"))
-if _FUZZING:
+# The command line shared by the harnesses of this folder (also when a test imports this file
+# by its path, with fuzz/python not on sys.path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness_main  # noqa: E402
+
+if harness_main.fuzzing():
     import atheris
 
     with atheris.instrument_imports(include=["jtree"]):
@@ -117,38 +119,11 @@ def make_corpus(directory: str) -> None:
 
 def replay(paths: List[str]) -> int:
     """Runs every file under ``paths`` once; returns 1 if any raised."""
-    files: List[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            files += sorted(os.path.join(p, f) for f in os.listdir(p)
-                            if not f.startswith(".") and not f.endswith(".md"))
-        elif os.path.exists(p):
-            files.append(p)
-    failed = 0
-    for name in files:
-        with open(name, "rb") as f:
-            data = f.read()
-        try:
-            test_one_input(data)
-        except BaseException:  # noqa: BLE001 - report every finding, then fail
-            failed += 1
-            print(f"FAILED: {name}", file=sys.stderr)
-            traceback.print_exc()
-    print(f"replayed {len(files)} inputs: {failed} failed")
-    return 1 if failed else 0
+    return harness_main.replay(test_one_input, paths)
 
 
 def main() -> None:
-    try:
-        if len(sys.argv) > 1 and sys.argv[1] == "--replay":
-            sys.exit(replay(sys.argv[2:]))
-        if len(sys.argv) > 1 and sys.argv[1] == "--make-corpus":
-            make_corpus(sys.argv[2])
-            return
-        atheris.Setup(sys.argv, test_one_input)
-        atheris.Fuzz()
-    finally:
-        shutil.rmtree(_SCRATCH, ignore_errors=True)
+    harness_main.main(test_one_input, make_corpus, scratch=_SCRATCH)
 
 
 if __name__ == "__main__":
