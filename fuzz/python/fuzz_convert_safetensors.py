@@ -122,9 +122,5 @@ def replay(paths: List[str]) -> int:
     return harness_main.replay(test_one_input, paths)
 
 
-def main() -> None:
-    harness_main.main(test_one_input, make_corpus, scratch=_SCRATCH)
-
-
 if __name__ == "__main__":
-    main()
+    harness_main.main(test_one_input, make_corpus, scratch=_SCRATCH)

@@ -315,9 +315,5 @@ def replay(paths: List[str]) -> int:
     return harness_main.replay(test_one_input, paths, f" ({', '.join(FRAMEWORKS)})")
 
 
-def main() -> None:
-    harness_main.main(test_one_input, make_corpus, replay_note=f" ({', '.join(FRAMEWORKS)})")
-
-
 if __name__ == "__main__":
-    main()
+    harness_main.main(test_one_input, make_corpus, replay_note=f" ({', '.join(FRAMEWORKS)})")

@@ -3,8 +3,8 @@ fuzz_convert_gguf.py, fuzz_convert_safetensors.py): fuzz with atheris, ``--repla
 without it, or ``--make-corpus`` to write the harness's seeds.
 
 A harness imports it before anything else of its own (it needs ``fuzzing()`` to decide
-whether to import atheris and instrument jtree) and ends with
-``harness_main.main(test_one_input, make_corpus)``. Its ``replay`` stays the harness's own
+whether to import atheris and instrument jtree) and ends with ``if __name__ == "__main__":
+harness_main.main(test_one_input, make_corpus)``. Its ``replay`` stays the harness's own
 name (tests call ``harness.replay(paths)``), a one-line call of ``replay`` here.
 """
 from __future__ import annotations
