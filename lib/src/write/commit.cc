@@ -8,6 +8,7 @@
 #include "jtree/multihost.h"
 #include "jtree/reader.h"
 #include "write/chunk_writer.h"
+#include "write/finish_generation0.h"
 #include "write/metadata_writer.h"
 #include "write/save_internal.h"
 
@@ -218,14 +219,7 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
     stats->raw_bytes += c.raw_size;
     stats->stored_bytes += c.stored_size;
   }
-  GenerationInfo g;
-  g.header_offset = format::kPreambleSize;
-  g.header = header;
-  g.version = version;
-  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
-  stats->file_size = footer + format::kFooterSize;
-  stats->leaves = first.tree().leaves.size();
-  return commit_sink(sink, stats);
+  return finish_generation0(sink, index, header, version, first.tree().leaves.size(), stats);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "jtree/writer.h"
 #include "util/thread_pool.h"
 #include "write/chunk_writer.h"
+#include "write/finish_generation0.h"
 #include "write/metadata_writer.h"
 #include "write/save_internal.h"
 
@@ -93,14 +94,7 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
   });
   JTREE_RETURN_IF_ERROR(st);
   if (n > 0) index.segments.push_back(stream.span());
-  GenerationInfo g;
-  g.header_offset = format::kPreambleSize;
-  g.header = header;
-  g.version = version;
-  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
-  stats->file_size = footer + format::kFooterSize;
-  stats->leaves = tree.leaves.size();
-  return commit_sink(sink, stats);
+  return finish_generation0(sink, index, header, version, tree.leaves.size(), stats);
 }
 
 }  // namespace

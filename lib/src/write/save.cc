@@ -4,6 +4,7 @@
 #include "jtree/writer.h"
 #include "tree/names.h"
 #include "write/chunk_writer.h"
+#include "write/finish_generation0.h"
 #include "write/leaf_planner.h"
 #include "write/metadata_writer.h"
 #include "write/save_internal.h"
@@ -57,14 +58,7 @@ Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats
   // the commit can copy whole blocks that keep the next segment aligned.
   if (segment) JTREE_RETURN_IF_ERROR(pad_segment_end(sink, stream.span()));
 
-  GenerationInfo g;
-  g.header_offset = format::kPreambleSize;
-  g.header = header;
-  g.version = version;
-  JTREE_ASSIGN_OR_RETURN(uint64_t footer, write_tail(sink, index, g));
-  stats->file_size = footer + format::kFooterSize;
-  stats->leaves = tree.leaves.size();
-  return commit_sink(sink, stats);
+  return finish_generation0(sink, index, header, version, tree.leaves.size(), stats);
 }
 
 Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options) {
