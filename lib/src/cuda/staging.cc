@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/staging_plan.h"
+#include "read/check_request.h"
 #include "jtree/device.h"
 
 namespace jtree {
@@ -20,40 +21,14 @@ namespace {
 // Smallest staging buffer accepted: smaller ones would make a call per few elements.
 constexpr uint64_t kMinBufferBytes = 4096;
 
-// Checks a request against the file, and resolves its box. Errors name the file and the leaf.
-Result<Box> check_request(const Reader& r, const DeviceRequest& req) {
-  if (req.leaf >= r.num_leaves()) {
-    return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(req.leaf) +
-                                   " out of range (" + std::to_string(r.num_leaves()) +
-                                   " leaves)");
-  }
-  const Leaf& leaf = r.leaf(req.leaf);
-  auto where = [&] { return r.name() + ": leaf " + r.leaf_path(req.leaf); };
-  if (!leaf.is_payload()) {
-    return Status::InvalidArgument(where() + ": a " + std::string(leaf_kind_name(leaf.kind)) +
-                                   " leaf holds no array data");
-  }
-  Box box = req.box ? *req.box : Box::All(leaf.shape);
-  if (box.begin.size() != leaf.shape.size() || box.end.size() != leaf.shape.size()) {
-    return Status::InvalidArgument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
-                                   " for an array of rank " + std::to_string(leaf.shape.size()));
-  }
-  for (size_t d = 0; d < leaf.shape.size(); ++d) {
-    if (box.begin[d] > box.end[d] || box.end[d] > leaf.shape[d]) {
-      return Status::InvalidArgument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
-                                     std::to_string(box.end[d]) + "] out of bounds for dimension " +
-                                     std::to_string(d) + " of extent " +
-                                     std::to_string(leaf.shape[d]));
-    }
-  }
-  const uint64_t need = memory_bytes(leaf.dtype, box.num_elements());
-  if (req.dst_bytes != need) {
-    return Status::InvalidArgument(where() + ": device destination of " +
-                                   std::to_string(req.dst_bytes) + " bytes; the slice needs " +
-                                   std::to_string(need));
-  }
-  if (need > 0 && req.dst == nullptr) {
-    return Status::InvalidArgument(where() + ": null device destination");
+// Checks a request against the file (check_request, as host reads do: the destination has
+// the slice's exact size) and resolves its box. Errors name the file and the leaf.
+Result<Box> check_device_request(const Reader& r, const DeviceRequest& req) {
+  JTREE_ASSIGN_OR_RETURN(Box box, check_request(r, req.leaf, req.box, req.dst_bytes,
+                                                "device destination"));
+  if (req.dst_bytes > 0 && req.dst == nullptr) {
+    return Status::InvalidArgument(r.name() + ": leaf " + r.leaf_path(req.leaf) +
+                                   ": null device destination");
   }
   return box;
 }
@@ -125,7 +100,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   boxes.reserve(requests.size());
   uint64_t total = 0, largest = 0;
   for (const DeviceRequest& req : requests) {
-    JTREE_ASSIGN_OR_RETURN(Box b, check_request(reader, req));
+    JTREE_ASSIGN_OR_RETURN(Box b, check_device_request(reader, req));
     total += req.dst_bytes;
     largest = std::max(largest, req.dst_bytes);
     boxes.push_back(std::move(b));

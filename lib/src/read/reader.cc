@@ -8,6 +8,7 @@
 #include "codec/pack4.h"
 #include "format/chunk_grid.h"
 #include "format/validate.h"
+#include "read/check_request.h"
 #include "read/read_plan.h"
 #include "read/reader_impl.h"
 #include "util/box_copy.h"
@@ -179,40 +180,6 @@ void grow(std::vector<std::byte>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-// Checks a request and resolves its box. Errors name the file and the leaf.
-Result<Box> check_request(const Reader& r, const ReadTree& t, const ReadRequest& req) {
-  if (req.leaf >= t.num_leaves()) {
-    return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(req.leaf) +
-                                   " out of range (" + std::to_string(t.num_leaves()) +
-                                   " leaves)");
-  }
-  const Leaf& leaf = t.leaf(req.leaf);
-  auto where = [&] { return r.name() + ": leaf " + t.leaf_path(req.leaf); };  // errors only
-  if (!leaf.is_payload()) {
-    return Status::InvalidArgument(where() + ": a " + std::string(leaf_kind_name(leaf.kind)) +
-                                   " leaf holds no array data");
-  }
-  Box box = req.box ? *req.box : Box::All(leaf.shape);
-  if (box.begin.size() != leaf.shape.size() || box.end.size() != leaf.shape.size()) {
-    return Status::InvalidArgument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
-                                   " for an array of rank " + std::to_string(leaf.shape.size()));
-  }
-  for (size_t d = 0; d < leaf.shape.size(); ++d) {
-    if (box.begin[d] > box.end[d] || box.end[d] > leaf.shape[d]) {
-      return Status::InvalidArgument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
-                                     std::to_string(box.end[d]) + "] out of bounds for dimension " +
-                                     std::to_string(d) + " of extent " +
-                                     std::to_string(leaf.shape[d]));
-    }
-  }
-  const uint64_t need = memory_bytes(leaf.dtype, box.num_elements());
-  if (req.dst.size() != need) {
-    return Status::InvalidArgument(where() + ": destination of " + std::to_string(req.dst.size()) +
-                                   " bytes; the slice needs " + std::to_string(need));
-  }
-  return box;
-}
-
 // Copies an inline leaf's box into the destination.
 void read_inline(const Leaf& leaf, const Box& box, std::span<std::byte> dst) {
   const auto* src = reinterpret_cast<const std::byte*>(leaf.inline_data.data());
@@ -288,7 +255,8 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   std::vector<Box> boxes;
   boxes.reserve(requests.size());
   for (const ReadRequest& req : requests) {
-    JTREE_ASSIGN_OR_RETURN(Box b, check_request(*this, t, req));
+    JTREE_ASSIGN_OR_RETURN(Box b,
+                           check_request(*this, req.leaf, req.box, req.dst.size(), "destination"));
     if (t.leaf(req.leaf).storage == Storage::kInline) read_inline(t.leaf(req.leaf), b, req.dst);
     boxes.push_back(std::move(b));
   }
