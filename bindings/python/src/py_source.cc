@@ -50,6 +50,25 @@ std::unique_lock<std::mutex> lock_without_gil(std::mutex& mu) {
   return lock;
 }
 
+// What a source has served (its IoStats), counted from any number of reading threads.
+class ReadCounter {
+ public:
+  void add(uint64_t bytes) {
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  jtree::IoStats stats() const {
+    jtree::IoStats s;
+    s.read_requests = requests_.load(std::memory_order_relaxed);
+    s.bytes_read = bytes_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+ private:
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> bytes_{0};
+};
+
 class FileObjectSource final : public jtree::Source {
  public:
   FileObjectSource(nb::object f, std::string name, uint64_t base, uint64_t size)
@@ -73,18 +92,12 @@ class FileObjectSource final : public jtree::Source {
       if (len == 0) continue;
       jtree::Status st = read_one(r.offset, r.dst);
       if (!st.ok()) return st;
-      read_requests_.fetch_add(1, std::memory_order_relaxed);
-      bytes_read_.fetch_add(len, std::memory_order_relaxed);
+      counter_.add(len);
     }
     return jtree::Status::OK();
   }
 
-  jtree::IoStats stats() const override {
-    jtree::IoStats s;
-    s.read_requests = read_requests_.load(std::memory_order_relaxed);
-    s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
-    return s;
-  }
+  jtree::IoStats stats() const override { return counter_.stats(); }
 
  private:
   // seek + readinto until `dst` is full. Called with the GIL and mu_ held.
@@ -125,8 +138,7 @@ class FileObjectSource final : public jtree::Source {
   const std::string name_;
   const uint64_t base_, size_;
   std::mutex mu_;  // the object has one position: one seek + readinto at a time
-  std::atomic<uint64_t> read_requests_{0};
-  std::atomic<uint64_t> bytes_read_{0};
+  ReadCounter counter_;
 };
 
 class BufferSource final : public jtree::Source {
@@ -159,8 +171,7 @@ class BufferSource final : public jtree::Source {
       if (len > 0) {
         std::memcpy(r.dst.data(), static_cast<const std::byte*>(view_.buf) + r.offset, len);
       }
-      read_requests_.fetch_add(1, std::memory_order_relaxed);
-      bytes_read_.fetch_add(len, std::memory_order_relaxed);
+      counter_.add(len);
     }
     return jtree::Status::OK();
   }
@@ -169,19 +180,13 @@ class BufferSource final : public jtree::Source {
     return {static_cast<const std::byte*>(view_.buf), static_cast<size_t>(view_.len)};
   }
 
-  jtree::IoStats stats() const override {
-    jtree::IoStats s;
-    s.read_requests = read_requests_.load(std::memory_order_relaxed);
-    s.bytes_read = bytes_read_.load(std::memory_order_relaxed);
-    return s;
-  }
+  jtree::IoStats stats() const override { return counter_.stats(); }
 
  private:
   Py_buffer view_{};
   bool held_ = false;
   const std::string name_;
-  std::atomic<uint64_t> read_requests_{0};
-  std::atomic<uint64_t> bytes_read_{0};
+  ReadCounter counter_;
 };
 
 class FileObjectSink final : public jtree::Sink {
