@@ -46,6 +46,15 @@ T value_or_raise(jtree::Result<T>&& r) {
   return std::move(r).value();
 }
 
+/// Calls `f` with the GIL released and returns what it returns: the library's I/O, codec and
+/// thread-pool work runs while other Python threads go on. `f` must not touch Python objects,
+/// and neither may what it returns (that is made before the GIL is taken back).
+template <typename F>
+auto without_gil(F&& f) -> decltype(f()) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
 /// A Python str from UTF-8 bytes read from a file. Invalid UTF-8 (a damaged or hostile file)
 /// becomes lone surrogates (PEP 383) rather than an exception: keys stay printable.
 nb::str decode_utf8(std::string_view s);

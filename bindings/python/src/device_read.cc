@@ -60,12 +60,10 @@ void run(const jtree::Reader& reader, nb::list requests, const DeviceReadArgs& a
   jtree::DeviceOptions o = device_options(args);
   PyProgress report(args.progress);
   o.read.progress = report.fn();
-  jtree::Status st;
-  {
-    nb::gil_scoped_release release;
-    st = engine ? jtree::read_many_staged(reader, reqs, *engine, o)
-                : jtree::read_many_to_device(reader, reqs, o);
-  }
+  const jtree::Status st = without_gil([&] {
+    return engine ? jtree::read_many_staged(reader, reqs, *engine, o)
+                  : jtree::read_many_to_device(reader, reqs, o);
+  });
   report.rethrow();
   check(st);
 }

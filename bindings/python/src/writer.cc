@@ -65,16 +65,14 @@ nb::dict write(Op op, Builder& b, const std::string& path, const WriteArgs& args
   o.progress = report.fn();
   std::unique_ptr<jtree::Sink> sink;
   if (fileobj) sink = file_object_sink(*fileobj, path);
-  std::optional<jtree::Result<jtree::WriteStats>> r;
-  {
-    nb::gil_scoped_release release;
-    if (sink) r.emplace(jtree::save(std::move(tree), *sink, o));
-    else if (op == Op::kSave) r.emplace(jtree::save(std::move(tree), path, o));
-    else r.emplace(jtree::append(path, std::move(tree), o));
-  }
+  jtree::Result<jtree::WriteStats> r = without_gil([&] {
+    if (sink) return jtree::save(std::move(tree), *sink, o);
+    if (op == Op::kSave) return jtree::save(std::move(tree), path, o);
+    return jtree::append(path, std::move(tree), o);
+  });
   sink.reset();  // (its file object is released with the GIL held: here)
   report.rethrow();
-  return stats_dict(value_or_raise(std::move(*r)));
+  return stats_dict(value_or_raise(std::move(r)));
 }
 
 }  // namespace
@@ -131,12 +129,8 @@ void register_writer(nb::module_& m) {
         so.process_index = process_index;
         so.process_count = process_count;
         so.save_id = save_id;
-        std::optional<jtree::Result<jtree::WriteStats>> r;
-        {
-          nb::gil_scoped_release release;
-          r.emplace(jtree::save_segment(std::move(tree), path, so, o));
-        }
-        return stats_dict(value_or_raise(std::move(*r)));
+        return stats_dict(value_or_raise(
+            without_gil([&] { return jtree::save_segment(std::move(tree), path, so, o); })));
       },
       nb::arg("builder"), nb::arg("path"), nb::kw_only(), nb::arg("process_index"),
       nb::arg("process_count"), nb::arg("save_id"), nb::arg("codec").none() = nb::none(),
@@ -171,13 +165,10 @@ void register_writer(nb::module_& m) {
             }
           };
         }
-        std::optional<jtree::Result<jtree::WriteStats>> r;
-        {
-          nb::gil_scoped_release release;
-          r.emplace(jtree::commit_segments(path, process_count, o));
-        }
+        jtree::Result<jtree::WriteStats> r =
+            without_gil([&] { return jtree::commit_segments(path, process_count, o); });
         if (raised) throw std::move(*raised);
-        return stats_dict(value_or_raise(std::move(*r)));
+        return stats_dict(value_or_raise(std::move(r)));
       },
       nb::arg("path"), nb::arg("process_count"), nb::kw_only(), nb::arg("overwrite") = true,
       nb::arg("overwrite_foreign") = false, nb::arg("sync") = true,
@@ -205,11 +196,7 @@ void register_writer(nb::module_& m) {
   m.def(
       "remove_object",
       [](const std::string& path) {
-        jtree::Status st;
-        {
-          nb::gil_scoped_release release;
-          st = jtree::remove_object(path);
-        }
+        const jtree::Status st = without_gil([&] { return jtree::remove_object(path); });
         if (!st.ok() && !st.IsNotFound()) raise_status(st);
         return st.ok();
       },
@@ -229,12 +216,8 @@ void register_writer(nb::module_& m) {
       [](const std::string& path, const std::string& out_path, bool sync) {
         jtree::WriteOptions o;
         o.sync = sync;
-        std::optional<jtree::Result<jtree::WriteStats>> r;
-        {
-          nb::gil_scoped_release release;
-          r.emplace(jtree::compact(path, out_path, o));
-        }
-        return stats_dict(value_or_raise(std::move(*r)));
+        return stats_dict(
+            value_or_raise(without_gil([&] { return jtree::compact(path, out_path, o); })));
       },
       nb::arg("path"), nb::arg("out_path") = "", nb::arg("sync") = true,
       "Rewrites a file without dead bytes (jtree::compact); in place when out_path is empty.");
