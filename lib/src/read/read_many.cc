@@ -1,0 +1,309 @@
+// Reader::read_many, in its steps: every request checked and its box resolved, inline leaves
+// copied from the header (resolve_requests); the chunked ones planned into fetch units
+// (plan_reads, read_plan.cc); the units read in parallel (UnitReader), each by the first of
+// three strategies that applies: straight into place (read_in_place), streamed in
+// cache-sized pieces (stream_raw), or fetched into a buffer and decoded (fetch_and_deliver).
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <optional>
+
+#include "codec/checksum.h"
+#include "codec/pack4.h"
+#include "read/check_request.h"
+#include "read/read_plan.h"
+#include "read/reader_impl.h"
+#include "read/region_runs.h"
+#include "util/box_copy.h"
+#include "util/thread_pool.h"
+
+namespace jtree {
+namespace {
+
+// Per-thread buffers reused across chunks: fetched bytes, decoded chunk, unpacked chunk, codec
+// scratch.
+struct Scratch {
+  std::vector<std::byte> fetch, raw, unpacked, codec;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+void grow(std::vector<std::byte>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Pieces in which raw chunks are read and hashed: small enough to stay in the cache between
+// the read, the hash and the copy out.
+constexpr size_t kPiece = 1 << 20;
+
+// Copies an inline leaf's box into the destination.
+void read_inline(const Leaf& leaf, const Box& box, std::span<std::byte> dst) {
+  const auto* src = reinterpret_cast<const std::byte*>(leaf.inline_data.data());
+  std::vector<std::byte> unpacked;
+  if (is_4bit(leaf.dtype)) {
+    unpacked.resize(leaf.num_elements());
+    codec::unpack4({src, leaf.inline_data.size()}, unpacked);
+    src = unpacked.data();
+  }
+  const size_t item = dtype_info(leaf.dtype)->item_size;
+  copy_region(src, leaf.shape, box.begin, dst.data(), box.shape(), Shape(box.begin.size(), 0),
+              box.shape(), item);
+}
+
+// Step 1: checks every request and resolves its box (check_request), in order, stopping at the
+// first bad one; inline leaves are copied from the header right away (they need no fetch).
+Result<std::vector<Box>> resolve_requests(const Reader& reader, const ReadTree& t,
+                                          std::span<const ReadRequest> requests) {
+  std::vector<Box> boxes;
+  boxes.reserve(requests.size());
+  for (const ReadRequest& req : requests) {
+    JTREE_ASSIGN_OR_RETURN(Box b,
+                           check_request(reader, req.leaf, req.box, req.dst.size(), "destination"));
+    if (t.leaf(req.leaf).storage == Storage::kInline) read_inline(t.leaf(req.leaf), b, req.dst);
+    boxes.push_back(std::move(b));
+  }
+  return boxes;
+}
+
+// Step 3: the fetch units of one planned read_many call, each read into its destinations. run()
+// is called from the pool's threads, one unit each (units share no destination bytes).
+class UnitReader {
+ public:
+  UnitReader(const Reader::Impl& impl, std::span<const ReadRequest> requests,
+             std::span<const Box> boxes, const ReadPlan& plan, const ReadOptions& options)
+      : impl_(impl),
+        t_(impl.file.tree),
+        requests_(requests),
+        boxes_(boxes),
+        plan_(plan),
+        options_(options),
+        local_(impl.source->preferred_fetch_bytes() == 0) {}
+
+  // Reads unit `u`, then reports progress (a progress callback that returns false cancels).
+  Status run(size_t u) {
+    const FetchUnit& unit = plan_.units[u];
+    JTREE_RETURN_IF_ERROR(read_unit(unit));
+    if (options_.progress) {
+      std::lock_guard<std::mutex> lock(progress_mu_);
+      done_bytes_ += unit.size;
+      if (!options_.progress(done_bytes_, plan_.fetch_bytes)) {
+        return Status::Aborted(impl_.source->name() + ": read cancelled");
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  // The first strategy that applies to the unit.
+  Status read_unit(const FetchUnit& unit) {
+    if (std::optional<Status> st = read_in_place(unit)) return *st;
+    if (std::optional<Status> st = stream_raw(unit)) return *st;
+    return fetch_and_deliver(unit);
+  }
+
+  // Strategy 1, zero copy: a lone raw chunk whose one destination is a single run is read by
+  // the backend straight into place and verified there. nullopt when it does not apply.
+  std::optional<Status> read_in_place(const FetchUnit& unit) {
+    const ChunkJob& job = plan_.jobs[unit.jobs[0]];
+    const Leaf& leaf = t_.leaf(job.leaf);
+    if (unit.jobs.size() != 1 || job.targets.size() != 1 || is_4bit(leaf.dtype)) {
+      return std::nullopt;
+    }
+    const ChunkInfo info = impl_.chunk(job.chunk);
+    const ChunkTarget& tg = job.targets[0];
+    if (info.encoding != ChunkEncoding::kRaw || tg.region != job.box.shape()) return std::nullopt;
+    auto off = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
+    if (!off) return std::nullopt;
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    std::span<std::byte> dst = requests_[tg.request].dst.subspan(*off * item, job.stored_size);
+    if (!options_.verify_checksums) {
+      ReadRange range{job.file_offset, dst};
+      return impl_.source->read(std::span(&range, 1));
+    }
+    // Read in pieces and hash each right after it lands, while it is in the cache: hashing
+    // the whole chunk afterwards would read it from memory a second time.
+    Xxh3Stream hash(info.seed);
+    for (size_t done = 0; done < dst.size(); done += kPiece) {
+      auto piece = dst.subspan(done, std::min(kPiece, dst.size() - done));
+      ReadRange range{job.file_offset + done, piece};
+      Status st = impl_.source->read(std::span(&range, 1));
+      if (!st.ok()) return st;
+      hash.update(piece);
+    }
+    if (hash.digest() != info.checksum) return impl_.checksum_error(info, job.leaf, job.local);
+    return Status::OK();
+  }
+
+  // Strategy 2, local files: a lone raw chunk of which only parts are wanted (a slice), or
+  // whose parts go to several places, is read in cache-sized pieces into one small buffer,
+  // each piece hashed as it lands and its wanted bytes copied out, so that no buffer of the
+  // chunk's size is filled (and faulted in) only to be copied from once. Without
+  // verification, only the wanted bytes are read. nullopt when it does not apply.
+  std::optional<Status> stream_raw(const FetchUnit& unit) {
+    if (!local_ || unit.jobs.size() != 1) return std::nullopt;
+    const ChunkJob& job = plan_.jobs[unit.jobs[0]];
+    const Leaf& leaf = t_.leaf(job.leaf);
+    if (is_4bit(leaf.dtype)) return std::nullopt;
+    const ChunkInfo info = impl_.chunk(job.chunk);
+    if (info.encoding != ChunkEncoding::kRaw) return std::nullopt;
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    if (job.stored_size != job.box.num_elements() * item) {
+      return Status::Corruption(impl_.chunk_where(job.leaf, job.local) + ": raw chunk of " +
+                                std::to_string(job.stored_size) + " bytes, expected " +
+                                std::to_string(job.box.num_elements() * item));
+    }
+    const Shape chunk_shape = job.box.shape();
+    struct Target {
+      std::byte* dst;
+      std::vector<Run> runs;
+      size_t next = 0;
+    };
+    std::vector<Target> targets(job.targets.size());
+    size_t num_runs = 0;
+    for (size_t i = 0; i < job.targets.size(); ++i) {
+      const ChunkTarget& tg = job.targets[i];
+      targets[i].dst = requests_[tg.request].dst.data();
+      region_runs(chunk_shape, tg.chunk_start, boxes_[tg.request].shape(), tg.dst_start,
+                  tg.region, item, targets[i].runs);
+      num_runs += targets[i].runs.size();
+    }
+    if (!options_.verify_checksums && num_runs <= 64) {
+      for (const Target& tg : targets) {
+        for (const Run& r : tg.runs) {
+          ReadRange range{job.file_offset + r.src, {tg.dst + r.dst, r.len}};
+          Status st = impl_.source->read(std::span(&range, 1));
+          if (!st.ok()) return st;
+        }
+      }
+      return Status::OK();
+    }
+    Scratch& s = scratch();
+    grow(s.fetch, std::min<uint64_t>(kPiece, job.stored_size));
+    Xxh3Stream hash(info.seed);
+    for (uint64_t done = 0; done < job.stored_size; done += kPiece) {
+      const uint64_t n = std::min<uint64_t>(kPiece, job.stored_size - done);
+      const uint64_t end = done + n;
+      bool wanted = options_.verify_checksums;
+      for (const Target& tg : targets) {
+        wanted |= tg.next < tg.runs.size() && tg.runs[tg.next].src < end;
+      }
+      if (!wanted) continue;  // (only without verification: nothing of it is needed)
+      ReadRange range{job.file_offset + done, {s.fetch.data(), n}};
+      Status st = impl_.source->read(std::span(&range, 1));
+      if (!st.ok()) return st;
+      if (options_.verify_checksums) hash.update({s.fetch.data(), n});
+      for (Target& tg : targets) {
+        while (tg.next < tg.runs.size()) {
+          const Run& r = tg.runs[tg.next];
+          if (r.src >= end) break;
+          const uint64_t a = std::max(r.src, done), b = std::min(r.src + r.len, end);
+          if (a < b) std::memcpy(tg.dst + r.dst + (a - r.src), s.fetch.data() + (a - done), b - a);
+          if (r.src + r.len > end) break;
+          ++tg.next;
+        }
+      }
+    }
+    if (options_.verify_checksums && hash.digest() != info.checksum) {
+      return impl_.checksum_error(info, job.leaf, job.local);
+    }
+    return Status::OK();
+  }
+
+  // Strategy 3, every other unit: its bytes fetched into a per-thread buffer with one read,
+  // then each chunk in it delivered.
+  Status fetch_and_deliver(const FetchUnit& unit) {
+    Scratch& s = scratch();
+    grow(s.fetch, unit.size);
+    ReadRange range{unit.offset, {s.fetch.data(), unit.size}};
+    JTREE_RETURN_IF_ERROR(impl_.source->read(std::span(&range, 1)));
+    for (uint32_t j : unit.jobs) {
+      const ChunkJob& job = plan_.jobs[j];
+      JTREE_RETURN_IF_ERROR(
+          deliver(job, {s.fetch.data() + (job.file_offset - unit.offset), job.stored_size}));
+    }
+    return Status::OK();
+  }
+
+  // Verifies one fetched chunk, then decodes it into every destination it serves: straight
+  // into the destination when that takes the whole chunk as one run, else into a per-thread
+  // buffer copied out region by region.
+  Status deliver(const ChunkJob& job, std::span<const std::byte> stored) {
+    const Leaf& leaf = t_.leaf(job.leaf);
+    const ChunkInfo info = impl_.chunk(job.chunk);
+    if (options_.verify_checksums) {
+      JTREE_RETURN_IF_ERROR(impl_.verify_chunk(info, stored, job.leaf, job.local));
+    }
+    const codec::ChunkFormat fmt = Reader::Impl::format_of(leaf);
+    const Shape chunk_shape = job.box.shape();
+    const uint64_t elements = job.box.num_elements();
+    const uint64_t raw_size = stored_bytes(leaf.dtype, elements);
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    const bool four_bit = is_4bit(leaf.dtype);
+    Scratch& s = scratch();
+    // Fast path: one destination that takes the whole chunk as one run.
+    if (job.targets.size() == 1 && job.targets[0].region == chunk_shape) {
+      const ChunkTarget& tg = job.targets[0];
+      auto off = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
+      if (off) {
+        std::span<std::byte> dst = requests_[tg.request].dst.subspan(*off * item, elements * item);
+        Status st;
+        if (!four_bit) {
+          st = codec::decode_chunk(stored, info.encoding, fmt, dst, s.codec);
+        } else {
+          grow(s.raw, raw_size);
+          st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
+          if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst);
+        }
+        return st.ok() ? st : st.WithPrefix(impl_.chunk_where(job.leaf, job.local));
+      }
+    }
+    grow(s.raw, raw_size);
+    Status st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
+    if (!st.ok()) return st.WithPrefix(impl_.chunk_where(job.leaf, job.local));
+    const std::byte* src = s.raw.data();
+    if (four_bit) {
+      grow(s.unpacked, elements);
+      codec::unpack4({s.raw.data(), raw_size}, {s.unpacked.data(), elements});
+      src = s.unpacked.data();
+    }
+    for (const ChunkTarget& tg : job.targets) {
+      copy_region(src, chunk_shape, tg.chunk_start, requests_[tg.request].dst.data(),
+                  boxes_[tg.request].shape(), tg.dst_start, tg.region, item);
+    }
+    return Status::OK();
+  }
+
+  const Reader::Impl& impl_;
+  const ReadTree& t_;
+  const std::span<const ReadRequest> requests_;
+  const std::span<const Box> boxes_;
+  const ReadPlan& plan_;
+  const ReadOptions& options_;
+  const bool local_;  // a local file (no preferred fetch size): stream_raw applies
+  std::mutex progress_mu_;
+  uint64_t done_bytes_ = 0;
+};
+
+}  // namespace
+
+Status Reader::read_many(std::span<const ReadRequest> requests,
+                         const ReadOptions& options) const {
+  const ReadTree& t = impl_->file.tree;
+  JTREE_ASSIGN_OR_RETURN(const std::vector<Box> boxes, resolve_requests(*this, t, requests));
+  // Step 2: the plan, with fetches no larger than the backend wants (remote ones: a few MiB,
+  // so that decoding overlaps the transfers).
+  const ReadOptions fetch = impl_->fetch_options(options);
+  auto planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
+  if (!planned.ok()) return planned.status().WithPrefix(name());
+  const ReadPlan& plan = *planned;
+  if (plan.units.empty()) return Status::OK();
+  // Step 3: the units on the thread pool.
+  UnitReader units(*impl_, requests, boxes, plan, options);
+  const int parallelism = impl_->fetch_parallelism(fetch);
+  return parallel_for(pool_for(parallelism), plan.units.size(), parallelism,
+                      [&units](size_t u) { return units.run(u); });
+}
+
+}  // namespace jtree
