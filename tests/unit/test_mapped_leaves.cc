@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "format/chunk_grid.h"
 #include "test_util.h"
 
 using namespace jtree;
@@ -264,4 +265,201 @@ TEST_CASE("compact keeps raw leaves stored as their array") {
   auto report = r->Verify();
   REQUIRE(report.ok());
   CHECK(report->ok());
+}
+
+namespace {
+
+// The elements of `box` of a C-order array of `shape` (`item` bytes each), gathered from
+// `base` (the leaf's first byte) at the array's strides, in C order.
+std::vector<std::byte> gather_box(const std::byte* base, const Shape& shape, const Box& box,
+                                  uint64_t item) {
+  std::vector<std::byte> out;
+  const size_t rank = shape.size();
+  for (size_t d = 0; d < rank; ++d) {
+    if (box.begin[d] == box.end[d]) return out;
+  }
+  Shape g = box.begin;
+  while (true) {
+    uint64_t off = 0, stride = item;
+    for (size_t d = rank; d-- > 0;) {
+      off += g[d] * stride;
+      stride *= shape[d];
+    }
+    out.insert(out.end(), base + off, base + off + item);
+    size_t d = rank;
+    while (d > 0 && ++g[d - 1] == box.end[d - 1]) {
+      g[d - 1] = box.begin[d - 1];
+      --d;
+    }
+    if (d == 0) return out;
+  }
+}
+
+// The box's elements as mapped_box() gives them: from `m.bytes.data()` at the leaf's strides.
+std::vector<std::byte> box_elements(const MappedLeaf& m, const Shape& shape, const Box& box,
+                                    uint64_t item) {
+  // (bytes.data() is the box's first element: gather from a base moved back by its offset.)
+  uint64_t first = 0, stride = item;
+  for (size_t d = shape.size(); d-- > 0;) {
+    first += box.begin[d] * stride;
+    stride *= shape[d];
+  }
+  return gather_box(m.bytes.data() - first, shape, box, item);
+}
+
+}  // namespace
+
+TEST_CASE("mapped_box views a box in place, verifying only the chunks it overlaps") {
+  TempDir dir;
+  // 100 rows of 50 bytes in chunks of 20 rows (target 1000 bytes): 5 chunks.
+  const Saved s = save_leaves(dir.file("b.jtree"), {{DType::kUInt8, {100, 50}, {}}});
+  auto r = open_or_die(s.path);
+  const Leaf& l = r->leaf(0);
+  REQUIRE(l.chunk_shape == Shape{20, 50});
+  REQUIRE(Tree::chunk_count(l) == 5);
+  auto whole = r->mapped_leaf(0);
+  REQUIRE(whole.ok());
+  REQUIRE(*whole);
+  struct Case {
+    Box box;
+    uint64_t chunks;
+  };
+  const std::vector<Case> cases = {
+      {{{3, 0}, {10, 50}}, 1},     // rows inside one chunk
+      {{{15, 0}, {25, 50}}, 2},    // across one chunk boundary
+      {{{15, 7}, {45, 9}}, 3},     // columns 7-8 of rows over three chunks: a strided box
+      {{{40, 0}, {60, 50}}, 1},    // exactly one chunk
+      {{{0, 0}, {100, 50}}, 5},    // the whole leaf
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.box.begin[0]);
+    CAPTURE(c.box.end[0]);
+    auto m = r->mapped_box(0, c.box);
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    REQUIRE(*m);
+    // In place: the box's first element of the whole leaf's mapping, up to its last element.
+    const uint64_t first = c.box.begin[0] * 50 + c.box.begin[1];
+    const uint64_t last = (c.box.end[0] - 1) * 50 + c.box.end[1] - 1;
+    CHECK(m->bytes.data() == whole->bytes.data() + first);
+    CHECK(m->bytes.size() == last + 1 - first);
+    CHECK(box_elements(*m, l.shape, c.box, 1) ==
+          gather_box(s.data[0].data(), l.shape, c.box, 1));
+    // The overlapped chunks are what the grid says.
+    Shape lo, hi;
+    format::ChunkGrid::of(l).overlapping(c.box, lo, hi);
+    CHECK(hi[0] - lo[0] == c.chunks);
+  }
+}
+
+TEST_CASE("mapped_box over a grid cut inside rows, of every item size") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("g.jtree"), {{DType::kInt16, {5, 6, 7}, {1, 3, 7}},
+                                                   {DType::kFloat64, {2, 3, 4, 5}, {1, 1, 2, 5}},
+                                                   {DType::kBFloat16, {1000}, {}}});
+  auto r = open_or_die(s.path);
+  const std::vector<std::pair<uint32_t, Box>> boxes = {
+      {0, {{1, 2, 0}, {3, 4, 7}}},  // chunks (1,0),(1,1),(2,0),(2,1): not a contiguous run
+      {0, {{4, 5, 6}, {5, 6, 7}}},  // the last element
+      {1, {{1, 0, 1, 2}, {2, 3, 4, 3}}},
+      {2, {{123}, {789}}},
+  };
+  for (const auto& [i, box] : boxes) {
+    CAPTURE(i);
+    const uint32_t leaf = *r->find_leaf("l" + std::to_string(i));
+    const Leaf& l = r->leaf(leaf);
+    const uint64_t item = dtype_info(l.dtype)->item_size;
+    auto m = r->mapped_box(leaf, box);
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    REQUIRE(*m);
+    CHECK(reinterpret_cast<uintptr_t>(m->bytes.data()) % item == 0);
+    CHECK(box_elements(*m, l.shape, box, item) == gather_box(s.data[i].data(), l.shape, box, item));
+  }
+}
+
+TEST_CASE("mapped_box: a damaged chunk inside the box is Corruption, one outside is not read") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("d.jtree"), {{DType::kUInt8, {100, 50}, {}}});
+  uint64_t victim = 0;
+  {
+    auto r = open_or_die(s.path);
+    REQUIRE(Tree::chunk_count(r->leaf(0)) == 5);
+    victim = r->chunk(r->leaf(0).first_chunk + 2).file_offset + 3;  // chunk 2: rows 40-59
+  }
+  auto bytes = read_file(s.path);
+  bytes[victim] ^= std::byte{0x01};
+  write_file(s.path, bytes);
+  auto r = open_or_die(s.path);
+  const Shape shape = r->leaf(0).shape;
+  // Boxes that do not overlap chunk 2 verify and read right.
+  for (const Box& box : {Box{{0, 0}, {40, 50}}, Box{{60, 3}, {100, 4}}, Box{{39, 0}, {40, 50}}}) {
+    auto m = r->mapped_box(0, box);
+    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    CHECK(box_elements(*m, shape, box, 1) == gather_box(s.data[0].data(), shape, box, 1));
+  }
+  // A box that overlaps it, even by one element far from the damaged byte, fails naming it.
+  for (const Box& box : {Box{{30, 0}, {41, 50}}, Box{{59, 49}, {60, 50}}}) {
+    auto m = r->mapped_box(0, box);
+    REQUIRE_FALSE(m.ok());
+    CHECK(m.status().code() == StatusCode::kCorruption);
+    CHECK(m.status().message().find("leaf l0: chunk 2: checksum mismatch") != std::string::npos);
+  }
+  // verify off: the bytes as the file holds them, damage included.
+  ReadOptions unchecked;
+  unchecked.verify_checksums = false;
+  const Box all{{0, 0}, {100, 50}};
+  auto raw = r->mapped_box(0, all, unchecked);
+  REQUIRE(raw.ok());
+  REQUIRE(*raw);
+  CHECK(raw->bytes.size() == 5000);
+  CHECK_FALSE(same(raw->bytes, s.data[0]));
+  CHECK(raw->bytes[40 * 50 + 3] == (s.data[0][40 * 50 + 3] ^ std::byte{0x01}));
+}
+
+TEST_CASE("mapped_box: empty boxes, bad boxes and leaves that do not map") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("e.jtree"),
+                              {{DType::kFloat32, {33, 17}, {}},
+                               {DType::kUInt8, {4000}, {}, Codec::kZstd, true}});
+  auto r = open_or_die(s.path);
+  auto empty = r->mapped_box(0, Box{{5, 3}, {5, 17}});
+  REQUIRE(empty.ok());
+  CHECK(*empty);  // the leaf maps: nothing to view
+  CHECK(empty->bytes.empty());
+  // A compressed leaf does not map: empty, for read_box to decode instead.
+  auto packed = r->mapped_box(1, Box{{0}, {10}});
+  REQUIRE(packed.ok());
+  CHECK_FALSE(*packed);
+  auto wrong_rank = r->mapped_box(0, Box{{0}, {1}});
+  CHECK(wrong_rank.status().code() == StatusCode::kInvalidArgument);
+  CHECK(wrong_rank.status().message().find("slice of rank 1 for an array of rank 2") !=
+        std::string::npos);
+  auto outside = r->mapped_box(0, Box{{0, 0}, {34, 17}});
+  CHECK(outside.status().code() == StatusCode::kInvalidArgument);
+  CHECK(outside.status().message().find("leaf l0: slice [0:34] out of bounds for dimension 0") !=
+        std::string::npos);
+  CHECK(r->mapped_box(9, Box{}).status().code() == StatusCode::kInvalidArgument);
+  // No mapping (use_mmap off): empty.
+  OpenOptions no_map;
+  no_map.use_mmap = false;
+  auto unmapped = Reader::Open(s.path, no_map);
+  REQUIRE(unmapped.ok());
+  auto m = (*unmapped)->mapped_box(0, Box{{0, 0}, {1, 17}});
+  REQUIRE(m.ok());
+  CHECK_FALSE(*m);
+}
+
+TEST_CASE("a mapped box is private and outlives the Reader") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("p.jtree"), {{DType::kFloat32, {64, 64}, {}}});
+  const auto on_disk = read_file(s.path);
+  MappedLeaf m;
+  {
+    auto got = open_or_die(s.path)->mapped_box(0, Box{{10, 0}, {20, 64}});
+    REQUIRE(got.ok());
+    REQUIRE(*got);
+    m = std::move(*got);
+  }
+  CHECK(std::equal(m.bytes.begin(), m.bytes.end(), s.data[0].begin() + 10 * 64 * 4));
+  std::memset(m.bytes.data(), 0x5a, m.bytes.size());
+  CHECK(read_file(s.path) == on_disk);
 }

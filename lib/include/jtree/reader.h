@@ -193,6 +193,19 @@ class JTREE_API Reader {
   /// cannot be mapped. The first damaged chunk fails the whole call.
   Result<std::vector<MappedLeaf>> map_leaves(std::span<const uint32_t> leaves,
                                              const ReadOptions& options = {}) const;
+  /// A box of a leaf that mapped_leaf() would map, in place, checking only the chunks the box
+  /// overlaps (a slice of a large leaf costs what the slice touches, not the leaf). `bytes`
+  /// runs from the box's first element to one past its last in the leaf's C-order layout: the
+  /// box's elements lie at the leaf's strides (item size x the product of the later
+  /// dimensions) from bytes.data(); bytes between them that the box does not select are part
+  /// of the span but are neither verified nor paged in. With options.verify_checksums the
+  /// overlapped chunks are checked in parallel, each paged in first (MADV_POPULATE_READ);
+  /// chunks outside the box are not read. Empty (false) where the leaf cannot be mapped (see
+  /// mapped_leaf); an empty box of a mappable leaf gives `owner` set and empty `bytes`.
+  /// Errors: InvalidArgument for a leaf out of range or a box of the wrong rank or out of
+  /// bounds; Corruption naming the leaf and chunk.
+  Result<MappedLeaf> mapped_box(uint32_t leaf, const Box& box,
+                                const ReadOptions& options = {}) const;
 
   /// Checks every checksum, decodes every chunk, and accounts for every byte of the file.
   Result<VerifyReport> Verify(const ReadOptions& options = {}) const;

@@ -1,5 +1,6 @@
-// Reader::mapped_leaf / map_leaves: leaves stored as their C-order array, handed out in place
-// from the file's copy-on-write mapping (no copy), their checksums verified in parallel.
+// Reader::mapped_leaf / map_leaves / mapped_box: leaves stored as their C-order array, handed
+// out in place from the file's copy-on-write mapping (no copy), their checksums verified in
+// parallel (for a box, only the chunks it overlaps).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -62,6 +63,48 @@ void populate(std::span<const std::byte> bytes) {
 #endif
 }
 
+// One mapped chunk to verify: leaf `leaf`'s local chunk `local`, index entry `global`.
+struct MappedChunk {
+  uint32_t leaf = 0;
+  uint64_t local = 0, global = 0;
+};
+
+// Verifies `chunks` of the mapping `bytes` on options.threads workers, each chunk's pages
+// mapped in one call first (the hash would fault them in one by one). Progress in stored
+// bytes; the first damaged chunk fails the call.
+Status verify_mapped(const Reader& r, const Reader::Impl& impl, std::span<const std::byte> bytes,
+                     std::span<const MappedChunk> chunks, const ReadOptions& options) {
+  if (chunks.empty()) return Status::OK();
+  std::mutex progress_mu;
+  uint64_t done = 0, total = 0;
+  if (options.progress) {
+    for (const MappedChunk& m : chunks) total += impl.chunk(m.global).stored_size;
+  }
+  const int workers = resolve_threads(options.threads);
+  return parallel_for(pool_for(workers), chunks.size(), workers, [&](size_t n) -> Status {
+    const MappedChunk& m = chunks[n];
+    const ChunkInfo c = impl.chunk(m.global);
+    const std::span<const std::byte> stored = bytes.subspan(c.file_offset, c.stored_size);
+    populate(stored);
+    JTREE_RETURN_IF_ERROR(impl.verify_chunk(c, stored, m.leaf, m.local));
+    if (options.progress) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      done += c.stored_size;
+      if (!options.progress(done, total)) return Status::Aborted(r.name() + ": read cancelled");
+    }
+    return Status::OK();
+  });
+}
+
+Status leaf_in_range(const Reader& r, uint32_t leaf) {
+  if (leaf >= r.num_leaves()) {
+    return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(leaf) +
+                                   " out of range (" + std::to_string(r.num_leaves()) +
+                                   " leaves)");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<MappedLeaf> Reader::mapped_leaf(uint32_t leaf, const ReadOptions& options) const {
@@ -73,51 +116,82 @@ Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> lea
                                                    const ReadOptions& options) const {
   const ReadTree& t = impl_->file.tree;
   std::vector<MappedLeaf> out(leaves.size());
-  for (uint32_t l : leaves) {
-    if (l >= t.num_leaves()) {
-      return Status::InvalidArgument(name() + ": leaf number " + std::to_string(l) +
-                                     " out of range (" + std::to_string(t.num_leaves()) +
-                                     " leaves)");
-    }
-  }
+  for (uint32_t l : leaves) JTREE_RETURN_IF_ERROR(leaf_in_range(*this, l));
   std::shared_ptr<const MappedFile> map = impl_->source->mapped_file();
   if (!map) return out;
   const std::span<std::byte> bytes = map->bytes();
 
-  // Every chunk to verify: (leaf position in `leaves`, local chunk number).
-  std::vector<std::pair<size_t, uint64_t>> chunks;
-  std::vector<std::optional<LeafRun>> runs(leaves.size());
+  std::vector<MappedChunk> chunks;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    runs[i] = leaf_run(*impl_, t.leaf(leaves[i]), bytes.size());
-    if (!runs[i]) continue;
-    out[i].bytes = bytes.subspan(runs[i]->offset, runs[i]->size);
+    const std::optional<LeafRun> run = leaf_run(*impl_, t.leaf(leaves[i]), bytes.size());
+    if (!run) continue;
+    out[i].bytes = bytes.subspan(run->offset, run->size);
     out[i].owner = map;
     if (options.verify_checksums) {
-      for (uint64_t k = 0; k < runs[i]->count; ++k) chunks.emplace_back(i, k);
+      for (uint64_t k = 0; k < run->count; ++k) chunks.push_back({leaves[i], k, run->first + k});
     }
   }
-  if (chunks.empty()) return out;
+  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, chunks, options));
+  return out;
+}
 
-  std::mutex progress_mu;
-  uint64_t done = 0, total = 0;
-  if (options.progress) {
-    for (const auto& [i, k] : chunks) total += impl_->chunk(runs[i]->first + k).stored_size;
+Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
+                                      const ReadOptions& options) const {
+  JTREE_RETURN_IF_ERROR(leaf_in_range(*this, leaf));
+  const Leaf& l = impl_->file.tree.leaf(leaf);
+  const size_t rank = l.shape.size();
+  auto where = [&] { return name() + ": leaf " + leaf_path(leaf); };  // errors only
+  if (box.begin.size() != rank || box.end.size() != rank) {
+    return Status::InvalidArgument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
+                                   " for an array of rank " + std::to_string(rank));
   }
-  const int workers = resolve_threads(options.threads);
-  Status st = parallel_for(pool_for(workers), chunks.size(), workers, [&](size_t n) -> Status {
-    const auto [i, k] = chunks[n];
-    const ChunkInfo c = impl_->chunk(runs[i]->first + k);
-    const std::span<const std::byte> stored = bytes.subspan(c.file_offset, c.stored_size);
-    populate(stored);
-    JTREE_RETURN_IF_ERROR(impl_->verify_chunk(c, stored, leaves[i], k));
-    if (options.progress) {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      done += c.stored_size;
-      if (!options.progress(done, total)) return Status::Aborted(name() + ": read cancelled");
+  for (size_t d = 0; d < rank; ++d) {
+    if (box.begin[d] > box.end[d] || box.end[d] > l.shape[d]) {
+      return Status::InvalidArgument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
+                                     std::to_string(box.end[d]) + "] out of bounds for dimension " +
+                                     std::to_string(d) + " of extent " +
+                                     std::to_string(l.shape[d]));
     }
-    return Status::OK();
-  });
-  if (!st.ok()) return st;
+  }
+  MappedLeaf out;
+  std::shared_ptr<const MappedFile> map = impl_->source->mapped_file();
+  if (!map) return out;
+  const std::span<std::byte> bytes = map->bytes();
+  const std::optional<LeafRun> run = leaf_run(*impl_, l, bytes.size());
+  if (!run) return out;
+  out.owner = map;
+  for (size_t d = 0; d < rank; ++d) {
+    if (box.begin[d] == box.end[d]) return out;  // empty: nothing to view or verify
+  }
+
+  // The box's first and one-past-last byte in the leaf's C-order layout. (Bounded by the
+  // leaf's size, which leaf_run checked against the map: no overflow.)
+  const uint64_t item = dtype_info(l.dtype)->item_size;
+  uint64_t stride = item, first = 0, last = 0;
+  for (size_t d = rank; d-- > 0;) {
+    first += box.begin[d] * stride;
+    last += (box.end[d] - 1) * stride;
+    stride *= l.shape[d];
+  }
+  out.bytes = bytes.subspan(run->offset + first, last + item - first);
+  if (!options.verify_checksums) return out;
+
+  // The chunks the box overlaps: grid coordinates [lo, hi), counted like an odometer.
+  const format::ChunkGrid grid = format::ChunkGrid::of(l);
+  Shape lo, hi;
+  grid.overlapping(box, lo, hi);
+  std::vector<MappedChunk> chunks;
+  for (Shape g = lo;;) {
+    const uint64_t k = grid.linear(g);
+    chunks.push_back({leaf, k, run->first + k});
+    size_t d = rank;
+    while (d > 0 && ++g[d - 1] == hi[d - 1]) {
+      g[d - 1] = lo[d - 1];
+      --d;
+    }
+    if (d == 0) break;
+  }
+  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, chunks, options));
   return out;
 }
 
