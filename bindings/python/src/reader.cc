@@ -311,21 +311,45 @@ class PyReader {
         out.append(nb::none());
         continue;
       }
-      // The capsule holds a reference to the mapping for as long as NumPy holds the array.
-      auto* keep = new std::shared_ptr<const void>(std::move(m.owner));
-      nb::capsule owner(keep, [](void* p) noexcept {
-        delete static_cast<std::shared_ptr<const void>*>(p);
-      });
-      const size_t shape[1] = {m.bytes.size()};
-      auto* data = reinterpret_cast<uint8_t*>(m.bytes.data());
-      if (writable) {
-        out.append(nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast());
-      } else {
-        out.append(
-            nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast());
-      }
+      out.append(mapped_array(std::move(m), writable));
     }
     return out;
+  }
+
+  // A flat uint8 NumPy array over mapped bytes; its capsule holds a reference to the mapping
+  // for as long as NumPy holds the array.
+  static nb::object mapped_array(jtree::MappedLeaf m, bool writable) {
+    auto* keep = new std::shared_ptr<const void>(std::move(m.owner));
+    nb::capsule owner(keep, [](void* p) noexcept {
+      delete static_cast<std::shared_ptr<const void>*>(p);
+    });
+    const size_t shape[1] = {m.bytes.size()};
+    auto* data = reinterpret_cast<uint8_t*>(m.bytes.data());
+    if (writable) {
+      return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast();
+    }
+    return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast();
+  }
+
+  // uint8 array | None: the box [begin, end) of a leaf in place in the file's copy-on-write
+  // mapping (jtree::Reader::mapped_box), from the box's first element to one past its last
+  // (its elements at the leaf's C-order strides); None where the leaf cannot be mapped. Only
+  // the chunks the box overlaps are verified, the GIL released. The array keeps the mapping
+  // alive; `writable` false gives a read-only array.
+  nb::object map_box(uint32_t leaf, std::vector<uint64_t> begin, std::vector<uint64_t> end,
+                     bool verify, int threads, bool writable) const {
+    jtree::ReadOptions o;
+    o.verify_checksums = verify;
+    o.threads = threads;
+    const jtree::Box box{std::move(begin), std::move(end)};
+    std::optional<jtree::Result<jtree::MappedLeaf>> r;
+    {
+      nb::gil_scoped_release release;
+      r.emplace(r_->mapped_box(leaf, box, o));
+    }
+    jtree::MappedLeaf m = value_or_raise(std::move(*r));
+    if (!m) return nb::none();
+    return mapped_array(std::move(m), writable);
   }
 
   // Loads to device memory (device_read.cc): [(leaf, box | None, dst_address, nbytes)].
@@ -430,6 +454,12 @@ void register_reader(nb::module_& m) {
            nb::arg("progress").none() = nb::none(),
            "[uint8 array | None] per leaf: its bytes in place in the file's copy-on-write map "
            "(None where the leaf is not stored as its array), checksums verified in parallel.")
+      .def("map_box", &PyReader::map_box, nb::arg("leaf"), nb::arg("begin"), nb::arg("end"),
+           nb::arg("verify") = true, nb::arg("threads") = 0, nb::arg("writable") = true,
+           "uint8 array | None: the box [begin, end) of a leaf in place in the file's "
+           "copy-on-write map, from its first element to one past its last (elements at the "
+           "leaf's C-order strides); None where the leaf is not stored as its array. Only the "
+           "chunks the box overlaps are verified.")
       .def(
           "read_to_device",
           [](const PyReader& r, nb::list requests, int device, uint64_t staging_bytes,
