@@ -81,6 +81,17 @@ class JTREE_API Source {
   /// The same mapping as a shared, copy-on-write MappedFile (local files mapped with
   /// OpenOptions::use_mmap); null when the backend has none.
   virtual std::shared_ptr<const MappedFile> mapped_file() const { return nullptr; }
+  /// A new copy-on-write mapping of bytes [offset, offset + size) alone (bytes() is exactly
+  /// that range), with pages of its own: a write through it is seen by no other mapping, the
+  /// shared one above included (Reader::mapped_box hands one out per slice, so that writing
+  /// into one slice never changes another, nor what later reads verify). Null when the
+  /// backend has no mapping (as mapped_file()), the range is empty or outside the object, or
+  /// mmap fails (the address space or the process's mapping count is short): read instead.
+  virtual std::shared_ptr<const MappedFile> map_range(uint64_t offset, uint64_t size) const {
+    (void)offset;
+    (void)size;
+    return nullptr;
+  }
   /// Counters since opening.
   virtual IoStats stats() const = 0;
   /// How many reads this backend wants in flight at once: 0 means "as many as CPU threads"

@@ -200,8 +200,11 @@ class JTREE_API Reader {
   /// dimensions) from bytes.data(); bytes between them that the box does not select are part
   /// of the span but are neither verified nor paged in. With options.verify_checksums the
   /// overlapped chunks are checked in parallel, each paged in first (MADV_POPULATE_READ);
-  /// chunks outside the box are not read. Empty (false) where the leaf cannot be mapped (see
-  /// mapped_leaf); an empty box of a mappable leaf gives `owner` set and empty `bytes`.
+  /// chunks outside the box are not read. Each call maps its range anew (Source::map_range),
+  /// copy-on-write: a write into one box changes no other box or mapped leaf, and never the
+  /// file. Empty (false) where the leaf cannot be mapped (see mapped_leaf) or the range's
+  /// mapping fails (read_box reads it instead); an empty box of a mappable leaf gives `owner`
+  /// set and empty `bytes`.
   /// Errors: InvalidArgument for a leaf out of range or a box of the wrong rank or out of
   /// bounds; Corruption naming the leaf and chunk.
   Result<MappedLeaf> mapped_box(uint32_t leaf, const Box& box,

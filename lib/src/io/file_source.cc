@@ -36,6 +36,23 @@ class Mapping final : public MappedFile {
   const size_t length_;
 };
 
+// A private mapping of part of a file: `length` bytes mapped from a page boundary, of which
+// bytes() is the `view` range the caller asked for.
+class RangeMapping final : public MappedFile {
+ public:
+  RangeMapping(void* addr, size_t length, std::span<std::byte> view)
+      : addr_(addr), length_(length), view_(view) {}
+  RangeMapping(const RangeMapping&) = delete;
+  RangeMapping& operator=(const RangeMapping&) = delete;
+  ~RangeMapping() override { ::munmap(addr_, length_); }
+  std::span<std::byte> bytes() const override { return view_; }
+
+ private:
+  void* const addr_;
+  const size_t length_;
+  const std::span<std::byte> view_;
+};
+
 // Maps the file, or returns null: the mapping is an optimization, reads work without it (mmap
 // fails on some file systems, or the address space may be short).
 // MAP_PRIVATE with PROT_WRITE: arrays handed out over the mapping (Reader::mapped_leaf) are
@@ -69,6 +86,20 @@ class FileSource final : public Source {
     return mapping_ ? std::span<const std::byte>(mapping_->bytes()) : std::span<const std::byte>();
   }
   std::shared_ptr<const MappedFile> mapped_file() const override { return mapping_; }
+  // Flags as map_file's (see there); offered only where the file was opened with use_mmap.
+  std::shared_ptr<const MappedFile> map_range(uint64_t offset, uint64_t size) const override {
+    if (!mapping_ || size == 0 || offset > size_ || size > size_ - offset) return nullptr;
+    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t start = offset & ~(page - 1);
+    const uint64_t length = offset + size - start;
+    if (length > SIZE_MAX) return nullptr;
+    void* addr = ::mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_NORESERVE, fd_.get(), static_cast<off_t>(start));
+    if (addr == MAP_FAILED) return nullptr;
+    const std::span<std::byte> view(static_cast<std::byte*>(addr) + (offset - start),
+                                    static_cast<size_t>(size));
+    return std::make_shared<const RangeMapping>(addr, static_cast<size_t>(length), view);
+  }
 
   IoStats stats() const override {
     IoStats s;

@@ -69,11 +69,12 @@ struct MappedChunk {
   uint64_t local = 0, global = 0;
 };
 
-// Verifies `chunks` of the mapping `bytes` on options.threads workers, each chunk's pages
-// mapped in one call first (the hash would fault them in one by one). Progress in stored
-// bytes; the first damaged chunk fails the call.
+// Verifies `chunks` of the mapping `bytes` (whose first byte is the file's byte `base`) on
+// options.threads workers, each chunk's pages mapped in one call first (the hash would fault
+// them in one by one). Progress in stored bytes; the first damaged chunk fails the call.
 Status verify_mapped(const Reader& r, const Reader::Impl& impl, std::span<const std::byte> bytes,
-                     std::span<const MappedChunk> chunks, const ReadOptions& options) {
+                     uint64_t base, std::span<const MappedChunk> chunks,
+                     const ReadOptions& options) {
   if (chunks.empty()) return Status::OK();
   std::mutex progress_mu;
   uint64_t done = 0, total = 0;
@@ -84,7 +85,7 @@ Status verify_mapped(const Reader& r, const Reader::Impl& impl, std::span<const 
   return parallel_for(pool_for(workers), chunks.size(), workers, [&](size_t n) -> Status {
     const MappedChunk& m = chunks[n];
     const ChunkInfo c = impl.chunk(m.global);
-    const std::span<const std::byte> stored = bytes.subspan(c.file_offset, c.stored_size);
+    const std::span<const std::byte> stored = bytes.subspan(c.file_offset - base, c.stored_size);
     populate(stored);
     JTREE_RETURN_IF_ERROR(impl.verify_chunk(c, stored, m.leaf, m.local));
     if (options.progress) {
@@ -131,7 +132,7 @@ Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> lea
       for (uint64_t k = 0; k < run->count; ++k) chunks.push_back({leaves[i], k, run->first + k});
     }
   }
-  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, chunks, options));
+  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, 0, chunks, options));
   return out;
 }
 
@@ -154,14 +155,15 @@ Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
     }
   }
   MappedLeaf out;
-  std::shared_ptr<const MappedFile> map = impl_->source->mapped_file();
-  if (!map) return out;
-  const std::span<std::byte> bytes = map->bytes();
-  const std::optional<LeafRun> run = leaf_run(*impl_, l, bytes.size());
+  const std::shared_ptr<const MappedFile> whole = impl_->source->mapped_file();
+  if (!whole) return out;
+  const std::optional<LeafRun> run = leaf_run(*impl_, l, whole->bytes().size());
   if (!run) return out;
-  out.owner = map;
   for (size_t d = 0; d < rank; ++d) {
-    if (box.begin[d] == box.end[d]) return out;  // empty: nothing to view or verify
+    if (box.begin[d] == box.end[d]) {  // empty: nothing to view or verify
+      out.owner = whole;
+      return out;
+    }
   }
 
   // The box's first and one-past-last byte in the leaf's C-order layout. (Bounded by the
@@ -173,25 +175,35 @@ Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
     last += (box.end[d] - 1) * stride;
     stride *= l.shape[d];
   }
-  out.bytes = bytes.subspan(run->offset + first, last + item - first);
-  if (!options.verify_checksums) return out;
-
-  // The chunks the box overlaps: grid coordinates [lo, hi), counted like an odometer.
-  const format::ChunkGrid grid = format::ChunkGrid::of(l);
-  Shape lo, hi;
-  grid.overlapping(box, lo, hi);
+  // The file bytes to map: the box's, and every chunk it overlaps when they are verified.
+  uint64_t lo = run->offset + first, hi = run->offset + last + item;
   std::vector<MappedChunk> chunks;
-  for (Shape g = lo;;) {
-    const uint64_t k = grid.linear(g);
-    chunks.push_back({leaf, k, run->first + k});
-    size_t d = rank;
-    while (d > 0 && ++g[d - 1] == hi[d - 1]) {
-      g[d - 1] = lo[d - 1];
-      --d;
+  if (options.verify_checksums) {
+    // The chunks the box overlaps: grid coordinates [glo, ghi), counted like an odometer.
+    const format::ChunkGrid grid = format::ChunkGrid::of(l);
+    Shape glo, ghi;
+    grid.overlapping(box, glo, ghi);
+    for (Shape g = glo;;) {
+      const uint64_t k = grid.linear(g);
+      chunks.push_back({leaf, k, run->first + k});
+      const ChunkInfo c = impl_->chunk(run->first + k);
+      lo = std::min(lo, c.file_offset);
+      hi = std::max(hi, c.file_offset + c.stored_size);
+      size_t d = rank;
+      while (d > 0 && ++g[d - 1] == ghi[d - 1]) {
+        g[d - 1] = glo[d - 1];
+        --d;
+      }
+      if (d == 0) break;
     }
-    if (d == 0) break;
   }
-  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, chunks, options));
+  // A mapping of its own, not a view of the shared one: a write into this box (or into a
+  // whole mapped leaf) is then never seen by another box, nor by what a later call verifies.
+  const std::shared_ptr<const MappedFile> map = impl_->source->map_range(lo, hi - lo);
+  if (!map) return out;  // (the mapping failed: read instead)
+  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, map->bytes(), lo, chunks, options));
+  out.bytes = map->bytes().subspan(run->offset + first - lo, last + item - first);
+  out.owner = map;
   return out;
 }
 
