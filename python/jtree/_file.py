@@ -372,7 +372,9 @@ class LazyArray:
         # then seen as the torch dtype without a copy.
         holder = (np.dtype(name) if name in _dtypes.NUMPY_NATIVE
                   else np.dtype(f"uint{8 * _dtypes.TABLE[name][1]}"))
-        a = np.ascontiguousarray(self._numpy_slice(index, holder))
+        # (A mapped slice stays a view: torch tensors have no read-only flag, so mmap="r"
+        # gives them copy-on-write views, as loads do.)
+        a = np.ascontiguousarray(self._numpy_slice(index, holder, writable=True))
         if a.size == 0:
             return torch.empty(a.shape, dtype=stored_t)
         t = torch.from_numpy(a)
@@ -416,10 +418,18 @@ class LazyArray:
                         f"the slice needs {nbytes} bytes, over the limit of "
                         f"{min(per_leaf, total)} (max_leaf_bytes, max_total_bytes)")
 
-    def _numpy_slice(self, index: Any, npdt: np.dtype) -> np.ndarray:
+    def _numpy_slice(self, index: Any, npdt: np.dtype,
+                     writable: Optional[bool] = None) -> np.ndarray:
+        """The slice as NumPy type ``npdt`` (the stored type, or one of its item size): a view
+        of the file's memory map where the leaf maps (see _mapped_box; ``writable`` None:
+        read-only when the File's mmap is "r"), else read into a new array."""
         where = self.path
         begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
         shape = tuple(e - b for b, e in zip(begin, end))
+        view = self._mapped_box(begin, end, shape, npdt,
+                                self._f.mmap != "r" if writable is None else writable)
+        if view is not None:
+            return view[post]
         self._check_slice_size(shape, npdt.itemsize)
         nbytes = npdt.itemsize
         for n in shape:
@@ -433,6 +443,27 @@ class LazyArray:
             self._f._reader.read_many([(self._leaf.index, begin, end, _dtypes.numpy_bytes(arr))],
                                       self._f.verify_checksums, self._f.threads)
         return arr[post]
+
+    def _mapped_box(self, begin: List[int], end: List[int], shape: Tuple[int, ...],
+                    npdt: np.dtype, writable: bool) -> Optional[np.ndarray]:
+        """The box as a view of the file's private copy-on-write memory map (as whole mapped
+        leaves are: writes never reach the file, the view keeps the map alive after close()),
+        checking only the chunks it overlaps (in parallel); None where the File's mmap is off,
+        the box is empty, or the native Reader does not map the leaf (compressed, remote, a
+        file object, not stored back to back): the slice is then read as before."""
+        if not self._f.mmap or not self._leaf.chunked or 0 in shape:
+            return None
+        flat = self._f._reader.map_box(self._leaf.index, begin, end, self._f.verify_checksums,
+                                       self._f.threads, writable)
+        if flat is None:
+            return None
+        # The box's elements lie at the leaf's C-order strides from the first byte of `flat`.
+        strides: List[int] = []
+        step = npdt.itemsize
+        for n in reversed(self._leaf.shape):
+            strides.append(step)
+            step *= n
+        return np.ndarray(shape, npdt, buffer=flat, strides=tuple(reversed(strides)))
 
     def __len__(self) -> int:
         if not self._leaf.shape:
