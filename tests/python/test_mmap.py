@@ -58,6 +58,16 @@ def test_writes_change_the_array_never_the_file(raw_file):
     assert (t["w"] == 7.0).all()
     assert open(path, "rb").read() == before
     np.testing.assert_array_equal(jtree.load(path)["w"], tree["w"])
+    # One open File: a write into what one read returned is not seen by the next read, which
+    # verifies clean (each read maps anew; a shared map made this a false CorruptionError).
+    with jtree.open(path) as f:
+        a = f["w"].read()
+        assert is_mapped(a)
+        a[:] = 0.0
+        b = f["w"].read()
+        np.testing.assert_array_equal(b, tree["w"])
+        np.testing.assert_array_equal(f.load()["w"], tree["w"])
+        assert (a == 0.0).all()
 
 
 def test_read_only_mode_refuses_writes(raw_file):

@@ -107,10 +107,12 @@ TEST_CASE("raw leaves map whole: back to back in grid order, the right bytes") {
       CHECK(c.file_offset == next);
       next += c.stored_size;
     }
-    // mapped_leaf() of one leaf gives the same view.
+    // mapped_leaf() of one leaf gives the same bytes, in a mapping of its own (each call maps
+    // anew, so that a write into one call's view is never seen by another call).
     auto one = r->mapped_leaf(leaves[i]);
     REQUIRE(one.ok());
-    CHECK(one->bytes.data() == (*mapped)[i].bytes.data());
+    CHECK(same(one->bytes, s.data[i]));
+    CHECK(one->bytes.data() != (*mapped)[i].bytes.data());
   }
   CHECK(Tree::chunk_count(r->leaf(leaves[0])) > 1);
   CHECK(Tree::chunk_count(r->leaf(leaves[2])) > 1);
@@ -214,6 +216,28 @@ TEST_CASE("mapped bytes are private, outlive the Reader and a replaced file") {
   auto after = open_or_die(s.path)->mapped_leaf(0);
   REQUIRE(after.ok());
   CHECK_FALSE(same(after->bytes, s.data[0]));
+}
+
+TEST_CASE("each call maps anew: a write into one call's leaf is not seen by the next call") {
+  TempDir dir;
+  const Saved s = save_leaves(dir.file("w.jtree"), {{DType::kFloat32, {64, 64}, {}},
+                                                    {DType::kInt16, {300, 40}, {}}});
+  auto r = open_or_die(s.path);
+  const uint32_t both[] = {0, 1};
+  auto first = r->map_leaves(both);
+  REQUIRE(first.ok());
+  REQUIRE((*first)[0]);
+  REQUIRE((*first)[1]);
+  std::memset((*first)[0].bytes.data(), 0x5a, (*first)[0].bytes.size());
+  // The same Reader, later calls: verified (no false Corruption) and the file's bytes.
+  auto again = r->map_leaves(both);
+  REQUIRE(again.ok());
+  CHECK(same((*again)[0].bytes, s.data[0]));
+  CHECK(same((*again)[1].bytes, s.data[1]));
+  auto one = r->mapped_leaf(0);
+  REQUIRE(one.ok());
+  CHECK(same(one->bytes, s.data[0]));
+  CHECK((*first)[0].bytes[0] == std::byte{0x5a});  // the first call's view keeps its write
 }
 
 TEST_CASE("a damaged chunk of a mapped leaf is Corruption naming it; verify off maps it as is") {

@@ -190,7 +190,9 @@ class JTREE_API Reader {
   /// mapped_leaf() of many leaves at once, their checksums verified in parallel on
   /// options.threads workers (the hashing faults the pages in on all of them: faster than
   /// a consumer touching them on one thread). One entry per leaf, empty where the leaf
-  /// cannot be mapped. The first damaged chunk fails the whole call.
+  /// cannot be mapped. The first damaged chunk fails the whole call. Each call (mapped_leaf
+  /// too) maps the range its leaves span anew (Source::map_range): a write into one call's
+  /// leaves is seen by no other call's, and never by what a later call verifies.
   Result<std::vector<MappedLeaf>> map_leaves(std::span<const uint32_t> leaves,
                                              const ReadOptions& options = {}) const;
   /// A box of a leaf that mapped_leaf() would map, in place, checking only the chunks the box

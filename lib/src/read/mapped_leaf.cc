@@ -118,21 +118,35 @@ Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> lea
   const ReadTree& t = impl_->file.tree;
   std::vector<MappedLeaf> out(leaves.size());
   for (uint32_t l : leaves) JTREE_RETURN_IF_ERROR(leaf_in_range(*this, l));
-  std::shared_ptr<const MappedFile> map = impl_->source->mapped_file();
-  if (!map) return out;
+  const std::shared_ptr<const MappedFile> whole = impl_->source->mapped_file();
+  if (!whole) return out;
+  std::vector<std::optional<LeafRun>> runs(leaves.size());
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    runs[i] = leaf_run(*impl_, t.leaf(leaves[i]), whole->bytes().size());
+    if (!runs[i]) continue;
+    lo = std::min(lo, runs[i]->offset);
+    hi = std::max(hi, runs[i]->offset + runs[i]->size);
+  }
+  if (lo >= hi) return out;
+  // A mapping of its own for this call, not views of the shared one: arrays written by one
+  // load are then never seen by another load, nor by what a later call verifies (as for
+  // mapped_box). One mmap per call, whatever the number of leaves.
+  const std::shared_ptr<const MappedFile> map = impl_->source->map_range(lo, hi - lo);
+  if (!map) return out;  // (the mapping failed: the caller reads instead)
   const std::span<std::byte> bytes = map->bytes();
 
   std::vector<MappedChunk> chunks;
   for (size_t i = 0; i < leaves.size(); ++i) {
-    const std::optional<LeafRun> run = leaf_run(*impl_, t.leaf(leaves[i]), bytes.size());
+    const std::optional<LeafRun>& run = runs[i];
     if (!run) continue;
-    out[i].bytes = bytes.subspan(run->offset, run->size);
+    out[i].bytes = bytes.subspan(run->offset - lo, run->size);
     out[i].owner = map;
     if (options.verify_checksums) {
       for (uint64_t k = 0; k < run->count; ++k) chunks.push_back({leaves[i], k, run->first + k});
     }
   }
-  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, 0, chunks, options));
+  JTREE_RETURN_IF_ERROR(verify_mapped(*this, *impl_, bytes, lo, chunks, options));
   return out;
 }
 
