@@ -2,8 +2,10 @@
 // leaves opens with the default limits; files whose well-formed, correctly hashed metadata
 // declare hostile sizes are refused before the allocation those sizes ask for; each limit,
 // lowered per open, refuses the file that exceeds it with a message naming the limit.
+#include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -304,5 +306,42 @@ TEST_CASE("each limit, lowered per open, refuses the file over it and names the 
   auto total = Reader::Open(memory_source(bytes), oo);
   REQUIRE(total.ok());
   CHECK((*total)->read_bytes(s).ok());  // exactly at the per-leaf limit
-  CHECK((*total)->read_bytes(s).status().code() == StatusCode::kResourceExhausted);
+  // The total is per call (MemoryBudget), not per Reader: calls with their own budgets never
+  // run out; calls sharing one through ReadOptions::memory_budget count together.
+  CHECK((*total)->read_bytes(s).ok());
+  MemoryBudget budget(oo.limits);
+  ReadOptions shared;
+  shared.memory_budget = &budget;
+  CHECK((*total)->read_bytes(s, shared).ok());
+  CHECK(budget.reserved() == 1000);
+  auto over = (*total)->read_bytes(s, shared);
+  CHECK(over.status().code() == StatusCode::kResourceExhausted);
+  CHECK(over.status().message().find("max_total_bytes") != std::string::npos);
+  CHECK(over.status().message().find("inner/1") != std::string::npos);
+  CHECK(budget.reserved() == 1000);  // a refused reservation takes nothing
+}
+
+TEST_CASE("MemoryBudget: per reservation and in total, concurrent reservations never overshoot") {
+  MemoryBudget b(100, 1000);
+  CHECK(b.reserve(100, "x").ok());
+  auto big = b.reserve(101, "f.jtree: leaf w");
+  CHECK(big.code() == StatusCode::kResourceExhausted);
+  CHECK(big.message().rfind("f.jtree: leaf w: needs 101 bytes", 0) == 0);
+  CHECK(big.message().find("max_leaf_bytes") != std::string::npos);
+  CHECK(b.reserved() == 100);
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) granted += b.reserve(10, "x").ok() ? 1 : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(granted == 90);  // (1000 - 100) / 10
+  CHECK(b.reserved() == 1000);
+  CHECK(b.reserve(0, "x").ok());
+  CHECK(b.reserve(1, "x").code() == StatusCode::kResourceExhausted);
+  MemoryBudget unlimited(UINT64_MAX, UINT64_MAX);
+  CHECK(unlimited.reserve(UINT64_MAX, "x").ok());
+  CHECK(unlimited.reserve(1, "x").code() == StatusCode::kResourceExhausted);
 }

@@ -291,7 +291,7 @@ typedef enum jtree_limit_t {
   JTREE_LIMIT_MAX_CHUNK_BYTES = 6,
   JTREE_LIMIT_MAX_STRING_BYTES = 7,
   JTREE_LIMIT_MAX_LEAF_BYTES = 8,   /* one leaf the library allocates (jtree_reader_read_bytes) */
-  JTREE_LIMIT_MAX_TOTAL_BYTES = 9   /* all of them through one reader */
+  JTREE_LIMIT_MAX_TOTAL_BYTES = 9   /* all that one call allocates (per call: MemoryBudget, jtree/options.h) */
 } jtree_limit_t;
 
 /* Sets one limit. InvalidArgument for an unknown limit or a value out of its range. */

@@ -1,13 +1,16 @@
 // jtree/options.h — options for opening, reading and writing, and the parser limits.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "jtree/export.h"
 #include "jtree/remote.h"
+#include "jtree/status.h"
 #include "jtree/tree.h"
 
 namespace jtree {
@@ -29,12 +32,49 @@ struct JTREE_API Limits {
   uint32_t max_rank = 64;                  ///< dimensions of one array (NumPy's maximum)
   uint64_t max_chunk_bytes = 1ull << 30;   ///< raw bytes of one chunk (format maximum 4 GiB - 1)
   uint64_t max_string_bytes = 1ull << 20;  ///< one key, type name or metadata key
-  uint64_t max_leaf_bytes = 1ull << 40;    ///< memory bytes of one leaf (checked by APIs that
-                                           ///< allocate a leaf for the caller)
-  /// Memory bytes that APIs allocating for the caller (Reader::read_bytes, the Python load) may
-  /// allocate in total through one open Reader: what one file can make a loader allocate.
-  /// Reads into the caller's own buffers are not counted (the caller sized them).
+  /// Memory bytes of one leaf (or slice) that a read call allocates for its caller; see
+  /// MemoryBudget, which enforces it and max_total_bytes.
+  uint64_t max_leaf_bytes = 1ull << 40;
+  /// Memory bytes that one read call allocates for its caller in total; see MemoryBudget.
   uint64_t max_total_bytes = 1ull << 42;
+};
+
+/// What one read call may allocate for its caller: the one rule for the memory a file can make
+/// a loader allocate (SECURITY.md, "Limits", and python/README.md point here).
+///
+/// - Counted: memory an API allocates to hand to its caller (Reader::read_bytes'
+///   string; in Python every array, slice and payload a jtree.load, File.load or LazyArray
+///   slice makes), reserved before it is allocated.
+/// - Not counted: reads into the caller's own buffers (Reader::read_many, read_box: the caller
+///   sized them), memory-mapped views, the reader's own bounded scratch memory.
+/// - Each reservation within Limits::max_leaf_bytes, all of one call's within
+///   Limits::max_total_bytes: ResourceExhausted naming what, the size and the limit.
+/// - Per call, not per Reader: a Reader kept open by a server never runs out. A "call" is one
+///   budget: ReadOptions::memory_budget shares one over several native calls (a Python load
+///   is many); a call given none makes its own from the open's Limits.
+///
+/// Thread-safe: concurrent reservations never overshoot the total together.
+class JTREE_API MemoryBudget {
+ public:
+  MemoryBudget(uint64_t max_leaf_bytes, uint64_t max_total_bytes);
+  /// The budget of `limits` (max_leaf_bytes, max_total_bytes).
+  explicit MemoryBudget(const Limits& limits);
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  /// Accounts for `bytes` the caller is about to allocate, before it allocates them: OK, or
+  /// ResourceExhausted (nothing reserved) whose message starts with `what` (say
+  /// "ckpt.jtree: leaf params/w") and names the limit that was hit.
+  Status reserve(uint64_t bytes, std::string_view what);
+  /// Bytes reserved so far.
+  uint64_t reserved() const { return reserved_.load(std::memory_order_relaxed); }
+  uint64_t max_leaf_bytes() const { return max_leaf_bytes_; }
+  uint64_t max_total_bytes() const { return max_total_bytes_; }
+
+ private:
+  uint64_t max_leaf_bytes_;
+  uint64_t max_total_bytes_;
+  std::atomic<uint64_t> reserved_{0};
 };
 
 /// Options for opening a file.
@@ -66,6 +106,10 @@ struct JTREE_API ReadOptions {
   /// Largest single fetch after coalescing (more parallelism below it).
   uint64_t max_fetch_bytes = 16ull << 20;
   ProgressFn progress;
+  /// The memory budget of the call (MemoryBudget: what it may allocate for its caller), not
+  /// owned, shared by every read given these options. Null: each call that allocates for its
+  /// caller (read_bytes) makes its own from the open's Limits.
+  MemoryBudget* memory_budget = nullptr;
 };
 
 /// Options for writing a file (save, append, compact).

@@ -11,7 +11,8 @@
 // Untrusted input: every structure is validated before use; a damaged or hostile file gives
 // Corruption (or NotSupported for newer versions), never a crash, hang, oversized allocation
 // or wrong data (with verify_checksums on). Allocations made by the reader are bounded by the
-// Limits; the caller's buffers are the caller's.
+// Limits (memory handed to the caller: per call, by MemoryBudget in options.h); the caller's
+// buffers are the caller's.
 //
 // Thread safety: a Reader is immutable after Open(); all const methods may be called from
 // many threads at once.
@@ -164,16 +165,11 @@ class JTREE_API Reader {
   /// fetched and decoded in parallel. Errors name the leaf and chunk.
   Status read_many(std::span<const ReadRequest> requests,
                    const ReadOptions& options = {}) const;
-  /// The payload of a Str/Bytes/ByteArray/CustomLeaf/Pickle (or UInt8) leaf as bytes.
+  /// The payload of a Str/Bytes/ByteArray/CustomLeaf/Pickle (or UInt8) leaf as bytes, its
+  /// memory reserved first from options.memory_budget (or a budget of this call's own, from the
+  /// open's Limits): ResourceExhausted over MemoryBudget's limits.
   Result<std::string> read_bytes(uint32_t leaf, const ReadOptions& options = {}) const;
 
-  /// Accounts for `bytes` of memory that the caller is about to allocate for this file's data,
-  /// before allocating it: ResourceExhausted (naming `what`) when one allocation exceeds
-  /// Limits::max_leaf_bytes or all of them together, over this Reader's life, would exceed
-  /// Limits::max_total_bytes. read_bytes() calls it; so must loaders that allocate leaves for
-  /// their callers (the Python binding), so that a small hostile file cannot make them
-  /// allocate without bound. Thread-safe.
-  Status reserve_memory(uint64_t bytes, std::string_view what) const;
 
   /// A leaf's bytes straight from the file's copy-on-write mapping, without a copy: set for
   /// a local file opened with use_mmap whose leaf is stored as its C-order array (every chunk

@@ -172,33 +172,13 @@ Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options
   }
   if (l.storage == Storage::kInline) return l.inline_data;
   const uint64_t n = l.memory_bytes();
-  JTREE_RETURN_IF_ERROR(reserve_memory(n, "leaf " + t.leaf_path(leaf)));
+  MemoryBudget own(impl_->options.limits);  // (used when the caller shares none)
+  MemoryBudget& budget = options.memory_budget ? *options.memory_budget : own;
+  JTREE_RETURN_IF_ERROR(budget.reserve(n, name() + ": leaf " + t.leaf_path(leaf)));
   std::string out(n, '\0');
   JTREE_RETURN_IF_ERROR(
       read(leaf, {reinterpret_cast<std::byte*>(out.data()), out.size()}, options));
   return out;
-}
-
-Status Reader::reserve_memory(uint64_t bytes, std::string_view what) const {
-  const Limits& limits = impl_->options.limits;
-  if (bytes > limits.max_leaf_bytes) {
-    return Status::ResourceExhausted(name() + ": " + std::string(what) + " needs " +
-                                     std::to_string(bytes) + " bytes, over the limit of " +
-                                     std::to_string(limits.max_leaf_bytes) + " per leaf");
-  }
-  // Compare-and-add: concurrent reservations never overshoot the total together.
-  uint64_t before = impl_->reserved_bytes.load(std::memory_order_relaxed);
-  do {
-    if (bytes > limits.max_total_bytes - std::min(before, limits.max_total_bytes)) {
-      return Status::ResourceExhausted(
-          name() + ": " + std::string(what) + " needs " + std::to_string(bytes) +
-          " bytes; with the " + std::to_string(before) +
-          " already allocated for this file that is over the limit of " +
-          std::to_string(limits.max_total_bytes) + " in total");
-    }
-  } while (!impl_->reserved_bytes.compare_exchange_weak(before, before + bytes,
-                                                        std::memory_order_relaxed));
-  return Status::OK();
 }
 
 }  // namespace jtree

@@ -13,8 +13,6 @@ struct Reader::Impl {
   std::shared_ptr<Source> source;
   OpenOptions options;
   OpenedFile file;
-  /// Memory bytes reserved by reserve_memory() so far (Limits::max_total_bytes).
-  mutable std::atomic<uint64_t> reserved_bytes{0};
 
   /// How many fetches to run at once: the CPU threads asked for, or more when the backend
   /// waits on the network; never more than the bytes-in-flight budget allows.
