@@ -1,7 +1,9 @@
 """Key paths ("params/layers/0/w") and key-path patterns ("params/*/kernel").
 
-The syntax is the C++ library's (``jtree::Tree::path``): the keys from the root joined by '/',
-list and tuple items by position, '/' and '\\' inside string keys escaped by '\\'.
+The syntax is the C++ library's, and so is the code that writes and splits them
+(lib/include/jtree/key_path.h, through ``_jtree.key_path`` and ``_jtree.split_key_path``): the
+keys from the root joined by '/', list and tuple items by position, '/' and '\\' inside string
+keys escaped by '\\'.
 Patterns use the same syntax; each component is matched with shell-style wildcards
 (``*``, ``?``, ``[...]``) and a component ``**`` matches any number of components. A pattern
 that matches a container selects everything below it.
@@ -12,6 +14,7 @@ import difflib
 from fnmatch import fnmatchcase
 from typing import Iterable, List, Optional, Sequence, Set, Tuple, Union
 
+from . import _jtree
 from ._errors import InvalidArgumentError
 
 Key = Union[str, int]
@@ -19,40 +22,22 @@ Key = Union[str, int]
 
 def escape(key: Key) -> str:
     """The path component of one key."""
-    if isinstance(key, str):
-        return key.replace("\\", "\\\\").replace("/", "\\/")
-    return str(key)
+    return join((key,))
 
 
 def join(parts: Iterable[Key]) -> str:
     """The key path of a sequence of keys (or positions)."""
-    return "/".join(escape(p) for p in parts)
+    # Keys are str or int; anything else (a bool, a key of a type a save refuses, named in
+    # that error's message) is written as str() writes it.
+    return _jtree.key_path([p if isinstance(p, str)
+                            or (isinstance(p, int) and not isinstance(p, bool)) else str(p)
+                            for p in parts])
 
 
 def split(path: str) -> List[str]:
-    """The unescaped components of a key path or pattern; '' has none."""
-    if path == "":
-        return []
-    parts: List[str] = []
-    cur: List[str] = []
-    i = 0
-    while i < len(path):
-        c = path[i]
-        if c == "\\":
-            if i + 1 == len(path):
-                raise InvalidArgumentError(
-                    f"key path {path!r} ends with an unfinished escape '\\'")
-            cur.append(path[i + 1])
-            i += 2
-            continue
-        if c == "/":
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-        i += 1
-    parts.append("".join(cur))
-    return parts
+    """The unescaped components of a key path or pattern; '' has none.
+    InvalidArgumentError for a path ending with an unfinished escape '\\'."""
+    return _jtree.split_key_path(path)
 
 
 class PatternSet:

@@ -4,7 +4,8 @@
 The node and leaf tuples the native Reader hands over (``node_tuple`` and ``leaf_tuple`` in
 bindings/python/src/reader.cc; bindings/python/src/spec_tree.cc sets LeafSpec's fields by
 name) are specified field by field in docs/architecture.md, section 5. The kind, flag and codec
-numbers below are copies of the C++ enums of lib/include/jtree/tree.h: change both together."""
+numbers below come from the native module (``_jtree.NODE_KINDS``..., made from the C++ enums of
+lib/include/jtree/tree.h by bindings/python/src/rules.cc), as dtypes do."""
 from __future__ import annotations
 
 import collections
@@ -18,25 +19,27 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _jtree
 
-# jtree::NodeKind
-DICT, LIST, TUPLE, NAMEDTUPLE, ORDEREDDICT, NONE, CUSTOM, LEAF = 1, 2, 3, 4, 5, 6, 7, 8
-NODE_KIND_NAMES = {DICT: "dict", LIST: "list", TUPLE: "tuple", NAMEDTUPLE: "namedtuple",
-                   ORDEREDDICT: "OrderedDict", NONE: "None", CUSTOM: "custom", LEAF: "leaf"}
+# jtree::NodeKind, by the C++ names (node_kind_name)
+_N = _jtree.NODE_KINDS
+DICT, LIST, TUPLE, NAMEDTUPLE, ORDEREDDICT, NONE, CUSTOM, LEAF = (
+    _N[n] for n in ("dict", "list", "tuple", "namedtuple", "OrderedDict", "None", "custom", "leaf"))
+NODE_KIND_NAMES = {v: k for k, v in _N.items()}
 
-# jtree::LeafKind
-ARRAY, INT, FLOAT, BOOL, COMPLEX, STR, BYTES, BYTEARRAY, CUSTOM_LEAF, PICKLE = range(1, 11)
-LEAF_KIND_NAMES = {ARRAY: "array", INT: "int", FLOAT: "float", BOOL: "bool", COMPLEX: "complex",
-                   STR: "str", BYTES: "bytes", BYTEARRAY: "bytearray", CUSTOM_LEAF: "custom",
-                   PICKLE: "pickle"}
+# jtree::LeafKind (leaf_kind_name); LeafSpec.kind calls a custom leaf "custom"
+_L = _jtree.LEAF_KINDS
+ARRAY, INT, FLOAT, BOOL, COMPLEX, STR, BYTES, BYTEARRAY, CUSTOM_LEAF, PICKLE = (
+    _L[n] for n in ("array", "int", "float", "bool", "complex", "str", "bytes", "bytearray",
+                    "custom leaf", "pickle"))
+LEAF_KIND_NAMES = {v: ("custom" if k == "custom leaf" else k) for k, v in _L.items()}
 PAYLOAD_KINDS = frozenset([STR, BYTES, BYTEARRAY, CUSTOM_LEAF, PICKLE])
 
-# jtree::Leaf flags bit 0: a NumPy scalar, not a 0-d array.
-FLAG_SCALAR = 1
+# jtree::kLeafFlagScalar (Leaf flags bit 0): a NumPy scalar, not a 0-d array.
+FLAG_SCALAR = _jtree.LEAF_FLAG_SCALAR
 
-# jtree::Codec
-CODEC_RAW, CODEC_ZSTD = 0, 1
+# jtree::Codec (codec_name)
+CODEC_RAW, CODEC_ZSTD = _jtree.CODECS["raw"], _jtree.CODECS["zstd"]
 
 # jtree::Storage
 STORAGE_CHUNKED = 2

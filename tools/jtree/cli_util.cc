@@ -255,40 +255,20 @@ Result<SliceSpec> parse_key_slice(std::string_view arg) {
 }
 
 Result<Box> resolve_slice(const SliceSpec& spec, const Shape& shape, Shape* out_shape) {
-  if (spec.dims.size() > shape.size()) {
-    return Status::InvalidArgument("slice has " + std::to_string(spec.dims.size()) +
-                                   " dimensions; the array has " + std::to_string(shape.size()));
+  // The text is parsed here; what it selects is jtree::resolve_index's decision (the Python
+  // LazyArray resolves its indices with the same function).
+  std::vector<IndexItem> items;
+  items.reserve(spec.dims.size());
+  for (const SliceSpec::Dim& dim : spec.dims) {
+    IndexItem item;
+    item.kind = dim.index ? IndexItem::Kind::kInt : IndexItem::Kind::kSlice;
+    item.start = dim.start;
+    if (!dim.index) item.stop = dim.stop;
+    items.push_back(item);
   }
-  Box box = Box::All(shape);
-  out_shape->clear();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const int64_t n = static_cast<int64_t>(shape[d]);
-    if (d >= spec.dims.size()) {
-      out_shape->push_back(shape[d]);
-      continue;
-    }
-    const auto& dim = spec.dims[d];
-    auto norm = [&](int64_t v) { return v < 0 ? v + n : v; };
-    if (dim.index) {
-      int64_t i = norm(*dim.start);
-      if (i < 0 || i >= n) {
-        return Status::InvalidArgument("index " + std::to_string(*dim.start) +
-                                       " out of range for dimension " + std::to_string(d) +
-                                       " of extent " + std::to_string(n));
-      }
-      box.begin[d] = static_cast<uint64_t>(i);
-      box.end[d] = static_cast<uint64_t>(i + 1);
-      continue;
-    }
-    // Python slice semantics: clamp to [0, n].
-    int64_t b = dim.start ? std::clamp<int64_t>(norm(*dim.start), 0, n) : 0;
-    int64_t e = dim.stop ? std::clamp<int64_t>(norm(*dim.stop), 0, n) : n;
-    if (e < b) e = b;
-    box.begin[d] = static_cast<uint64_t>(b);
-    box.end[d] = static_cast<uint64_t>(e);
-    out_shape->push_back(static_cast<uint64_t>(e - b));
-  }
-  return box;
+  JTREE_ASSIGN_OR_RETURN(ResolvedIndex resolved, resolve_index(items, shape));
+  *out_shape = std::move(resolved.shape);
+  return std::move(resolved.box);
 }
 
 }  // namespace jtree::cli

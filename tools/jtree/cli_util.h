@@ -76,7 +76,8 @@ struct SliceSpec {
 };
 Result<SliceSpec> parse_key_slice(std::string_view arg);
 
-/// Resolves a slice against a shape: the box, and the output shape (indexed dims dropped).
+/// Resolves a slice against a shape with jtree::resolve_index (jtree/slice.h): the box, and
+/// the output shape (indexed dims dropped).
 Result<Box> resolve_slice(const SliceSpec& spec, const Shape& shape, Shape* out_shape);
 
 /// Is stderr a terminal?

@@ -83,5 +83,7 @@ nb::object spec_tree(const jtree::Reader& reader, nb::handle spec_cls, nb::handl
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);
 void register_writer(nb::module_& m);
+/// The decisions Python asks the library for (rules.cc): budgets, key paths, indices, URLs.
+void register_rules(nb::module_& m);
 
 }  // namespace jtpy

@@ -37,4 +37,5 @@ NB_MODULE(_jtree, m) {
   jtpy::register_reader(m);
   jtpy::register_writer(m);
   jtpy::register_device(m);
+  jtpy::register_rules(m);
 }

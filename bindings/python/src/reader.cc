@@ -47,7 +47,11 @@ jtree::Limits limits_from(const std::optional<nb::dict>& d) {
   return l;
 }
 
-// A node as Python sees it: (kind, key, num_children, type_name | None, aux_data | None, leaf).
+// The node and leaf tuples: the protocol with python/jtree/_structure.py, specified field by
+// field in ONE place, docs/architecture.md section 5 (change the code and that table together;
+// the kind, flag and codec numbers reach Python as _jtree.NODE_KINDS... from rules.cc).
+//
+// A node as Python sees it: the node tuple (kind, key, num_children, type_name, aux, leaf).
 nb::tuple node_tuple(const jtree::NodeView& n) {
   const bool named = n.kind == jtree::NodeKind::kNamedTuple || n.kind == jtree::NodeKind::kCustom;
   return nb::make_tuple(static_cast<int>(n.kind), key_to_py(n.key), n.num_children,
@@ -55,9 +59,8 @@ nb::tuple node_tuple(const jtree::NodeView& n) {
                         bytes_or_none(n.aux_data, n.kind == jtree::NodeKind::kCustom), n.leaf);
 }
 
-// A leaf as Python sees it: (kind, flags, dtype, shape, storage, value, type_name | None,
-// chunk_shape, codec, filter); value: int (Int: int64, or bytes when big_int), float, bool,
-// complex; None for payloads.
+// A leaf as Python sees it: the leaf tuple (kind, flags, dtype, shape, storage, value,
+// type_name, chunk_shape, codec, filter) of docs/architecture.md section 5.
 nb::tuple leaf_tuple(const jtree::Leaf& l) {
   nb::object value = nb::none();
   switch (l.kind) {

@@ -1,4 +1,4 @@
-#include "tree/key_path.h"
+#include "jtree/key_path.h"
 
 namespace jtree {
 
@@ -28,7 +28,8 @@ Result<std::vector<std::string>> split_path(std::string_view path) {
     char c = path[i];
     if (c == '\\') {
       if (i + 1 == path.size()) {
-        return Status::InvalidArgument("key path '" + std::string(path) + "' ends with '\\'");
+        return Status::InvalidArgument("key path '" + std::string(path) +
+                                     "' ends with an unfinished escape '\\'");
       }
       cur += path[++i];
     } else if (c == '/') {

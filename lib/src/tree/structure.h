@@ -15,7 +15,7 @@
 
 #include "jtree/status.h"
 #include "jtree/tree.h"
-#include "tree/key_path.h"
+#include "jtree/key_path.h"
 #include "tree/unique_keys.h"
 
 namespace jtree {
