@@ -329,6 +329,7 @@ TEST_CASE("MemoryBudget: per reservation and in total, concurrent reservations n
   CHECK(big.message().rfind("f.jtree: leaf w: needs 101 bytes", 0) == 0);
   CHECK(big.message().find("max_leaf_bytes") != std::string::npos);
   CHECK(b.reserved() == 100);
+  CHECK(b.reserve(101, "").message().rfind("needs 101 bytes, over the limit of 100", 0) == 0);
   std::vector<std::thread> threads;
   std::atomic<int> granted{0};
   for (int t = 0; t < 8; ++t) {

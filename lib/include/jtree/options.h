@@ -64,7 +64,7 @@ class JTREE_API MemoryBudget {
 
   /// Accounts for `bytes` the caller is about to allocate, before it allocates them: OK, or
   /// ResourceExhausted (nothing reserved) whose message starts with `what` (say
-  /// "ckpt.jtree: leaf params/w") and names the limit that was hit.
+  /// "ckpt.jtree: leaf params/w"; empty: "needs N bytes...") and names the limit that was hit.
   Status reserve(uint64_t bytes, std::string_view what);
   /// Bytes reserved so far.
   uint64_t reserved() const { return reserved_.load(std::memory_order_relaxed); }

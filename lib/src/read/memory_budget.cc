@@ -14,8 +14,11 @@ MemoryBudget::MemoryBudget(const Limits& limits)
     : MemoryBudget(limits.max_leaf_bytes, limits.max_total_bytes) {}
 
 Status MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
+  // "<what>: needs ...", or "needs ..." for a caller that puts its own prefix (Python's
+  // errors carry the file and key path apart).
+  const std::string head = what.empty() ? "needs " : std::string(what) + ": needs ";
   if (bytes > max_leaf_bytes_) {
-    return Status::ResourceExhausted(std::string(what) + ": needs " + std::to_string(bytes) +
+    return Status::ResourceExhausted(head + std::to_string(bytes) +
                                      " bytes, over the limit of " +
                                      std::to_string(max_leaf_bytes_) +
                                      " per leaf (max_leaf_bytes)");
@@ -25,7 +28,7 @@ Status MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
   do {
     if (bytes > max_total_bytes_ - std::min(before, max_total_bytes_)) {
       return Status::ResourceExhausted(
-          std::string(what) + ": needs " + std::to_string(bytes) + " bytes; with the " +
+          head + std::to_string(bytes) + " bytes; with the " +
           std::to_string(before) + " this call already allocated that is over the limit of " +
           std::to_string(max_total_bytes_) + " in total (max_total_bytes)");
     }
