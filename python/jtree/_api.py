@@ -58,7 +58,11 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _path_key(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
+    # Writes to one file run in order: a local file by its absolute path (file:// URLs
+    # included), a URL as written. Which is which is the library's rule (jtree::is_local_path:
+    # "runs/a://b" is a path), asked through the native module.
+    local = _jtree.local_path(path)
+    return path if local is None else os.path.abspath(local)
 
 
 def _in_order(path: str, work, background: bool) -> concurrent.futures.Future:

@@ -402,7 +402,8 @@ class LazyArray:
 
     def _check_slice_size(self, shape: Tuple[int, ...], itemsize: int) -> None:
         where = self.path
-        # Bounded before allocating, as loads are (Loader.reserve): one slice is one allocation.
+        # Bounded before allocating, as loads are (Loader.reserve): one slice is one call, with
+        # a budget of its own (jtree::MemoryBudget).
         nbytes = itemsize
         span = itemsize  # (what NumPy checks: the product of the non-zero dimensions)
         for n in shape:
@@ -412,11 +413,9 @@ class LazyArray:
             raise error(NotSupportedError, self._f.name, where,
                         f"an array of shape {shape} is too large for NumPy to represent "
                         f"(even empty)")
-        per_leaf, total = self._f._reader.memory_limits()
-        if nbytes > min(per_leaf, total):
-            raise error(ResourceExhaustedError, self._f.name, where,
-                        f"the slice needs {nbytes} bytes, over the limit of "
-                        f"{min(per_leaf, total)} (max_leaf_bytes, max_total_bytes)")
+        why = _jtree.MemoryBudget(*self._f._reader.memory_limits()).try_reserve(nbytes)
+        if why is not None:
+            raise error(ResourceExhaustedError, self._f.name, where, f"the slice {why}")
 
     def _numpy_slice(self, index: Any, npdt: np.dtype,
                      writable: Optional[bool] = None) -> np.ndarray:
@@ -524,61 +523,35 @@ class LazyArray:
 def _box_of(index: Any, shape: Tuple[int, ...], file: Optional[str] = None,
             key_path: str = "") -> Tuple[List[int], List[int], Tuple[Any, ...]]:
     """(begin, end, post): the box of the array a basic index touches, and the index that
-    selects the result from that box (steps, dropped dimensions, new axes)."""
+    selects the result from that box (steps, dropped dimensions, new axes).
 
-    def bad(cls: type, msg: str) -> Exception:
-        return error(cls, file, key_path, msg)
-
-    idx = index if isinstance(index, tuple) else (index,)
-    if sum(1 for i in idx if i is Ellipsis) > 1:
-        raise bad(IndexOutOfRangeError, "an index can only have a single ellipsis ('...')")
-    real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if real > len(shape):
-        raise bad(IndexOutOfRangeError,
-                  f"too many indices: {real} for an array of rank {len(shape)}")
-    fill = (slice(None),) * (len(shape) - real)
-    if any(i is Ellipsis for i in idx):
-        p = next(k for k, i in enumerate(idx) if i is Ellipsis)
-        idx = idx[:p] + fill + idx[p + 1:]
-    else:
-        idx = idx + fill
-    begin: List[int] = []
-    end: List[int] = []
-    post: List[Any] = []
-    d = 0
-    for i in idx:
+    What an index selects is jtree::resolve_index's decision (lib/include/jtree/slice.h, which
+    `jtree get` uses too): this only turns the Python index into its items and the resolved
+    axes into ``post``."""
+    items = []
+    for i in index if isinstance(index, tuple) else (index,):
         if i is None:
-            post.append(None)
-            continue
-        n = shape[d]
-        if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
-            j = int(i) + (n if i < 0 else 0)
-            if not 0 <= j < n:
-                raise bad(IndexOutOfRangeError,
-                          f"index {i} is out of bounds for axis {d} with size {n}")
-            begin.append(j)
-            end.append(j + 1)
-            post.append(0)
+            items.append((_jtree.INDEX_NEWAXIS, None, None, None))
+        elif i is Ellipsis:
+            items.append((_jtree.INDEX_ELLIPSIS, None, None, None))
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            items.append((_jtree.INDEX_INT, int(i), None, None))
         elif isinstance(i, slice):
-            start, stop, step = i.indices(n)
-            # len(range(...)) without its C ssize_t limit (Python ints do not overflow).
-            count = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
-            if count == 0:
-                begin.append(0)
-                end.append(0)
-                post.append(slice(0, 0))
-            elif step > 0:
-                begin.append(start)
-                end.append(start + (count - 1) * step + 1)
-                post.append(slice(None, None, step))
-            else:
-                low = start + (count - 1) * step
-                begin.append(low)
-                end.append(start + 1)
-                post.append(slice(start - low, None, step))
+            items.append((_jtree.INDEX_SLICE, i.start, i.stop, i.step))
         else:
-            raise bad(IndexKindError, f"jtree arrays are indexed by ints, slices, '...' and None, "
-                                      f"not {type(i).__name__} (read the array first for other "
-                                      f"indexing)")
-        d += 1
-    return begin, end, tuple(post)
+            raise error(IndexKindError, file, key_path,
+                        f"jtree arrays are indexed by ints, slices, '...' and None, "
+                        f"not {type(i).__name__} (read the array first for other indexing)")
+    got = _jtree.resolve_index(items, shape)
+    if isinstance(got, str):
+        raise error(IndexOutOfRangeError, file, key_path, got)
+    begin, end, axes = got
+    post: List[Any] = []
+    for kind, offset, step, count in axes:
+        if kind == _jtree.INDEX_NEWAXIS:
+            post.append(None)
+        elif kind == _jtree.INDEX_INT:
+            post.append(0)
+        else:
+            post.append(slice(offset, None, step) if count else slice(0, 0))
+    return list(begin), list(end), tuple(post)

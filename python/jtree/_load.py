@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _device, _dtypes, _registry
+from . import _device, _dtypes, _jtree, _registry
 from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
@@ -241,8 +241,7 @@ class Loader:
         self.cache: Dict[Any, Thunk] = {}
         # Tensors to fill straight in device memory (jtree._device): (leaf, box, tensor).
         self.device_requests: List[_device.Request] = []
-        self.reserved = 0  # bytes this load allocated for its caller (see reserve)
-        self.limits: Optional[Tuple[int, int]] = None  # the open's memory_limits(), once
+        self.budget: Any = None  # this load's _jtree.MemoryBudget, made on first use (reserve)
         # The keys= patterns that matched nothing yet (reported once the plan is made).
         self.pending = set(range(len(opts.keys.patterns))) if opts.keys is not None else None
 
@@ -270,24 +269,17 @@ class Loader:
         return error(cls, self.name, kp.join(path), msg)
 
     def reserve(self, nbytes: int, path: Tuple[Any, ...]) -> None:
-        """Counts ``nbytes`` this load is about to allocate for its caller against the open
-        file's limits, before allocating them: each allocation within ``max_leaf_bytes``, all
-        of one load's within ``max_total_bytes`` (SECURITY.md: a small hostile file must not
-        make a load allocate without bound). Buffers the caller passed (``out=``) are not
-        counted."""
-        if self.limits is None:
-            self.limits = tuple(self.file._reader.memory_limits())
-        per_leaf, total = self.limits
-        if nbytes > per_leaf:
-            raise self.err(ResourceExhaustedError, path,
-                           f"the leaf needs {nbytes} bytes, over the limit of {per_leaf} per "
-                           f"leaf (max_leaf_bytes)")
-        if nbytes > total - min(self.reserved, total):
-            raise self.err(ResourceExhaustedError, path,
-                           f"the leaf needs {nbytes} bytes; with the {self.reserved} this load "
-                           f"already allocated that is over the limit of {total} in total "
-                           f"(max_total_bytes)")
-        self.reserved += nbytes
+        """Reserves ``nbytes`` this load is about to allocate for its caller, before
+        allocating them; ResourceExhaustedError naming the leaf when that is over the open
+        file's limits. The rule is jtree::MemoryBudget's (lib/include/jtree/options.h,
+        SECURITY.md "Limits"): each allocation within ``max_leaf_bytes``, all of one load's
+        within ``max_total_bytes``. This load is one call with one budget; buffers the caller
+        passed (``out=``) are not reserved."""
+        if self.budget is None:
+            self.budget = _jtree.MemoryBudget(*self.file._reader.memory_limits())
+        why = self.budget.try_reserve(nbytes)
+        if why is not None:
+            raise self.err(ResourceExhaustedError, path, f"the leaf {why}")
 
     def reserve_array(self, shape: Sequence[int], itemsize: int, path: Tuple[Any, ...]) -> None:
         """reserve() for an array of ``shape``, which must be one NumPy (and torch) can make:
