@@ -27,11 +27,16 @@ def escape(key: Key) -> str:
 
 def join(parts: Iterable[Key]) -> str:
     """The key path of a sequence of keys (or positions)."""
-    # Keys are str or int; anything else (a bool, a key of a type a save refuses, named in
-    # that error's message) is written as str() writes it.
-    return _jtree.key_path([p if isinstance(p, str)
-                            or (isinstance(p, int) and not isinstance(p, bool)) else str(p)
-                            for p in parts])
+    if not isinstance(parts, (tuple, list)):
+        parts = tuple(parts)
+    try:
+        return _jtree.key_path(parts)
+    except TypeError:
+        # Keys are str or int; anything else (a bool, a key of a type a save refuses, named
+        # in that error's message) is written as str() writes it.
+        return _jtree.key_path([p if isinstance(p, str)
+                                or (isinstance(p, int) and not isinstance(p, bool)) else str(p)
+                                for p in parts])
 
 
 def split(path: str) -> List[str]:

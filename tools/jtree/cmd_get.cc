@@ -274,9 +274,11 @@ int cmd_get(const Args& args) {
   auto box = resolve_slice(*spec, leaf.shape, &out_shape);
   if (!box.ok()) return fail(r.name() + ": leaf " + spec->path + ": " + box.status().message());
   const uint64_t bytes = memory_bytes(leaf.dtype, box->num_elements());
-  if (bytes > r.options().limits.max_leaf_bytes) {
-    return fail(r.name() + ": leaf " + spec->path + ": " + human_bytes(bytes) +
-                " is over the read limit");
+  // The same rule as every read that allocates for its caller: this command is one call with
+  // one budget (jtree::MemoryBudget, from the open's limits).
+  MemoryBudget budget(r.options().limits);
+  if (Status st = budget.reserve(bytes, r.name() + ": leaf " + spec->path); !st.ok()) {
+    return fail(st.message());
   }
   const std::string what = r.name() + ": leaf " + spec->path;
   ReadOptions ro;

@@ -22,6 +22,11 @@ namespace {
 // goes through the C++ rule and comes back unchanged. Escapes are ASCII and never meet the
 // bytes of a multi-byte sequence.
 std::string str_bytes(nb::handle s) {
+  Py_ssize_t n = 0;
+  if (const char* p = PyUnicode_AsUTF8AndSize(s.ptr(), &n)) {  // (cached by the str: no copy)
+    return std::string(p, static_cast<size_t>(n));
+  }
+  PyErr_Clear();  // lone surrogates: not UTF-8
   PyObject* b = PyUnicode_AsEncodedString(s.ptr(), "utf-8", "surrogatepass");
   if (b == nullptr) throw nb::python_error();
   std::string out(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
