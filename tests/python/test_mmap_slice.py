@@ -12,15 +12,7 @@ import pytest
 
 import jtree
 from conftest import require
-
-
-def is_mapped(a) -> bool:
-    """True when the array views a file mapping: its base chain ends at the native module's
-    export (which holds the mapping alive); arrays read into fresh memory end at None."""
-    b = a
-    while isinstance(b, np.ndarray):
-        b = b.base
-    return isinstance(b, memoryview) and type(b.obj).__name__ == "nb_ndarray"
+from test_mmap import is_mapped
 
 
 def tree():
