@@ -86,7 +86,9 @@ def nearest(pattern: str, paths: Sequence[str], n: int = 3) -> List[str]:
         # "**/bais": the paths whose last key is like the pattern's last one.
         last = {}
         for p in paths:
-            last.setdefault(split(p)[-1], p)
+            keys = split(p)
+            if keys:  # (a key "" has the path "", which has no last key)
+                last.setdefault(keys[-1], p)
         got += [last[k] for k in difflib.get_close_matches(parts[-1], list(last), n=n,
                                                             cutoff=0.6)
                 if last[k] not in got][:n - len(got)]

@@ -40,6 +40,15 @@ def test_a_pattern_matching_nothing_is_not_found(ckpt, pattern, named, near):
         assert "keys= pattern 'stpe' (nearest: 'step')" in msg  # only the bad one is named
 
 
+def test_a_pattern_near_an_empty_key_is_not_found(tmp_path):
+    # A key "" has the key path "", which splits into no keys: there is no last key to compare
+    # the pattern's with (found by atheris: an IndexError instead of NotFoundError).
+    path = str(tmp_path / "empty_key.jtree")
+    jtree.save({"": np.arange(3), "a": np.arange(2)}, path)
+    with pytest.raises(jtree.NotFoundError, match="matched nothing"):
+        jtree.load(path, keys="*/0")
+
+
 def test_every_unmatched_pattern_is_named(ckpt):
     path, _ = ckpt
     with pytest.raises(jtree.NotFoundError, match="'zz/a'.*'zz/b'.*matched nothing"):
