@@ -41,8 +41,8 @@ FLAG_SCALAR = _jtree.LEAF_FLAG_SCALAR
 # jtree::Codec (codec_name)
 CODEC_RAW, CODEC_ZSTD = _jtree.CODECS["raw"], _jtree.CODECS["zstd"]
 
-# jtree::Storage
-STORAGE_CHUNKED = 2
+# jtree::Storage::kChunked
+STORAGE_CHUNKED = _jtree.STORAGE_CHUNKED
 
 # Trees nest up to 512 levels (jtree::Limits::max_depth); walking one takes a few Python frames
 # per level, more than the default recursion limit of 1000 allows. The limit is raised (never

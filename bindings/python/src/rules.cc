@@ -190,6 +190,7 @@ void register_rules(nb::module_& m) {
   m.attr("CODECS") = enum_table<jtree::Codec>(jtree::codec_name);
   m.attr("FILTERS") = enum_table<jtree::Filter>(jtree::filter_name);
   m.attr("LEAF_FLAG_SCALAR") = jtree::kLeafFlagScalar;
+  m.attr("STORAGE_CHUNKED") = static_cast<int>(jtree::Storage::kChunked);
 }
 
 }  // namespace jtpy
