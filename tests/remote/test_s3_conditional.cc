@@ -24,6 +24,7 @@
 
 #include <doctest/doctest.h>
 
+#include "io/remote/s3_etag.h"
 #include "jtree/jtree.h"
 
 using namespace jtree;
@@ -136,6 +137,7 @@ class ScriptedServer {
       std::lock_guard<std::mutex> lock(mu_);
       requests_.push_back(std::move(r));
     }
+    if (out.empty()) return;  // the request was handled, its reply is lost
     size_t done = 0;
     while (done < out.size()) {
       const ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
@@ -395,4 +397,124 @@ TEST_CASE("s3 save with overwrite (the default): no condition on the commit") {
   CHECK(rs.front().method == "PUT");
   CHECK(rs.front().header("if-match") == nullptr);
   CHECK(rs.front().header("if-none-match") == nullptr);
+}
+
+TEST_CASE("s3 ETags a write makes: MD5 of the body, and MD5 of the parts' MD5s for multipart") {
+  using remote::multipart_etag;
+  using remote::put_object_etag;
+  using remote::same_etag;
+  const std::string abc = "abc";
+  CHECK(put_object_etag(std::as_bytes(std::span(abc))) == "\"900150983cd24fb0d6963f7d28e17f72\"");
+  CHECK(put_object_etag({}) == "\"d41d8cd98f00b204e9800998ecf8427e\"");
+  // Parts "a" and "b" (their ETags as UploadPart returns them, quoted or not).
+  CHECK(multipart_etag({{1, "\"0cc175b9c0f1b6a831c399e269772661\""},
+                        {2, "92eb5ffee6ae2fec3ad71c777531578f"}}) ==
+        "\"96e024ba2074fe77e8e965ba43a704be-2\"");
+  // A part whose ETag is not an MD5 (SSE-KMS): nothing to predict.
+  CHECK(!multipart_etag({{1, "\"0cc175b9c0f1b6a831c399e269772661\""}, {2, "\"kms-etag\""}}));
+  CHECK(same_etag("\"x-2\"", "x-2"));
+  CHECK(!same_etag("\"x-2\"", "\"x-3\""));
+}
+
+namespace {
+
+// An S3 store that makes the object on the first commit but loses its reply (the connection
+// closes unanswered), then refuses the HTTP layer's retry of that commit with 412 (its
+// condition no longer holds: the object now exists, with the new ETag). HEAD: absent before
+// the commit, then the new object, or (`other_writer`) an object of the same size that
+// another writer made.
+struct LostReplyStore {
+  std::mutex mu;
+  std::vector<std::string> part_md5;  // hex, by part number - 1
+  std::string committed_etag;         // quoted; empty until the first commit
+  uint64_t committed_size = 0;
+  int commits = 0;
+  bool other_writer = false;
+
+  static std::string md5_hex(const std::string& data) {
+    return remote::put_object_etag(std::as_bytes(std::span(data))).substr(1, 32);
+  }
+
+  std::string operator()(const Request& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (r.method == "HEAD") {
+      if (commits == 0) {
+        return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      }
+      const std::string etag = other_writer ? std::string("\"someone-else\"") : committed_etag;
+      return "HTTP/1.1 200 OK\r\nETag: " + etag + "\r\nContent-Length: " +
+             std::to_string(committed_size) + "\r\nConnection: close\r\n\r\n";
+    }
+    if (r.method == "POST" && r.has_query("uploads")) {
+      return response(200, "OK",
+                      "<InitiateMultipartUploadResult><Bucket>bkt</Bucket><Key>obj</Key>"
+                      "<UploadId>up-1</UploadId></InitiateMultipartUploadResult>");
+    }
+    if (r.method == "PUT" && r.has_query("partNumber")) {
+      const size_t at = r.target.find("partNumber=") + 11;
+      const size_t n = std::stoul(r.target.substr(at));
+      if (part_md5.size() < n) part_md5.resize(n);
+      part_md5[n - 1] = md5_hex(r.body);
+      return response(200, "OK", "", {"ETag: \"" + part_md5[n - 1] + "\""});
+    }
+    if (r.method == "DELETE") return response(204, "No Content", "");
+    if (is_commit(r)) {
+      if (++commits > 1) {
+        return response(412, "Precondition Failed", kPreconditionFailed,
+                        {"Content-Type: application/xml"});
+      }
+      if (r.method == "PUT") {
+        committed_etag = "\"" + md5_hex(r.body) + "\"";
+        committed_size = r.body.size();
+      } else {
+        std::vector<remote::UploadedPart> parts;
+        for (size_t i = 0; i < part_md5.size(); ++i) {
+          parts.push_back({static_cast<int>(i + 1), part_md5[i]});
+        }
+        committed_etag = *remote::multipart_etag(parts);
+        committed_size = 0;  // set by the test: the body sizes are not kept
+      }
+      return "";  // made, reply lost
+    }
+    return response(404, "Not Found", "");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("s3 save: a commit whose reply was lost and whose retry got 412 is a commit") {
+  for (size_t size : {size_t{1000}, size_t{(5u << 20) + 1000}}) {
+    for (bool other_writer : {false, true}) {
+      CAPTURE(size);
+      CAPTURE(other_writer);
+      auto store = std::make_shared<LostReplyStore>();
+      store->other_writer = other_writer;
+      ScriptedServer server([store, size](const Request& r) {
+        std::string out = (*store)(r);
+        if (store->commits == 1 && store->committed_size == 0) store->committed_size = size;
+        return out;
+      });
+      SinkOptions so;
+      so.remote = options_for(server);
+      so.remote.http.max_retries = 1;  // the lost reply is retried once
+      so.remote.http.backoff_initial_seconds = 0.01;
+      so.overwrite = false;
+      auto sink = create_sink("s3://bkt/new.jtree", so);
+      REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+      std::string body(size, 'q');
+      REQUIRE((*sink)->append(std::as_bytes(std::span(body))).ok());
+      const Status st = (*sink)->commit();
+      const std::vector<Request> rs = server.requests();
+      CHECK(std::count_if(rs.begin(), rs.end(), is_commit) == 2);
+      if (other_writer) {
+        // The object that exists is not the one this commit makes: the refusal stands.
+        CHECK(st.code() == StatusCode::kAlreadyExists);
+      } else {
+        CHECK_MESSAGE(st.ok(), st.ToString());
+        // Nothing aborted: the upload was completed.
+        CHECK(std::none_of(rs.begin(), rs.end(),
+                           [](const Request& r) { return r.method == "DELETE"; }));
+      }
+    }
+  }
 }

@@ -19,6 +19,7 @@ set(JTREE_REMOTE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/http_backend.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_source.cc
+  ${CMAKE_CURRENT_LIST_DIR}/s3_etag.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_sink.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_stale_uploads.cc
   ${CMAKE_CURRENT_LIST_DIR}/s3_backend.cc

@@ -12,6 +12,7 @@
 #include "io/remote/remote_io.h"
 #include "io/remote/remote_source.h"
 #include "io/remote/s3_client.h"
+#include "io/remote/s3_etag.h"
 #include "io/remote/s3_stale_uploads.h"
 #include "io/remote/sigv4.h"
 #include "util/thread_pool.h"
@@ -257,15 +258,21 @@ class S3Sink final : public io::CommittingSink {
       JTREE_RETURN_IF_ERROR(check_open());
     }
     Status st = send_commit(condition_);
-    if (st.code() == StatusCode::kAborted && !condition_.if_match.empty()) {
-      // Some stores (Ceph RGW) compare If-Match with the ETag they keep, which has no quotes,
-      // and so refuse the quoted form HTTP prescribes even for an unchanged object. A 412
-      // while the object still has the planned ETag is that, not another writer: ask again
-      // with the bare value (the server still checks it atomically).
+    if (st.code() == StatusCode::kAborted && !condition_.empty()) {
       auto now = client_->head(loc_);
       WriteCondition bare = condition_;
       bare.if_match = unquoted(condition_.if_match);
-      if (now.ok() && now->etag == condition_.if_match && bare.if_match != condition_.if_match) {
+      if (now.ok() && made_by_this_commit(*now)) {
+        // The store made the object, but its reply was lost and the HTTP layer's retry of
+        // the same request was refused by the condition, which the first attempt had
+        // changed: committed, not beaten by another writer.
+        st = Status::OK();
+      } else if (now.ok() && !condition_.if_match.empty() && now->etag == condition_.if_match &&
+                 bare.if_match != condition_.if_match) {
+        // Some stores (Ceph RGW) compare If-Match with the ETag they keep, which has no
+        // quotes, and so refuse the quoted form HTTP prescribes even for an unchanged object.
+        // A 412 while the object still has the planned ETag is that, not another writer: ask
+        // again with the bare value (the server still checks it atomically).
         st = send_commit(bare);
       }
     }
@@ -280,6 +287,16 @@ class S3Sink final : public io::CommittingSink {
   Status send_commit(const WriteCondition& condition) {
     if (upload_id_.empty()) return client_->put_object(loc_, buffer_, condition);
     return client_->complete_multipart_upload(loc_, upload_id_, parts_, condition).status();
+  }
+
+  // Whether `now` (a HEAD after a refused commit) is the object this commit makes: its size
+  // and the ETag the store gives such a write (S3's MD5-based ETags; stores whose ETags are
+  // not, such as SSE-KMS objects, never match, and the refusal stands).
+  bool made_by_this_commit(const ObjectInfo& now) const {
+    if (now.size != position_) return false;
+    if (upload_id_.empty()) return same_etag(now.etag, put_object_etag(buffer_));
+    const std::optional<std::string> expected = multipart_etag(parts_);
+    return expected && same_etag(now.etag, *expected);
   }
 
   static std::string unquoted(const std::string& etag) {
