@@ -494,23 +494,27 @@ def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
     return load_subtree(f, f._root, (), pytree, fill_out=fill_out, **options)
 
 
-def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True) -> Any:
+def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True,
+                   allow_full_download: bool = False) -> Any:
     """The structure of a .jtree file: its containers, with a :class:`LeafSpec` (kind, shape,
     dtype) in place of each leaf. Reads the header only, never array data. The result can be
     edited (``None`` to skip a leaf, another dtype to cast) and passed to :func:`load` as
-    ``pytree``."""
-    f = _open(path, {"strict": strict})
+    ``pytree``. ``allow_full_download`` as in :func:`load` (a server that ignores Range
+    requests: the whole file is downloaded once)."""
+    f = _open(path, {"strict": strict}, allow_full_download)
     return spec_tree(f._root, strict=strict, file=f.name)
 
 
-def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, **options: Any) -> Future:
+def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, *,
+                     allow_full_download: bool = False, **options: Any) -> Future:
     """Starts :func:`load` in the background; returns a :class:`Future` whose ``pytree`` (the
     file's structure) is available at once (the file is opened before returning), and whose
-    ``result()`` is the loaded tree. Options are those of :func:`load`."""
+    ``result()`` is the loaded tree. Options are those of :func:`load`, ``allow_full_download``
+    included (it applies to the open, made before returning)."""
     unknown = set(options) - set(LOAD_OPTIONS) - {"out"}
     if unknown:
         raise TypeError(f"nonblocking_load() got unexpected options {sorted(unknown)}")
-    f = _open(path, options)
+    f = _open(path, options, allow_full_download)
     strict = options.get("strict")
     structure = spec_tree(f._root, strict=f.strict if strict is None else strict, file=f.name)
     fut = _pool().submit(load, f, pytree, **options)

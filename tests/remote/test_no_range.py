@@ -111,6 +111,23 @@ def test_python_allow_full_download(served):
     np.testing.assert_array_equal(got["b"], tree["b"])
 
 
+def test_python_every_opening_call_takes_allow_full_download(served):
+    # load_pytreedef and nonblocking_load open the URL too: they refuse by default and
+    # download once when allowed, like open and load.
+    tree, url, _path = served
+    with pytest.raises(jtree.NotSupportedError):
+        jtree.load_pytreedef(url)
+    with pytest.raises(jtree.NotSupportedError):
+        jtree.nonblocking_load(url)
+    spec = jtree.load_pytreedef(url, allow_full_download=True)
+    assert spec["emb"].shape == (8192, 1024) and str(spec["emb"].dtype) == "float32"
+    fut = jtree.nonblocking_load(url, allow_full_download=True)
+    assert fut.pytree["b"].shape == (16,)
+    got = fut.result()
+    np.testing.assert_array_equal(got["emb"], tree["emb"])
+    assert got["step"] == 12
+
+
 def test_cli_refuses_and_allows(served):
     cli = _cli()
     if cli is None:
