@@ -8,6 +8,8 @@
 //   keys.jtree     params/b removed, params/extra added
 //   spec.jtree     params/w as float64, params/q of shape [4095], name 'run-10'
 //                  (a string of another length: a change of value)
+//   meta.jtree     the base tree with other user metadata: run '1' -> '2', note removed,
+//                  extra added (the others have the base's: run '1', note 'base')
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,7 +19,7 @@
 namespace {
 
 struct Variant {
-  bool value = false, keys = false, spec = false;
+  bool value = false, keys = false, spec = false, meta = false;
 };
 
 jtree::Status write(const std::string& path, const Variant& v) {
@@ -58,6 +60,11 @@ jtree::Status write(const std::string& path, const Variant& v) {
   t.key("opt").none();
   t.key("blob").bytes(std::string(10000, 'x'));
   t.end();
+  if (v.meta) {
+    t.metadata("run", "2").metadata("extra", "yes");
+  } else {
+    t.metadata("run", "1").metadata("note", "base");
+  }
   JTREE_ASSIGN_OR_RETURN(jtree::Tree tree, std::move(t).Finish());
   return jtree::save(std::move(tree), path).status();
 }
@@ -73,6 +80,7 @@ int main(int argc, char** argv) {
       {"value.jtree", {.value = true}},
       {"keys.jtree", {.keys = true}},
       {"spec.jtree", {.spec = true}},
+      {"meta.jtree", {.meta = true}},
   };
   for (const auto& [name, variant] : files) {
     jtree::Status st = write(dir + "/" + name, variant);

@@ -109,6 +109,22 @@ check "dtype/shape changes in JSON" py "$("$jtree" diff --json "$dir/a.jtree" "$
 c={x['path']: x for x in d['changed']}
 assert c['params/w']['change']=='dtype' and c['params/w']['b']['dtype']=='float64', c
 assert c['params/q']['change']=='shape' and c['params/q']['a']['shape']==[4096] and c['params/q']['b']['shape']==[4095], c"
+check "other metadata only: exit 1" test "$(exit_code "$jtree" diff "$dir/a.jtree" "$dir/meta.jtree")" = 1
+out=$("$jtree" diff "$dir/a.jtree" "$dir/meta.jtree")
+check "a changed metadata value" contains "$out" "^M~ run = '1' -> '2'"
+check "a removed metadata key" contains "$out" "^M- note = 'base'"
+check "an added metadata key" contains "$out" "^M+ extra = 'yes'"
+check "equal trees, other metadata: the summary says so" contains "$out" "^equal trees, other metadata: 8 entries"
+check "metadata in JSON" py "$("$jtree" diff --json "$dir/a.jtree" "$dir/meta.jtree")" "
+m=d['metadata']
+assert not d['equal'] and not d['changed'] and not d['added'] and not d['removed'], d
+assert m['changed']==[{'key': 'run', 'a': '1', 'b': '2'}], m
+assert m['removed']==[{'key': 'note', 'a': 'base'}] and m['added']==[{'key': 'extra', 'b': 'yes'}], m"
+check "--ignore-metadata: equal trees are equal, exit 0" test "$(exit_code "$jtree" diff --ignore-metadata "$dir/a.jtree" "$dir/meta.jtree")" = 0
+check "--ignore-metadata: nothing about metadata in JSON" py "$("$jtree" diff --json --ignore-metadata "$dir/a.jtree" "$dir/meta.jtree")" "
+assert d['equal'] and d['metadata']=={'added': [], 'removed': [], 'changed': []}, d"
+check "identical files: no metadata change" py "$("$jtree" diff --json "$dir/a.jtree" "$dir/a_copy.jtree")" "
+assert d['metadata']=={'added': [], 'removed': [], 'changed': []}, d"
 check "diff -q prints nothing" test -z "$("$jtree" diff -q "$dir/a.jtree" "$dir/value.jtree")"
 check "diff of a missing file: exit 2" test "$(exit_code "$jtree" diff "$dir/a.jtree" "$dir/none.jtree")" = 2
 out=$("$jtree" diff "$dir/a.jtree" "$dir/none.jtree" 2>&1)

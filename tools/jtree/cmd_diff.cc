@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -22,12 +23,15 @@ namespace jtree::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "jtree diff [--json] [--no-verify] [-q] [--threads N] [--allow-full-download] A B";
+    "jtree diff [--json] [--no-verify] [-q] [--threads N] [--ignore-metadata]\n"
+    "           [--allow-full-download] A B";
 constexpr const char* kHelp =
     "Compares two .jtree files (paths or URLs) entry by entry: leaves, None values and empty\n"
     "containers, by key path. Reports entries added (+), removed (-) and changed (~): in kind,\n"
     "dtype or shape, or in value (for numbers the largest absolute difference and how many\n"
-    "elements differ; for text and bytes that they differ).\n"
+    "elements differ; for text and bytes that they differ). The files' user metadata (the\n"
+    "key/value pairs of save(..., metadata=...)) is compared too: keys added (M+), removed\n"
+    "(M-) and changed (M~).\n"
     "\n"
     "It reads only what it must: an array whose chunks have the same index entries in both\n"
     "files (same chunk grid, codec, sizes and checksums with the same seed: copies of one file,\n"
@@ -42,7 +46,9 @@ constexpr const char* kHelp =
     "  --json       one JSON object: added, removed, changed (each with path and the two\n"
     "               sides' kind/dtype/shape/value; value changes with max_abs_diff,\n"
     "               differing_elements), equal_entries, compared (how equal entries were\n"
-    "               decided: header, checksums, data), io per file and data_bytes_read\n"
+    "               decided: header, checksums, data), metadata (added, removed, changed:\n"
+    "               key with a/b values), io per file and data_bytes_read\n"
+    "  --ignore-metadata  compare the trees only (the metadata is neither shown nor counted)\n"
     "  --no-verify  do not verify the checksums of the chunks read\n"
     "  -q, --quiet  print nothing: the exit status says it\n"
     "  --threads N  decoding threads (0: all cores)\n";
@@ -285,11 +291,47 @@ std::vector<std::pair<std::string, uint32_t>> entries(const Tree& t) {
   return out;
 }
 
+// A user metadata key that differs: absent on one side (sign '+' or '-') or changed ('~').
+struct MetadataChange {
+  char sign;
+  std::string key;
+  std::optional<std::string> a, b;
+};
+
 struct Outcome {
   std::vector<Change> changes;
+  std::vector<MetadataChange> metadata;
   uint64_t equal = 0;
   uint64_t by_header = 0, by_checksums = 0, by_data = 0;
+
+  bool same() const { return changes.empty() && metadata.empty(); }
 };
+
+// The keys of the two files' user metadata that differ, in key order.
+std::vector<MetadataChange> compare_metadata(const Tree& ta, const Tree& tb) {
+  const std::map<std::string, std::string> a(ta.metadata.begin(), ta.metadata.end());
+  const std::map<std::string, std::string> b(tb.metadata.begin(), tb.metadata.end());
+  std::vector<MetadataChange> out;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) out.push_back({'-', k, v, std::nullopt});
+    else if (it->second != v) out.push_back({'~', k, v, it->second});
+  }
+  for (const auto& [k, v] : b) {
+    if (!a.contains(k)) out.push_back({'+', k, std::nullopt, v});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const MetadataChange& x, const MetadataChange& y) { return x.key < y.key; });
+  return out;
+}
+
+// A metadata value for the text output: quoted text, or its size when it is binary.
+std::string metadata_text(const std::string& v) {
+  for (unsigned char c : v) {
+    if (c < 0x20 && c != '\n' && c != '\t') return "<" + std::to_string(v.size()) + " bytes>";
+  }
+  return quoted(v, 60);
+}
 
 Status compare(const Reader& ra, const Reader& rb, const ReadOptions& ro, Outcome* out) {
   const Tree& ta = ra.tree();
@@ -417,7 +459,7 @@ void print_json(const Reader& ra, const Reader& rb, const Outcome& o, uint64_t d
   j.begin_object();
   j.key("a").str(ra.name());
   j.key("b").str(rb.name());
-  j.key("equal").boolean(o.changes.empty());
+  j.key("equal").boolean(o.same());
   for (const char* list : {"added", "removed", "changed"}) {
     j.key(list).begin_array();
     for (const Change& c : o.changes) {
@@ -451,6 +493,20 @@ void print_json(const Reader& ra, const Reader& rb, const Outcome& o, uint64_t d
     }
     j.end_array();
   }
+  j.key("metadata").begin_object();
+  for (const char sign : {'+', '-', '~'}) {
+    j.key(sign == '+' ? "added" : sign == '-' ? "removed" : "changed").begin_array();
+    for (const MetadataChange& m : o.metadata) {
+      if (m.sign != sign) continue;
+      j.begin_object();
+      j.key("key").str(m.key);
+      if (m.a) j.key("a").str(*m.a);
+      if (m.b) j.key("b").str(*m.b);
+      j.end_object();
+    }
+    j.end_array();
+  }
+  j.end_object();
   j.key("equal_entries").num(o.equal);
   j.key("compared").begin_object();
   j.key("header").num(o.by_header);
@@ -473,9 +529,16 @@ uint64_t bytes_read(const Reader& r) { return r.io_stats().bytes_read; }
 }  // namespace
 
 int cmd_diff(const Args& args) {
+  // (--ignore-metadata is diff's own flag: taken out before the common ones are parsed.)
+  bool ignore_metadata = false;
+  Args common;
+  for (const std::string& a : args) {
+    if (a == "--ignore-metadata") ignore_metadata = true;
+    else common.push_back(a);
+  }
   CommonFlags f;
   std::string err;
-  if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
+  if (!parse_flags(common, &f, &err)) return usage_error(err, kUsage);
   if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 2) return usage_error("diff takes two files, A and B", kUsage);
   if (!f.output.empty()) return usage_error("diff writes no file (-o)", kUsage);
@@ -494,6 +557,7 @@ int cmd_diff(const Args& args) {
   Outcome o;
   Status st = compare(a, b, ro, &o);
   if (!st.ok()) return trouble(st.message());
+  if (!ignore_metadata) o.metadata = compare_metadata(a.tree(), b.tree());
   const uint64_t data_bytes = bytes_read(a) + bytes_read(b) - opened;
   if (f.json) {
     print_json(a, b, o, data_bytes);
@@ -504,15 +568,23 @@ int cmd_diff(const Args& args) {
       std::printf("%c %-*s  %s\n", c.sign, static_cast<int>(width), c.path.c_str(),
                   change_text(c).c_str());
     }
+    for (const MetadataChange& m : o.metadata) {
+      std::string text = m.sign == '+'   ? metadata_text(*m.b)
+                         : m.sign == '-' ? metadata_text(*m.a)
+                                         : metadata_text(*m.a) + " -> " + metadata_text(*m.b);
+      std::printf("M%c %s = %s\n", m.sign, m.key.c_str(), text.c_str());
+    }
     uint64_t added = 0, removed = 0;
     for (const Change& c : o.changes) added += c.sign == '+', removed += c.sign == '-';
     if (o.changes.empty()) {
-      std::printf("equal: %llu entries", static_cast<unsigned long long>(o.equal));
+      std::printf("%s: %llu entries", o.metadata.empty() ? "equal" : "equal trees, other metadata",
+                  static_cast<unsigned long long>(o.equal));
     } else {
       std::printf("differ: %llu added, %llu removed, %llu changed, %llu equal",
                   static_cast<unsigned long long>(added), static_cast<unsigned long long>(removed),
                   static_cast<unsigned long long>(o.changes.size() - added - removed),
                   static_cast<unsigned long long>(o.equal));
+      if (!o.metadata.empty()) std::printf(", %zu metadata keys differ", o.metadata.size());
     }
     std::printf(" (%llu by checksums without reading data, %llu from the headers, %llu by "
                 "reading)\n",
@@ -523,7 +595,7 @@ int cmd_diff(const Args& args) {
                 human_bytes(data_bytes).c_str(), human_bytes(bytes_read(a)).c_str(),
                 human_bytes(bytes_read(b)).c_str());
   }
-  return o.changes.empty() ? 0 : 1;
+  return o.same() ? 0 : 1;
 }
 
 }  // namespace jtree::cli
