@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _device, _dtypes, _jtree
+from . import _device, _dtypes, _jtree, _progress
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
                       NotSupportedError, ResourceExhaustedError, error)
@@ -123,9 +123,18 @@ class File:
         ``bytes_read`` (every read, the header and index included)."""
         return self._reader.io_stats()
 
-    def verify(self) -> Dict[str, Any]:
-        """Checks every checksum and decodes every chunk; ``{"ok": bool, "problems": [...]}``."""
-        return self._reader.verify(self.threads)
+    def verify(self, *, progress: Any = False) -> Dict[str, Any]:
+        """Checks every checksum and decodes every chunk; ``{"ok": bool, "problems": [...]}``
+        (and ``chunks_checked``, ``bytes_checked``, ``dead_bytes``, ``notes``). ``progress``:
+        True (a bar on stderr when it is a terminal), a function ``(done_bytes, total_bytes)``
+        called as the stored bytes are checked (raising in it stops the check with that
+        exception), or False."""
+        cb = _progress.progress_callback(progress, f"verify {self.name}")
+        if cb is None:
+            return self._reader.verify(self.threads)
+        report = self._reader.verify(self.threads, progress=cb)
+        _progress.finish(cb, report["bytes_checked"])
+        return report
 
     def close(self) -> None:
         """Releases the file (views taken from it stop working)."""

@@ -1,4 +1,4 @@
-"""progress= on save, nonblocking_save, load and lazy reads (issue 23 item 6): a callable
+"""progress= on save, nonblocking_save, load, lazy reads and File.verify (issue 23 item 6): a callable
 sees monotonic (done, total) reports ending at (total, total); an exception it raises aborts
 the operation with that exception and leaves nothing behind; True draws a bar on stderr only
 when stderr is a terminal."""
@@ -122,6 +122,19 @@ def test_an_exception_in_the_callback_aborts_the_load(path):
     for mmap in (True, False):
         with pytest.raises(ValueError, match="no more"):
             jtree.load(path, progress=boom, mmap=mmap)
+
+
+def test_file_verify_reports_the_stored_bytes_checked(path):
+    jtree.save(_tree(), path, chunk_bytes=16 << 10)
+    rec = Recorder()
+    with jtree.open(path) as f:
+        report = f.verify(progress=rec)
+        assert report["ok"], report
+        assert rec.check() == report["bytes_checked"] > 0
+        # An exception in the callback stops the check and comes back as it was raised.
+        with pytest.raises(Stop, match="stop here"):
+            f.verify(progress=Recorder(fail_at=1))
+        assert f.verify()["ok"]  # (and the File still works)
 
 
 class _Terminal(io.StringIO):

@@ -365,14 +365,17 @@ class PyReader {
 
   // {"ok": bool, "chunks_checked", "bytes_checked", "dead_bytes", "problems": [(where, msg)],
   //  "notes": [...]}
-  nb::dict verify(int threads) const {
+  nb::dict verify(int threads, std::optional<nb::object> progress) const {
     jtree::ReadOptions o;
     o.threads = threads;
+    PyProgress report(std::move(progress));
+    o.progress = report.fn();
     std::optional<jtree::Result<jtree::VerifyReport>> r;
     {
       nb::gil_scoped_release release;
       r.emplace(r_->Verify(o));
     }
+    report.rethrow();
     jtree::VerifyReport rep = value_or_raise(std::move(*r));
     nb::dict d;
     d["ok"] = rep.ok();
@@ -491,7 +494,9 @@ void register_reader(nb::module_& m) {
           "TESTS ONLY: read_to_device through jtree's host-memory stand-in copy engine, every "
           "dst_address a host address; returns the engine's counters. Not a public API.")
       .def("verify", &PyReader::verify, nb::arg("threads") = 0,
-           "Checks every checksum and decodes every chunk (jtree::Reader::Verify).");
+           nb::arg("progress").none() = nb::none(),
+           "Checks every checksum and decodes every chunk (jtree::Reader::Verify); "
+           "progress(done, total) in stored bytes checked (an exception it raises cancels).");
 }
 
 }  // namespace jtpy
