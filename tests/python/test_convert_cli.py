@@ -101,6 +101,11 @@ def test_native_cli_without_python(tmp_path, st_file):
     assert r.returncode == 1
     assert "pip install jtree-arrays" in r.stderr and "no-such-python" in r.stderr
     assert not (tmp_path / "x.jtree").exists()
+    # --help still says what the command is (exit 0), and why its full help is missing.
+    r = native("--help", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: jtree convert SRC DST") and "GGUF" in r.stdout
+    assert "pip install jtree-arrays" in r.stdout and "no-such-python" in r.stdout
     # a Python without jtree: passed over for the next, then the same message
     (empty / "python3").symlink_to(sys.executable)
     env = dict(env, PYTHONPATH="", PYTHONNOUSERSITE="1", JTREE_PYTHON="")

@@ -89,10 +89,23 @@ int cmd_convert(const Args& args) {
     if (!tried.empty()) tried += "; ";
     tried += python + (rc < 0 ? ": cannot be run" : ": jtree.convert does not import");
   }
-  std::fprintf(stderr,
-               "jtree convert: needs Python with the jtree package: pip install jtree-arrays "
-               "(or set JTREE_PYTHON to an interpreter that has it). Tried: %s\n",
-               tried.c_str());
+  const std::string why =
+      "needs Python with the jtree package: pip install jtree-arrays (or set JTREE_PYTHON to an "
+      "interpreter that has it). Tried: " + tried;
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      // Help asked for: what the command is, and why its full help (the Python
+      // implementation's, which owns the options) cannot be shown here. Not an error.
+      std::printf("usage: jtree convert SRC DST [options]\n\n"
+                  "Converts checkpoints into .jtree files (safetensors, PyTorch, NumPy, GGUF,\n"
+                  "orbax, flax, JAX) and .jtree files into safetensors or GGUF, through the\n"
+                  "Python implementation (python -m jtree.convert). Its options and formats are\n"
+                  "listed by its own --help, which this machine cannot run: it %s\n",
+                  why.c_str());
+      return 0;
+    }
+  }
+  std::fprintf(stderr, "jtree convert: %s\n", why.c_str());
   return 1;
 }
 
