@@ -28,10 +28,11 @@ from gguf import GGUFWriter  # noqa: E402
 from jtree.convert import _from_gguf, _gguf_parse, _to_gguf  # noqa: E402
 
 
-def _write_model(path, alignment=None, n_vocab=300):
-    """A small GGUF with every kind of key-value and tensor GGUFWriter can write."""
+def _write_model(path, alignment=None, n_vocab=300, **writer_kw):
+    """A small GGUF with every kind of key-value and tensor GGUFWriter can write (a split set
+    with ``split_max_tensors=``...)."""
     rng = np.random.default_rng(0)
-    w = GGUFWriter(path, arch="llama")
+    w = GGUFWriter(path, arch="llama", **writer_kw)
     if alignment:
         w.add_custom_alignment(alignment)
     w.add_name("tiny model")
@@ -446,3 +447,275 @@ def test_bad_gguf_layout_values(model, tmp_path, change, match):
     with pytest.raises(jtree.Error, match=match):
         jtree.convert(p, str(dst))
     assert sorted(os.listdir(tmp_path)) == ["edited.jtree", "model.gguf"]
+
+
+# ---- split GGUF sets (model-00001-of-0000N.gguf ...) --------------------------------------------
+
+from jtree.convert import _gguf_split  # noqa: E402
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def _write_split(d, **writer_kw):
+    """The _write_model model written by GGUFWriter as a split set in directory ``d``; its shard
+    paths in order."""
+    d.mkdir(exist_ok=True)
+    _write_model(str(d / "model.gguf"), **writer_kw)
+    shards = sorted(str(d / n) for n in os.listdir(d))
+    assert len(shards) > 2 and all(n.endswith(f"-of-{len(shards):05d}.gguf") for n in shards)
+    return shards
+
+
+def test_split_constants_are_gguf_py_s():
+    from gguf.gguf_writer import SHARD_NAME_FORMAT
+    assert _gguf_split.KEYS == (gguf.Keys.Split.LLM_KV_SPLIT_NO,
+                                gguf.Keys.Split.LLM_KV_SPLIT_COUNT,
+                                gguf.Keys.Split.LLM_KV_SPLIT_TENSORS_COUNT)
+    assert _gguf_split.NAME_FORMAT.format("m", 2, 3) == SHARD_NAME_FORMAT.format("m", 2, 3)
+
+
+@pytest.mark.parametrize("which", [0, 1, -1])
+def test_split_gguf_converts_as_one_model(tmp_path, which):
+    """Any shard of a set GGUFWriter split converts the whole set: the tree holds every
+    shard's tensors in order (the bytes GGUFReader finds in each shard), the first shard's
+    key-values without split.*, and converting it back writes one GGUF, byte for byte the file
+    GGUFWriter writes unsplit for the same tensors and key-values."""
+    shards = _write_split(tmp_path / "split", split_max_tensors=5)
+    single = _write_model(str(tmp_path / "single.gguf"))
+    mid, back = str(tmp_path / "m.jtree"), str(tmp_path / "back.gguf")
+    fds = _open_fds()
+    st = jtree.convert(shards[which], mid, verify=True)
+    assert st.verified and f"split in {len(shards)} shards" in st.description
+    assert _open_fds() == fds  # every shard's fd closed
+    tree = jtree.load(mid)
+    with jtree.open(mid) as f:
+        assert f.metadata["gguf.split_count"] == str(len(shards)).encode()
+        assert f.metadata["gguf.version"] == b"3"
+    assert not [k for k in tree["metadata"] if k.startswith("split.")]
+    assert list(tree["metadata"]) == list(tree["metadata_types"])
+    # Tensor by tensor against GGUFReader of each shard, in shard order.
+    names = []
+    for path in shards:
+        r = gguf.GGUFReader(path)
+        for t in r.tensors:
+            names.append(t.name)
+            got = tree["tensors"][t.name]
+            assert tree["tensor_types"][t.name] == t.tensor_type.name
+            n = int(np.prod(got.shape)) * got.dtype.itemsize
+            assert _bytes(got) == np.asarray(r.data[t.data_offset:t.data_offset + n]).tobytes()
+    assert list(tree["tensors"]) == names == list(tree["tensor_types"])
+    # The key-values are the unsplit file's, with their types, in its order.
+    r = gguf.GGUFReader(single)
+    assert list(tree["metadata"]) == [k for k in r.fields if not k.startswith("GGUF.")]
+    st = jtree.convert(mid, back, verify=True)
+    assert st.verified
+    with open(back, "rb") as f1, open(single, "rb") as f2:
+        assert f1.read() == f2.read()
+
+
+def test_split_gguf_with_a_first_shard_of_key_values_only(tmp_path):
+    """GGUFWriter(small_first_shard=True): the first shard holds the key-values and no tensor."""
+    shards = _write_split(tmp_path / "split", split_max_tensors=8, small_first_shard=True)
+    assert gguf.GGUFReader(shards[0]).tensors == []
+    single = _write_model(str(tmp_path / "single.gguf"))
+    mid, back = str(tmp_path / "m.jtree"), str(tmp_path / "back.gguf")
+    jtree.convert(shards[1], mid, verify=True)
+    jtree.convert(mid, back, verify=True)
+    assert open(back, "rb").read() == open(single, "rb").read()
+    # Straight GGUF -> GGUF too (through a temporary .jtree file).
+    jtree.convert(shards[0], str(tmp_path / "direct.gguf"))
+    assert open(tmp_path / "direct.gguf", "rb").read() == open(single, "rb").read()
+
+
+def _split_kvs(no, count, total, types=(2, 2, 5)):
+    fmt = {2: "<H", 4: "<I", 5: "<i", 6: "<f"}
+    return [_raw_kv(k, t, struct.pack(fmt[t], v))
+            for k, t, v in zip(_gguf_split.KEYS, types, (no, count, total))]
+
+
+def _raw_shard(path, no, count, total, names, extra_kvs=()):
+    """A shard written byte by byte: float32 tensors of 8 elements under ``names``."""
+    tensors = [(n, (8,), 0, 32 * i) for i, n in enumerate(names)]
+    data = b"".join(np.full(8, i, np.float32).tobytes() for i in range(len(names)))
+    path.write_bytes(_raw_gguf(list(extra_kvs) + _split_kvs(no, count, total), tensors, data))
+    return str(path)
+
+
+def test_split_gguf_set_of_one_and_extra_key_values(tmp_path):
+    # split.count 1 (llama.cpp's gguf-split writes one): the file alone, whatever its name;
+    # the split keys go, gguf.split_count says 1.
+    lone = _raw_shard(tmp_path / "lone.gguf", 0, 1, 2, ["a", "b"],
+                      [_raw_kv("general.architecture", 8, _raw_str(b"x"))])
+    mid = str(tmp_path / "lone.jtree")
+    jtree.convert(lone, mid)
+    t = jtree.load(mid)
+    assert t["metadata"] == {"general.architecture": "x"} and list(t["tensors"]) == ["a", "b"]
+    with jtree.open(mid) as f:
+        assert f.metadata["gguf.split_count"] == b"1"
+    # A key a later shard repeats with the same value is kept once; one only a later shard
+    # has is added after the first shard's; a later shard's general.alignment is its own.
+    d = tmp_path / "set"
+    d.mkdir()
+    arch = _raw_kv("general.architecture", 8, _raw_str(b"x"))
+    _raw_shard(d / "m-00001-of-00002.gguf", 0, 2, 3, ["a"], [arch])
+    _raw_shard(d / "m-00002-of-00002.gguf", 1, 2, 3, ["b", "c"],
+               [_raw_kv("general.alignment", 4, struct.pack("<I", 32)), arch,
+                _raw_kv("z.extra", 4, struct.pack("<I", 9))])
+    jtree.convert(str(d / "m-00002-of-00002.gguf"), mid)
+    t = jtree.load(mid)
+    assert t["metadata"] == {"general.architecture": "x", "z.extra": 9}
+    assert t["metadata_types"] == {"general.architecture": "STRING", "z.extra": "UINT32"}
+    assert list(t["tensors"]) == ["a", "b", "c"]
+    np.testing.assert_array_equal(t["tensors"]["c"], np.full(8, 1, np.float32))
+
+
+def _patch_kv(path, key, fmt, value):
+    """Overwrites the value of the scalar key-value ``key`` in the GGUF file ``path``."""
+    data = bytearray(open(path, "rb").read())
+    pos = data.index(_raw_str(key.encode())) + 8 + len(key) + 4
+    struct.pack_into(fmt, data, pos, value)
+    open(path, "wb").write(bytes(data))
+
+
+def _expect_set_error(tmp_path, src, bad, match, cls=jtree.CorruptionError):
+    """Converting ``src`` fails with ``cls`` naming the file ``bad``; the existing destination is
+    kept, nothing else appears beside it, and no file descriptor is left open."""
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    dst = out / "m.jtree"
+    dst.write_bytes(b"previous")
+    fds = _open_fds()
+    with pytest.raises(cls, match=match) as e:
+        jtree.convert(src, str(dst))
+    assert str(bad) in str(e.value)
+    assert dst.read_bytes() == b"previous" and os.listdir(out) == ["m.jtree"]
+    assert _open_fds() == fds
+    # The same through the GGUF -> GGUF path, and with no destination yet: nothing written.
+    dst.unlink()
+    with pytest.raises(cls, match=match):
+        jtree.convert(src, str(out / "m.gguf"))
+    assert os.listdir(out) == []
+    return e.value
+
+
+def test_split_gguf_missing_shard(tmp_path):
+    shards = _write_split(tmp_path / "split", split_max_tensors=5)
+    os.unlink(shards[2])
+    e = _expect_set_error(tmp_path, shards[0], shards[2], r"shard 3 of \d+ of the set .*"
+                                                          r"model-\*-of-\d{5}\.gguf is missing")
+    assert e.file == shards[2]
+    # From another shard too; two missing are counted.
+    os.unlink(shards[-1])
+    _expect_set_error(tmp_path, shards[1], shards[2], r"2 of \d+ shards are missing")
+
+
+def test_split_gguf_inconsistent_sets(tmp_path):
+    d = tmp_path / "split"
+
+    def fresh():
+        for n in os.listdir(d) if d.exists() else ():
+            os.unlink(d / n)
+        return _write_split(d, split_max_tensors=5)
+
+    s = fresh()
+    _patch_kv(s[1], "split.count", "<H", len(s) + 1)
+    _expect_set_error(tmp_path, s[0], s[1], rf"split.count is {len(s) + 1}, but .*says {len(s)}")
+    # Given the shard whose split.count disagrees with its name.
+    _expect_set_error(tmp_path, s[1], s[1], rf"the name says shard 2 of {len(s)}, the "
+                                            rf"key-values shard 2 of {len(s) + 1}")
+    s = fresh()
+    _patch_kv(s[1], "split.tensors.count", "<i", 3)
+    _expect_set_error(tmp_path, s[0], s[1], r"split.tensors.count is 3, but")
+    s = fresh()
+    for p in s:  # every shard agrees, but on a wrong total
+        _patch_kv(p, "split.tensors.count", "<i", 99)
+    _expect_set_error(tmp_path, s[2], s[0], r"split.tensors.count is 99, but the \d+ shards "
+                                            r"of .*model-\*-of-\d+.gguf hold \d+ tensors")
+    # Shards out of order: shard 2's file holds split.no 2 (renamed in place of each other).
+    s = fresh()
+    os.rename(s[1], str(d / "tmp"))
+    os.rename(s[2], s[1])
+    os.rename(str(d / "tmp"), s[2])
+    _expect_set_error(tmp_path, s[0], s[1], r"split.no is 2, but this is shard 2 of .*out of "
+                                            r"order")
+    # A tensor in two shards.
+    s = fresh()
+    # (a name of the same length in a later shard renamed: the file's layout is unchanged)
+    names = [[t.name for t in gguf.GGUFReader(p).tensors] for p in s]
+    i, j, a, b = next((i, j, a, b) for i in range(len(s)) for j in range(i + 1, len(s))
+                      for a in names[i] for b in names[j] if len(a) == len(b))
+    data = open(s[j], "rb").read().replace(_raw_str(b.encode()), _raw_str(a.encode()), 1)
+    open(s[j], "wb").write(data)
+    _expect_set_error(tmp_path, s[0], s[j], rf"tensor '{a}' is also in .*{os.path.basename(s[i])}")
+    # A shard that is not GGUF.
+    s = fresh()
+    open(s[1], "wb").write(b"PK\3\4 not a GGUF file at all")
+    _expect_set_error(tmp_path, s[0], s[1], "not a GGUF file")
+    # A shard without split keys (another model's file under the set's name).
+    s = fresh()
+    _write_model(s[1])
+    _expect_set_error(tmp_path, s[0], s[1], r"shard 2 of \d+ has no split.\* key-values")
+
+
+def test_split_gguf_bad_split_key_values(tmp_path):
+    d = tmp_path / "raw"
+    d.mkdir()
+    p = d / "m-00001-of-00002.gguf"
+    # Only some split keys; a split key that is not an integer; out-of-range values.
+    p.write_bytes(_raw_gguf(_split_kvs(0, 2, 2)[1:], [], b""))
+    _expect_set_error(tmp_path, str(p), p, "no 'split.no' key-value")
+    p.write_bytes(_raw_gguf(_split_kvs(0, 2, 2, types=(2, 6, 5)), [], b""))
+    _expect_set_error(tmp_path, str(p), p, "'split.count' has type FLOAT32")
+    p.write_bytes(_raw_gguf(_split_kvs(0, 0, 2), [], b""))
+    _expect_set_error(tmp_path, str(p), p, "split.count is 0")
+    p.write_bytes(_raw_gguf(_split_kvs(2, 2, 2), [], b""))
+    _expect_set_error(tmp_path, str(p), p, r"split.no is 2, not in \[0, 2\)")
+    # More shards than the limit: refused before looking for any of them.
+    p.write_bytes(_raw_gguf(_split_kvs(0, _gguf_split.MAX_SHARDS + 1, 2, types=(2, 4, 5)),
+                            [], b""))
+    _expect_set_error(tmp_path, str(p), p, f"a set has 1 to {_gguf_split.MAX_SHARDS} shards")
+    # A shard renamed: the others cannot be found.
+    q = d / "renamed.gguf"
+    _raw_shard(q, 1, 3, 3, ["a"])
+    _expect_set_error(tmp_path, str(q), q, r"shard 2 of 3 .*cannot be found")
+    # A key two shards hold with different values.
+    arch = _raw_kv("general.architecture", 8, _raw_str(b"x"))
+    _raw_shard(d / "m-00001-of-00002.gguf", 0, 2, 2, ["a"], [arch])
+    other = _raw_shard(d / "m-00002-of-00002.gguf", 1, 2, 2, ["b"],
+                       [_raw_kv("general.architecture", 8, _raw_str(b"y"))])
+    _expect_set_error(tmp_path, str(p), other, "'general.architecture' .*differs from the one "
+                                               "in .*m-00001-of-00002.gguf")
+
+
+def test_split_shard_alone_round_trips(tmp_path):
+    """A tree holding a shard's own split.* key-values (one shard read alone, as jtree did
+    before it read sets) writes that shard back byte for byte, and --verify reads the written
+    file alone rather than as a set."""
+    shards = _write_split(tmp_path / "split", split_max_tensors=5)
+    s = _from_gguf.open_file(shards[1])
+    try:
+        assert "split.no" in s.tree["metadata"]
+        mid = str(tmp_path / "shard.jtree")
+        jtree.save(s.tree, mid)
+    finally:
+        s.close()
+    out = str(tmp_path / "out" / "shard.gguf")
+    os.mkdir(os.path.dirname(out))
+    st = jtree.convert(mid, out, verify=True)
+    assert st.verified
+    assert open(out, "rb").read() == open(shards[1], "rb").read()
+
+
+def test_split_gguf_cli(tmp_path, capsys):
+    from jtree.convert import _cli
+    assert "split" in _cli.parser().format_help()
+    shards = _write_split(tmp_path / "split", split_max_tensors=5)
+    assert _cli.run([shards[-1], str(tmp_path / "m.jtree")]) == 0
+    assert f"split in {len(shards)} shards" in capsys.readouterr().err
+    os.unlink(shards[0])
+    assert _cli.run([shards[-1], str(tmp_path / "n.jtree"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert shards[0] in err and "is missing" in err
+    assert not (tmp_path / "n.jtree").exists()

@@ -14,7 +14,8 @@ USAGE = "jtree convert SRC DST [options]"
 DESCRIPTION = """\
 Converts a checkpoint to or from a .jtree file, streaming (memory about one tensor).
 Sources: safetensors (a file, or a Hugging Face sharded checkpoint: its
-*.safetensors.index.json or its directory), PyTorch .pt/.bin, NumPy .npy/.npz, GGUF,
+*.safetensors.index.json or its directory), PyTorch .pt/.bin, NumPy .npy/.npz, GGUF
+(a split model: any of its NAME-0000i-of-0000n.gguf shards converts the whole set),
 orbax / JAX pytree_serialization directories, flax msgpack, .jtree.
 Destinations by extension: .jtree (default), .safetensors, .gguf."""
 
