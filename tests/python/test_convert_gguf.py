@@ -535,10 +535,11 @@ def _split_kvs(no, count, total, types=(2, 2, 5)):
             for k, t, v in zip(_gguf_split.KEYS, types, (no, count, total))]
 
 
-def _raw_shard(path, no, count, total, names, extra_kvs=()):
-    """A shard written byte by byte: float32 tensors of 8 elements under ``names``."""
-    tensors = [(n, (8,), 0, 32 * i) for i, n in enumerate(names)]
-    data = b"".join(np.full(8, i, np.float32).tobytes() for i in range(len(names)))
+def _raw_shard(path, no, count, total, names, extra_kvs=(), n=8):
+    """A shard written byte by byte: float32 tensors of ``n`` elements under ``names``, the
+    i-th all i, aligned to 32."""
+    tensors = [(name, (n,), 0, 4 * n * i) for i, name in enumerate(names)]
+    data = b"".join(np.full(n, i, np.float32).tobytes() for i in range(len(names)))
     path.write_bytes(_raw_gguf(list(extra_kvs) + _split_kvs(no, count, total), tensors, data))
     return str(path)
 
@@ -719,3 +720,48 @@ def test_split_gguf_cli(tmp_path, capsys):
     err = capsys.readouterr().err
     assert shards[0] in err and "is missing" in err
     assert not (tmp_path / "n.jtree").exists()
+
+
+def test_split_gguf_custom_alignment(tmp_path):
+    """gguf-py's GGUFWriter writes every shard at the first shard's general.alignment but puts
+    the key in the first shard only; llama.cpp's gguf-split writes later shards at GGUF's
+    default 32. Both read right: by GGUF's rule a later shard is at 32, unless only the first
+    shard's alignment lays it out to the file's size."""
+    shards = _write_split(tmp_path / "split", alignment=256, split_max_tensors=5)
+    # The later shards lack the key, and GGUFReader reads them at 32, from the wrong bytes.
+    assert gguf.GGUFReader(shards[1]).alignment == 32
+    single = _write_model(str(tmp_path / "single.gguf"), alignment=256)
+    for which in (0, 2):
+        mid, back = str(tmp_path / "m.jtree"), str(tmp_path / "back.gguf")
+        jtree.convert(shards[which], mid, verify=True)
+        jtree.convert(mid, back, verify=True)
+        assert open(back, "rb").read() == open(single, "rb").read()
+    # llama.cpp's layout: the first shard at 64, the second (no key) at 32; its tensors
+    # (64 bytes each) would fit a layout at 64 too, but that one would not end at its size.
+    d = tmp_path / "llama"
+    d.mkdir()
+    align = _raw_kv("general.alignment", 4, struct.pack("<I", 64))
+    kvs = [align] + _split_kvs(0, 2, 3)
+    (d / "m-00001-of-00002.gguf").write_bytes(
+        _raw_gguf(kvs, [("a", (8,), 0, 0)], np.full(8, 7, np.float32).tobytes(), alignment=64))
+    names = ["b", "c"]
+    second = None
+    for pad_key in range(64):  # a header size where 32 and 64 place the data differently
+        extra = [_raw_kv("p" * (pad_key + 1), 4, struct.pack("<I", 0))]
+        second = _raw_shard(d / "m-00002-of-00002.gguf", 1, 2, 3, names, extra, n=16)
+        hdr = _gguf_parse.parse(open(second, "rb").read(), second)
+        if hdr.data_offset % 64:
+            break
+    assert hdr.data_offset % 64
+    jtree.convert(second, str(d / "m.jtree"), verify=True)
+    t = jtree.load(str(d / "m.jtree"))
+    np.testing.assert_array_equal(t["tensors"]["a"], np.full(8, 7, np.float32))
+    np.testing.assert_array_equal(t["tensors"]["b"], np.full(16, 0, np.float32))
+    np.testing.assert_array_equal(t["tensors"]["c"], np.full(16, 1, np.float32))
+    assert t["metadata"]["general.alignment"] == 64
+    # With bytes after the last tensor that fit neither layout's end, GGUF's rule (32) stands.
+    with open(second, "ab") as f:
+        f.write(b"\xff" * 64)
+    jtree.convert(second, str(d / "m.jtree"), verify=True)
+    t = jtree.load(str(d / "m.jtree"))
+    np.testing.assert_array_equal(t["tensors"]["c"], np.full(16, 1, np.float32))

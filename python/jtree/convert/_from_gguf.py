@@ -27,7 +27,8 @@ must agree where two shards have it), without the split.* keys, since the result
 The set must be whole and consistent: every shard present, split.count the same in every
 shard and equal to the number of files, split.no each shard's place (0-based), no tensor name
 twice, split.tensors.count the total; anything else is a CorruptionError naming the shard
-(and the set). The user metadata also gets "gguf.split_count". Memory stays about one tensor;
+(and the set). A later shard without general.alignment may be laid out at the first shard's
+(gguf-py does that): _gguf_split.aligned_like. The user metadata also gets "gguf.split_count". Memory stays about one tensor;
 one file descriptor per shard stays open until the conversion ends. ``open_file`` reads a
 single file as it is (split keys kept), for the writer's verify.
 """
@@ -95,16 +96,22 @@ def _need_gguf(path: str) -> None:
                                 f"(pip install gguf): {e}", file=path) from e
 
 
+def _parse_fd(fd: int, path: str,
+              alignment: int = _gguf_parse.DEFAULT_ALIGNMENT) -> _gguf_parse.Header:
+    """The parsed and validated header of the open GGUF file ``fd``."""
+    if os.fstat(fd).st_size == 0:
+        raise _common.corrupt(path, "GGUF: the file is empty")
+    # The header is parsed from a map of the whole file, dropped afterwards: only the header's
+    # pages are touched. Each tensor gets a map of its own bytes later.
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as whole:
+        return _gguf_parse.parse(whole, path, alignment)
+
+
 def _open_file(path: str) -> Tuple[int, _gguf_parse.Header]:
     """(fd, parsed and validated header) of one GGUF file; the fd is closed on failure."""
-    fd, size = _common.open_fd(path)
+    fd, _ = _common.open_fd(path)
     try:
-        if size == 0:
-            raise _common.corrupt(path, "GGUF: the file is empty")
-        # The header is parsed from a map of the whole file, dropped afterwards: only the
-        # header's pages are touched. Each tensor gets a map of its own bytes later.
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as whole:
-            return fd, _gguf_parse.parse(whole, path)
+        return fd, _parse_fd(fd, path)
     except BaseException:
         os.close(fd)
         raise
@@ -174,6 +181,9 @@ def open_source(path: str, *, allow_pickle: bool = False) -> Source:
                 else:
                     f = _open_file(p)
                     opened.append(f[0])
+                if i:
+                    f = (f[0], _gguf_split.aligned_like(
+                        files[0][1], f[1], lambda a, fd=f[0], p=p: _parse_fd(fd, p, a)))
                 _gguf_split.check_shard(i, p, _gguf_split.split_of(f[1], p), split, path)
                 _gguf_split.check_tensor_names(owner, f[1], p)
                 files.append(f)

@@ -194,14 +194,16 @@ def _ggml_sizes() -> Dict[int, Tuple[str, int, int]]:
     return {int(t): (t.name, bs, ts) for t, (bs, ts) in GGML_QUANT_SIZES.items()}
 
 
-def parse(buf: Any, path: str) -> Header:
+def parse(buf: Any, path: str, default_alignment: int = DEFAULT_ALIGNMENT) -> Header:
     """Parses and validates the GGUF header in ``buf`` (the whole file: bytes, mmap or NumPy
     memmap). Raises CorruptionError (damaged or hostile bytes) or NotSupportedError (GGUF v1,
-    big-endian files, unknown tensor types), each naming ``path``."""
+    big-endian files, unknown tensor types), each naming ``path``. ``default_alignment`` is
+    the alignment of a file without general.alignment (GGUF's 32; a split set's shards may
+    follow their first shard's, see _gguf_split.aligned_like)."""
     base = memoryview(buf)
     view = base.cast("B")
     try:
-        return _parse(_Cursor(view, path), path)
+        return _parse(_Cursor(view, path), path, default_alignment)
     finally:
         # Released even when an error's traceback keeps the cursor alive: the caller's map
         # can then be closed.
@@ -209,7 +211,7 @@ def parse(buf: Any, path: str) -> Header:
         base.release()
 
 
-def _parse(c: _Cursor, path: str) -> Header:
+def _parse(c: _Cursor, path: str, default_alignment: int) -> Header:
     if c.size < 4 or bytes(c.buf[:4]) != MAGIC:
         raise c.fail("not a GGUF file (no 'GGUF' magic)")
     c.pos = 4
@@ -240,7 +242,7 @@ def _parse(c: _Cursor, path: str) -> Header:
         type_name, value = _value(c, c.u32(), 0)
         kvs.append(KeyValue(key, type_name, value))
 
-    alignment = DEFAULT_ALIGNMENT
+    alignment = default_alignment
     if "general.alignment" in seen:
         kv = kvs[seen["general.alignment"]]
         c.what = "key-value 'general.alignment'"

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
+from .._errors import CorruptionError
 from . import _gguf_parse
 from ._common import corrupt
 
@@ -151,6 +152,32 @@ def check_total(n_tensors: int, first: Split, paths: List[str]) -> None:
                                 f"tensors", f"metadata/{TENSORS}")
 
 
+def layout_end(header: _gguf_parse.Header) -> int:
+    """Where a GGUF writer ends this file: after its last tensor, padded to the alignment (both
+    gguf-py's GGUFWriter and ggml pad every tensor), or at the data section with no tensor."""
+    a = header.alignment
+    return max([header.data_offset] + [t.offset + -(-t.nbytes // a) * a for t in header.tensors])
+
+
+def aligned_like(first: _gguf_parse.Header, header: _gguf_parse.Header,
+                 reparse: Callable[[int], _gguf_parse.Header]) -> _gguf_parse.Header:
+    """A later shard's header at the alignment its bytes are laid out with. GGUF aligns a file
+    without general.alignment to 32, and llama.cpp's gguf-split writes later shards so; but
+    gguf-py's GGUFWriter writes every shard of a set at the first shard's general.alignment
+    while putting the key in the first shard only (read at 32, its tensors would be read from
+    the wrong bytes, silently). The file's size tells the two apart: a shard is read at the
+    first shard's alignment (``reparse(alignment)``) only when it has no general.alignment of
+    its own, its own layout does not end where the file does, and that one does."""
+    if (first.alignment == header.alignment or layout_end(header) == header.file_size
+            or any(kv.key == "general.alignment" for kv in header.kvs)):
+        return header
+    try:
+        other = reparse(first.alignment)
+    except CorruptionError:
+        return header  # not laid out that way either: GGUF's rule stands
+    return other if layout_end(other) == other.file_size else header
+
+
 def merge_kvs(shards: List[Tuple[str, _gguf_parse.Header]]) -> List[_gguf_parse.KeyValue]:
     """The merged model's key-values: the first shard's in its order, then any key only a later
     shard has, without the split.* keys (the merged model is one file). A later shard's
@@ -174,5 +201,5 @@ def merge_kvs(shards: List[Tuple[str, _gguf_parse.Header]]) -> List[_gguf_parse.
 
 
 __all__ = ["Split", "split_of", "shard_paths", "check_present", "check_shard",
-           "check_tensor_names", "check_total", "merge_kvs", "set_name", "KEYS", "MAX_SHARDS",
-           "NAME_FORMAT"]
+           "check_tensor_names", "check_total", "merge_kvs", "aligned_like", "layout_end",
+           "set_name", "KEYS", "MAX_SHARDS", "NAME_FORMAT"]
