@@ -545,16 +545,22 @@ def _raw_shard(path, no, count, total, names, extra_kvs=(), n=8):
 
 
 def test_split_gguf_set_of_one_and_extra_key_values(tmp_path):
-    # split.count 1 (llama.cpp's gguf-split writes one): the file alone, whatever its name;
-    # the split keys go, gguf.split_count says 1.
-    lone = _raw_shard(tmp_path / "lone.gguf", 0, 1, 2, ["a", "b"],
-                      [_raw_kv("general.architecture", 8, _raw_str(b"x"))])
-    mid = str(tmp_path / "lone.jtree")
-    jtree.convert(lone, mid)
-    t = jtree.load(mid)
-    assert t["metadata"] == {"general.architecture": "x"} and list(t["tensors"]) == ["a", "b"]
-    with jtree.open(mid) as f:
-        assert f.metadata["gguf.split_count"] == b"1"
+    # split.count 1 (gguf-split into one file) or 0 (gguf-split --merge leaves that in the
+    # merged file): one whole model, as llama.cpp reads it, whatever its name and its other
+    # split keys; it converts as it is and comes back byte for byte.
+    mid, back = str(tmp_path / "lone.jtree"), str(tmp_path / "back.gguf")
+    for count, no in ((1, 0), (0, 0), (0, 7)):
+        lone = _raw_shard(tmp_path / "lone.gguf", no, count, 2, ["a", "b"],
+                          [_raw_kv("general.architecture", 8, _raw_str(b"x"))])
+        jtree.convert(lone, mid)
+        t = jtree.load(mid)
+        assert list(t["metadata"]) == ["general.architecture", "split.no", "split.count",
+                                       "split.tensors.count"]
+        assert t["metadata"]["split.count"] == count and list(t["tensors"]) == ["a", "b"]
+        with jtree.open(mid) as f:
+            assert "gguf.split_count" not in f.metadata
+        jtree.convert(mid, back, verify=True)
+        assert open(back, "rb").read() == open(lone, "rb").read()
     # A key a later shard repeats with the same value is kept once; one only a later shard
     # has is added after the first shard's; a later shard's general.alignment is its own.
     d = tmp_path / "set"
@@ -657,26 +663,28 @@ def test_split_gguf_inconsistent_sets(tmp_path):
     # A shard without split keys (another model's file under the set's name).
     s = fresh()
     _write_model(s[1])
-    _expect_set_error(tmp_path, s[0], s[1], r"shard 2 of \d+ has no split.\* key-values")
+    _expect_set_error(tmp_path, s[0], s[1], r"shard 2 of \d+ by its name, but not a shard of "
+                                            r"a set")
 
 
 def test_split_gguf_bad_split_key_values(tmp_path):
     d = tmp_path / "raw"
     d.mkdir()
     p = d / "m-00001-of-00002.gguf"
-    # Only some split keys; a split key that is not an integer; out-of-range values.
+    # A set's shard without split.no; a split key that is not an integer; out-of-range
+    # values.
     p.write_bytes(_raw_gguf(_split_kvs(0, 2, 2)[1:], [], b""))
     _expect_set_error(tmp_path, str(p), p, "no 'split.no' key-value")
     p.write_bytes(_raw_gguf(_split_kvs(0, 2, 2, types=(2, 6, 5)), [], b""))
     _expect_set_error(tmp_path, str(p), p, "'split.count' has type FLOAT32")
-    p.write_bytes(_raw_gguf(_split_kvs(0, 0, 2), [], b""))
-    _expect_set_error(tmp_path, str(p), p, "split.count is 0")
+    p.write_bytes(_raw_gguf(_split_kvs(0, -1, 2, types=(2, 5, 5)), [], b""))
+    _expect_set_error(tmp_path, str(p), p, "split.count is -1")
     p.write_bytes(_raw_gguf(_split_kvs(2, 2, 2), [], b""))
     _expect_set_error(tmp_path, str(p), p, r"split.no is 2, not in \[0, 2\)")
     # More shards than the limit: refused before looking for any of them.
     p.write_bytes(_raw_gguf(_split_kvs(0, _gguf_split.MAX_SHARDS + 1, 2, types=(2, 4, 5)),
                             [], b""))
-    _expect_set_error(tmp_path, str(p), p, f"a set has 1 to {_gguf_split.MAX_SHARDS} shards")
+    _expect_set_error(tmp_path, str(p), p, f"a set has 2 to {_gguf_split.MAX_SHARDS} shards")
     # A shard renamed: the others cannot be found.
     q = d / "renamed.gguf"
     _raw_shard(q, 1, 3, 3, ["a"])

@@ -139,8 +139,9 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
     ``*.safetensors.index.json`` or its directory), PyTorch ``.pt``/``.bin``, NumPy
     ``.npy``/``.npz``, GGUF (a split model's set from any of its shards), orbax / JAX
     pytree_serialization directories, flax msgpack, and .jtree files. Destinations: .jtree
-    (default), ``.safetensors`` and ``.gguf`` (by extension, or ``to_format=``). ``from_format`` names the source's format when detection would not
-    ("safetensors", "torch", "numpy", "gguf", "orbax", "flax").
+    (default), ``.safetensors`` and ``.gguf`` (by extension, or ``to_format=``).
+    ``from_format`` names the source's format when detection would not ("safetensors",
+    "torch", "numpy", "gguf", "orbax", "flax").
 
     The data streams: arrays are memory maps of the input, written one after the other, so
     memory stays about one tensor whatever the model size. ``compression`` ("zstd" or None) and

@@ -27,10 +27,12 @@ must agree where two shards have it), without the split.* keys, since the result
 The set must be whole and consistent: every shard present, split.count the same in every
 shard and equal to the number of files, split.no each shard's place (0-based), no tensor name
 twice, split.tensors.count the total; anything else is a CorruptionError naming the shard
-(and the set). A later shard without general.alignment may be laid out at the first shard's
-(gguf-py does that): _gguf_split.aligned_like. The user metadata also gets "gguf.split_count". Memory stays about one tensor;
-one file descriptor per shard stays open until the conversion ends. ``open_file`` reads a
-single file as it is (split keys kept), for the writer's verify.
+(and the set). A file whose split.count is 0 or 1 (``gguf-split --merge`` leaves 0) is one
+model, as llama.cpp reads it, and converts as it is. A later shard without general.alignment
+may be laid out at the first shard's (gguf-py does that): _gguf_split.aligned_like. The user
+metadata also gets "gguf.split_count". Memory stays about one tensor; one file descriptor per
+shard stays open until the conversion ends. ``open_file`` reads a single file as it is (split
+keys kept), for the writer's verify.
 """
 from __future__ import annotations
 

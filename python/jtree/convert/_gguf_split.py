@@ -45,26 +45,30 @@ class Split:
 
 
 def split_of(header: _gguf_parse.Header, path: str) -> Optional[Split]:
-    """The split key-values of a parsed shard, or None when it has none (a single file).
-    CorruptionError naming ``path`` when only some are there, or one is not a fitting
-    integer."""
+    """The split key-values of a parsed shard of a set, or None when the file is one whole
+    model: no split.count, or one of 0 or 1, as llama.cpp's loader decides (``gguf-split
+    --merge`` leaves split.count 0 in the merged file, a split into one file has 1). Such a
+    file converts as it is, its split.* key-values kept. CorruptionError naming ``path`` when
+    a set's shard lacks split.no or split.tensors.count, or one is not a fitting integer."""
     kvs = {kv.key: kv for kv in header.kvs if kv.key in KEYS}
-    if not kvs:
-        return None
     values = []
-    for key in KEYS:
+    for key in (COUNT, NO, TENSORS):
         kv = kvs.get(key)
         if kv is None:
-            raise corrupt(path, f"split GGUF: has {', '.join(sorted(kvs))} but no {key!r} "
-                                f"key-value")
+            if key == COUNT:
+                return None
+            raise corrupt(path, f"split GGUF: split.count is {values[0]} but there is no "
+                                f"{key!r} key-value")
         if kv.type_name not in _INTEGER_TYPES:
             raise corrupt(path, f"split GGUF: {key!r} has type {kv.type_name}, not an integer",
                           f"metadata/{key}")
         values.append(int(kv.value))
-    s = Split(*values)
-    if not 1 <= s.count <= MAX_SHARDS:
-        raise corrupt(path, f"split GGUF: split.count is {s.count}; a set has 1 to "
-                            f"{MAX_SHARDS} shards")
+        if key == COUNT and values[0] in (0, 1):
+            return None
+    s = Split(no=values[1], count=values[0], tensors=values[2])
+    if not 2 <= s.count <= MAX_SHARDS:
+        raise corrupt(path, f"split GGUF: split.count is {s.count}; a set has 2 to "
+                            f"{MAX_SHARDS} shards (0 and 1 mean one whole file)")
     if not 0 <= s.no < s.count:
         raise corrupt(path, f"split GGUF: split.no is {s.no}, not in [0, {s.count})")
     if s.tensors < 0:
@@ -74,10 +78,8 @@ def split_of(header: _gguf_parse.Header, path: str) -> Optional[Split]:
 
 def shard_paths(path: str, split: Split) -> List[str]:
     """The paths of every shard of the set ``path`` belongs to, in order (``path`` itself at
-    index ``split.no``). A set of one is just ``path``, whatever its name; otherwise the name
-    must be llama.cpp's, agreeing with the split key-values, or the others cannot be found."""
-    if split.count == 1:
-        return [path]
+    index ``split.no``). Its name must be llama.cpp's, agreeing with the split key-values, or
+    the others cannot be found."""
     d, base = os.path.split(path)
     m = _NAME.match(base)
     if m is None:
@@ -120,8 +122,9 @@ def check_shard(index: int, path: str, split: Optional[Split], first: Split,
     split.no equal to ``index``, split.count and split.tensors.count those of the shard the
     set was found from (``first``)."""
     if split is None:
-        raise corrupt(path, f"split GGUF: shard {index + 1} of {first.count} has no split.* "
-                            f"key-values (is it from another model?)")
+        raise corrupt(path, f"split GGUF: shard {index + 1} of {first.count} by its name, but "
+                            f"not a shard of a set: no split.count above 1 (is it from another "
+                            f"model?)")
     if split.count != first.count:
         raise corrupt(path, f"split GGUF: split.count is {split.count}, but {first_path} "
                             f"says {first.count}", f"metadata/{COUNT}")
