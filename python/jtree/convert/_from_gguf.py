@@ -91,6 +91,7 @@ def _tensor_leaf(fd: int, t: _gguf_parse.TensorInfo, type_name: str) -> Any:
 
 
 def _need_gguf(path: str) -> None:
+    """NotSupportedError naming ``path`` when the gguf package (GGML's type table) is missing."""
     try:
         import gguf  # noqa: F401 - the GGML type table comes from it
     except ImportError as e:
