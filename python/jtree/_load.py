@@ -17,7 +17,7 @@ import collections
 import collections.abc
 import difflib
 import pickle
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -242,6 +242,10 @@ class Loader:
         # Tensors to fill straight in device memory (jtree._device): (leaf, box, tensor).
         self.device_requests: List[_device.Request] = []
         self.budget: Any = None  # this load's _jtree.MemoryBudget, made on first use (reserve)
+        # Reservations not yet asked of the budget, in plan order: (bytes, path, allocate or
+        # None). Asked in one native call (flush_reservations) before anything of them is
+        # allocated, so a load's native calls do not grow with its leaves.
+        self.reservations: List[Tuple[int, Tuple[Any, ...], Optional[Callable[[], None]]]] = []
         # The keys= patterns that matched nothing yet (reported once the plan is made).
         self.pending = set(range(len(opts.keys.patterns))) if opts.keys is not None else None
 
@@ -252,9 +256,16 @@ class Loader:
             with paused_gc():
                 if (target is ALL or target is True) and root._tree is not None:
                     root._tree.fill_all(root)  # the whole tree is walked: made in one pass
-                build = self.plan(root, target, path)
-                if self.pending:
-                    raise self.unmatched(root, path)
+                try:
+                    build = self.plan(root, target, path)
+                    if self.pending:
+                        raise self.unmatched(root, path)
+                except Exception:
+                    # An earlier leaf over the budget is reported first, as when each leaf
+                    # was reserved as it was planned.
+                    self.flush_reservations(allocate=False)
+                    raise
+                self.flush_reservations()
                 if build is _PRUNED:
                     build = _const({} if self.o.prune and root.kind in (DICT, ORDEREDDICT)
                                    else None)
@@ -268,20 +279,44 @@ class Loader:
     def err(self, cls: type, path: Tuple[Any, ...], msg: str):
         return error(cls, self.name, kp.join(path), msg)
 
-    def reserve(self, nbytes: int, path: Tuple[Any, ...]) -> None:
+    def reserve(self, nbytes: int, path: Tuple[Any, ...],
+                allocate: Optional[Callable[[], None]] = None) -> None:
         """Reserves ``nbytes`` this load is about to allocate for its caller, before
         allocating them; ResourceExhaustedError naming the leaf when that is over the open
         file's limits. The rule is jtree::MemoryBudget's (lib/include/jtree/options.h,
         SECURITY.md "Limits"): each allocation within ``max_leaf_bytes``, all of one load's
         within ``max_total_bytes``. This load is one call with one budget; buffers the caller
-        passed (``out=``) are not reserved."""
+        passed (``out=``) are not reserved.
+
+        Without ``allocate`` the reservation is made now (with every one queued before it, in
+        one native call): the caller allocates when this returns. With it, the reservation is
+        queued and ``allocate()`` runs once it has been made (flush_reservations, at the
+        latest when the plan is done): a load of many leaves asks the budget once."""
+        self.reservations.append((nbytes, path, allocate))
+        if allocate is None:
+            self.flush_reservations()
+
+    def flush_reservations(self, allocate: bool = True) -> None:
+        """Makes the queued reservations in one native call (MemoryBudget.try_reserve_many),
+        in the order they were queued, then runs their allocations (``allocate`` True);
+        ResourceExhaustedError naming the first leaf that does not fit (nothing of the queue
+        allocated)."""
+        todo, self.reservations = self.reservations, []
+        if not todo:
+            return
         if self.budget is None:
             self.budget = _jtree.MemoryBudget(*self.file._reader.memory_limits())
-        why = self.budget.try_reserve(nbytes)
-        if why is not None:
-            raise self.err(ResourceExhaustedError, path, f"the leaf {why}")
+        failed = self.budget.try_reserve_many([n for n, _, _ in todo])
+        if failed is not None:
+            i, why = failed
+            raise self.err(ResourceExhaustedError, todo[i][1], f"the leaf {why}") from None
+        if allocate:
+            for _, _, alloc in todo:
+                if alloc is not None:
+                    alloc()
 
-    def reserve_array(self, shape: Sequence[int], itemsize: int, path: Tuple[Any, ...]) -> None:
+    def reserve_array(self, shape: Sequence[int], itemsize: int, path: Tuple[Any, ...],
+                      allocate: Optional[Callable[[], None]] = None) -> None:
         """reserve() for an array of ``shape``, which must be one NumPy (and torch) can make:
         an empty array (a zero dimension) may have other dimensions whose product is no
         machine integer, which the file format allows and array libraries refuse."""
@@ -292,7 +327,7 @@ class Loader:
             raise self.err(NotSupportedError, path,
                            f"an array of shape {tuple(shape)} is too large for NumPy and torch "
                            f"to represent (even empty)")
-        self.reserve(_nbytes(shape, itemsize), path)
+        self.reserve(_nbytes(shape, itemsize), path, allocate)
 
     # ---- reading ----
 
@@ -326,11 +361,16 @@ class Loader:
             shape, npdt = (fl.nbytes,), np.dtype(np.uint8)
         else:
             shape = fl.shape
-        self.reserve_array(shape, npdt.itemsize, path)
-        arr = np.empty(shape, npdt)
-        if arr.size:
-            self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
-        return lambda: arr
+        slot: List[np.ndarray] = []
+
+        def allocate() -> None:  # (once reserved: see reserve)
+            arr = np.empty(shape, npdt)
+            if arr.size:
+                self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
+            slot.append(arr)
+
+        self.reserve_array(shape, npdt.itemsize, path, allocate)
+        return lambda: slot[0]
 
     def map_leaves(self, phases: Optional[Phases] = None) -> None:
         """Takes the queued whole leaves from the memory map in one native call (checksums
@@ -345,11 +385,12 @@ class Loader:
         views = self.file._reader.map_leaves([fl.index for fl, _, _, _ in todo], self.o.verify,
                                              self.o.threads,
                                              **({"progress": report} if report else {}))
+        unmapped = []
         for (fl, npdt, path, slot), view in zip(todo, views):
             if phases is not None and view is not None:
                 phases.base += fl.nbytes
             if view is None:
-                slot.append(self.new_array(fl, npdt, path)())
+                unmapped.append((slot, self.new_array(fl, npdt, path)))
             elif npdt is None:
                 slot.append(view)  # (torch: tensors have no read-only flag)
             else:
@@ -357,6 +398,10 @@ class Loader:
                 if self.o.mmap == "r":
                     arr.flags.writeable = False
                 slot.append(arr)
+        if unmapped:
+            self.flush_reservations()  # (the new arrays of the leaves not mapped, read next)
+            for slot, made in unmapped:
+                slot.append(made())
 
     def read(self) -> None:
         # progress: (bytes of the loaded leaves done, in all): the mapped leaves first, then
@@ -548,21 +593,25 @@ class Loader:
                                f"registered in this process: register it with "
                                f"jtree.register_pytree_leaf_serialization(cls, serialized_name="
                                f"{fl.type_name!r}, ...), or pass strict=False to get its bytes")
-        self.reserve(fl.nbytes, path)
-        buf = bytearray(fl.nbytes)
-        self.request(fl, (0,), (fl.nbytes,), np.frombuffer(buf, np.uint8))
-        name = self.name
-        where = kp.join(path)
+        bufs: List[bytearray] = []
+
+        def allocate() -> None:  # (once reserved: see reserve)
+            bufs.append(bytearray(fl.nbytes))
+            self.request(fl, (0,), (fl.nbytes,), np.frombuffer(bufs[0], np.uint8))
+
+        self.reserve(fl.nbytes, path, allocate)
+        name = self.name  # (the key path only when used: it is a native call)
         framework, type_name = self.o.framework, fl.type_name
 
         def build() -> Any:
+            buf = bufs[0]
             if builtin:
-                return _tv.build_leaf(type_name, bytes(buf), framework, name, where)
+                return _tv.build_leaf(type_name, bytes(buf), framework, name, kp.join(path))
             if k == STR:
                 try:
                     return buf.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise error(CorruptionError, name, where,
+                    raise error(CorruptionError, name, kp.join(path),
                                 f"str leaf is not UTF-8: {e}") from None
             if k == BYTES:
                 return bytes(buf)

@@ -266,6 +266,38 @@ def test_native_calls_do_not_grow_with_the_leaves(tmp_path, monkeypatch, kind):
     assert sum(counts[10].values()) <= (13 if kind == "partial_write" else 4), counts
 
 
+@pytest.mark.parametrize("kind", ["load", "load raw", "payloads", "File.load"])
+def test_native_calls_of_a_load_do_not_grow_with_the_leaves(tmp_path, monkeypatch, kind):
+    # The load's memory reservations are one MemoryBudget.try_reserve_many, not a
+    # try_reserve per leaf (a 20,000-leaf load made 20,006 native calls).
+    counts = {}
+    for n in (10, 1500):
+        p = tmp_path / f"{n}.jtree"
+        tree = many_leaves(n)
+        if kind == "payloads":  # a str and a bytes leaf per array leaf: all reserved
+            tree = {k: {w: [str(a[0]), a.tobytes()] for w, a in v.items()}
+                    for k, v in tree.items() if k != "values"}
+        if kind == "load raw":  # chunked, raw: mapped
+            jtree.save(tree, p, compression=None, inline_threshold=0)
+        else:
+            jtree.save(tree, p)
+        calls = count_native_calls(monkeypatch)
+        if kind == "File.load":
+            with jtree.open(p) as f:
+                back = f.load()
+        else:
+            back = jtree.load(p)
+        counts[n] = dict(calls)
+        monkeypatch.undo()
+        assert_same(back, tree)
+    assert counts[10] == counts[1500], counts
+    assert counts[1500].get("MemoryBudget.try_reserve", 0) == 0, counts
+    # Reader.open, node, nodes, leaves, memory_limits, MemoryBudget.try_reserve_many,
+    # read_many (and map_leaves for mapped leaves), and a constant few key_path calls.
+    assert sum(counts[1500].values()) <= 10, str(sorted(counts[1500].items()))
+
+
+
 # ---- errors name the key path ---------------------------------------------------------------
 
 def test_a_value_the_builder_refuses_names_its_key_path():

@@ -56,6 +56,20 @@ def test_budget_object_is_the_cpp_rule():
     assert "max_leaf_bytes" in _jtree.MemoryBudget(2 ** 63, 2 ** 64 - 1).try_reserve(2 ** 70)
 
 
+def test_budget_reserves_a_list_in_order_up_to_the_first_that_does_not_fit():
+    b = _jtree.MemoryBudget(100, 250)
+    assert b.try_reserve_many([]) is None and b.reserved == 0
+    assert b.try_reserve_many([100, 50]) is None and b.reserved == 150
+    i, why = b.try_reserve_many([10, 101, 5])  # the one over max_leaf_bytes, by index
+    assert i == 1 and "max_leaf_bytes" in why
+    assert b.reserved == 160  # the ones before it stay reserved, the ones after it are not
+    i, why = b.try_reserve_many([90, 1])
+    assert i == 1 and "max_total_bytes" in why and b.reserved == 250
+    assert b.try_reserve_many([2 ** 70])[0] == 0  # (saturated: over every limit)
+    with pytest.raises(TypeError):
+        b.try_reserve_many([1.5])
+
+
 # ---- key paths ---------------------------------------------------------------------------------
 
 ODD_KEYS = ["a/b", "c\\d", "\\", "/", "", "e\\/f", "/\\/", "plain", "é/ü", "\\\\x//"]
