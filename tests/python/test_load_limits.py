@@ -60,3 +60,16 @@ def _has(module):
         return True
     except ImportError:
         return False
+
+
+def test_a_leaf_over_the_budget_is_named_before_a_later_error_of_the_plan(path):
+    # The reservations of a load are made in one native call once the plan is made; a leaf
+    # over the limits is still reported, by its key path, before what the plan finds after
+    # it (here a keys= pattern matching nothing), as when each was reserved as planned.
+    with jtree.open(path, limits={"max_leaf_bytes": 4000}) as f:
+        with pytest.raises(jtree.ResourceExhaustedError, match="'s'.*5000 bytes"):
+            f.load(keys=["s", "no_such_key"])  # (a payload: reserved as it is planned)
+        with pytest.raises(jtree.ResourceExhaustedError, match="'w'.*40000 bytes"):
+            f.load(keys=["w", "no_such_key"], mmap=False)
+        with pytest.raises(jtree.NotFoundError, match="no_such_key"):
+            f.load(keys=["v", "no_such_key"])
