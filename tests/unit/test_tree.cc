@@ -98,3 +98,28 @@ TEST_CASE("duplicate keys are found in small and large dicts, int and str keys a
     }
   }
 }
+
+TEST_CASE("Tree::chunk_ends splits a rectilinear grid's bounds per dimension, once") {
+  Leaf l;
+  l.kind = LeafKind::kArray;
+  l.dtype = DType::kFloat32;
+  l.shape = {10, 7};
+  l.storage = Storage::kChunked;
+  l.chunk_bounds = {3, 4, 10, 2, 7};
+  CHECK(Tree::chunk_ends(l) == std::vector<Shape>{{3, 4, 10}, {2, 7}});
+  CHECK(Tree::chunk_count(l) == 6);
+
+  // A regular grid, a leaf not chunked, and bounds that do not split: no ends.
+  Leaf regular = l;
+  regular.chunk_bounds.clear();
+  regular.chunk_shape = {5, 7};
+  CHECK(Tree::chunk_ends(regular).empty());
+  Leaf inline_leaf = l;
+  inline_leaf.storage = Storage::kInline;
+  CHECK(Tree::chunk_ends(inline_leaf).empty());
+  Leaf bad = l;
+  bad.chunk_bounds = {3, 3, 10, 2, 7};  // not strictly increasing
+  CHECK(Tree::chunk_ends(bad).empty());
+  bad.chunk_bounds = {3, 4, 10, 2};  // the last dimension does not end at its extent
+  CHECK(Tree::chunk_ends(bad).empty());
+}

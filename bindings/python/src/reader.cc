@@ -211,25 +211,17 @@ class PyReader {
     return out;
   }
 
-  // A rectilinear grid's chunk ends, one tuple per dimension (jtree::Leaf::chunk_bounds is
-  // them concatenated: the split is decided here, once, for Python); None for a regular grid
-  // or a leaf that is not chunked.
+  // A rectilinear grid's chunk ends, one tuple per dimension (jtree::Tree::chunk_ends
+  // decides the split); None for a regular grid or a leaf that is not chunked.
   nb::object chunk_bounds(uint32_t leaf) const {
     if (leaf >= r_->num_leaves()) throw_index_error("leaf number out of range");
-    const jtree::Leaf& l = r_->leaf(leaf);
-    if (l.chunk_bounds.empty()) return nb::none();
+    const std::vector<jtree::Shape> ends = jtree::Tree::chunk_ends(r_->leaf(leaf));
+    if (ends.empty()) return nb::none();
     nb::list dims;
-    size_t at = 0;
-    for (uint64_t extent : l.shape) {
-      nb::list ends;
-      // The reader validated the bounds (strictly increasing, each dimension ending at its
-      // extent: spec/FORMAT.md section 7), so this walk stays inside chunk_bounds.
-      while (at < l.chunk_bounds.size()) {
-        const uint64_t end = l.chunk_bounds[at++];
-        ends.append(end);
-        if (end == extent) break;
-      }
-      dims.append(nb::tuple(ends));
+    for (const jtree::Shape& e : ends) {
+      nb::list d;
+      for (uint64_t v : e) d.append(v);
+      dims.append(nb::tuple(d));
     }
     return nb::tuple(dims);
   }

@@ -329,6 +329,13 @@ class JTREE_API Tree {
   /// Number of chunks of each chunked leaf derived from shape and chunk_shape (0 otherwise).
   static uint64_t chunk_count(const Leaf& leaf);
 
+  /// A rectilinear grid's chunk ends, one list per dimension (dimension d's chunks end at
+  /// chunk_ends(leaf)[d][0], [1], ..., the last being shape[d]): Leaf::chunk_bounds split by
+  /// the file format's rule (spec/FORMAT.md section 7). Empty for a regular grid
+  /// (chunk_shape), a leaf that is not chunked, and bounds that do not split (a Reader
+  /// validated them when it opened the file).
+  static std::vector<Shape> chunk_ends(const Leaf& leaf);
+
  private:
   TreeNavigation nav_;
 };

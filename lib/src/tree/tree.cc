@@ -99,6 +99,12 @@ uint64_t Tree::chunk_count(const Leaf& leaf) {
   return format::grid_chunk_count(leaf.shape, leaf.chunk_shape).value_or(0);
 }
 
+std::vector<Shape> Tree::chunk_ends(const Leaf& leaf) {
+  if (leaf.storage != Storage::kChunked || leaf.chunk_bounds.empty()) return {};
+  auto ends = format::split_chunk_bounds(leaf.shape, leaf.chunk_bounds);
+  return ends ? std::move(*ends) : std::vector<Shape>{};
+}
+
 namespace {
 
 // A Tree's nodes as check_structure() and the navigation helpers see them.
