@@ -65,6 +65,7 @@ static void null_reader(void) {
   INVALID(jtree_reader_read_many(r, NULL, 1, &jt_err));
   INVALID(jtree_reader_read_bytes(r, 0, &s, &sz, &jt_err));
   INVALID(jtree_reader_map_leaf(r, 0, &view, &jt_err));
+  INVALID(jtree_reader_map_box(r, 0, 0, NULL, NULL, &view, &jt_err));
   INVALID(jtree_reader_map_leaves(r, &u32, 1, &view, &jt_err));
   INVALID(jtree_reader_verify(r, &rep, &jt_err));
   CHECK(view == NULL && rep == NULL);

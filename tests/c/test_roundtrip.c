@@ -235,6 +235,57 @@ static void check_scalars_and_metadata(const jtree_reader_t* r) {
   CHECK(seen == 2);
 }
 
+/* jtree_reader_map_box: a box of a raw leaf in place, its elements at the leaf's strides; the
+ * view outlives nothing but itself; compressed leaves and bad boxes are refused. */
+static void check_map_box(const jtree_reader_t* r, uint32_t lf32, int raw) {
+  const float* f32 = model_f32();
+  const uint64_t b[2] = {10, 5}, e[2] = {37, 40};
+  jtree_leaf_view_t* view = NULL;
+  if (!raw) {
+    CHECK_FAIL(JTREE_NOT_SUPPORTED, "jtree_reader_read_box",
+               jtree_reader_map_box(r, lf32, 2, b, e, &view, &jt_err));
+    CHECK(view == NULL);
+    return;
+  }
+  CHECK_OK(jtree_reader_map_box(r, lf32, 2, b, e, &view, &jt_err));
+  CHECK(view != NULL);
+  if (view == NULL) return;
+  /* From the box's first element to one past its last, at the leaf's row stride. */
+  const size_t first = 10 * MODEL_F32_COLS + 5, last = 36 * MODEL_F32_COLS + 39;
+  CHECK(jtree_leaf_view_size(view) == (last - first + 1) * sizeof(float));
+  const float* data = (const float*)jtree_leaf_view_data(view);
+  int same = 1;
+  for (uint64_t i = 0; i < 27; ++i) {
+    for (uint64_t j = 0; j < 35; ++j) {
+      same &= data[i * MODEL_F32_COLS + j] == f32[(10 + i) * MODEL_F32_COLS + 5 + j];
+    }
+  }
+  CHECK(same);
+  /* Copy-on-write: a write into this view is in no other view. */
+  jtree_leaf_view_t* other = NULL;
+  CHECK_OK(jtree_reader_map_box(r, lf32, 2, b, e, &other, &jt_err));
+  ((float*)jtree_leaf_view_data(view))[0] = 12345.f;
+  CHECK(other != NULL && ((const float*)jtree_leaf_view_data(other))[0] == f32[first]);
+  jtree_leaf_view_release(other);
+  jtree_leaf_view_release(view);
+  /* An empty box: a view of 0 bytes. */
+  const uint64_t be[2] = {5, 5};
+  view = NULL;
+  CHECK_OK(jtree_reader_map_box(r, lf32, 2, be, be, &view, &jt_err));
+  CHECK(view != NULL && jtree_leaf_view_size(view) == 0);
+  jtree_leaf_view_release(view);
+  /* The wrong rank, a box out of bounds, no out-pointer: InvalidArgument, nothing made. */
+  view = NULL;
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "f32", jtree_reader_map_box(r, lf32, 1, b, e, &view, &jt_err));
+  const uint64_t far[2] = {10, MODEL_F32_COLS + 1};
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "f32",
+             jtree_reader_map_box(r, lf32, 2, b, far, &view, &jt_err));
+  CHECK(view == NULL);
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "", jtree_reader_map_box(r, lf32, 2, b, e, NULL, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "",
+             jtree_reader_map_box(r, lf32, 2, NULL, e, &view, &jt_err));
+}
+
 static void check_file(const char* path, int raw) {
   jtree_open_options_t* o = jtree_open_options_create();
   CHECK(o != NULL);
@@ -277,6 +328,7 @@ static void check_file(const char* path, int raw) {
     CHECK_FAIL(JTREE_NOT_SUPPORTED, "i16", jtree_reader_map_leaf(r, li16, &view, &jt_err));
     CHECK(view == NULL);
   }
+  check_map_box(r, lf32, raw);
   /* Many at once: raw array leaves map (all but the empty one and the 4-bit one), the
    * others come back NULL. */
   const model_array* arrays = model_arrays();

@@ -591,6 +591,23 @@ JTREE_C_API jtree_status_t jtree_reader_map_leaves(const jtree_reader_t* reader,
                                                    const uint32_t* leaves, size_t count,
                                                    jtree_leaf_view_t** views,
                                                    jtree_error_t** err);
+/* A view of the box [begin[d], end[d]) per dimension d < rank of a leaf that
+ * jtree_reader_map_leaf() would map (jtree::Reader::mapped_box), checking only the chunks the
+ * box overlaps: a slice of a large leaf costs what the slice touches. The view's bytes run
+ * from the box's first element to one past its last in the leaf's C-order layout, so the
+ * box's elements lie at the leaf's strides (item size x the product of the later dimensions)
+ * from jtree_leaf_view_data(); the bytes between them that the box does not select are part
+ * of the view but neither verified nor paged in. An empty box gives a view of 0 bytes. `rank`
+ * must be the leaf's; begin and end may be NULL when it is 0. Each call maps its range anew,
+ * copy-on-write: a write into one view changes no other view, and never the file.
+ * NotSupported for a leaf that cannot be mapped (see jtree_reader_map_leaf; read the box with
+ * jtree_reader_read_box() instead); InvalidArgument for a leaf out of range or a box of the
+ * wrong rank or out of bounds; Corruption naming the leaf and chunk. Released, owned and
+ * thread-safe as jtree_reader_map_leaf()'s views; same SIGBUS caveat. */
+JTREE_C_API jtree_status_t jtree_reader_map_box(const jtree_reader_t* reader, uint32_t leaf,
+                                                size_t rank, const uint64_t* begin,
+                                                const uint64_t* end, jtree_leaf_view_t** out,
+                                                jtree_error_t** err);
 /* The view's bytes and their number; NULL / 0 for a NULL view. Valid until the view is
  * released. The memory is a private copy-on-write mapping: writing through a cast pointer
  * changes this process's copy of the page, never the file (and costs a page copy). */

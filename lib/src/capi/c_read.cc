@@ -1,5 +1,5 @@
 // capi/c_read.cc — reads into caller buffers (whole leaves, boxes, many at once), leaf
-// payloads as allocated bytes, zero-copy views of mapped leaves, and verification. Every read
+// payloads as allocated bytes, zero-copy views of mapped leaves and boxes, and verification. Every read
 // is one jtree::Reader::read_many(), which checks the leaf, the box and the buffer's size and
 // names the file and the leaf's key path in its errors.
 #include <cstdlib>
@@ -159,6 +159,42 @@ jtree_status_t jtree_reader_map_leaves(const jtree_reader_t* reader, const uint3
       made[i]->size = m.bytes.size();
     }
     for (size_t i = 0; i < count; ++i) views[i] = made[i].release();
+    return JTREE_OK;
+  });
+}
+
+jtree_status_t jtree_reader_map_box(const jtree_reader_t* reader, uint32_t leaf, size_t rank,
+                                    const uint64_t* begin, const uint64_t* end,
+                                    jtree_leaf_view_t** out, jtree_error_t** err) {
+  return guard(err, [&] {
+    static const char* fn = "jtree_reader_map_box";
+    JTREE_C_CHECK(check_leaf(reader, leaf, fn, err));
+    if (rank > 0) {
+      JTREE_C_REQUIRE(begin, fn, err);
+      JTREE_C_REQUIRE(end, fn, err);
+    }
+    JTREE_C_REQUIRE(out, fn, err);
+    jtree::Box box;
+    if (rank > 0) {
+      box.begin.assign(begin, begin + rank);
+      box.end.assign(end, end + rank);
+    }
+    const jtree::Reader& r = *reader->reader;
+    auto mapped = r.mapped_box(leaf, box, reader->read);
+    if (!mapped.ok()) return report(mapped.status(), err);
+    if (!*mapped) {
+      return jtree::capi::fail(
+          err, JTREE_NOT_SUPPORTED,
+          r.name() + ": leaf " + r.leaf_path(leaf) +
+              " cannot be mapped: only array leaves of a local file opened with mmap, stored "
+              "uncompressed in chunks as their C-order array (saved with JTREE_CODEC_RAW), can "
+              "be; read the box with jtree_reader_read_box()");
+    }
+    auto* view = new jtree_leaf_view_t;
+    view->owner = std::move(mapped->owner);
+    view->data = mapped->bytes.data();
+    view->size = mapped->bytes.size();
+    *out = view;
     return JTREE_OK;
   });
 }
