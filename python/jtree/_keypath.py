@@ -3,7 +3,7 @@
 The syntax is the C++ library's, and so is the code that writes and splits them
 (lib/include/jtree/key_path.h, through ``_jtree.key_path`` and ``_jtree.split_key_path``): the
 keys from the root joined by '/', list and tuple items by position, '/' and '\\' inside string
-keys escaped by '\\'.
+keys escaped by '\\', the empty string key written '\\e' (the root's path is '').
 Patterns use the same syntax; each component is matched with shell-style wildcards
 (``*``, ``?``, ``[...]``) and a component ``**`` matches any number of components. A pattern
 that matches a container selects everything below it.
@@ -87,7 +87,7 @@ def nearest(pattern: str, paths: Sequence[str], n: int = 3) -> List[str]:
         last = {}
         for p in paths:
             keys = split(p)
-            if keys:  # (a key "" has the path "", which has no last key)
+            if keys:  # (the root's path "" has no last key)
                 last.setdefault(keys[-1], p)
         got += [last[k] for k in difflib.get_close_matches(parts[-1], list(last), n=n,
                                                             cutoff=0.6)

@@ -41,8 +41,9 @@ def test_a_pattern_matching_nothing_is_not_found(ckpt, pattern, named, near):
 
 
 def test_a_pattern_near_an_empty_key_is_not_found(tmp_path):
-    # A key "" has the key path "", which splits into no keys: there is no last key to compare
-    # the pattern's with (found by atheris: an IndexError instead of NotFoundError).
+    # A key "" had the key path "", which splits into no keys: there was no last key to compare
+    # the pattern's with (found by atheris: an IndexError instead of NotFoundError). Its path
+    # is now "\\e" (test_empty_key.py); the root's "" still has no last key.
     path = str(tmp_path / "empty_key.jtree")
     jtree.save({"": np.arange(3), "a": np.arange(2)}, path)
     with pytest.raises(jtree.NotFoundError, match="matched nothing"):

@@ -101,7 +101,7 @@ TEST_CASE("key paths: every escape written and split back") {
   }
   append_path_component(path, KeyView{Key::Kind::kInt, {}, -7}, 0, false);
   append_path_component(path, KeyView{}, 3, false);
-  CHECK(path == "a\\/b/c\\\\d/\\\\/\\//" "/e\\\\\\/f/plain/é\\/ü/-7/3");
+  CHECK(path == "a\\/b/c\\\\d/\\\\/\\//\\e/e\\\\\\/f/plain/é\\/ü/-7/3");
   auto parts = split_path(path);
   REQUIRE(parts.ok());
   std::vector<std::string> want = keys;
@@ -112,4 +112,28 @@ TEST_CASE("key paths: every escape written and split back") {
   CHECK(bad.status().code() == StatusCode::kInvalidArgument);
   CHECK(bad.status().message().find("unfinished escape") != std::string::npos);
   CHECK(split_path("")->empty());
+}
+
+TEST_CASE("key paths: the empty string key is \\e, at the top and below, not the root's \"\"") {
+  const KeyView empty{Key::Kind::kStr, "", 0};
+  std::string top;
+  append_path_component(top, empty, 0, true);
+  CHECK(top == "\\e");
+  CHECK(*split_path(top) == std::vector<std::string>{""});
+  CHECK(split_path("")->empty());  // the root
+  std::string nested;
+  append_path_component(nested, KeyView{Key::Kind::kStr, "a", 0}, 0, true);
+  append_path_component(nested, empty, 0, false);
+  append_path_component(nested, empty, 0, false);
+  CHECK(nested == "a/\\e/\\e");
+  CHECK(*split_path(nested) == std::vector<std::string>{"a", "", ""});
+  // Other keys' paths are unchanged; a key "e" is "e", and "\\" + "e" only from the empty key.
+  std::string e;
+  append_path_component(e, KeyView{Key::Kind::kStr, "e", 0}, 0, true);
+  append_path_component(e, KeyView{Key::Kind::kStr, "\\e", 0}, 0, false);
+  CHECK(e == "e/\\\\e");
+  CHECK(*split_path(e) == std::vector<std::string>{"e", "\\e"});
+  // The spellings of before still split as they did.
+  CHECK(*split_path("/a") == std::vector<std::string>{"", "a"});
+  CHECK(*split_path("a/") == std::vector<std::string>{"a", ""});
 }

@@ -66,20 +66,30 @@ TEST_CASE("builder misuse is reported") {
   }
 }
 
-TEST_CASE("an empty string key as the first component keeps the separator after it") {
+TEST_CASE("an empty string key is \\e in paths: apart from the root, at the top and below") {
   TreeBuilder b;
   b.dict();
   b.key("").dict();
   b.key("a").int_value(1);
+  b.key("").int_value(2);
   b.end();
+  b.key("b").int_value(3);
   b.end();
   auto t = std::move(b).Finish();
   REQUIRE(t.ok());
-  const uint32_t n = t->leaf_node(0);
-  CHECK(t->path(n) == "/a");
-  auto found = t->find(t->path(n));
-  REQUIRE(found.ok());
-  CHECK(*found == n);
+  const uint32_t top = t->children(0)[0];
+  CHECK(t->path(top) == "\\e");
+  CHECK(t->find("\\e").value() == top);
+  CHECK(t->find("").value() == 0);  // the root, not the key ""
+  const uint32_t a = t->leaf_node(0), inner = t->leaf_node(1);
+  CHECK(t->path(a) == "\\e/a");
+  CHECK(t->path(inner) == "\\e/\\e");
+  for (uint32_t n : {top, a, inner, t->leaf_node(2)}) {
+    auto found = t->find(t->path(n));
+    REQUIRE(found.ok());
+    CHECK(*found == n);
+  }
+  CHECK(t->find("/a").value() == a);  // (as paths were written before \e)
 }
 
 TEST_CASE("duplicate keys are found in small and large dicts, int and str keys apart") {

@@ -12,6 +12,8 @@ void append_path_component(std::string& out, const KeyView& key, uint32_t index,
       out += std::to_string(key.i);
       break;
     case Key::Kind::kStr:
+      // (Not nothing: a top-level "" would have the root's path "".)
+      if (key.str.empty()) out += "\\e";
       for (char c : key.str) {
         if (c == '/' || c == '\\') out += '\\';
         out += c;
@@ -31,7 +33,8 @@ Result<std::vector<std::string>> split_path(std::string_view path) {
         return Status::InvalidArgument("key path '" + std::string(path) +
                                      "' ends with an unfinished escape '\\'");
       }
-      cur += path[++i];
+      const char next = path[++i];
+      if (next != 'e') cur += next;  // ("\e", the empty string key's spelling: nothing)
     } else if (c == '/') {
       parts.push_back(std::move(cur));
       cur.clear();
