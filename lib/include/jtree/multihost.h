@@ -56,11 +56,14 @@ JTREE_API Result<WriteStats> save_segment(Tree tree, std::string_view target,
                                           const SegmentOptions& segment,
                                           const WriteOptions& options = {});
 
-/// The check commit_segments() makes before anything is read, made early: whether a save
-/// may replace what is at `target` (nothing, an empty file, or a jtree file; anything else only
-/// with options.overwrite_foreign). Process 0 calls it before the segments are written, so that
-/// a multi-process save to a foreign file or object fails in every process before any data is
-/// written. Errors: AlreadyExists (a foreign file), IOError (an S3 target that cannot be asked).
+/// Whether a save may replace what is at `target`, a local path or URL: nothing, an empty file,
+/// or a jtree file; anything else (a typo in a path must not destroy someone's data) only with
+/// options.overwrite_foreign. The one rule, the same for every backend, that every writer of a
+/// new file applies before creating its sink: save, commit_segments, compact into another file.
+/// Process 0 of a multi-process save calls it before the segments are written, so that a save
+/// to a foreign file or object fails in every process before any data is written. An s3://
+/// object is asked for its size and first bytes; http(s) targets pass (their sink refuses).
+/// Errors: AlreadyExists (a foreign file), IOError (an S3 target that cannot be asked).
 JTREE_API Status check_save_target(std::string_view target, const WriteOptions& options = {});
 
 struct JTREE_API CommitOptions {

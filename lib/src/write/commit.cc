@@ -228,7 +228,7 @@ Result<WriteStats> commit_segments(std::string_view target, uint32_t process_cou
                                    const CommitOptions& options) {
   if (process_count == 0) return Status::InvalidArgument("commit of zero segments");
   // Before anything is read: the commit replaces the target as a save does.
-  JTREE_RETURN_IF_ERROR(check_target(target, options.write));
+  JTREE_RETURN_IF_ERROR(check_save_target(target, options.write));
   JTREE_ASSIGN_OR_RETURN(auto segs, open_segments(target, process_count, options.write.remote));
   JTREE_ASSIGN_OR_RETURN(auto owner, chunk_owners(segs, target));
   if (options.verify_chunks) JTREE_RETURN_IF_ERROR(verify_data(segs));

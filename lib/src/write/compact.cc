@@ -108,7 +108,7 @@ Result<WriteStats> compact(std::string_view path, std::string_view out_path,
   if (reader->info().is_segment) {
     return Status::InvalidArgument(std::string(path) + ": cannot compact a segment file");
   }
-  if (!out_path.empty()) JTREE_RETURN_IF_ERROR(check_target(out_path, options));
+  if (!out_path.empty()) JTREE_RETURN_IF_ERROR(check_save_target(out_path, options));
   SinkOptions so;
   so.overwrite = out_path.empty() ? true : options.overwrite;
   so.sync = options.sync;

@@ -72,7 +72,7 @@ Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options) {
 }
 
 Result<WriteStats> save(Tree tree, std::string_view path_or_url, const WriteOptions& options) {
-  JTREE_RETURN_IF_ERROR(check_target(path_or_url, options));
+  JTREE_RETURN_IF_ERROR(check_save_target(path_or_url, options));
   SinkOptions so;
   so.overwrite = options.overwrite;
   so.sync = options.sync;

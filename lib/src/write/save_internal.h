@@ -15,10 +15,7 @@ namespace jtree {
 Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
                  const SegmentOptions* segment);
 
-/// Refuses a target (a local file or an s3:// object) that exists, is not empty and does not
-/// start with the jtree magic, unless options.overwrite_foreign: AlreadyExists, the same
-/// message for every backend. A missing target is fine. Every writer of a new file calls it
-/// before creating its sink: save, commit_segments, compact into another file.
-Status check_target(std::string_view path_or_url, const WriteOptions& options);
+// (The check every writer of a new file makes before creating its sink is the public
+// jtree::check_save_target, jtree/multihost.h.)
 
 }  // namespace jtree

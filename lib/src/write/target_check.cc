@@ -1,4 +1,4 @@
-// check_target(): a save never replaces something that is not a jtree file (a typo in a path
+// check_save_target(): a save never replaces something that is not a jtree file (a typo in a path
 // must not destroy someone's data) unless the caller says overwrite_foreign. The same rule for
 // every backend and every writer of a new file (save, commit, compact into another file).
 #include <algorithm>
@@ -55,7 +55,7 @@ Status check_remote(std::string_view url, const WriteOptions& options) {
 
 }  // namespace
 
-Status check_target(std::string_view path_or_url, const WriteOptions& options) {
+Status check_save_target(std::string_view path_or_url, const WriteOptions& options) {
   if (options.overwrite_foreign) return Status::OK();
   std::string local;
   if (!is_local_path(path_or_url, &local)) {
@@ -72,10 +72,6 @@ Status check_target(std::string_view path_or_url, const WriteOptions& options) {
     return Status::OK();
   }
   return refuse(local);
-}
-
-Status check_save_target(std::string_view target, const WriteOptions& options) {
-  return check_target(target, options);
 }
 
 }  // namespace jtree
