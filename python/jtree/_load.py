@@ -134,47 +134,20 @@ def _unregistered_node(type_name: Optional[str], file: Optional[str], key_path: 
                  f"as a plain dict or list")
 
 
-def spec_tree(node: FileNode, *, strict: bool, file: Optional[str],
-              path: Tuple[Any, ...] = ()) -> Any:
-    """The file's structure with a LeafSpec in place of each leaf (load_pytreedef)."""
+def spec_tree(node: FileNode, *, strict: bool, file: Optional[str]) -> Any:
+    """The file's structure with a LeafSpec in place of each leaf (load_pytreedef, File.structure)
+    of the root ``node``: built by the native Reader in one pass (Reader.spec_tree,
+    bindings/python/src/spec_tree.cc, the one structure-to-spec builder of a file), whatever
+    of the file's FileNodes are made; only the containers that need Python (named tuples,
+    OrderedDict, custom nodes) come back here."""
+    assert node.index == 0 and node._tree is not None, "spec_tree is of a file's root"
     allow_deep_trees()
     with paused_gc():
-        tree = node._tree
-        if tree is not None and node.index == 0 and node._children is None:
-            # Nothing of the file's tree is made yet: the whole structure comes from the
-            # native Reader in one pass, without a FileNode or FileLeaf for each node.
-            return _spec_tree_native(tree.reader, strict, file)
-        return _spec_tree(node, strict, file, path)
-
-
-def _spec_tree_native(reader: Any, strict: bool, file: Optional[str]) -> Any:
-    """spec_tree of a whole file, built by the native Reader in one pass; only the containers
-    that need Python (named tuples, OrderedDict, custom nodes) come back here."""
-    def container(kind: int, type_name: Optional[str], aux: Optional[bytes], keys: List[Any],
-                  values: List[Any], parts: Tuple[Any, ...]) -> Any:
-        return rebuild_container(kind, type_name, aux, keys, values, strict=strict, file=file,
-                                 key_path=kp.join(parts))
-    return reader.spec_tree(LeafSpec, LEAF_KIND_NAMES, spec_dtype_of, container)
-
-
-def _spec_tree(node: FileNode, strict: bool, file: Optional[str], path: Tuple[Any, ...]) -> Any:
-    kind = node.kind
-    if kind == LEAF:
-        return node.leaf.spec()  # type: ignore[union-attr]
-    if kind == NONE:
-        return None
-    children = node.children
-    values = [c.leaf.spec() if c.kind == LEAF  # type: ignore[union-attr]
-              else _spec_tree(c, strict, file, path + (c.key if c.key is not None else i,))
-              for i, c in enumerate(children)]
-    if kind == DICT:
-        return dict(zip([c.key for c in children], values))
-    if kind == LIST:
-        return values
-    if kind == TUPLE:
-        return tuple(values)
-    return rebuild_container(kind, node.type_name, node.aux, [c.key for c in children],
-                             values, strict=strict, file=file, key_path=kp.join(path))
+        def container(kind: int, type_name: Optional[str], aux: Optional[bytes],
+                      keys: List[Any], values: List[Any], parts: Tuple[Any, ...]) -> Any:
+            return rebuild_container(kind, type_name, aux, keys, values, strict=strict,
+                                     file=file, key_path=kp.join(parts))
+        return node._tree.reader.spec_tree(LeafSpec, LEAF_KIND_NAMES, spec_dtype_of, container)
 
 
 class LoadOptions:
