@@ -22,10 +22,10 @@ from ._errors import Error, InvalidArgumentError, error
 from ._deferred import Deferred
 from ._global_array import GlobalArray, box_of
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
-                         FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
+                         FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE,
                          ORDEREDDICT, PICKLE, STR, TUPLE, FileNode, LeafSpec, allow_deep_trees,
-                         dtype_for_spec, namedtuple_field_problem,
+                         leaf_spec, namedtuple_field_problem,
                          namedtuple_type_name, paused_gc)
 
 # The readers' default depth limit (jtree::Limits::max_depth): deeper files would be refused.
@@ -52,12 +52,13 @@ class SLeaf:
         self.flags, self.type_name = flags, type_name
 
     def spec(self) -> LeafSpec:
+        """The LeafSpec the file will give this leaf (_structure.leaf_spec's rule, which
+        FileLeaf.spec uses too)."""
         if self.kind == ARRAY:
-            n = math.prod(self.shape)
-            return LeafSpec("array", self.shape, dtype_for_spec(self.dtype),
-                            n * _dtypes.TABLE[self.dtype][1], bool(self.flags & FLAG_SCALAR))
-        size = len(self.data) if isinstance(self.data, (bytes, bytearray)) else 0
-        return LeafSpec(LEAF_KIND_NAMES[self.kind], (), None, size, False, self.type_name)
+            nbytes = math.prod(self.shape) * _dtypes.TABLE[self.dtype][1]
+        else:
+            nbytes = len(self.data) if isinstance(self.data, (bytes, bytearray)) else 0
+        return leaf_spec(self.kind, self.flags, self.dtype, self.shape, nbytes, self.type_name)
 
 
 class SNode:

@@ -223,3 +223,19 @@ def test_save_memory_is_bounded_by_bytes_in_flight(tmp_path, kind, allowed_mib):
     assert out.returncode == 0, out.stderr
     extra_mib = int(out.stdout.strip())
     assert extra_mib <= allowed_mib, f"{kind} save of 256 MiB took {extra_mib} MiB more memory"
+
+
+def test_the_future_structure_is_the_files(path):
+    # A nonblocking save's structure (made from the tree being written) and load_pytreedef
+    # of the file (made by the native Reader) follow one LeafSpec rule, for every leaf kind.
+    import collections
+    Point = collections.namedtuple("Point", ["x", "y"])
+    tree = {"f32": np.ones((2, 3), np.float32), "scalar": np.float64(2.5), "zero_d": np.array(1),
+            "i": 7, "big": 1 << 80, "f": 2.5, "b": True, "c": 1j, "s": "text", "by": b"\x00\x01",
+            "ba": bytearray(b"xyz"), "none": None, "l": [1, (2, "3")], "nt": Point(1, np.zeros(2)),
+            "od": collections.OrderedDict(k=np.arange(4, dtype=np.int8)), "empty": {}}
+    fut = jtree.nonblocking_save(tree, path)
+    fut.result(timeout=60)
+    from_file = jtree.load_pytreedef(path)
+    assert repr(fut.pytree) == repr(from_file)
+    assert fut.pytree == from_file
