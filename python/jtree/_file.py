@@ -39,6 +39,7 @@ class File:
         # Bad values are reported before the file is opened.
         opts = LoadOptions(mmap=mmap, framework=framework, device=device,
                            map_location=map_location)
+        _jtree.check_read_options(threads, self.name)
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
         # (allow_full_download is passed only when set, so that the common call stays the same.)

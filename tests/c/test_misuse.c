@@ -355,6 +355,12 @@ static void bad_builders_and_options(const char* dir) {
              jtree_write_options_set_compression(NULL, JTREE_CODEC_RAW, 0, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "unknown codec",
              jtree_write_options_set_compression(wo, (jtree_codec_t)7, 0, &jt_err));
+  /* A level zstd does not have is refused, not clamped (the library's own check). */
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "level 99 is not a zstd level",
+             jtree_write_options_set_compression(wo, JTREE_CODEC_ZSTD, 99, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "level -200 is not a zstd level",
+             jtree_write_options_set_compression(wo, JTREE_CODEC_ZSTD, -200, &jt_err));
+  CHECK_OK(jtree_write_options_set_compression(wo, JTREE_CODEC_ZSTD, 22, &jt_err));
   INVALID(jtree_write_options_set_chunk_bytes(NULL, 1, &jt_err));
   INVALID(jtree_write_options_set_chunk_bytes(wo, 0, &jt_err));
   INVALID(jtree_write_options_set_inline_threshold(NULL, 1, &jt_err));

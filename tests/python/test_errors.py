@@ -244,6 +244,34 @@ def test_bad_options():
                                                  serialize_leaf=bytes, deserialize_leaf=bytes)
 
 
+def test_settings_out_of_range_are_refused_never_clamped(tmp_path):
+    # (The library's WriteOptions::check / ReadOptions::check decide; the old file stays.)
+    p = str(tmp_path / "o.jtree")
+    tree = {"a": np.arange(1000.0)}
+    jtree.save(tree, p)
+    before = open(p, "rb").read()
+    for kw, msg in [({"threads": -1}, "threads must be >= 0"),
+                    ({"level": 99}, r"level 99 is not a zstd level \(-128 to 22\)"),
+                    ({"level": -129}, "level -129 is not a zstd level"),
+                    ({"chunk_bytes": 0}, "chunk bytes .* must be positive"),
+                    ({"chunk_bytes": -1}, "chunk_bytes must be >= 0, not -1"),
+                    ({"inline_threshold": -5}, "inline_threshold must be >= 0, not -5")]:
+        with pytest.raises(jtree.InvalidArgumentError, match=msg):
+            jtree.save(tree, p, **kw)
+        assert open(p, "rb").read() == before, kw
+    jtree.save(tree, p, level=22)
+    jtree.save(tree, p, level=-128)
+    jtree.save(tree, p, compression=None, level=99)  # (no codec: no level to check)
+    with pytest.raises(jtree.InvalidArgumentError, match=f"{p}: threads must be >= 0"):
+        jtree.open(p, threads=-3)
+    with pytest.raises(jtree.InvalidArgumentError, match="threads must be >= 0"):
+        jtree.load(p, threads=-1)
+    with jtree.open(p) as f:
+        with pytest.raises(jtree.InvalidArgumentError, match=f"{p}: threads must be >= 0"):
+            f.load(threads=-2)
+    np.testing.assert_array_equal(jtree.load(p, threads=1)["a"], tree["a"])
+
+
 def test_without_ml_dtypes_a_clear_message_never_garbage(tmp_path):
     pytest.importorskip("ml_dtypes")
     import ml_dtypes

@@ -1,6 +1,8 @@
 // A failed or refused save leaves any previous file intact and nothing else behind.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include "test_util.h"
 
 using namespace jtree;
@@ -109,4 +111,68 @@ TEST_CASE("bool elements other than 0 and 1 are refused, inline and chunked (rea
       CHECK(read_file(path) == original);
     }
   }
+}
+
+TEST_CASE("options out of range are refused, naming the option, and the old file stays") {
+  TempDir dir;
+  const std::string path = dir.file("o.jtree");
+  auto data = random_bytes(1 << 16, 2);
+  REQUIRE(save(small_tree(data), path).ok());
+  const auto original = read_file(path);
+
+  struct Bad {
+    const char* why;
+    std::function<void(WriteOptions&)> set;
+  };
+  const Bad bad[] = {
+      {"threads must be >= 0", [](WriteOptions& o) { o.threads = -1; }},
+      {"level 99 is not a zstd level (", [](WriteOptions& o) { o.level = 99; }},
+      {"level -129 is not a zstd level", [](WriteOptions& o) { o.level = -129; }},
+      {"chunk bytes (target_chunk_bytes) must be positive",
+       [](WriteOptions& o) { o.target_chunk_bytes = 0; }},
+      {"max_bytes_in_flight must be positive", [](WriteOptions& o) { o.max_bytes_in_flight = 0; }},
+      {"alignment must be a power of two", [](WriteOptions& o) { o.alignment = 48; }},
+      {"min_gain must be in [0, 1]", [](WriteOptions& o) { o.min_gain = -0.5; }},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.why);
+    WriteOptions o;
+    b.set(o);
+    auto st = save(small_tree(data), path, o);
+    CHECK(st.status().code() == StatusCode::kInvalidArgument);
+    CHECK(st.status().message().find(b.why) != std::string::npos);
+    CHECK(read_file(path) == original);
+  }
+  // The edges are accepted: zstd's fastest level the header holds, and its strongest.
+  for (int level : {-128, 22}) {
+    WriteOptions o;
+    o.level = level;
+    CHECK(save(small_tree(data), path, o).ok());
+  }
+  // A raw save has no level to check (the level is the codec's).
+  WriteOptions raw;
+  raw.codec = Codec::kRaw;
+  raw.level = 99;
+  CHECK(save(small_tree(data), path, raw).ok());
+  // A leaf's own level is checked against its codec too, naming the leaf.
+  TreeBuilder b;
+  LeafOptions lo;
+  lo.level = 40;
+  b.dict().key("x").array(DType::kUInt8, {data.size()}, ArrayView{data.data()}, lo).end();
+  auto st = save(std::move(*std::move(b).Finish()), path);
+  CHECK(st.status().code() == StatusCode::kInvalidArgument);
+  CHECK(st.status().message().find("leaf x: level 40 is not a zstd level") != std::string::npos);
+
+  // Reads: threads < 0 is refused by every entry point, naming the file.
+  auto r = Reader::Open(path);
+  REQUIRE(r.ok());
+  ReadOptions ro;
+  ro.threads = -2;
+  std::vector<std::byte> dst(data.size());
+  Status rs = (*r)->read(0, dst, ro);
+  CHECK(rs.code() == StatusCode::kInvalidArgument);
+  CHECK(rs.message().find(path + ": threads must be >= 0") == 0);
+  CHECK((*r)->Verify(ro).status().code() == StatusCode::kInvalidArgument);
+  CHECK((*r)->mapped_leaf(0, ro).status().code() == StatusCode::kInvalidArgument);
+  CHECK((*r)->mapped_box(0, Box{{0}, {1}}, ro).status().code() == StatusCode::kInvalidArgument);
 }

@@ -1,6 +1,7 @@
 // The library's decisions that the Python package asks for instead of making them itself
 // (issue 21: one owner per decision): the memory budget of a load, key-path escaping, basic
-// index resolution, local path vs URL, and the node/leaf/codec numbers. Each function only
+// index resolution, local path vs URL, the node/leaf/codec numbers, and which read settings
+// are valid. Each function only
 // translates between Python objects and the C++ call.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -121,6 +122,18 @@ void register_rules(nb::module_& m) {
           "when all were reserved, else (its index, why not); the ones before it stay "
           "reserved, it and the ones after it are not.")
       .def_prop_ro("reserved", &jtree::MemoryBudget::reserved, "Bytes reserved so far.");
+
+  // ---- read settings: ReadOptions::check ------------------------------------------------
+  m.def(
+      "check_read_options",
+      [](int threads, const std::string& name) {
+        jtree::ReadOptions o;
+        o.threads = threads;
+        check(o.check().WithPrefix(name));
+      },
+      nb::arg("threads"), nb::arg("name"),
+      "Raises InvalidArgumentError for read settings the library refuses (jtree::ReadOptions::"
+      "check): jtree.open checks them at once rather than at its first read.");
 
   // ---- key paths: jtree/key_path.h -----------------------------------------------------
   m.def(

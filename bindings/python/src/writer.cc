@@ -13,7 +13,20 @@
 namespace jtpy {
 namespace {
 
-// WriteOptions from keyword arguments (None: the library's default).
+// A Python int for one of the library's unsigned sizes. A negative one is refused naming the
+// option (InvalidArgumentError), as the library refuses other values out of range; as an
+// unsigned parameter it would fail nanobind's overload match with a TypeError about the call.
+std::optional<uint64_t> size_arg(std::optional<int64_t> v, const char* name) {
+  if (!v) return std::nullopt;
+  if (*v < 0) {
+    check(jtree::Status::InvalidArgument(std::string(name) + " must be >= 0, not " +
+                                         std::to_string(*v)));
+  }
+  return static_cast<uint64_t>(*v);
+}
+
+// WriteOptions from keyword arguments (None: the library's default). The library checks the
+// values (check_write_options).
 struct WriteArgs {
   std::optional<int> codec;
   std::optional<int> level;
@@ -79,14 +92,16 @@ nb::dict write(Op op, Builder& b, const std::string& path, const WriteArgs& args
 
 void register_writer(nb::module_& m) {
   auto save = [](Builder& b, const std::string& path, std::optional<int> codec,
-                 std::optional<int> level, std::optional<uint64_t> chunk_bytes,
-                 std::optional<uint64_t> inline_threshold, int threads,
-                 std::optional<uint64_t> max_bytes_in_flight, bool overwrite,
+                 std::optional<int> level, std::optional<int64_t> chunk_bytes,
+                 std::optional<int64_t> inline_threshold, int threads,
+                 std::optional<int64_t> max_bytes_in_flight, bool overwrite,
                  bool overwrite_foreign, bool sync, bool append, std::optional<nb::object> progress,
                  std::optional<nb::object> fileobj, std::optional<uint64_t> expect_generation,
                  std::optional<uint64_t> expect_footer_offset, std::string expect_etag) {
-    WriteArgs a{codec, level, chunk_bytes, inline_threshold, threads, max_bytes_in_flight,
-                overwrite, overwrite_foreign, sync};
+    WriteArgs a{codec, level, size_arg(chunk_bytes, "chunk_bytes"),
+                size_arg(inline_threshold, "inline_threshold"), threads,
+                size_arg(max_bytes_in_flight, "max_bytes_in_flight"), overwrite,
+                overwrite_foreign, sync};
     if (fileobj && append) throw_value_error("write: append=True into a file object");
     if (expect_generation.has_value() != expect_footer_offset.has_value()) {
       throw_value_error("write: expect_generation and expect_footer_offset go together");
@@ -119,9 +134,10 @@ void register_writer(nb::module_& m) {
       "save_segment",
       [](Builder& b, const std::string& path, uint32_t process_index, uint32_t process_count,
          uint64_t save_id, std::optional<int> codec, std::optional<int> level,
-         std::optional<uint64_t> chunk_bytes, std::optional<uint64_t> inline_threshold,
+         std::optional<int64_t> chunk_bytes, std::optional<int64_t> inline_threshold,
          int threads, bool sync) {
-        WriteArgs a{codec, level, chunk_bytes, inline_threshold, threads, std::nullopt,
+        WriteArgs a{codec, level, size_arg(chunk_bytes, "chunk_bytes"),
+                    size_arg(inline_threshold, "inline_threshold"), threads, std::nullopt,
                     true, false, sync};
         jtree::Tree tree = b.take();
         const jtree::WriteOptions o = a.options();

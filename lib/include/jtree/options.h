@@ -110,6 +110,11 @@ struct JTREE_API ReadOptions {
   /// owned, shared by every read given these options. Null: each call that allocates for its
   /// caller (read_bytes) makes its own from the open's Limits.
   MemoryBudget* memory_budget = nullptr;
+
+  /// What every read checks first (read, read_many, map_leaves, mapped_box, Verify, device
+  /// reads; the C API's setters at once): threads >= 0, positive bytes in flight and fetch
+  /// size. InvalidArgument naming the option otherwise: never silently replaced.
+  Status check() const;
 };
 
 /// Options for writing a file (save, append, compact).
@@ -146,6 +151,13 @@ struct JTREE_API WriteOptions {
   /// planned against the old generation would silently drop that writer's leaves. Unset: the
   /// append is planned against whatever generation it finds.
   std::optional<AppendBase> append_base;
+
+  /// What every write checks first (save, append, save_segment; the C API's setters at once):
+  /// threads >= 0, positive chunk size and bytes in flight, an alignment that is a power of
+  /// two up to 1 MiB, min_gain in [0, 1], and a level the codec accepts (zstd: -128 to 22; the
+  /// level of a raw save is not looked at). InvalidArgument naming the option and its value
+  /// otherwise: a setting out of range is refused, never silently clamped.
+  Status check() const;
 };
 
 }  // namespace jtree

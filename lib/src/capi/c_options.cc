@@ -168,8 +168,13 @@ jtree_status_t jtree_open_options_set_threads(jtree_open_options_t* opts, int th
   return guard(err, [&] {
     static const char* fn = "jtree_open_options_set_threads";
     JTREE_C_REQUIRE(opts, fn, err);
-    if (threads < 0) return invalid(err, fn, "threads must be >= 0 (0: hardware threads)");
-    opts->read.threads = threads;
+    jtree::ReadOptions read = opts->read;
+    read.threads = threads;
+    // The library's own check (every read makes it), so that the setter fails at once.
+    if (jtree::Status st = read.check(); !st.ok()) {
+      return invalid(err, fn, st.message());
+    }
+    opts->read = std::move(read);
     return JTREE_OK;
   });
 }
@@ -233,6 +238,21 @@ jtree_status_t jtree_open_options_set_remote(jtree_open_options_t* opts,
 
 // ---- write -----------------------------------------------------------------------------------
 
+namespace {
+
+// Keeps `write` only if the library's own check of write options (the one every write makes)
+// accepts it, so that a setter fails at once with the library's message.
+jtree_status_t set_checked(jtree_write_options_t* opts, jtree::WriteOptions write,
+                           const char* fn, jtree_error_t** err) {
+  if (jtree::Status st = write.check(); !st.ok()) {
+    return invalid(err, fn, st.message());
+  }
+  opts->write = std::move(write);
+  return JTREE_OK;
+}
+
+}  // namespace
+
 jtree_write_options_t* jtree_write_options_create(void) {
   return create_nothrow<jtree_write_options_t>();
 }
@@ -248,9 +268,10 @@ jtree_status_t jtree_write_options_set_compression(jtree_write_options_t* opts,
     if (c != JTREE_CODEC_RAW && c != JTREE_CODEC_ZSTD) {
       return invalid(err, fn, "unknown codec " + std::to_string(c));
     }
-    opts->write.codec = static_cast<jtree::Codec>(c);
-    if (c == JTREE_CODEC_ZSTD) opts->write.level = level;
-    return JTREE_OK;
+    jtree::WriteOptions write = opts->write;
+    write.codec = static_cast<jtree::Codec>(c);
+    if (c == JTREE_CODEC_ZSTD) write.level = level;
+    return set_checked(opts, std::move(write), fn, err);
   });
 }
 
@@ -259,9 +280,9 @@ jtree_status_t jtree_write_options_set_chunk_bytes(jtree_write_options_t* opts, 
   return guard(err, [&] {
     static const char* fn = "jtree_write_options_set_chunk_bytes";
     JTREE_C_REQUIRE(opts, fn, err);
-    if (bytes == 0) return invalid(err, fn, "chunk bytes must be > 0");
-    opts->write.target_chunk_bytes = bytes;
-    return JTREE_OK;
+    jtree::WriteOptions write = opts->write;
+    write.target_chunk_bytes = bytes;
+    return set_checked(opts, std::move(write), fn, err);
   });
 }
 
@@ -279,9 +300,9 @@ jtree_status_t jtree_write_options_set_threads(jtree_write_options_t* opts, int 
   return guard(err, [&] {
     static const char* fn = "jtree_write_options_set_threads";
     JTREE_C_REQUIRE(opts, fn, err);
-    if (threads < 0) return invalid(err, fn, "threads must be >= 0 (0: hardware threads)");
-    opts->write.threads = threads;
-    return JTREE_OK;
+    jtree::WriteOptions write = opts->write;
+    write.threads = threads;
+    return set_checked(opts, std::move(write), fn, err);
   });
 }
 

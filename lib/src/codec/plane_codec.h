@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 
 #include "jtree/status.h"
 #include "jtree/tree.h"
@@ -55,6 +56,10 @@ class PlaneCodec {
   /// payload, another size, trailing bytes) is Corruption, with `dst` then unspecified. Safe on
   /// hostile input.
   virtual Status decode(std::span<const std::byte> payload, std::span<std::byte> dst) const = 0;
+  /// The levels it accepts, [first, second] (the header stores a level in a signed byte, so
+  /// never outside [-128, 127]); a save asking for another is refused before anything is
+  /// written, rather than clamped without a word. By default: every level the header holds.
+  virtual std::pair<int, int> levels() const { return {-128, 127}; }
 };
 
 /// The codec registered under `id`, or null for Codec::kRaw and ids no codec claims (a file

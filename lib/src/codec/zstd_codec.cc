@@ -281,6 +281,10 @@ class ZstdPlaneCodec final : public PlaneCodec {
   Status decode(std::span<const std::byte> payload, std::span<std::byte> dst) const override {
     return zstd_decompress(payload, dst);
   }
+  // zstd's own range (its fast negative levels go far below what the header's byte holds).
+  std::pair<int, int> levels() const override {
+    return {std::max(ZSTD_minCLevel(), -128), ZSTD_maxCLevel()};
+  }
 };
 
 }  // namespace

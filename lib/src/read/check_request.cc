@@ -39,4 +39,16 @@ Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optio
   return b;
 }
 
+Status ReadOptions::check() const {
+  const ReadOptions& options = *this;
+  if (options.threads < 0) {
+    return Status::InvalidArgument("threads must be >= 0 (0: the machine's hardware threads), "
+                                   "not " + std::to_string(options.threads));
+  }
+  if (options.max_bytes_in_flight == 0 || options.max_fetch_bytes == 0) {
+    return Status::InvalidArgument("max_bytes_in_flight and max_fetch_bytes must be positive");
+  }
+  return Status::OK();
+}
+
 }  // namespace jtree

@@ -18,4 +18,10 @@ namespace jtree {
 Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optional<Box>& box,
                           uint64_t dst_bytes, std::string_view dst_name);
 
+/// ReadOptions::check, the error naming `r`'s file: what every read checks first.
+inline Status check_read_options(const Reader& r, const ReadOptions& options) {
+  Status st = options.check();
+  return st.ok() ? st : st.WithPrefix(r.name());
+}
+
 }  // namespace jtree

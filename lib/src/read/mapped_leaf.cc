@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "format/chunk_grid.h"
+#include "read/check_request.h"
 #include "read/reader_impl.h"
 #include "util/thread_pool.h"
 
@@ -116,6 +117,7 @@ Result<MappedLeaf> Reader::mapped_leaf(uint32_t leaf, const ReadOptions& options
 Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> leaves,
                                                    const ReadOptions& options) const {
   const ReadTree& t = impl_->file.tree;
+  JTREE_RETURN_IF_ERROR(check_read_options(*this, options));
   std::vector<MappedLeaf> out(leaves.size());
   for (uint32_t l : leaves) JTREE_RETURN_IF_ERROR(leaf_in_range(*this, l));
   const std::shared_ptr<const MappedFile> whole = impl_->source->mapped_file();
@@ -152,6 +154,7 @@ Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> lea
 
 Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
                                       const ReadOptions& options) const {
+  JTREE_RETURN_IF_ERROR(check_read_options(*this, options));
   JTREE_RETURN_IF_ERROR(leaf_in_range(*this, leaf));
   const Leaf& l = impl_->file.tree.leaf(leaf);
   const size_t rank = l.shape.size();

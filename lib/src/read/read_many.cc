@@ -291,6 +291,7 @@ class UnitReader {
 Status Reader::read_many(std::span<const ReadRequest> requests,
                          const ReadOptions& options) const {
   const ReadTree& t = impl_->file.tree;
+  JTREE_RETURN_IF_ERROR(check_read_options(*this, options));
   JTREE_ASSIGN_OR_RETURN(const std::vector<Box> boxes, resolve_requests(*this, t, requests));
   // Step 2: the plan, with fetches no larger than the backend wants (remote ones: a few MiB,
   // so that decoding overlaps the transfers).

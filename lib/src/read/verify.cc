@@ -9,6 +9,7 @@
 
 #include "codec/checksum.h"
 #include "format/validate.h"
+#include "read/check_request.h"
 #include "read/read_plan.h"
 #include "read/reader_impl.h"
 #include "util/thread_pool.h"
@@ -41,6 +42,7 @@ struct Item {
 }  // namespace
 
 Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
+  JTREE_RETURN_IF_ERROR(check_read_options(*this, options));
   const Impl& impl = *impl_;
   const Tree& t = impl.file.tree.tree();  // Verify walks every leaf: the whole Tree is worth building
   const FileInfo& info = impl.file.info;

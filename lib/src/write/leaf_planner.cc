@@ -24,6 +24,15 @@ Status leaf_error(const Tree& t, size_t i, const std::string& what) {
   return Status::InvalidArgument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
 }
 
+// A compression level the codec accepts (PlaneCodec::levels).
+Status check_level(const codec::PlaneCodec& c, int level) {
+  const auto [lo, hi] = c.levels();
+  if (level >= lo && level <= hi) return Status::OK();
+  return Status::InvalidArgument("level " + std::to_string(level) + " is not a " +
+                                 std::string(c.name()) + " level (" + std::to_string(lo) +
+                                 " to " + std::to_string(hi) + ")");
+}
+
 bool is_payload_kind(LeafKind k) {
   return k == LeafKind::kArray || k == LeafKind::kStr || k == LeafKind::kBytes ||
          k == LeafKind::kByteArray || k == LeafKind::kCustomLeaf || k == LeafKind::kPickle;
@@ -308,8 +317,11 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
       return leaf_error(t, i, "filter " + std::string(filter_name(l.filter)) +
                                   " cannot apply to dtype " + std::string(info->name));
     }
-    int level = in.options.level.value_or(options.level);
-    l.level = static_cast<int8_t>(std::clamp(level, -128, 127));
+    const int level = in.options.level.value_or(options.level);
+    if (Status st = check_level(*codec::find_plane_codec(l.codec), level); !st.ok()) {
+      return leaf_error(t, i, st.message());
+    }
+    l.level = static_cast<int8_t>(level);  // (inside [-128, 127]: PlaneCodec::levels)
   }
   return Status::OK();
 }
@@ -338,14 +350,35 @@ Filter default_filter(DType dtype) {
   return Filter::kNone;
 }
 
-Status plan_leaves(Tree& tree, const WriteOptions& options) {
+Status WriteOptions::check() const {
+  const WriteOptions& options = *this;
   if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 ||
       options.alignment > (1u << 20)) {
-    return Status::InvalidArgument("alignment must be a power of two up to 1 MiB");
+    return Status::InvalidArgument("alignment must be a power of two up to 1 MiB, not " +
+                                   std::to_string(options.alignment));
   }
   if (options.target_chunk_bytes == 0) {
-    return Status::InvalidArgument("target_chunk_bytes must be positive");
+    return Status::InvalidArgument("chunk bytes (target_chunk_bytes) must be positive");
   }
+  if (options.max_bytes_in_flight == 0) {
+    return Status::InvalidArgument("max_bytes_in_flight must be positive");
+  }
+  if (options.threads < 0) {
+    return Status::InvalidArgument("threads must be >= 0 (0: the machine's hardware threads), "
+                                   "not " + std::to_string(options.threads));
+  }
+  if (!(options.min_gain >= 0 && options.min_gain <= 1)) {
+    return Status::InvalidArgument("min_gain must be in [0, 1], not " +
+                                   std::to_string(options.min_gain));
+  }
+  if (const codec::PlaneCodec* c = codec::find_plane_codec(options.codec)) {
+    JTREE_RETURN_IF_ERROR(check_level(*c, options.level));
+  }
+  return Status::OK();
+}
+
+Status plan_leaves(Tree& tree, const WriteOptions& options) {
+  JTREE_RETURN_IF_ERROR(options.check());
   for (size_t i = 0; i < tree.leaves.size(); ++i) {
     if (tree.leaves[i].reuse()) continue;
     JTREE_RETURN_IF_ERROR(plan_leaf(tree, i, options));
