@@ -63,6 +63,7 @@ set(_jt_cuda_src ${CMAKE_CURRENT_LIST_DIR}/../lib/src/cuda)
 target_sources(jtree PRIVATE
   ${_jt_cuda_src}/staging.cc
   ${_jt_cuda_src}/staging_plan.cc
+  ${_jt_cuda_src}/direct_plan.cc
   ${_jt_cuda_src}/host_copy_engine.cc
   ${_jt_cuda_src}/device.cc)
 if(JTREE_HAVE_CUDA)

@@ -22,6 +22,17 @@
 // caller's and one it starts), so a CopyEngine's functions must be thread-safe for calls on
 // different streams; the CUDA engine is, and may also be shared by concurrent loads.
 //
+// O_DIRECT (DeviceOptions::direct_io): pieces that are runs of whole raw chunks stored back to
+// back (leaves saved without compression, loaded whole or in whole chunks) are read from a
+// local file with O_DIRECT straight into the pinned buffers, their checksums verified there:
+// a cold-cache load reads each byte once from the disk into pinned memory, with no copy out
+// of the page cache and without filling the page cache with a multi-GB checkpoint. The file
+// range read is widened to the file system's alignment (statx STATX_DIOALIGN, else 4096), the
+// slack landing in the buffer around the piece. Everything else (compressed chunks, slices of
+// chunks, remote files, file systems that refuse O_DIRECT) is read through Reader::read_many,
+// the page cache included. DeviceStats says which path carried how many bytes, and why
+// O_DIRECT was not used.
+//
 // Untrusted input: as for Reader::read_many. The destinations are the caller's: the library
 // writes exactly DeviceRequest::dst_bytes bytes at each dst and nothing elsewhere.
 #pragma once
@@ -51,6 +62,34 @@ struct JTREE_API DeviceRequest {
   uint64_t dst_bytes = 0;  ///< exactly box elements x item size (as ReadRequest::dst)
 };
 
+/// Whether a load to a device reads raw chunks with O_DIRECT (see the top of this file).
+enum class DirectIo {
+  /// Where possible: a local file on a file system that accepts O_DIRECT, buffers of at least
+  /// 4 x (2 x the file offset alignment + the memory alignment), pieces of 32 KiB or more that
+  /// are runs of whole raw chunks. Otherwise buffered, the reason in DeviceStats. Note that
+  /// O_DIRECT bypasses a warm page cache too: for a file read again and again, Off is faster.
+  kAuto,
+  /// As kAuto, but a file that cannot be read with O_DIRECT at all (remote, a file system
+  /// that refuses it, staging buffers too small for its alignment) is an error
+  /// (NotSupported, naming the file and the reason) instead of a buffered load; pieces that
+  /// do not qualify (compressed, slices of chunks) are still read buffered.
+  kOn,
+  /// Never: everything through Reader::read_many (the page cache).
+  kOff,
+};
+
+/// What a load to a device did (DeviceOptions::stats), filled whether it succeeds or fails.
+struct JTREE_API DeviceStats {
+  /// Destination bytes read with O_DIRECT into the staging buffers.
+  uint64_t direct_bytes = 0;
+  /// Destination bytes that came through Reader::read_many (buffered reads, decoded chunks,
+  /// inline leaves).
+  uint64_t buffered_bytes = 0;
+  /// Why O_DIRECT was not used, or stopped being used mid-load; empty when it was used for
+  /// every piece that qualifies.
+  std::string direct_io_note;
+};
+
 /// Options for a load to a device.
 struct JTREE_API DeviceOptions {
   /// How chunks are read and decoded (verify_checksums, threads, max_bytes_in_flight...).
@@ -68,6 +107,10 @@ struct JTREE_API DeviceOptions {
   /// CUDA device ordinal for read_many_to_device (the destinations must be on it, or
   /// reachable from it).
   int device = 0;
+  /// O_DIRECT reads of raw chunks (DirectIo).
+  DirectIo direct_io = DirectIo::kAuto;
+  /// When set, receives what the load did (which path read how many bytes).
+  DeviceStats* stats = nullptr;
 };
 
 /// What a load to a device copies through: pinned host buffers, streams, asynchronous copies.

@@ -29,8 +29,10 @@ Result<std::span<std::byte>> HostCopyEngine::allocate_pinned(size_t bytes) {
     return Status::ResourceExhausted(name() + ": cannot pin " + std::to_string(bytes) +
                                      " more bytes");
   }
-  const size_t n = (std::max<size_t>(bytes, 1) + 63) & ~size_t{63};
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(64, n));
+  // Page-aligned, as cudaHostAlloc's buffers are: loads read raw chunks into them with
+  // O_DIRECT, which needs aligned memory (the staging falls back to buffered reads otherwise).
+  const size_t n = (std::max<size_t>(bytes, 1) + 4095) & ~size_t{4095};
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, n));
   if (p == nullptr) return Status::ResourceExhausted(name() + ": out of memory");
   buffers_[p] = bytes;
   stats_.pinned_bytes += bytes;

@@ -1,5 +1,5 @@
 // A CopyEngine whose "device" is host memory: the staging pipeline's stand-in where there is
-// no GPU (the unit tests). Streams are worker threads copying in order, so copies really run
+// no GPU (the unit tests). Its pinned buffers are page-aligned, like cudaHostAlloc's. Streams are worker threads copying in order, so copies really run
 // asynchronously; it can slow every copy down and inject failures, and it records what the
 // pipeline did: pinned bytes (now and at the peak), bytes queued but not copied (peak), and
 // any misuse (a pinned buffer changed or freed while a copy from it was queued).

@@ -1,5 +1,9 @@
 // The staging pipeline of jtree/device.h: leaves read and decoded into a ring of pinned
-// buffers, each copied on its own stream while the next ones are filled.
+// buffers, each copied on its own stream while the next ones are filled. Pieces that are runs
+// of whole raw chunks are read with O_DIRECT straight into the buffers (io/direct_read.h:
+// a cold-cache load then reads each byte once, disk to pinned memory, without a page-cache
+// copy and without evicting the page cache for a multi-GB checkpoint); the rest through
+// Reader::read_many.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -8,9 +12,13 @@
 #include <thread>
 #include <vector>
 
+#include "codec/checksum.h"
+#include "cuda/direct_plan.h"
 #include "cuda/staging_plan.h"
+#include "io/direct_read.h"
 #include "read/check_request.h"
 #include "jtree/device.h"
+#include "util/thread_pool.h"
 
 namespace jtree {
 
@@ -20,6 +28,53 @@ namespace {
 
 // Smallest staging buffer accepted: smaller ones would make a call per few elements.
 constexpr uint64_t kMinBufferBytes = 4096;
+
+// Pieces smaller than this are read buffered even where O_DIRECT works: the alignment slack
+// would be a large part of the read, and the page cache costs little for them.
+constexpr uint64_t kMinDirectBytes = 32 << 10;
+
+// O_DIRECT reads are issued in parts of at most this size, on the read's worker threads, so
+// that one large piece keeps several requests in flight at the device.
+constexpr uint64_t kDirectPartBytes = 8 << 20;
+
+// How a load uses O_DIRECT, decided once before its buffers are planned.
+struct DirectPlan {
+  bool on = false;
+  io::DirectReadSupport support;
+  // Alignment slack a piece may need in its buffer: up to offset_align - 1 before it and after
+  // it (rounded to whole blocks), and the buffer's own start rounded up to memory_align.
+  uint64_t slack() const { return on ? 2 * support.offset_align + support.memory_align : 0; }
+};
+
+// Decides whether a load may use O_DIRECT. Errors only for DirectIo::kOn where it cannot.
+Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t per_buffer,
+                               std::string& note) {
+  DirectPlan p;
+  if (o.direct_io == DirectIo::kOff) {
+    note = "direct_io is Off";
+    return p;
+  }
+  p.support = io::direct_read_support(*r.source());
+  if (p.support.available) {
+    p.on = true;
+    if (per_buffer < 4 * p.slack()) {
+      p.on = false;
+      p.support.reason = "staging buffers of " + std::to_string(per_buffer) +
+                         " bytes are too small for O_DIRECT's alignment of " +
+                         std::to_string(p.support.offset_align) + " bytes (at least " +
+                         std::to_string(4 * (2 * p.support.offset_align + p.support.memory_align)) +
+                         " needed)";
+    }
+  }
+  if (!p.on) {
+    note = "no O_DIRECT: " + p.support.reason;
+    if (o.direct_io == DirectIo::kOn) {
+      return Status::NotSupported(r.name() + ": direct_io is On, but O_DIRECT cannot be used: " +
+                                  p.support.reason);
+    }
+  }
+  return p;
+}
 
 // Checks a request against the file (check_request, as host reads do: the destination has
 // the slice's exact size) and resolves its box. Errors name the file and the leaf.
@@ -96,6 +151,23 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
                                    " buffers is below the minimum of " +
                                    std::to_string(kMinBufferBytes) + " bytes per buffer");
   }
+  // The stats are written however the load ends (the counters are the fillers').
+  std::atomic<uint64_t> direct_bytes{0}, buffered_bytes{0};
+  std::string note;
+  std::mutex note_mu;  // (a filler may set it when O_DIRECT stops working mid-load)
+  struct StatsOut {
+    const DeviceOptions& o;
+    std::atomic<uint64_t>& direct;
+    std::atomic<uint64_t>& buffered;
+    std::string& note;
+    ~StatsOut() {
+      if (o.stats == nullptr) return;
+      o.stats->direct_bytes = direct.load();
+      o.stats->buffered_bytes = buffered.load();
+      o.stats->direct_io_note = note;
+    }
+  } stats_out{options, direct_bytes, buffered_bytes, note};
+
   std::vector<Box> boxes;
   boxes.reserve(requests.size());
   uint64_t total = 0, largest = 0;
@@ -106,16 +178,76 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     boxes.push_back(std::move(b));
   }
   if (total == 0) return Status::OK();
+  JTREE_ASSIGN_OR_RETURN(const DirectPlan direct, plan_direct(reader, options, per_buffer, note));
 
-  // No buffer larger than the largest request: a small load pins little.
-  const uint64_t buffer_bytes = std::min(per_buffer, staging::round_up_64(largest));
+  // No buffer larger than the largest request: a small load pins little. With O_DIRECT, the
+  // pieces of leaves saved without compression are cut smaller than the buffer by the
+  // alignment slack their reads may need (the others keep whole buffers: cut the same way,
+  // their chunks would no longer land whole in one piece).
+  const uint64_t slack = direct.slack();
+  const uint64_t buffer_bytes = std::min(per_buffer, staging::round_up_64(largest) + slack);
   std::vector<Piece> pieces;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Leaf& leaf = reader.leaf(requests[i].leaf);
+    const bool maybe_direct = direct.on && leaf.storage == Storage::kChunked &&
+                              leaf.codec == Codec::kRaw && !is_4bit(leaf.dtype);
     staging::cut_box(static_cast<uint32_t>(i), boxes[i], leaf.chunk_shape,
-                     memory_bytes(leaf.dtype, 1), buffer_bytes, pieces);
+                     memory_bytes(leaf.dtype, 1), buffer_bytes - (maybe_direct ? slack : 0),
+                     pieces);
   }
-  const std::vector<Batch> batches = staging::pack_pieces(pieces, buffer_bytes);
+  // The file runs of the pieces read with O_DIRECT (empty where a piece is not one). A piece
+  // of whole chunks that padding separates in the file is cut into one piece per chunk.
+  std::vector<std::optional<staging::FileRun>> runs;
+  std::vector<uint64_t> file_offsets;
+  if (direct.on) {
+    std::vector<Piece> cut;
+    cut.reserve(pieces.size());
+    auto add = [&](Piece&& piece, std::optional<staging::FileRun>&& run) {
+      file_offsets.push_back(run ? run->offset : staging::kNoFileRun);
+      runs.push_back(std::move(run));
+      cut.push_back(std::move(piece));
+    };
+    for (Piece& piece : pieces) {
+      const uint32_t leaf = requests[piece.request].leaf;
+      if (piece.bytes < kMinDirectBytes) {
+        add(std::move(piece), std::nullopt);
+        continue;
+      }
+      auto run = staging::piece_file_run(reader, leaf, piece.box, piece.bytes);
+      if (run) {
+        add(std::move(piece), std::move(run));
+        continue;
+      }
+      std::vector<Piece> parts = staging::split_at_chunks(reader, leaf, piece);
+      if (parts.empty() || piece.bytes / parts.size() < kMinDirectBytes) {
+        add(std::move(piece), std::nullopt);
+        continue;
+      }
+      for (Piece& part : parts) {
+        auto part_run = staging::piece_file_run(reader, leaf, part.box, part.bytes);
+        if (part.bytes < kMinDirectBytes) part_run.reset();
+        add(std::move(part), std::move(part_run));
+      }
+    }
+    pieces = std::move(cut);
+  }
+  const std::vector<Batch> batches =
+      direct.on ? staging::pack_pieces_direct(pieces, file_offsets, buffer_bytes,
+                                              direct.support.offset_align,
+                                              direct.support.memory_align)
+                : staging::pack_pieces(pieces, buffer_bytes);
+  std::vector<char> is_direct(pieces.size(), 0);
+  for (const Batch& b : batches) {
+    for (const staging::DirectRead& d : b.direct) is_direct[d.piece] = 1;
+  }
+  if (direct.on && std::find(is_direct.begin(), is_direct.end(), 1) == is_direct.end()) {
+    note = "no piece is a run of whole raw chunks of at least " +
+           std::to_string(kMinDirectBytes) + " bytes (compressed, or slices of chunks)";
+  }
+  // Set when an O_DIRECT read is refused mid-load (kAuto): the rest is read buffered.
+  std::atomic<bool> direct_refused{false};
+  const int direct_threads = resolve_threads(options.read.threads);
+  const std::shared_ptr<Source> source = reader.source();
   const size_t num_slots = std::min<size_t>(options.staging_buffers, batches.size());
 
   // "<file>: leaf <path>" of a batch's first piece, for the engine's errors.
@@ -149,6 +281,61 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   std::atomic<bool> stop{false};       // failed, for a filler in the middle of a buffer load
   uint64_t done = 0;
 
+  // Reads a batch's O_DIRECT pieces into the buffer at `base` (in parts, on the read's
+  // workers) and verifies their chunks there. A refusal of the kernel (NotSupported: the
+  // alignment was wrong after all) comes back as is, for the caller to read them buffered.
+  auto read_direct_pieces = [&](const Batch& batch, std::byte* base) -> Status {
+    struct Part {
+      uint64_t buffer_offset, file_offset, length, needed;
+    };
+    std::vector<Part> parts;
+    for (const staging::DirectRead& d : batch.direct) {
+      // Bytes of the range the piece needs (the rest is alignment slack, possibly past EOF).
+      const uint64_t needed = runs[d.piece]->offset + pieces[d.piece].bytes - d.file_offset;
+      for (uint64_t at = 0; at < d.length; at += kDirectPartBytes) {
+        const uint64_t len = std::min(kDirectPartBytes, d.length - at);
+        parts.push_back({d.buffer_offset + at, d.file_offset + at, len,
+                         needed > at ? std::min(len, needed - at) : 0});
+      }
+    }
+    JTREE_RETURN_IF_ERROR(parallel_for(
+        pool_for(direct_threads), parts.size(), direct_threads, [&](size_t i) -> Status {
+          const Part& part = parts[i];
+          JTREE_ASSIGN_OR_RETURN(
+              uint64_t n, io::read_direct(*source, part.file_offset,
+                                          {base + part.buffer_offset, part.length}));
+          if (n < part.needed) {
+            return Status::IOError(reader.name() + ": unexpected end of file at offset " +
+                                   std::to_string(part.file_offset + n) + " (O_DIRECT read)");
+          }
+          return Status::OK();
+        }));
+    if (!ro.verify_checksums) return Status::OK();
+    struct Check {
+      size_t piece;
+      const staging::RunChunk* chunk;
+    };
+    std::vector<Check> checks;
+    for (const staging::DirectRead& d : batch.direct) {
+      for (const staging::RunChunk& c : runs[d.piece]->chunks) checks.push_back({d.piece, &c});
+    }
+    return parallel_for(
+        pool_for(direct_threads), checks.size(), direct_threads, [&](size_t i) -> Status {
+          const size_t p = checks[i].piece;
+          const ChunkInfo& c = checks[i].chunk->info;
+          const std::byte* stored = base + batch.offsets[p - batch.first] +
+                                    (c.file_offset - runs[p]->offset);
+          if (xxh3({stored, c.stored_size}, c.seed) == c.checksum) return Status::OK();
+          // (As Reader::read_many words it.)
+          const uint32_t leaf = requests[pieces[p].request].leaf;
+          return Status::Corruption(reader.name() + ": leaf " + reader.leaf_path(leaf) +
+                                    ": chunk " + std::to_string(checks[i].chunk->local) +
+                                    ": checksum mismatch (file offset " +
+                                    std::to_string(c.file_offset) + ", " +
+                                    std::to_string(c.stored_size) + " bytes)");
+        });
+  };
+
   // Fills one buffer load and queues its copies; the slot is this thread's alone meanwhile.
   auto fill = [&](size_t b, std::vector<ReadRequest>& reads) -> Status {
     const Batch& batch = batches[b];
@@ -159,13 +346,51 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
       Status st = engine.sync(slot.stream);
       if (!st.ok()) return st.WithPrefix(where(slot.batch));
     }
-    reads.clear();
-    for (size_t p = batch.first; p < batch.last; ++p) {
-      const Piece& piece = pieces[p];
-      reads.push_back({requests[piece.request].leaf, piece.box,
-                       slot.buffer.subspan(batch.offsets[p - batch.first], piece.bytes)});
+    std::byte* const base = slot.buffer.data();
+    // (CUDA's pinned buffers are page-aligned; an engine whose buffers are not aligned for
+    // O_DIRECT gets buffered reads.)
+    const bool aligned =
+        direct.on && reinterpret_cast<uintptr_t>(base) % direct.support.memory_align == 0;
+    if (direct.on && !aligned) {
+      std::lock_guard<std::mutex> lock(note_mu);
+      note = "pinned buffers from " + engine.name() + " are not aligned to " +
+             std::to_string(direct.support.memory_align) + " bytes for O_DIRECT";
     }
-    JTREE_RETURN_IF_ERROR(reader.read_many(reads, ro));
+    const bool use_direct = !batch.direct.empty() && aligned && !direct_refused.load();
+    auto read_buffered = [&](bool direct_ones) -> Status {
+      reads.clear();
+      uint64_t bytes = 0;
+      for (size_t p = batch.first; p < batch.last; ++p) {
+        if ((is_direct[p] && use_direct) != direct_ones) continue;
+        const Piece& piece = pieces[p];
+        reads.push_back({requests[piece.request].leaf, piece.box,
+                         {base + batch.offsets[p - batch.first], piece.bytes}});
+        bytes += piece.bytes;
+      }
+      if (reads.empty()) return Status::OK();
+      JTREE_RETURN_IF_ERROR(reader.read_many(reads, ro));
+      buffered_bytes.fetch_add(bytes);
+      return Status::OK();
+    };
+    JTREE_RETURN_IF_ERROR(read_buffered(false));
+    if (use_direct) {
+      Status st = read_direct_pieces(batch, base);
+      if (st.IsNotSupported() && options.direct_io == DirectIo::kAuto) {
+        // The kernel refused after all: this batch's direct pieces and the rest, buffered.
+        direct_refused.store(true);
+        {
+          std::lock_guard<std::mutex> lock(note_mu);
+          note = "O_DIRECT stopped mid-load: " + st.message();
+        }
+        JTREE_RETURN_IF_ERROR(read_buffered(true));
+      } else if (!st.ok()) {
+        return st;
+      } else {
+        uint64_t bytes = 0;
+        for (const staging::DirectRead& d : batch.direct) bytes += pieces[d.piece].bytes;
+        direct_bytes.fetch_add(bytes);
+      }
+    }
     // Another filler failed meanwhile: queue nothing more (the load returns its error).
     if (stop.load(std::memory_order_relaxed)) return Status::OK();
     slot.batch = b;
@@ -173,7 +398,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
       const Piece& piece = pieces[p];
       std::byte* dst = static_cast<std::byte*>(requests[piece.request].dst) + piece.dst_offset;
       slot.pending = true;
-      Status st = engine.copy_async(dst, slot.buffer.data() + batch.offsets[p - batch.first],
+      Status st = engine.copy_async(dst, base + batch.offsets[p - batch.first],
                                     piece.bytes, slot.stream);
       if (!st.ok()) return st.WithPrefix(where(b));
     }

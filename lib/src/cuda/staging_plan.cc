@@ -62,7 +62,7 @@ std::vector<Batch> pack_pieces(const std::vector<Piece>& pieces, uint64_t buffer
   for (size_t i = 0; i < pieces.size(); ++i) {
     const uint64_t at = round_up_64(used);
     if (out.empty() || at + pieces[i].bytes > buffer_bytes) {
-      out.push_back({i, i, {}, 0});
+      out.push_back({i, i, {}, 0, {}});
       used = 0;
     }
     Batch& b = out.back();
@@ -71,6 +71,42 @@ std::vector<Batch> pack_pieces(const std::vector<Piece>& pieces, uint64_t buffer
     b.last = i + 1;
     b.bytes += pieces[i].bytes;
     used = off + pieces[i].bytes;
+  }
+  return out;
+}
+
+std::vector<Batch> pack_pieces_direct(const std::vector<Piece>& pieces,
+                                      const std::vector<uint64_t>& file_offsets,
+                                      uint64_t buffer_bytes, uint64_t offset_align,
+                                      uint64_t memory_align) {
+  auto round_up = [](uint64_t n, uint64_t a) { return (n + a - 1) & ~(a - 1); };
+  const uint64_t place_align = std::max<uint64_t>(64, memory_align);
+  std::vector<Batch> out;
+  uint64_t used = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const uint64_t bytes = pieces[i].bytes;
+    uint64_t at = 0, length = 0, file_start = 0, head = 0;
+    bool direct = file_offsets[i] != kNoFileRun;
+    if (direct) {
+      head = file_offsets[i] % offset_align;
+      file_start = file_offsets[i] - head;
+      length = round_up(file_offsets[i] + bytes, offset_align) - file_start;
+      direct = length <= buffer_bytes;
+      if (!direct) head = 0;
+    }
+    const uint64_t need = direct ? length : bytes;
+    at = direct ? round_up(used, place_align) : round_up_64(used);
+    if (out.empty() || at + need > buffer_bytes) {
+      out.push_back({i, i, {}, 0, {}});
+      used = 0;
+      at = 0;
+    }
+    Batch& b = out.back();
+    b.offsets.push_back(at + head);
+    if (direct) b.direct.push_back({i, at, file_start, length});
+    b.last = i + 1;
+    b.bytes += bytes;
+    used = at + need;
   }
   return out;
 }

@@ -1,5 +1,7 @@
 // The local-file Source: pread() for every read, plus an optional copy-on-write mapping of the
-// whole file from which the reader hands out raw leaves without copying (Reader::mapped_leaf).
+// whole file from which the reader hands out raw leaves without copying (Reader::mapped_leaf),
+// and O_DIRECT reads into a caller's aligned buffer through a second descriptor opened on
+// first use (io/direct_read.h: loads to a device read raw chunks so into pinned memory).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,15 +12,26 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "io/direct_read.h"
 #include "io/posix_file.h"
 #include "jtree/io.h"
 
 namespace jtree {
 namespace {
+
+std::atomic<bool> g_refuse_direct_open{false};  // io::set_refuse_direct_open_for_testing
+
+// Where the kernel does not report O_DIRECT's alignment (statx STATX_DIOALIGN, Linux 6.1+),
+// 4096 is what every common file system and block device accepts (logical blocks are 512 or
+// 4096 bytes).
+constexpr uint64_t kDefaultDirectAlign = 4096;
+
+bool power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 // A private (copy-on-write) mapping of a whole file, unmapped on destruction.
 class Mapping final : public MappedFile {
@@ -101,6 +114,49 @@ class FileSource final : public Source {
     return std::make_shared<const RangeMapping>(addr, static_cast<size_t>(length), view);
   }
 
+  // O_DIRECT (io/direct_read.h). The descriptor is opened once, by whichever thread asks
+  // first; afterwards direct_ and direct_fd_ are only read.
+  const io::DirectReadSupport& direct_support() const {
+    std::call_once(direct_once_, [this] { open_direct(); });
+    return direct_;
+  }
+
+  Result<uint64_t> read_direct(uint64_t offset, std::span<std::byte> dst) const {
+    const io::DirectReadSupport& s = direct_support();
+    if (!s.available) return Status::NotSupported(path_ + ": O_DIRECT read: " + s.reason);
+    const uint64_t len = dst.size();
+    if (offset % s.offset_align != 0 || len % s.offset_align != 0 ||
+        reinterpret_cast<uintptr_t>(dst.data()) % s.memory_align != 0) {
+      return Status::InvalidArgument(path_ + ": O_DIRECT read of " + std::to_string(len) +
+                                     " bytes at offset " + std::to_string(offset) +
+                                     " is not aligned to " + std::to_string(s.offset_align) +
+                                     " (memory: " + std::to_string(s.memory_align) + ")");
+    }
+    read_requests_.fetch_add(1, std::memory_order_relaxed);
+    uint64_t done = 0;
+    while (done < len) {
+      const size_t want = static_cast<size_t>(std::min(len - done, kMaxIoBytes));
+      const ssize_t n = ::pread(direct_fd_.get(), dst.data() + done, want,
+                                static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EINVAL) {
+          // The kernel wants a bigger alignment than it reported (or than the 4096 assumed).
+          return Status::NotSupported(path_ + ": O_DIRECT read at offset " +
+                                      std::to_string(offset + done) + " refused (EINVAL)");
+        }
+        return errno_status(path_, "O_DIRECT read at offset " + std::to_string(offset + done),
+                            errno);
+      }
+      if (n == 0) break;  // the end of the file
+      done += static_cast<uint64_t>(n);
+      bytes_read_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      // A short read ends at the end of the file (the next offset would not be aligned).
+      if (static_cast<uint64_t>(n) % s.offset_align != 0) break;
+    }
+    return done;
+  }
+
   IoStats stats() const override {
     IoStats s;
     s.read_requests = read_requests_.load(std::memory_order_relaxed);
@@ -132,6 +188,63 @@ class FileSource final : public Source {
     return Status::OK();
   }
 
+  // Opens the O_DIRECT descriptor through /proc/self/fd: the same open file as fd_ (the path
+  // may have been replaced by a save since), with a file description of its own, so that
+  // O_DIRECT does not apply to the buffered reads on fd_.
+  void open_direct() const {
+    io::DirectReadSupport s;
+    const std::string proc = "/proc/self/fd/" + std::to_string(fd_.get());
+    int raw;
+    if (g_refuse_direct_open.load()) {
+      raw = -1;
+      errno = EINVAL;
+    } else {
+      do {
+        raw = ::open(proc.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      } while (raw < 0 && errno == EINTR);
+    }
+    if (raw < 0) {
+      s.reason = errno == EINVAL
+                     ? "the file system does not support O_DIRECT (open gives EINVAL)"
+                     : errno_status(proc, "open with O_DIRECT", errno).message();
+      direct_ = std::move(s);
+      return;
+    }
+    UniqueFd fd(raw);
+    struct stat a, b;
+    if (::fstat(fd_.get(), &a) != 0 || ::fstat(fd.get(), &b) != 0 || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) {
+      s.reason = proc + " is not the opened file";
+      direct_ = std::move(s);
+      return;
+    }
+    s.offset_align = s.memory_align = kDefaultDirectAlign;
+#ifdef STATX_DIOALIGN
+    struct statx sx;
+    if (::statx(fd.get(), "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+        (sx.stx_mask & STATX_DIOALIGN) != 0) {
+      if (sx.stx_dio_offset_align == 0) {
+        s.reason = "the file system does not support O_DIRECT for this file (statx)";
+        direct_ = std::move(s);
+        return;
+      }
+      s.offset_align = sx.stx_dio_offset_align;
+      s.memory_align = sx.stx_dio_mem_align;
+    }
+#endif
+    // (Anything odd, or an alignment beyond 1 MiB, is not worth the trouble: buffered reads.)
+    if (!power_of_two(s.offset_align) || !power_of_two(s.memory_align) ||
+        s.offset_align > (1u << 20) || s.memory_align > (1u << 20)) {
+      s.reason = "unusual O_DIRECT alignment (offset " + std::to_string(s.offset_align) +
+                 ", memory " + std::to_string(s.memory_align) + ")";
+      direct_ = std::move(s);
+      return;
+    }
+    s.available = true;
+    direct_fd_ = std::move(fd);
+    direct_ = std::move(s);
+  }
+
   uint64_t current_size() const {
     struct stat st;
     if (::fstat(fd_.get(), &st) != 0) return size_;
@@ -149,11 +262,37 @@ class FileSource final : public Source {
   const uint64_t size_;
   // A mapping outlives the descriptor when arrays still view it (the kernel keeps the file).
   std::shared_ptr<const Mapping> mapping_;
-  std::atomic<uint64_t> read_requests_{0};
-  std::atomic<uint64_t> bytes_read_{0};
+  mutable std::atomic<uint64_t> read_requests_{0};
+  mutable std::atomic<uint64_t> bytes_read_{0};
+  mutable std::once_flag direct_once_;
+  mutable io::DirectReadSupport direct_;
+  mutable UniqueFd direct_fd_;
 };
 
 }  // namespace
+
+namespace io {
+
+DirectReadSupport direct_read_support(const Source& source) {
+  // Only the plain local-file Source: not a decorator over one, whose reads it could bypass.
+  const auto* file = dynamic_cast<const FileSource*>(&source);
+  if (file == nullptr) {
+    DirectReadSupport s;
+    s.reason = "not a local file";
+    return s;
+  }
+  return file->direct_support();
+}
+
+Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<std::byte> dst) {
+  const auto* file = dynamic_cast<const FileSource*>(&source);
+  if (file == nullptr) return Status::NotSupported(source.name() + ": O_DIRECT read: not a local file");
+  return file->read_direct(offset, dst);
+}
+
+void set_refuse_direct_open_for_testing(bool refuse) { g_refuse_direct_open.store(refuse); }
+
+}  // namespace io
 
 Result<std::shared_ptr<Source>> open_file_source(const std::string& path, bool use_mmap) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; it is rejected

@@ -1,0 +1,54 @@
+// Reads of a local file with O_DIRECT, into memory the caller provides (the pinned staging
+// buffers of a load to a device, lib/src/cuda/staging.cc).
+//
+// Why: a cold-cache load of a raw (uncompressed) file to a GPU then reads each byte once, from
+// the disk straight into pinned memory by DMA: no copy out of the page cache, and a
+// multi-GB checkpoint does not push everything else out of the page cache (nor stay there,
+// taking memory the inference server wants). Buffered reads remain for everything else.
+//
+// Only the plain local-file Source (open_file_source, what Reader::Open gives for a local
+// path) offers it: remote backends, memory sources and decorated sources (fault injection)
+// answer "not available", and their loads read as before. The O_DIRECT descriptor is a second
+// one, opened on first use through /proc/self/fd of the Source's own descriptor, so that it is
+// the very file the Source opened even if the path has been replaced since.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "jtree/io.h"
+
+namespace jtree::io {
+
+/// Whether, and with what alignment, `read_direct` works on a Source.
+struct DirectReadSupport {
+  bool available = false;
+  /// File offsets and lengths of direct reads must be multiples of this (statx
+  /// STATX_DIOALIGN's stx_dio_offset_align where the kernel reports it, else 4096).
+  uint64_t offset_align = 0;
+  /// Buffer addresses must be multiples of this (stx_dio_mem_align, else 4096).
+  uint64_t memory_align = 0;
+  /// Why not, when not available ("tmpfs refuses O_DIRECT"...), for DeviceStats and errors.
+  std::string reason;
+};
+
+/// Opens the O_DIRECT descriptor of `source` on the first call (once per Source; thread-safe)
+/// and says whether direct reads are available. Never an error: "not available" instead.
+DirectReadSupport direct_read_support(const Source& source);
+
+/// Reads `dst.size()` bytes at file offset `offset` with O_DIRECT into `dst`. `offset`,
+/// `dst.size()` and `dst.data()` must follow direct_read_support's alignment (InvalidArgument
+/// otherwise). Returns the bytes read: fewer than asked only at the end of the file.
+/// Errors name the file; a refusal of the kernel (EINVAL: an alignment it wants bigger than it
+/// reported) is NotSupported, so that the caller may read those bytes buffered instead.
+/// Counted in the Source's IoStats like its other reads.
+Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<std::byte> dst);
+
+/// Tests only: while set, opening the O_DIRECT descriptor fails as on a file system without
+/// O_DIRECT (EINVAL), for Sources that have not opened it yet. Kernels since 6.6 accept
+/// O_DIRECT on tmpfs, so /dev/shm no longer exercises the fallback by itself.
+void set_refuse_direct_open_for_testing(bool refuse);
+
+}  // namespace jtree::io

@@ -1,0 +1,550 @@
+// O_DIRECT reads of raw chunks into the pinned staging buffers of a load to a device
+// (DeviceOptions::direct_io, io/direct_read.h), through the host-memory copy engine: no GPU
+// needed. Bytes identical to a buffered read for chunks whose file offsets are aligned and
+// unaligned (head and tail slack), odd sizes, empty leaves, compressed leaves and slices
+// beside them; a damaged chunk read with O_DIRECT is Corruption naming the key; DeviceStats
+// says which path ran (O_DIRECT on a disk file system, buffered where the file system refuses
+// O_DIRECT, for memory sources and with direct_io Off); the packing keeps every aligned read
+// inside its buffer and off every other piece.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <doctest/doctest.h>
+
+#include "cuda/direct_plan.h"
+#include "cuda/host_copy_engine.h"
+#include "cuda/staging_plan.h"
+#include "io/direct_read.h"
+#include "jtree/device.h"
+#include "test_util.h"
+#include "util/box_copy.h"
+
+using namespace jtree;
+using namespace jtree::testing;
+using jtree::staging::HostCopyEngine;
+
+namespace {
+
+struct Spec {
+  std::string key;
+  DType dtype;
+  Shape shape;
+  Shape chunk;
+  Codec codec;
+};
+
+// Raw leaves whose chunks are runs (1-d, rows, slabs of a 3-d array), of odd sizes (their
+// chunks end off any block boundary), a compressed one and tiles (read buffered beside them),
+// an empty one.
+const std::vector<Spec>& specs() {
+  static const std::vector<Spec> s = {
+      {"rows", DType::kFloat32, {1024, 256}, {128, 256}, Codec::kRaw},       // 128 KiB chunks
+      {"odd", DType::kUInt8, {200003}, {40009}, Codec::kRaw},                // odd chunks
+      {"slabs", DType::kInt16, {6, 64, 320}, {1, 64, 320}, Codec::kRaw},     // 40 KiB chunks
+      {"odd_rows", DType::kFloat64, {1001, 13}, {77, 13}, Codec::kRaw},      // 8,008 B chunks
+      {"zstd", DType::kBFloat16, {300, 200}, {50, 200}, Codec::kZstd},
+      {"tiles", DType::kInt32, {200, 300}, {64, 128}, Codec::kRaw},
+      {"empty", DType::kFloat32, {0, 7}, {1, 7}, Codec::kRaw},
+  };
+  return s;
+}
+
+// A file of specs() in `dir`, its arrays kept for comparison; raw chunks aligned to
+// `alignment` in the file (64 by default: most chunk starts off a 4096 boundary).
+struct File {
+  std::string path;
+  std::vector<std::vector<std::byte>> data;
+  std::shared_ptr<Reader> reader;
+
+  File(const std::filesystem::path& dir, uint32_t alignment) {
+    path = (dir / "direct.jtree").string();
+    TreeBuilder b;
+    b.dict();
+    for (size_t i = 0; i < specs().size(); ++i) {
+      const Spec& sp = specs()[i];
+      uint64_t n = 1;
+      for (auto e : sp.shape) n *= e;
+      data.push_back(random_array(sp.dtype, n, 31 + i));
+      // Compressible, so that its chunks are stored compressed (the writer keeps a chunk Raw
+      // when compressing does not pay, as for random bytes).
+      if (sp.codec != Codec::kRaw) {
+        for (size_t j = 0; j < data.back().size(); ++j) data.back()[j] = std::byte(j / 64 % 3);
+      }
+      LeafOptions lo;
+      lo.chunk_shape = sp.chunk;
+      lo.codec = sp.codec;
+      b.key(sp.key).array(sp.dtype, sp.shape, ArrayView{data.back().data()}, lo);
+    }
+    b.end();
+    WriteOptions wo;
+    wo.alignment = alignment;
+    REQUIRE(save(std::move(*std::move(b).Finish()), path, wo).ok());
+    reopen();
+  }
+  void reopen() { reader = *Reader::Open(path); }
+  uint32_t leaf(const std::string& key) const { return *reader->find_leaf(key); }
+};
+
+std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
+                                 const Box& box, size_t item) {
+  std::vector<std::byte> out(box.num_elements() * item);
+  if (!out.empty()) {
+    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
+                box.shape(), item);
+  }
+  return out;
+}
+
+// Whole leaves, boxes of whole chunks (rows 128..512 of "rows": 3 chunks; slab 2..5 of
+// "slabs"), and a slice that cuts chunks: what a load meets.
+struct Load {
+  std::vector<DeviceRequest> reqs;
+  std::vector<std::vector<std::byte>> dests, want;
+  uint64_t total = 0;
+
+  explicit Load(const File& f) {
+    std::vector<std::pair<size_t, Box>> parts;
+    for (size_t i = 0; i < specs().size(); ++i) parts.push_back({i, Box::All(specs()[i].shape)});
+    parts.push_back({0, Box{{128, 0}, {512, 256}}});
+    parts.push_back({2, Box{{2, 0, 0}, {5, 64, 320}}});
+    parts.push_back({0, Box{{5, 3}, {900, 200}}});
+    parts.push_back({1, Box{{40009}, {80018}}});
+    dests.reserve(parts.size());
+    for (const auto& [i, box] : parts) {
+      const Spec& sp = specs()[i];
+      want.push_back(reference(f.data[i], sp.shape, box, dtype_info(sp.dtype)->item_size));
+      dests.emplace_back(want.back().size(), std::byte{0xCD});
+      reqs.push_back({f.leaf(sp.key), box, dests.back().data(), dests.back().size()});
+      total += want.back().size();
+    }
+  }
+  void check() const {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(dests[i] == want[i]);
+    }
+  }
+};
+
+void check_clean(const HostCopyEngine& e, uint64_t bound) {
+  const auto s = e.stats();
+  CHECK(s.pinned_bytes == 0);
+  CHECK(s.allocations == s.frees);
+  CHECK(s.streams_created == s.streams_destroyed);
+  CHECK(s.misuses == 0);
+  CHECK(s.peak_pinned_bytes <= bound);
+}
+
+// Whether a file in `dir` opens with O_DIRECT (probe of the file system).
+bool direct_opens(const std::filesystem::path& dir) {
+  const std::string p = (dir / "probe").string();
+  {
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    if (f == nullptr) return false;
+    std::fputs("probe", f);
+    std::fclose(f);
+  }
+  const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECT);
+  if (fd >= 0) ::close(fd);
+  std::filesystem::remove(p);
+  return fd >= 0;
+}
+
+bool require_all() {
+  const char* v = std::getenv("JTREE_TEST_REQUIRE_ALL");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// A directory on a disk file system that accepts O_DIRECT (the temporary directory, else
+// /var/tmp or the working directory), or nullopt, said loudly.
+std::optional<std::filesystem::path> disk_dir() {
+  for (const std::filesystem::path& d :
+       {std::filesystem::temp_directory_path(), std::filesystem::path("/var/tmp"),
+        std::filesystem::current_path()}) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(d, ec) && ::access(d.c_str(), W_OK) == 0 &&
+        direct_opens(d)) {
+      return d;
+    }
+  }
+  MESSAGE("!!!! NO local file system here accepts O_DIRECT: the O_DIRECT path is NOT tested "
+          "(only the buffered fallback is)");
+  if (require_all()) FAIL("JTREE_TEST_REQUIRE_ALL=1 and no file system accepts O_DIRECT");
+  return std::nullopt;
+}
+
+// A fresh directory under `parent`, removed at the end.
+struct SubDir {
+  std::filesystem::path path;
+  explicit SubDir(const std::filesystem::path& parent) {
+    std::string tmpl = (parent / "jtree-direct-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~SubDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+DeviceStats load(const File& f, Load& l, DeviceOptions o, Status* status = nullptr) {
+  DeviceStats stats;
+  o.stats = &stats;
+  HostCopyEngine engine;
+  Status st = read_many_staged(*f.reader, l.reqs, engine, o);
+  check_clean(engine, o.staging_bytes);
+  if (status != nullptr) {
+    *status = st;
+  } else {
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+  }
+  return stats;
+}
+
+}  // namespace
+
+TEST_CASE("O_DIRECT plan: aligned reads cover their piece, stay in the buffer, overlap nothing") {
+  std::mt19937 g(3);
+  for (int trial = 0; trial < 500; ++trial) {
+    const uint64_t oa = uint64_t{512} << (g() % 4);   // 512..4096
+    const uint64_t ma = uint64_t{4} << (g() % 11);    // 4..4096
+    const uint64_t buffer = 4 * (2 * oa + ma) + g() % 100000;
+    std::vector<staging::Piece> pieces;
+    std::vector<uint64_t> offsets;
+    const size_t n = 1 + g() % 30;
+    for (size_t i = 0; i < n; ++i) {
+      staging::Piece p;
+      p.bytes = 1 + g() % (buffer - 2 * oa - ma);
+      pieces.push_back(p);
+      offsets.push_back(g() % 3 == 0 ? staging::kNoFileRun : g() % (uint64_t{1} << 40));
+    }
+    const auto batches = staging::pack_pieces_direct(pieces, offsets, buffer - ma, oa, ma);
+    size_t next = 0;
+    for (const auto& b : batches) {
+      REQUIRE(b.first == next);
+      // Every piece's occupied range: its aligned read for direct ones, its bytes otherwise.
+      std::vector<std::pair<uint64_t, uint64_t>> used;
+      size_t d = 0;
+      for (size_t i = b.first; i < b.last; ++i) {
+        const uint64_t off = b.offsets[i - b.first];
+        if (d < b.direct.size() && b.direct[d].piece == i) {
+          const auto& r = b.direct[d++];
+          REQUIRE(offsets[i] != staging::kNoFileRun);
+          CHECK(r.file_offset % oa == 0);
+          CHECK(r.length % oa == 0);
+          CHECK(r.buffer_offset % ma == 0);
+          // The piece's bytes land where the file's bytes go.
+          CHECK(off - r.buffer_offset == offsets[i] - r.file_offset);
+          CHECK(r.file_offset <= offsets[i]);
+          CHECK(offsets[i] + pieces[i].bytes <= r.file_offset + r.length);
+          CHECK(r.length < pieces[i].bytes + 2 * oa);
+          CHECK(r.buffer_offset + r.length <= buffer - ma);
+          used.push_back({r.buffer_offset, r.buffer_offset + r.length});
+        } else {
+          CHECK(off % 64 == 0);
+          CHECK(off + pieces[i].bytes <= buffer - ma);
+          used.push_back({off, off + pieces[i].bytes});
+        }
+      }
+      CHECK(d == b.direct.size());
+      std::sort(used.begin(), used.end());
+      for (size_t i = 1; i < used.size(); ++i) CHECK(used[i - 1].second <= used[i].first);
+      next = b.last;
+    }
+    REQUIRE(next == pieces.size());
+  }
+}
+
+TEST_CASE("O_DIRECT load on a disk file system: bytes identical to a buffered load") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  for (uint32_t alignment : {64u, 4096u}) {
+    CAPTURE(alignment);
+    File f(sub.path, alignment);
+    const io::DirectReadSupport s = io::direct_read_support(*f.reader->source());
+    REQUIRE_MESSAGE(s.available, s.reason);
+    MESSAGE("O_DIRECT alignment here: file offsets " << s.offset_align << ", memory "
+                                                      << s.memory_align);
+    for (uint64_t staging_bytes : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{64} << 20}) {
+      for (int buffers : {1, 2, 4}) {
+        for (bool verify : {true, false}) {
+          CAPTURE(staging_bytes);
+          CAPTURE(buffers);
+          CAPTURE(verify);
+          Load l(f);
+          DeviceOptions o;
+          o.staging_bytes = staging_bytes;
+          o.staging_buffers = buffers;
+          o.read.verify_checksums = verify;
+          const DeviceStats st = load(f, l, o);
+          l.check();
+          CHECK(st.direct_bytes > 0);
+          CHECK(st.direct_bytes + st.buffered_bytes == l.total);
+          // The compressed leaf, the tiles and the slice go buffered.
+          CHECK(st.buffered_bytes > 0);
+          CHECK(st.direct_io_note.empty());
+        }
+      }
+    }
+    // direct_io On succeeds the same; Off reads everything buffered.
+    {
+      Load l(f);
+      DeviceOptions o;
+      o.direct_io = DirectIo::kOn;
+      const DeviceStats st = load(f, l, o);
+      l.check();
+      CHECK(st.direct_bytes > 0);
+    }
+    {
+      Load l(f);
+      DeviceOptions o;
+      o.direct_io = DirectIo::kOff;
+      const DeviceStats st = load(f, l, o);
+      l.check();
+      CHECK(st.direct_bytes == 0);
+      CHECK(st.buffered_bytes == l.total);
+      CHECK(st.direct_io_note == "direct_io is Off");
+    }
+  }
+}
+
+TEST_CASE("O_DIRECT: which pieces qualify") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  auto one = [&](const std::string& key, std::optional<Box> box) {
+    const size_t i = static_cast<size_t>(
+        std::find_if(specs().begin(), specs().end(), [&](const Spec& s) { return s.key == key; }) -
+        specs().begin());
+    const Spec& sp = specs()[i];
+    const Box b = box ? *box : Box::All(sp.shape);
+    std::vector<std::byte> dst(b.num_elements() * dtype_info(sp.dtype)->item_size);
+    DeviceRequest r{f.leaf(key), box, dst.data(), dst.size()};
+    DeviceStats stats;
+    DeviceOptions o;
+    o.stats = &stats;
+    HostCopyEngine engine;
+    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    CHECK(dst == reference(f.data[i], sp.shape, b, dtype_info(sp.dtype)->item_size));
+    return stats;
+  };
+  // Whole raw leaves of chunks back to back: everything direct.
+  CHECK(one("rows", std::nullopt).direct_bytes == 1024 * 256 * 4);
+  CHECK(one("slabs", std::nullopt).direct_bytes == 6 * 64 * 320 * 2);
+  // Odd chunk sizes (a leaf's chunks are stored back to back, whatever their size).
+  CHECK(one("odd", std::nullopt).direct_bytes == 200003);
+  CHECK(one("odd_rows", std::nullopt).direct_bytes == 1001 * 13 * 8);
+  // A box of whole chunks.
+  CHECK(one("rows", Box{{128, 0}, {512, 256}}).direct_bytes == 384 * 256 * 4);
+  // A slice that cuts chunks, a compressed leaf, one chunk of 8 KiB (below the 32 KiB
+  // minimum), tiles: buffered, and the stats say why.
+  for (const auto& [key, box] : std::vector<std::pair<std::string, std::optional<Box>>>{
+           {"rows", Box{{5, 3}, {900, 200}}},
+           {"zstd", std::nullopt},
+           {"odd_rows", Box{{77, 0}, {154, 13}}},
+           {"tiles", std::nullopt}}) {
+    CAPTURE(key);
+    const DeviceStats st = one(key, box);
+    CHECK(st.direct_bytes == 0);
+    CHECK(st.buffered_bytes > 0);
+    CHECK(st.direct_io_note.find("no piece is a run of whole raw chunks") != std::string::npos);
+  }
+  // An empty leaf: nothing read at all.
+  const DeviceStats empty = one("empty", std::nullopt);
+  CHECK(empty.direct_bytes == 0);
+  CHECK(empty.buffered_bytes == 0);
+}
+
+TEST_CASE("O_DIRECT plan: runs of whole chunks, and pieces cut at chunk boundaries") {
+  TempDir dir;
+  File f(dir.path(), 64);
+  const uint32_t rows = f.leaf("rows");
+  // Rows 128..512: chunks 1..3, back to back, one run.
+  auto run = staging::piece_file_run(*f.reader, rows, Box{{128, 0}, {512, 256}}, 384 * 1024);
+  REQUIRE(run);
+  REQUIRE(run->chunks.size() == 3);
+  CHECK(run->chunks[0].local == 1);
+  CHECK(run->offset == f.reader->chunk(f.reader->leaf(rows).first_chunk + 1).file_offset);
+  CHECK(run->bytes == 384 * 1024);
+  // Not runs: part of a chunk, columns of a chunk, tiles, compressed chunks, a wrong size.
+  CHECK_FALSE(staging::piece_file_run(*f.reader, rows, Box{{128, 0}, {500, 256}}, 372 * 1024));
+  CHECK_FALSE(staging::piece_file_run(*f.reader, rows, Box{{0, 0}, {128, 100}}, 128 * 400));
+  CHECK_FALSE(staging::piece_file_run(*f.reader, f.leaf("tiles"), Box{{0, 0}, {64, 256}},
+                                      64 * 256 * 4));
+  CHECK_FALSE(staging::piece_file_run(*f.reader, f.leaf("zstd"), Box{{0, 0}, {50, 200}},
+                                      50 * 200 * 2));
+  CHECK_FALSE(staging::piece_file_run(*f.reader, rows, Box{{128, 0}, {512, 256}}, 1000));
+  // Slabs of a 3-d leaf: extent 1 before the cut dimension.
+  CHECK(staging::piece_file_run(*f.reader, f.leaf("slabs"), Box{{2, 0, 0}, {5, 64, 320}},
+                                3 * 64 * 320 * 2));
+  // A piece of chunks 1..3 cut into one per chunk, in destination order.
+  staging::Piece piece;
+  piece.box = Box{{128, 0}, {512, 256}};
+  piece.dst_offset = 4096;
+  piece.bytes = 384 * 1024;
+  const auto parts = staging::split_at_chunks(*f.reader, rows, piece);
+  REQUIRE(parts.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(parts[i].box.begin[0] == 128 * (i + 1));
+    CHECK(parts[i].box.end[0] == 128 * (i + 2));
+    CHECK(parts[i].dst_offset == 4096 + i * 128 * 1024);
+    CHECK(parts[i].bytes == 128 * 1024);
+  }
+  CHECK(staging::split_at_chunks(*f.reader, rows, staging::Piece{0, Box{{0, 0}, {128, 256}}, 0,
+                                                                 128 * 1024})
+            .empty());
+}
+
+TEST_CASE("O_DIRECT: a damaged raw chunk is Corruption naming the key") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  // Damage chunk 2 of "odd" (one byte in its middle).
+  const Leaf& leaf = f.reader->leaf(f.leaf("odd"));
+  const ChunkInfo c = f.reader->chunk(leaf.first_chunk + 2);
+  REQUIRE(c.encoding == ChunkEncoding::kRaw);
+  {
+    const int fd = ::open(f.path.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    std::byte b;
+    const off_t at = static_cast<off_t>(c.file_offset + c.stored_size / 2);
+    REQUIRE(::pread(fd, &b, 1, at) == 1);
+    b ^= std::byte{0x5A};
+    REQUIRE(::pwrite(fd, &b, 1, at) == 1);
+    ::close(fd);
+  }
+  f.reopen();
+  std::vector<std::byte> dst(200003);
+  DeviceRequest r{f.leaf("odd"), std::nullopt, dst.data(), dst.size()};
+  for (DirectIo mode : {DirectIo::kOn, DirectIo::kOff}) {
+    CAPTURE(static_cast<int>(mode));
+    DeviceStats stats;
+    DeviceOptions o;
+    o.direct_io = mode;
+    o.stats = &stats;
+    HostCopyEngine engine;
+    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    REQUIRE(st.code() == StatusCode::kCorruption);
+    CHECK(st.message().find("direct.jtree: leaf odd: chunk 2: checksum mismatch") !=
+          std::string::npos);
+    check_clean(engine, o.staging_bytes);
+  }
+  // Unverified, the same load goes through O_DIRECT (so the error above came from that path)
+  // and hands the damaged bytes on.
+  DeviceStats stats;
+  DeviceOptions o;
+  o.read.verify_checksums = false;
+  o.stats = &stats;
+  HostCopyEngine engine;
+  REQUIRE(read_many_staged(*f.reader, std::span(&r, 1), engine, o).ok());
+  CHECK(stats.direct_bytes == 200003);
+  CHECK(dst != f.data[1]);
+}
+
+TEST_CASE("O_DIRECT refused by the file system: buffered fallback, or an error with On") {
+  // Where the file system refuses O_DIRECT (tmpfs before Linux 6.6, some FUSE and network
+  // file systems), open(O_DIRECT) fails with EINVAL: simulated here, since this kernel's tmpfs
+  // may accept it.
+  const auto dir = disk_dir();
+  SubDir sub(dir ? *dir : std::filesystem::temp_directory_path());
+  File f(sub.path, 64);
+  io::set_refuse_direct_open_for_testing(true);
+  f.reopen();  // (a new Source: its O_DIRECT descriptor is not open yet)
+  Load l(f);
+  Status st;
+  const DeviceStats stats = load(f, l, DeviceOptions{}, &st);
+  io::set_refuse_direct_open_for_testing(false);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  l.check();
+  CHECK(stats.direct_bytes == 0);
+  CHECK(stats.buffered_bytes == l.total);
+  CHECK(stats.direct_io_note.find("does not support O_DIRECT") != std::string::npos);
+  // On: NotSupported naming the file and the reason, nothing pinned.
+  Load l2(f);
+  DeviceOptions o;
+  o.direct_io = DirectIo::kOn;
+  load(f, l2, o, &st);
+  CHECK(st.code() == StatusCode::kNotSupported);
+  CHECK(st.message().find("direct.jtree: direct_io is On") != std::string::npos);
+  CHECK(st.message().find("does not support O_DIRECT") != std::string::npos);
+}
+
+TEST_CASE("O_DIRECT on /dev/shm (tmpfs): used where the kernel accepts it, else the fallback") {
+  const std::filesystem::path shm("/dev/shm");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(shm, ec) || ::access("/dev/shm", W_OK) != 0) {
+    MESSAGE("!!!! no writable /dev/shm: the tmpfs case is NOT tested");
+    if (require_all()) FAIL("JTREE_TEST_REQUIRE_ALL=1 and no /dev/shm");
+    return;
+  }
+  SubDir sub(shm);
+  const bool accepts = direct_opens(sub.path);
+  MESSAGE("tmpfs here " << (accepts ? "accepts" : "refuses")
+                        << " O_DIRECT (Linux 6.6 and later accept it)");
+  File f(sub.path, 64);
+  Load l(f);
+  const DeviceStats st = load(f, l, DeviceOptions{});
+  l.check();
+  if (accepts) {
+    CHECK(st.direct_bytes > 0);
+  } else {
+    CHECK(st.direct_bytes == 0);
+    CHECK(st.buffered_bytes == l.total);
+    CHECK(st.direct_io_note.find("does not support O_DIRECT") != std::string::npos);
+  }
+}
+
+TEST_CASE("O_DIRECT: not for memory sources; On with buffers too small is an error") {
+  const auto dir = disk_dir();
+  SubDir sub(dir ? *dir : std::filesystem::temp_directory_path());
+  File f(sub.path, 64);
+  {
+    std::FILE* in = std::fopen(f.path.c_str(), "rb");
+    REQUIRE(in != nullptr);
+    std::vector<std::byte> bytes(std::filesystem::file_size(f.path));
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), in) == bytes.size());
+    std::fclose(in);
+    File m = f;
+    m.reader = *Reader::Open(memory_source(std::move(bytes), "mem.jtree"));
+    Load l(m);
+    const DeviceStats st = load(m, l, DeviceOptions{});
+    l.check();
+    CHECK(st.direct_bytes == 0);
+    CHECK(st.direct_io_note == "no O_DIRECT: not a local file");
+    Load l2(m);
+    DeviceOptions o;
+    o.direct_io = DirectIo::kOn;
+    Status s;
+    load(m, l2, o, &s);
+    CHECK(s.code() == StatusCode::kNotSupported);
+    CHECK(s.message().find("mem.jtree: direct_io is On") != std::string::npos);
+  }
+  if (dir) {
+    Load l(f);
+    DeviceOptions o;
+    o.direct_io = DirectIo::kOn;
+    o.staging_bytes = 8 << 10;  // 4 KiB buffers: below 4 x (2 x 512 + 4) whatever the alignment
+    o.staging_buffers = 2;
+    Status s;
+    load(f, l, o, &s);
+    CHECK(s.code() == StatusCode::kNotSupported);
+    CHECK(s.message().find("too small for O_DIRECT") != std::string::npos);
+    // Auto: the same load buffered.
+    Load l2(f);
+    o.direct_io = DirectIo::kAuto;
+    const DeviceStats st = load(f, l2, o);
+    l2.check();
+    CHECK(st.direct_bytes == 0);
+    CHECK(st.direct_io_note.find("too small") != std::string::npos);
+  }
+}
