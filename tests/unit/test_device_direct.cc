@@ -272,6 +272,18 @@ TEST_CASE("O_DIRECT load on a disk file system: bytes identical to a buffered lo
     REQUIRE_MESSAGE(s.available, s.reason);
     MESSAGE("O_DIRECT alignment here: file offsets " << s.offset_align << ", memory "
                                                       << s.memory_align);
+    // With 64-byte chunk alignment, reads start before their chunks and end after them (head
+    // and tail slack); with 4096, at them (when the file system's alignment is at most 4096).
+    bool unaligned = false;
+    for (const char* key : {"rows", "odd", "slabs", "odd_rows"}) {
+      const Leaf& leaf = f.reader->leaf(f.leaf(key));
+      for (uint64_t k = 0; k < Tree::chunk_count(leaf); ++k) {
+        const ChunkInfo c = f.reader->chunk(leaf.first_chunk + k);
+        unaligned |= c.file_offset % s.offset_align != 0 ||
+                     (c.file_offset + c.stored_size) % s.offset_align != 0;
+      }
+    }
+    if (s.offset_align > 64) CHECK(unaligned);
     for (uint64_t staging_bytes : {uint64_t{256} << 10, uint64_t{1} << 20, uint64_t{64} << 20}) {
       for (int buffers : {1, 2, 4}) {
         for (bool verify : {true, false}) {
@@ -546,5 +558,79 @@ TEST_CASE("O_DIRECT: not for memory sources; On with buffers too small is an err
     l2.check();
     CHECK(st.direct_bytes == 0);
     CHECK(st.direct_io_note.find("too small") != std::string::npos);
+  }
+}
+
+TEST_CASE("O_DIRECT reads refused mid-load (EINVAL): Auto reads them buffered, On fails") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  io::set_refuse_direct_reads_for_testing(true);
+  Load l(f);
+  Status st;
+  const DeviceStats stats = load(f, l, DeviceOptions{}, &st);
+  Load l2(f);
+  DeviceOptions o;
+  o.direct_io = DirectIo::kOn;
+  Status st2;
+  load(f, l2, o, &st2);
+  io::set_refuse_direct_reads_for_testing(false);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  l.check();
+  CHECK(stats.direct_bytes == 0);
+  CHECK(stats.buffered_bytes == l.total);
+  CHECK(stats.direct_io_note.find("O_DIRECT stopped mid-load") != std::string::npos);
+  CHECK(stats.direct_io_note.find("refused (EINVAL)") != std::string::npos);
+  CHECK(st2.code() == StatusCode::kNotSupported);
+  CHECK(st2.message().find("direct.jtree: O_DIRECT read at offset") != std::string::npos);
+}
+
+namespace {
+
+// The host engine, its pinned buffers 64 bytes past a page boundary (64-byte aligned, as
+// CopyEngine promises, but not aligned for O_DIRECT).
+class OffsetEngine final : public CopyEngine {
+ public:
+  std::string name() const override { return "offset engine"; }
+  Result<std::span<std::byte>> allocate_pinned(size_t bytes) override {
+    JTREE_ASSIGN_OR_RETURN(std::span<std::byte> b, inner.allocate_pinned(bytes + 64));
+    return b.subspan(64);
+  }
+  void free_pinned(std::span<std::byte> buffer) override {
+    inner.free_pinned({buffer.data() - 64, buffer.size() + 64});
+  }
+  Result<int> create_stream() override { return inner.create_stream(); }
+  void destroy_stream(int stream) override { inner.destroy_stream(stream); }
+  Status copy_async(void* dst, const std::byte* src, size_t bytes, int stream) override {
+    return inner.copy_async(dst, src, bytes, stream);
+  }
+  Status sync(int stream) override { return inner.sync(stream); }
+  HostCopyEngine inner;
+};
+
+}  // namespace
+
+TEST_CASE("O_DIRECT: pinned buffers not aligned for it are filled buffered") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  Load l(f);
+  DeviceStats stats;
+  DeviceOptions o;
+  o.stats = &stats;
+  OffsetEngine engine;
+  Status st = read_many_staged(*f.reader, l.reqs, engine, o);
+  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  l.check();
+  CHECK(engine.inner.stats().misuses == 0);
+  if (io::direct_read_support(*f.reader->source()).memory_align <= 64) {
+    MESSAGE("O_DIRECT needs no more than 64-byte aligned memory here: nothing to fall back");
+    CHECK(stats.direct_bytes > 0);
+  } else {
+    CHECK(stats.direct_bytes == 0);
+    CHECK(stats.buffered_bytes == l.total);
+    CHECK(stats.direct_io_note.find("not aligned to") != std::string::npos);
   }
 }

@@ -51,4 +51,8 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
 /// O_DIRECT on tmpfs, so /dev/shm no longer exercises the fallback by itself.
 void set_refuse_direct_open_for_testing(bool refuse);
 
+/// Tests only: while set, every read_direct fails as a kernel refusing the alignment does
+/// (EINVAL: NotSupported).
+void set_refuse_direct_reads_for_testing(bool refuse);
+
 }  // namespace jtree::io

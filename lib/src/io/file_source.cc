@@ -24,7 +24,8 @@
 namespace jtree {
 namespace {
 
-std::atomic<bool> g_refuse_direct_open{false};  // io::set_refuse_direct_open_for_testing
+std::atomic<bool> g_refuse_direct_open{false};   // io::set_refuse_direct_open_for_testing
+std::atomic<bool> g_refuse_direct_reads{false};  // io::set_refuse_direct_reads_for_testing
 
 // Where the kernel does not report O_DIRECT's alignment (statx STATX_DIOALIGN, Linux 6.1+),
 // 4096 is what every common file system and block device accepts (logical blocks are 512 or
@@ -136,8 +137,12 @@ class FileSource final : public Source {
     uint64_t done = 0;
     while (done < len) {
       const size_t want = static_cast<size_t>(std::min(len - done, kMaxIoBytes));
-      const ssize_t n = ::pread(direct_fd_.get(), dst.data() + done, want,
-                                static_cast<off_t>(offset + done));
+      ssize_t n = -1;
+      if (g_refuse_direct_reads.load(std::memory_order_relaxed)) {
+        errno = EINVAL;
+      } else {
+        n = ::pread(direct_fd_.get(), dst.data() + done, want, static_cast<off_t>(offset + done));
+      }
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EINVAL) {
@@ -291,6 +296,7 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
 }
 
 void set_refuse_direct_open_for_testing(bool refuse) { g_refuse_direct_open.store(refuse); }
+void set_refuse_direct_reads_for_testing(bool refuse) { g_refuse_direct_reads.store(refuse); }
 
 }  // namespace io
 
