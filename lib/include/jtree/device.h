@@ -121,7 +121,8 @@ class JTREE_API CopyEngine {
   virtual ~CopyEngine();
   /// A name for messages ("cuda:0").
   virtual std::string name() const = 0;
-  /// Page-locked host memory of `bytes` bytes (aligned to at least 64 bytes).
+  /// Page-locked host memory of `bytes` bytes (aligned to at least 64 bytes; page-aligned
+  /// buffers, as CUDA's, also let raw chunks be read into them with O_DIRECT).
   virtual Result<std::span<std::byte>> allocate_pinned(size_t bytes) = 0;
   /// Frees memory from allocate_pinned (no copy from it may still be pending).
   virtual void free_pinned(std::span<std::byte> buffer) = 0;
