@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include <doctest/doctest.h>
 
@@ -632,5 +633,35 @@ TEST_CASE("O_DIRECT: pinned buffers not aligned for it are filled buffered") {
     CHECK(stats.direct_bytes == 0);
     CHECK(stats.buffered_bytes == l.total);
     CHECK(stats.direct_io_note.find("not aligned to") != std::string::npos);
+  }
+}
+
+TEST_CASE("O_DIRECT: concurrent loads from one fresh reader (the descriptor opened once)") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  f.reopen();  // (its O_DIRECT descriptor not open yet: the loads race to open it)
+  std::vector<std::thread> threads;
+  std::vector<Status> results(4);
+  std::vector<DeviceStats> stats(4);
+  std::vector<std::unique_ptr<Load>> loads;
+  for (int t = 0; t < 4; ++t) loads.push_back(std::make_unique<Load>(f));
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      DeviceOptions o;
+      o.stats = &stats[t];
+      o.staging_bytes = 1 << 20;
+      o.read.threads = 2;
+      HostCopyEngine engine;
+      results[t] = read_many_staged(*f.reader, loads[t]->reqs, engine, o);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 4; ++t) {
+    CAPTURE(t);
+    REQUIRE_MESSAGE(results[t].ok(), results[t].ToString());
+    loads[t]->check();
+    CHECK(stats[t].direct_bytes > 0);
   }
 }
