@@ -440,6 +440,11 @@ TEST_CASE("bad requests and options: InvalidArgument naming the leaf, nothing pi
   o.staging_buffers = 4;
   o.staging_bytes = 1000;
   CHECK(one({small, std::nullopt, d.bytes.data(), 10}, o).code() == StatusCode::kInvalidArgument);
+  DeviceOptions negative;
+  negative.read.threads = -1;  // (ReadOptions::check, as host reads)
+  st = one({small, std::nullopt, d.bytes.data(), 10}, negative);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("threads must be >= 0") != std::string::npos);
   CHECK(engine.stats().allocations == 0);
   // An empty box or no request at all: nothing to do, nothing pinned.
   CHECK(one({small, Box{{3}, {3}}, nullptr, 0}).ok());

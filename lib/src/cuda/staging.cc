@@ -139,6 +139,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
                         CopyEngine& engine, const DeviceOptions& options) {
   using staging::Batch;
   using staging::Piece;
+  JTREE_RETURN_IF_ERROR(check_read_options(reader, options.read));  // (as host reads do)
   if (options.staging_buffers < 1 || options.staging_buffers > 64) {
     return Status::InvalidArgument("jtree: staging_buffers is " +
                                    std::to_string(options.staging_buffers) +
