@@ -24,8 +24,8 @@ from ._global_array import GlobalArray, box_of
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE,
-                         ORDEREDDICT, PICKLE, STR, TUPLE, FileNode, LeafSpec, allow_deep_trees,
-                         leaf_spec, namedtuple_field_problem,
+                         ORDEREDDICT, PICKLE, STR, TUPLE, FileNode, allow_deep_trees,
+                         leaf_specs, namedtuple_field_problem,
                          namedtuple_type_name, paused_gc)
 
 # The readers' default depth limit (jtree::Limits::max_depth): deeper files would be refused.
@@ -51,14 +51,18 @@ class SLeaf:
         self.kind, self.data, self.dtype, self.shape = kind, data, dtype, shape
         self.flags, self.type_name = flags, type_name
 
-    def spec(self) -> LeafSpec:
-        """The LeafSpec the file will give this leaf (_structure.leaf_spec's rule, which
-        FileLeaf.spec uses too)."""
+    def spec_row(self) -> Tuple[Any, ...]:
+        """This leaf's row for _structure.leaf_specs (whose native rule makes the LeafSpec the
+        file will give it): (kind, flags, dtype code | None, shape, nbytes, type_name), nbytes
+        being the size in memory of an array's elements or of a payload's bytes (0 for a
+        scalar)."""
         if self.kind == ARRAY:
-            nbytes = math.prod(self.shape) * _dtypes.TABLE[self.dtype][1]
+            code, item, _ = _dtypes.TABLE[self.dtype]
+            nbytes = math.prod(self.shape) * item
         else:
+            code = None
             nbytes = len(self.data) if isinstance(self.data, (bytes, bytearray)) else 0
-        return leaf_spec(self.kind, self.flags, self.dtype, self.shape, nbytes, self.type_name)
+        return (self.kind, self.flags, code, self.shape, nbytes, self.type_name)
 
 
 class SNode:
@@ -491,18 +495,33 @@ def flatten(tree: Any, opts: SaveOptions) -> Tuple[SNode, "_Flattener"]:
 
 def spec_tree(node: SNode) -> Any:
     """The structure of a tree about to be written, with LeafSpecs for leaves (the ``pytree``
-    of a non-blocking save)."""
+    of a non-blocking save): its leaves' LeafSpecs made in one native call
+    (_structure.leaf_specs), then the containers rebuilt around them."""
     from ._load import rebuild_container  # noqa: PLC0415
 
-    if node.kind == NONE:
-        return None
-    if node.kind == LEAF:
-        return node.leaf.spec()  # type: ignore[union-attr]
-    if node.keep is not None:
-        return None
-    children = [spec_tree(c) for c in node.children]
-    keys = [c.key for c in node.children]
-    return rebuild_container(node.kind, node.type_name, node.aux, keys, children, strict=False)
+    # The leaves in the order the build below meets them (preorder, children in order).
+    leaves: List[SLeaf] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.kind == LEAF:
+            leaves.append(n.leaf)  # type: ignore[arg-type]
+        elif n.kind != NONE and n.keep is None:
+            stack.extend(reversed(n.children))
+    specs = iter(leaf_specs([leaf.spec_row() for leaf in leaves]))
+
+    def build(n: SNode) -> Any:
+        if n.kind == NONE:
+            return None
+        if n.kind == LEAF:
+            return next(specs)
+        if n.keep is not None:
+            return None
+        children = [build(c) for c in n.children]
+        keys = [c.key for c in n.children]
+        return rebuild_container(n.kind, n.type_name, n.aux, keys, children, strict=False)
+
+    return build(node)
 
 
 # ---- partial writes: merge an update with the file's tree -------------------------------------

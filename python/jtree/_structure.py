@@ -2,10 +2,11 @@
 :class:`LeafSpec`, what ``load_pytreedef`` puts in place of each leaf.
 
 The node and leaf tuples the native Reader hands over (``node_tuple`` and ``leaf_tuple`` in
-bindings/python/src/reader.cc; bindings/python/src/spec_tree.cc sets LeafSpec's fields by
-name) are specified field by field in docs/architecture.md, section 5. The kind, flag and codec
-numbers below come from the native module (``_jtree.NODE_KINDS``..., made from the C++ enums of
-lib/include/jtree/tree.h by bindings/python/src/rules.cc), as dtypes do."""
+bindings/python/src/reader.cc; bindings/python/src/spec_tree.cc makes every LeafSpec and
+sets its fields by name) are specified field by field in docs/architecture.md, section 5.
+The kind, flag and codec numbers below come from the native module (``_jtree.NODE_KINDS``...,
+made from the C++ enums of lib/include/jtree/tree.h by bindings/python/src/rules.cc), as
+dtypes do."""
 from __future__ import annotations
 
 import collections
@@ -127,23 +128,11 @@ def dtype_for_spec(name: str) -> Any:
     return d
 
 
-def _new_spec(kind: str, shape: Tuple[int, ...], dtype: Any, nbytes: int, scalar: bool,
-              type_name: Optional[str]) -> LeafSpec:
-    """LeafSpec(...) without the frozen dataclass's per-field object.__setattr__ (one per leaf
-    of every structure read): the same object, its fields set in its __dict__ at once."""
-    s = object.__new__(LeafSpec)
-    s.__dict__.update(kind=kind, shape=shape, dtype=dtype, nbytes=nbytes, scalar=scalar,
-                      type_name=type_name)
-    return s
-
-
-def leaf_spec(kind: int, flags: int, dtype: str, shape: Tuple[int, ...], nbytes: int,
-              type_name: Optional[str]) -> LeafSpec:
-    """The LeafSpec of a leaf as the file describes it (dtype: the jtree name, "" if none)."""
-    if kind == ARRAY:
-        return _new_spec("array", shape, dtype_for_spec(dtype), nbytes, bool(flags & FLAG_SCALAR),
-                         None)
-    return _new_spec(LEAF_KIND_NAMES[kind], (), None, nbytes, False, type_name)
+def leaf_specs(rows: List[Tuple[Any, ...]]) -> List[LeafSpec]:
+    """The LeafSpec of each row ``(kind, flags, dtype code | None, shape, nbytes, type_name)``,
+    made by the native rule load_pytreedef's structure follows (_jtree.leaf_specs,
+    bindings/python/src/spec_tree.cc: the one owner of what a leaf's LeafSpec is)."""
+    return _jtree.leaf_specs(rows, LeafSpec, LEAF_KIND_NAMES, spec_dtype_of)
 
 
 class FileLeaf:
@@ -169,10 +158,12 @@ class FileLeaf:
         self._spec: Optional[LeafSpec] = None
 
     def spec(self) -> LeafSpec:
+        """This leaf's LeafSpec (the one load_pytreedef gives it)."""
         s = self._spec
         if s is None:  # made once: a LeafSpec is immutable
-            s = self._spec = leaf_spec(self.kind, self.flags, self.dtype, self.shape,
-                                       self.nbytes, self.type_name)
+            code = _dtypes.TABLE[self.dtype][0] if self.dtype else None
+            s = self._spec = leaf_specs([(self.kind, self.flags, code, self.shape, self.nbytes,
+                                          self.type_name)])[0]
         return s
 
     def __repr__(self) -> str:

@@ -232,3 +232,28 @@ def test_native_spec_tree_names_an_unregistered_node_by_its_key_path(tmp_path):
         with _registry._lock:
             _registry._nodes_by_name["test.lazy.Hidden"] = saved
             _registry._nodes_by_type[Hidden] = saved
+
+
+def test_leaf_specs_makes_the_rules_specs_and_refuses_bad_rows():
+    # _jtree.leaf_specs (the one LeafSpec rule, FileLeaf.spec's and a nonblocking_save's):
+    # an array keeps its shape, dtype and scalar flag; another leaf is its kind's name, with
+    # the registered name only for a custom leaf; a bad row is an error, not a crash.
+    from jtree import _dtypes, _structure as s
+    f32 = _dtypes.TABLE["float32"][0]
+    got = s.leaf_specs([(s.ARRAY, s.FLAG_SCALAR, f32, (), 4, "ignored"),
+                        (s.ARRAY, 0, f32, [2, 3], 24, None),
+                        (s.STR, s.FLAG_SCALAR, f32, (5,), 5, "ignored"),
+                        (s.CUSTOM_LEAF, 0, None, (3,), 3, "my.Leaf")])
+    assert got == [jtree.LeafSpec("array", (), np.dtype(np.float32), 4, True),
+                   jtree.LeafSpec("array", (2, 3), np.dtype(np.float32), 24, False),
+                   jtree.LeafSpec("str", nbytes=5),
+                   jtree.LeafSpec("custom", nbytes=3, type_name="my.Leaf")]
+    assert isinstance(got[1].shape, tuple)
+    for bad, cls in [([(s.ARRAY, 0, f32, (), 4)], TypeError),
+                     ([[s.ARRAY, 0, f32, (), 4, None]], TypeError),
+                     ([(250, 0, None, (), 0, None)], ValueError),
+                     ([(s.ARRAY, -1, f32, (), 0, None)], ValueError),
+                     ([(s.ARRAY, 0, 300, (), 0, None)], ValueError),
+                     ([(s.ARRAY, 0, f32, 5, 0, None)], TypeError), (5, TypeError)]:
+        with pytest.raises(cls):
+            s.leaf_specs(bad)

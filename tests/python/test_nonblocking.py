@@ -225,17 +225,53 @@ def test_save_memory_is_bounded_by_bytes_in_flight(tmp_path, kind, allowed_mib):
     assert extra_mib <= allowed_mib, f"{kind} save of 256 MiB took {extra_mib} MiB more memory"
 
 
-def test_the_future_structure_is_the_files(path):
+class _Tag:
+    """A registered custom leaf of test_the_future_structure_is_the_files."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+class _Unregistered:
+    """Saved only by pickling (allow_pickle=True)."""
+
+    def __eq__(self, other):
+        return type(other) is _Unregistered
+
+
+def test_the_future_structure_is_the_files(path, jax):
     # A nonblocking save's structure (made from the tree being written) and load_pytreedef
-    # of the file (made by the native Reader) follow one LeafSpec rule, for every leaf kind.
+    # of the file (made by the native Reader) follow one LeafSpec rule, for every leaf kind
+    # (and FileLeaf.spec, asked one leaf at a time, gives the same LeafSpecs).
     import collections
+    import ml_dtypes
+    import torch
+    jtree.register_pytree_leaf_serialization(
+        _Tag, serialized_name="test.nonblocking.Tag", serialize_leaf=lambda t: t.text,
+        deserialize_leaf=lambda b: _Tag(bytes(b).decode()))
     Point = collections.namedtuple("Point", ["x", "y"])
     tree = {"f32": np.ones((2, 3), np.float32), "scalar": np.float64(2.5), "zero_d": np.array(1),
-            "i": 7, "big": 1 << 80, "f": 2.5, "b": True, "c": 1j, "s": "text", "by": b"\x00\x01",
+            "i": 7, "big": 1 << 80, "f": 2.5, "b": True, "c": 1j, "s": "tëxt", "by": b"\x00\x01",
             "ba": bytearray(b"xyz"), "none": None, "l": [1, (2, "3")], "nt": Point(1, np.zeros(2)),
-            "od": collections.OrderedDict(k=np.arange(4, dtype=np.int8)), "empty": {}}
-    fut = jtree.nonblocking_save(tree, path)
+            "od": collections.OrderedDict(k=np.arange(4, dtype=np.int8)), "empty": {},
+            "custom": _Tag("ünïcode"), "pickled": _Unregistered(), "empty_s": "",
+            "bf16": np.ones(3, ml_dtypes.bfloat16), "int4": np.zeros((2, 2), ml_dtypes.int4),
+            "torch": torch.ones(2, 2, dtype=torch.float16), "jax": jax.numpy.ones((3,)),
+            "jax_scalar": jax.numpy.float32(1), "empty_a": np.zeros((0, 5), np.complex64),
+            "tied": [np.ones(2)] * 2}
+    fut = jtree.nonblocking_save(tree, path, allow_pickle=True)
     fut.result(timeout=60)
     from_file = jtree.load_pytreedef(path)
     assert repr(fut.pytree) == repr(from_file)
     assert fut.pytree == from_file
+    assert fut.pytree["custom"] == jtree.LeafSpec("custom", nbytes=len("ünïcode".encode()),
+                                                  type_name="test.nonblocking.Tag")
+    assert fut.pytree["scalar"].scalar and not fut.pytree["zero_d"].scalar
+    assert fut.pytree["pickled"].kind == "pickle" and fut.pytree["pickled"].nbytes > 0
+    with jtree.open(path) as f:
+        leaves = [n for n in f._root.children if n.leaf is not None]
+        assert len(leaves) == sum(isinstance(v, jtree.LeafSpec) for v in from_file.values())
+        for node in leaves:
+            assert node.leaf.spec() == from_file[node.key], node.key
+            if node.leaf.spec().is_array:
+                assert f[node.key].spec == from_file[node.key], node.key

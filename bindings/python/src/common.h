@@ -72,13 +72,20 @@ std::string bytes_to_string(nb::handle b);
 nb::tuple shape_tuple(const jtree::Shape& s);
 
 /// load_pytreedef of a whole file in one preorder pass over `reader`'s nodes, without a Python
-/// object per node: dicts, lists, tuples and None are made here, and each leaf's LeafSpec as
-/// `object.__new__(spec_cls)` with its six fields put in its __dict__ (as
-/// jtree._structure._new_spec does). `kind_names[kind]` names a leaf kind, `dtype_of(code)`
+/// object per node: dicts, lists, tuples and None are made here, and each leaf's LeafSpec by
+/// the one LeafSpec rule of spec_tree.cc (the one leaf_specs uses). `kind_names[kind]` names a
+/// leaf kind, `dtype_of(code)`
 /// gives (spec dtype, item size) or None (asked once per dtype), and every other container is
 /// `container(kind, type_name, aux, keys, values, key_path_parts)`.
 nb::object spec_tree(const jtree::Reader& reader, nb::handle spec_cls, nb::handle kind_names,
                      nb::handle dtype_of, nb::handle container);
+
+/// The LeafSpec of each row (kind, flags, dtype code | None, shape, nbytes, type_name), by the
+/// rule spec_tree follows: FileLeaf.spec and a nonblocking_save's structure (one call for all
+/// of a tree's leaves). Registered as _jtree.leaf_specs by register_specs.
+nb::list leaf_specs(nb::handle rows, nb::handle spec_cls, nb::handle kind_names,
+                    nb::handle dtype_of);
+void register_specs(nb::module_& m);
 
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);

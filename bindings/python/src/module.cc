@@ -38,4 +38,5 @@ NB_MODULE(_jtree, m) {
   jtpy::register_writer(m);
   jtpy::register_device(m);
   jtpy::register_rules(m);
+  jtpy::register_specs(m);
 }
