@@ -239,13 +239,11 @@ class _Unregistered:
         return type(other) is _Unregistered
 
 
-def test_the_future_structure_is_the_files(path, jax):
+def test_the_future_structure_is_the_files(path, jax, torch, ml_dtypes):
     # A nonblocking save's structure (made from the tree being written) and load_pytreedef
     # of the file (made by the native Reader) follow one LeafSpec rule, for every leaf kind
     # (and FileLeaf.spec, asked one leaf at a time, gives the same LeafSpecs).
     import collections
-    import ml_dtypes
-    import torch
     jtree.register_pytree_leaf_serialization(
         _Tag, serialized_name="test.nonblocking.Tag", serialize_leaf=lambda t: t.text,
         deserialize_leaf=lambda b: _Tag(bytes(b).decode()))
