@@ -159,7 +159,7 @@ Method jtree_codec(const std::string& name, ChunkFormat format, bool shared_choi
     ChunkFormat f = format;
     if (kind) f.choices = &leaf;
     auto r = jtree::codec::encode_chunk({src, n}, f, c.stored, *scratch);
-    if (!r.ok()) fail(r.status().ToString());
+    if (!r.ok()) fail(r.status().to_string());
     c.encoding = *r;
     return c.encoding == ChunkEncoding::kRaw ? n : c.stored.size();
   };
@@ -169,7 +169,7 @@ Method jtree_codec(const std::string& name, ChunkFormat format, bool shared_choi
         c.encoding == ChunkEncoding::kRaw ? std::span<const std::byte>(raw, n)
                                           : std::span<const std::byte>(c.stored);
     const auto s = jtree::codec::decode_chunk(stored, c.encoding, format, {dst, n}, *scratch);
-    if (!s.ok()) fail(s.ToString());
+    if (!s.ok()) fail(s.to_string());
   };
   return m;
 }

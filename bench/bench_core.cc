@@ -41,7 +41,7 @@ namespace {
 using namespace jtree::bench;
 
 void die(const jtree::Status& st) {
-  std::fprintf(stderr, "bench_core: %s\n", st.ToString().c_str());
+  std::fprintf(stderr, "bench_core: %s\n", st.to_string().c_str());
   std::exit(1);
 }
 
@@ -53,7 +53,7 @@ jtree::Tree one_leaf(jtree::DType dtype, uint64_t elements, const std::byte* dat
                      jtree::LeafOptions lo) {
   jtree::TreeBuilder b;
   b.dict().key("x").array(dtype, {elements}, jtree::ArrayView{data}, lo).end();
-  auto t = std::move(b).Finish();
+  auto t = std::move(b).finish();
   if (!t.ok()) die(t.status());
   return std::move(*t);
 }
@@ -72,7 +72,7 @@ void raw_load(const std::string& dir, uint64_t mib, int runs) {
     if (!st.ok()) die(st.status());
   });
   Stat mc = measure(runs, [&] { std::memcpy(dst.data(), src.data(), bytes); });
-  auto reader = jtree::Reader::Open(path);
+  auto reader = jtree::Reader::open(path);
   if (!reader.ok()) die(reader.status());
   auto load = [&](int threads, bool verify) {
     jtree::ReadOptions ro;
@@ -84,7 +84,7 @@ void raw_load(const std::string& dir, uint64_t mib, int runs) {
     });
   };
   Stat l1 = load(1, true), l1n = load(1, false), ln = load(0, true), lnn = load(0, false);
-  if (std::memcmp(dst.data(), src.data(), bytes) != 0) die(jtree::Status::Corruption("mismatch"));
+  if (std::memcmp(dst.data(), src.data(), bytes) != 0) die(jtree::Status::corruption("mismatch"));
   // The storage-read bound: plain pread of the same file into the same buffer, 4 MiB pieces.
   // With `hash`, the bound of a verified load: each 4 MiB piece read in 1 MiB parts, each part
   // hashed (XXH3, as chunk checksums are) right after it lands, as the Reader does.
@@ -183,12 +183,12 @@ void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
   Stat zcf = measure(runs, [&] {
     const std::string tmp = zpath + ".tmp";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) die(jtree::Status::IOError("cannot create " + tmp));
+    if (fd < 0) die(jtree::Status::io_error("cannot create " + tmp));
     for (size_t i = 0; i < frames.size(); ++i) {
       const size_t n = ZSTD_compressCCtx(cctx, frame.data(), frame.size(),
                                          data.data() + i * piece, piece, level);
       if (ZSTD_isError(n) || ::write(fd, frame.data(), n) != static_cast<ssize_t>(n)) {
-        die(jtree::Status::IOError("cannot write " + tmp));
+        die(jtree::Status::io_error("cannot write " + tmp));
       }
     }
     ::close(fd);
@@ -196,12 +196,12 @@ void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
   });
   Stat zdf = measure(runs, [&] {
     const int fd = ::open(zpath.c_str(), O_RDONLY);
-    if (fd < 0) die(jtree::Status::IOError("cannot open " + zpath));
+    if (fd < 0) die(jtree::Status::io_error("cannot open " + zpath));
     uint64_t at = 0;
     for (size_t i = 0; i < frames.size(); ++i) {
       const size_t n = frames[i].size();
       if (::pread(fd, frame.data(), n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) {
-        die(jtree::Status::IOError("cannot read " + zpath));
+        die(jtree::Status::io_error("cannot read " + zpath));
       }
       at += n;
       ZSTD_decompressDCtx(dctx, back.data() + i * piece, piece, frame.data(), n);
@@ -237,7 +237,7 @@ void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
       if (!st.ok()) die(st.status());
       file_size = st->file_size;
     });
-    auto reader = jtree::Reader::Open(path);
+    auto reader = jtree::Reader::open(path);
     if (!reader.ok()) die(reader.status());
     jtree::ReadOptions ro;
     ro.threads = 1;
@@ -245,7 +245,7 @@ void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
       jtree::Status st = (*reader)->read(0, back, ro);
       if (!st.ok()) die(st);
     });
-    if (back != data) die(jtree::Status::Corruption("mismatch"));
+    if (back != data) die(jtree::Status::corruption("mismatch"));
     std::printf("| jtree save/load, filter %s (file, checksums, everything) | %.3f | %s | %s | "
                 "%.2f | %.2f |\n", std::string(jtree::filter_name(f)).c_str(),
                 (double)file_size / bytes, gbps(bytes, s).c_str(), gbps(bytes, l).c_str(),
@@ -270,7 +270,7 @@ void open_many(const std::string& dir, int runs) {
     b.end();
   }
   b.end();
-  auto t = std::move(b).Finish();
+  auto t = std::move(b).finish();
   if (!t.ok()) die(t.status());
   jtree::WriteOptions wo;
   wo.sync = false;
@@ -281,7 +281,7 @@ void open_many(const std::string& dir, int runs) {
   // Open, then visit the whole structure through the Reader's accessors (every node's kind and
   // key, every leaf's number): what a loader that builds its own tree does.
   Stat s = measure(runs * 2, [&] {
-    auto r = jtree::Reader::Open(path);
+    auto r = jtree::Reader::open(path);
     if (!r.ok()) die(r.status());
     const jtree::Reader& reader = **r;
     size_t found = 0, key_bytes = 0;
@@ -290,24 +290,24 @@ void open_many(const std::string& dir, int runs) {
       key_bytes += node.key.str.size();
       found += node.kind == jtree::NodeKind::kLeaf;
     }
-    if (found != reader.num_leaves() || key_bytes == 0) die(jtree::Status::Aborted("the walk found the wrong leaf count"));
+    if (found != reader.num_leaves() || key_bytes == 0) die(jtree::Status::aborted("the walk found the wrong leaf count"));
     leaves = found;
     keep.push_back(std::move(*r));
   });
   keep.clear();
   // The same, then the whole tree as a jtree::Tree (a struct per node and per leaf).
   Stat full = measure(runs * 2, [&] {
-    auto r = jtree::Reader::Open(path);
+    auto r = jtree::Reader::open(path);
     if (!r.ok()) die(r.status());
-    if ((*r)->tree().leaves.size() != leaves) die(jtree::Status::Aborted("tree() has the wrong leaf count"));
+    if ((*r)->tree().leaves.size() != leaves) die(jtree::Status::aborted("tree() has the wrong leaf count"));
     keep.push_back(std::move(*r));
   });
   std::printf("\n## 3. Open + structure of a %zu-leaf file (%.1f MiB)\n\n", leaves,
               st->file_size / 1048576.0);
-  std::printf("Reader::Open (read, verify and check header and index; validate everything) + "
+  std::printf("Reader::open (read, verify and check header and index; validate everything) + "
               "a walk of every node: %.1f ms median [%.1f, %.1f]\n",
               s.median * 1e3, s.min * 1e3, s.max * 1e3);
-  std::printf("Reader::Open + Reader::tree() (every node and leaf as a struct): "
+  std::printf("Reader::open + Reader::tree() (every node and leaf as a struct): "
               "%.1f ms median [%.1f, %.1f]\n", full.median * 1e3, full.min * 1e3,
               full.max * 1e3);
   keep.clear();

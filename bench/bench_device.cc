@@ -36,7 +36,7 @@ void check_cuda(cudaError_t e, const char* what) {
 
 void check(const Status& st) {
   if (!st.ok()) {
-    std::fprintf(stderr, "bench_device: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "bench_device: %s\n", st.to_string().c_str());
     std::exit(1);
   }
 }
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       b.array(DType::kBFloat16, {per_leaf / 2}, ArrayView{src[i].data()}, lo);
     }
     b.end();
-    auto tree = std::move(b).Finish();
+    auto tree = std::move(b).finish();
     check(tree.status());
     WriteOptions wo;
     wo.codec = codec;
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::byte> host(total);
   for (const auto& [label, path] : {std::pair{"raw", raw_path}, {"zstd", zstd_path}}) {
-    auto reader = Reader::Open(path);
+    auto reader = Reader::open(path);
     check(reader.status());
     for (bool verify : {true, false}) {
       DeviceOptions o;

@@ -32,7 +32,7 @@ namespace {
 constexpr uint64_t kCols = 4096;  // bf16: 8 KiB per row
 
 void die(const Status& st) {
-  std::fprintf(stderr, "bench_multihost: %s\n", st.ToString().c_str());
+  std::fprintf(stderr, "bench_multihost: %s\n", st.to_string().c_str());
   std::exit(1);
 }
 
@@ -75,7 +75,7 @@ Tree matrix_tree(const std::byte* data, uint64_t rows, uint32_t rank, uint32_t p
   w.input = std::move(in);
   TreeBuilder b;
   b.dict().key("w").leaf(w).key("step").int_value(1000).end();
-  auto t = std::move(b).Finish();
+  auto t = std::move(b).finish();
   if (!t.ok()) die(t.status());
   return std::move(*t);
 }
@@ -112,7 +112,7 @@ int writer_main(char** argv) {
   Tree tree = matrix_tree(data.data(), job.rows, rank, job.procs);
   auto st = job.procs == 0 ? save(std::move(tree), job.target, wo)
                            : save_segment(std::move(tree), job.target, {rank, job.procs, 42}, wo);
-  if (!st.ok()) std::fprintf(stderr, "writer %u: %s\n", rank, st.status().ToString().c_str());
+  if (!st.ok()) std::fprintf(stderr, "writer %u: %s\n", rank, st.status().to_string().c_str());
   return st.ok() ? 0 : 1;
 }
 
@@ -121,12 +121,12 @@ int writer_main(char** argv) {
 // its data, and returns a function that starts them all and waits for their success.
 std::function<void()> start_writers(const Job& job) {
   int ready[2], go[2];
-  if (pipe(ready) != 0 || pipe(go) != 0) die(Status::IOError("pipe"));
+  if (pipe(ready) != 0 || pipe(go) != 0) die(Status::io_error("pipe"));
   const uint32_t n = std::max<uint32_t>(job.procs, 1);
   std::vector<pid_t> pids;
   for (uint32_t rank = 0; rank < n; ++rank) {
     const pid_t pid = fork();
-    if (pid < 0) die(Status::IOError("fork"));
+    if (pid < 0) die(Status::io_error("fork"));
     if (pid == 0) {
       close(ready[0]);
       close(go[1]);
@@ -147,13 +147,13 @@ std::function<void()> start_writers(const Job& job) {
   close(go[0]);
   for (uint32_t i = 0; i < n; ++i) {
     char c;
-    if (read(ready[0], &c, 1) != 1) die(Status::Aborted("a writer died while making its data"));
+    if (read(ready[0], &c, 1) != 1) die(Status::aborted("a writer died while making its data"));
   }
   close(ready[0]);
   return [n, pids, go_fd = go[1]] {
     const std::string start(n, 'g');
     if (write(go_fd, start.data(), start.size()) != static_cast<ssize_t>(start.size())) {
-      die(Status::IOError("write to the start pipe"));
+      die(Status::io_error("write to the start pipe"));
     }
     close(go_fd);
     bool failed = false;
@@ -162,7 +162,7 @@ std::function<void()> start_writers(const Job& job) {
       waitpid(pid, &status, 0);
       failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
     }
-    if (failed) die(Status::Aborted("a writing process failed"));
+    if (failed) die(Status::aborted("a writing process failed"));
   };
 }
 

@@ -44,7 +44,7 @@ double median(std::vector<double> v) {
 }
 
 [[noreturn]] void die(const Status& st) {
-  std::fprintf(stderr, "bench_remote: %s\n", st.ToString().c_str());
+  std::fprintf(stderr, "bench_remote: %s\n", st.to_string().c_str());
   std::exit(1);
 }
 
@@ -69,7 +69,7 @@ void make_file(const std::string& path, int leaves, uint64_t leaf_bytes, bool ra
   for (int i = 0; i < leaves; ++i) {
     FillFn fill = [i](const Box& box, std::span<std::byte> dst) {
       fill_weights(dst.data(), dst.size() / 2, static_cast<uint64_t>(i) * 1000003 + box.begin[0]);
-      return Status::OK();
+      return Status::success();
     };
     b.key("layer" + std::to_string(i)).array(DType::kBFloat16, {values}, fill);
   }
@@ -77,7 +77,7 @@ void make_file(const std::string& path, int leaves, uint64_t leaf_bytes, bool ra
   b.end();
   WriteOptions wo;
   if (raw) wo.codec = Codec::kRaw;
-  auto t = std::move(b).Finish();
+  auto t = std::move(b).finish();
   if (!t.ok()) die(t.status());
   const auto start = Clock::now();
   auto st = save(std::move(*t), path, wo);
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
   uint64_t budget = 0, round_trips = 0, requests = 0;
   for (int run = 0; run < runs; ++run) {
     const auto t0 = Clock::now();
-    auto r = Reader::Open(url);
+    auto r = Reader::open(url);
     if (!r.ok()) die(r.status());
     open_s.push_back(secs(t0));
     const auto* rs = dynamic_cast<const remote::RemoteSource*>((*r)->source().get());
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
               median(leaf_s) * 1e3, runs);
 
   // ---- 2. the whole file, local vs remote ----------------------------------------------------
-  auto local = Reader::Open(path);
+  auto local = Reader::open(path);
   if (!local.ok()) die(local.status());
   std::vector<std::vector<std::byte>> bufs;
   for (const Leaf& l : (*local)->tree().leaves) bufs.emplace_back(l.memory_bytes());
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
   std::vector<double> local_bps, remote_bps, local_cpu, remote_cpu;
   for (int run = 0; run < runs; ++run) {
     local_bps.push_back(load_all(**local, bufs, ro, &local_cpu));
-    auto remote_reader = Reader::Open(url);
+    auto remote_reader = Reader::open(url);
     if (!remote_reader.ok()) die(remote_reader.status());
     remote_bps.push_back(load_all(**remote_reader, bufs, ro, &remote_cpu));
   }

@@ -177,9 +177,9 @@ jtree::Tree make_tree(const std::vector<Array>& arrays, int layers) {
     open.pop_back();
   }
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   if (!tree.ok()) {
-    std::fprintf(stderr, "demo: %s\n", tree.status().ToString().c_str());
+    std::fprintf(stderr, "demo: %s\n", tree.status().to_string().c_str());
     std::exit(1);
   }
   return std::move(*tree);
@@ -207,7 +207,7 @@ int cmd_write(const std::string& path, int layers) {
   t0 = Clock::now();
   auto st = jtree::save(make_tree(arrays, layers), path, wo);
   if (!st.ok()) {
-    std::fprintf(stderr, "demo: %s\n", st.status().ToString().c_str());
+    std::fprintf(stderr, "demo: %s\n", st.status().to_string().c_str());
     return 1;
   }
   const double s = seconds_since(t0);
@@ -220,9 +220,9 @@ int cmd_write(const std::string& path, int layers) {
 
 int cmd_load(const std::string& path, int layers) {
   auto t0 = Clock::now();
-  auto reader = jtree::Reader::Open(path);
+  auto reader = jtree::Reader::open(path);
   if (!reader.ok()) {
-    std::fprintf(stderr, "demo: %s\n", reader.status().ToString().c_str());
+    std::fprintf(stderr, "demo: %s\n", reader.status().to_string().c_str());
     return 1;
   }
   const jtree::Reader& r = **reader;
@@ -251,7 +251,7 @@ int cmd_load(const std::string& path, int layers) {
   for (const std::string& n : names) {
     auto leaf = r.find_leaf(prefix + n);
     if (!leaf.ok()) {
-      std::fprintf(stderr, "demo: %s\n", leaf.status().ToString().c_str());
+      std::fprintf(stderr, "demo: %s\n", leaf.status().to_string().c_str());
       return 1;
     }
     bufs.emplace_back(r.leaf(*leaf).memory_bytes());
@@ -263,7 +263,7 @@ int cmd_load(const std::string& path, int layers) {
   jtree::Status st = r.read_many(reqs);
   double s = seconds_since(t0);
   if (!st.ok()) {
-    std::fprintf(stderr, "demo: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "demo: %s\n", st.to_string().c_str());
     return 1;
   }
   uint64_t layer_bytes = 0;
@@ -289,7 +289,7 @@ int cmd_load(const std::string& path, int layers) {
   st = r.read_box(*emb, {{rows0, 0}, {rows1, kModel}}, rows);
   s = seconds_since(t0);
   if (!st.ok()) {
-    std::fprintf(stderr, "demo: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "demo: %s\n", st.to_string().c_str());
     return 1;
   }
   got = r.io_stats().bytes_read - before.bytes_read;
@@ -317,7 +317,7 @@ int cmd_load(const std::string& path, int layers) {
   st = r.read_many(all_reqs);
   s = seconds_since(t0);
   if (!st.ok()) {
-    std::fprintf(stderr, "demo: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "demo: %s\n", st.to_string().c_str());
     return 1;
   }
   std::printf("full load: %s in %.2f s, %.0f MB/s (checksums verified, %d threads)\n",

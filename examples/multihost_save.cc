@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
 
     jtree::TreeBuilder b;
     b.dict().key("w").leaf(w).key("step").int_value(7).end();  // "step": written by rank 0
-    auto tree = std::move(b).Finish();
+    auto tree = std::move(b).finish();
     jtree::Status st = tree.status();
     if (st.ok()) {
       st = jtree::save_segment(std::move(*tree), path, {rank, kProcs, save_id}).status();
@@ -52,12 +52,12 @@ int main(int argc, char** argv) {
   for (uint32_t rank = 0; rank < kProcs; ++rank) threads.emplace_back(process, rank);
   for (auto& t : threads) t.join();
   for (const auto& st : results) {
-    if (!st.ok()) return std::fprintf(stderr, "%s\n", st.ToString().c_str()), 1;
+    if (!st.ok()) return std::fprintf(stderr, "%s\n", st.to_string().c_str()), 1;
   }
   if (!commit) return std::printf("wrote %u segments of %s\n", kProcs, path.c_str()), 0;
 
-  auto r = jtree::Reader::Open(path);
-  if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
+  auto r = jtree::Reader::open(path);
+  if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().to_string().c_str()), 1;
   float v = -1;
   (void)(*r)->read_box(*(*r)->find_leaf("w"), {{700, 0}, {701, 1}},
                        std::as_writable_bytes(std::span(&v, 1)));

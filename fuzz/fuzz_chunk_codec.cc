@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // 1. Hostile stored bytes.
   std::vector<std::byte> raw(in.u16(4)), scratch;
   Status st = codec::decode_chunk(in.payload, encoding, fmt, raw, scratch);
-  if (!st.ok()) JTREE_FUZZ_CHECK(st.IsCorruption(), st.ToString());
+  if (!st.ok()) JTREE_FUZZ_CHECK(st.is_corruption(), st.to_string());
 
   // 2. The round trip, for formats the writer would use.
   if (!codec::filter_allowed(fmt.filter, fmt.dtype)) return 0;
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   UninitBytes stored;
   std::vector<std::byte> enc_scratch;
   auto enc = codec::encode_chunk(chunk, fmt, stored, enc_scratch);
-  JTREE_FUZZ_CHECK(enc.ok(), enc.status().ToString());
+  JTREE_FUZZ_CHECK(enc.ok(), enc.status().to_string());
   const std::span<const std::byte> bytes = *enc == ChunkEncoding::kRaw
                                                ? std::span<const std::byte>(chunk)
                                                : std::span<const std::byte>(stored);
@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<std::byte> back(chunk.size());
   st = codec::decode_chunk(bytes, *enc, fmt, back, scratch);
-  JTREE_FUZZ_CHECK(st.ok(), "encoded chunk does not decode: " + st.ToString());
+  JTREE_FUZZ_CHECK(st.ok(), "encoded chunk does not decode: " + st.to_string());
   JTREE_FUZZ_CHECK(back == chunk, "chunk round trip differs");
 
   // 4-bit packing: pack(unpack(x)) == x with the pad nibble cleared.

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (d) JTREE_FUZZ_CHECK(remote::parse_decimal(std::to_string(*d)) == d, "decimal");
   auto cr = remote::parse_content_range(text);
   if (!cr.ok()) {
-    JTREE_FUZZ_CHECK(cr.status().IsInvalidArgument(), cr.status().ToString());
+    JTREE_FUZZ_CHECK(cr.status().is_invalid_argument(), cr.status().to_string());
     return 0;
   }
   if (cr->has_range) {

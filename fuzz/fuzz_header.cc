@@ -1,10 +1,10 @@
 // Fuzz target: the header flatbuffer alone — verification, decoding, the tree's structure
-// checks (Finalize) and the leaf spec checks (validate_leaves), without the hashes in the way.
+// checks (finalize) and the leaf spec checks (validate_leaves), without the hashes in the way.
 // A header that passes is re-encoded: decoding the re-encoded bytes must accept them and give
 // the same encoding again (no field is lost or invented on the way). The fused decoder that
-// Reader::Open uses (format::decode_tree) must agree with the three steps: the same status,
+// Reader::open uses (format::decode_tree) must agree with the three steps: the same status,
 // and for an accepted header the same encoding and chunk count. So must the check-only open
-// (format::open_header, which Reader::Open uses): the same status, summary and leaf starts, and
+// (format::open_header, which Reader::open uses): the same status, summary and leaf starts, and
 // its in-place nodes, leaves, paths and metadata equal to the decoded tree's, and so must the
 // Tree it builds from them without checking again (HeaderView::decode_all).
 //
@@ -24,8 +24,8 @@ namespace {
 Result<Tree> decode_and_check(std::span<const std::byte> bytes, const Limits& limits) {
   std::string writer;
   JTREE_ASSIGN_OR_RETURN(Tree t, format::decode_header(bytes, limits, &writer));
-  Status st = t.Finalize(limits.max_depth);
-  if (!st.ok()) return Status::Corruption("header: " + st.message());
+  Status st = t.finalize(limits.max_depth);
+  if (!st.ok()) return Status::corruption("header: " + st.message());
   JTREE_RETURN_IF_ERROR(format::validate_leaves(t, limits).status());
   return t;
 }
@@ -72,7 +72,7 @@ void check_same_tree(const format::HeaderView& v, const Tree& t,
                    "open_header's chunked leaves differ");
   // The whole Tree built from the checked header without checking it again.
   auto all = v.decode_all();
-  JTREE_FUZZ_CHECK(all.ok(), "decode_all refused a checked header: " + all.status().ToString());
+  JTREE_FUZZ_CHECK(all.ok(), "decode_all refused a checked header: " + all.status().to_string());
   auto a = format::encode_header(*all, "fuzz"), b = format::encode_header(t, "fuzz");
   JTREE_FUZZ_CHECK(a.ok() && b.ok() && *a == *b, "decode_all decodes another tree");
   for (uint32_t i = 0; i < t.leaves.size(); ++i) {
@@ -94,20 +94,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   format::HeaderSummary summary;
   auto fused = format::decode_tree(in.payload, limits, &writer, &summary);
   JTREE_FUZZ_CHECK(fused.ok() == t.ok() &&
-                       (t.ok() || fused.status().ToString() == t.status().ToString()),
-                   "decode_tree says " + fused.status().ToString() + ", the three steps " +
-                       t.status().ToString());
+                       (t.ok() || fused.status().to_string() == t.status().to_string()),
+                   "decode_tree says " + fused.status().to_string() + ", the three steps " +
+                       t.status().to_string());
   auto owned = std::make_unique<std::byte[]>(in.payload.size() + 1);  // (new[]: aligned)
   if (!in.payload.empty()) std::memcpy(owned.get(), in.payload.data(), in.payload.size());
   format::HeaderSummary open_summary;
   auto opened = format::open_header(std::move(owned), in.payload.size(), limits, nullptr,
                                     &open_summary);
   JTREE_FUZZ_CHECK(opened.ok() == t.ok() &&
-                       (t.ok() || opened.status().ToString() == t.status().ToString()),
-                   "open_header says " + opened.status().ToString() + ", the three steps " +
-                       t.status().ToString());
+                       (t.ok() || opened.status().to_string() == t.status().to_string()),
+                   "open_header says " + opened.status().to_string() + ", the three steps " +
+                       t.status().to_string());
   if (!t.ok()) {
-    JTREE_FUZZ_CHECK(fuzz::is_refusal(t.status()), t.status().ToString());
+    JTREE_FUZZ_CHECK(fuzz::is_refusal(t.status()), t.status().to_string());
     return 0;
   }
   check_same_tree(*opened, *fused, open_summary, summary);
@@ -117,9 +117,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto again = format::encode_header(*t, "fuzz");
   JTREE_FUZZ_CHECK(fused_bytes.ok() && again.ok() && *fused_bytes == *again,
                    "decode_tree decodes another tree than the three steps");
-  JTREE_FUZZ_CHECK(again.ok(), again.status().ToString());
+  JTREE_FUZZ_CHECK(again.ok(), again.status().to_string());
   auto t2 = decode_and_check(*again, limits);
-  JTREE_FUZZ_CHECK(t2.ok(), "re-encoded header refused: " + t2.status().ToString());
+  JTREE_FUZZ_CHECK(t2.ok(), "re-encoded header refused: " + t2.status().to_string());
   auto third = format::encode_header(*t2, "fuzz");
   JTREE_FUZZ_CHECK(third.ok() && *third == *again, "header encoding is not stable");
   return 0;

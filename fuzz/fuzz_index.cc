@@ -20,12 +20,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto t = format::decode_header(header, limits, nullptr);
   if (!t.ok()) return 0;
-  if (!t->Finalize(limits.max_depth).ok()) return 0;
+  if (!t->finalize(limits.max_depth).ok()) return 0;
   auto chunks = format::validate_leaves(*t, limits);
   if (!chunks.ok()) return 0;
   auto ix = format::decode_index(index, limits);
   if (!ix.ok()) {
-    JTREE_FUZZ_CHECK(fuzz::is_refusal(ix.status()), ix.status().ToString());
+    JTREE_FUZZ_CHECK(fuzz::is_refusal(ix.status()), ix.status().to_string());
     return 0;
   }
   // The file the index is checked against: preamble, header, data, index, footer.
@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Status st = format::validate_index(*t, *ix, *chunks, footer_at + format::kFooterSize, meta,
                                      kind, ix->generation);
   if (!st.ok()) {
-    JTREE_FUZZ_CHECK(fuzz::is_refusal(st), st.ToString());
+    JTREE_FUZZ_CHECK(fuzz::is_refusal(st), st.to_string());
     return 0;
   }
   // Accepted: every stored chunk lies in the data area, clear of the metadata.

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The slots are not part of the preamble's hash: compare the rest.
     JTREE_FUZZ_CHECK(std::memcmp(enc.data(), b.data(), 64) == 0, "preamble does not round-trip");
   } else {
-    JTREE_FUZZ_CHECK(fuzz::is_refusal(pre.status()), pre.status().ToString());
+    JTREE_FUZZ_CHECK(fuzz::is_refusal(pre.status()), pre.status().to_string());
   }
   if (b.size() >= format::kPreambleSize) {
     for (const format::CommitSlot& s : format::valid_slots(b.first(format::kPreambleSize))) {
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       JTREE_FUZZ_CHECK(std::memcmp(enc.data(), tail.data(), format::kFooterSize) == 0,
                        "footer does not round-trip");
     } else {
-      JTREE_FUZZ_CHECK(fuzz::is_refusal(foot.status()), foot.status().ToString());
+      JTREE_FUZZ_CHECK(fuzz::is_refusal(foot.status()), foot.status().to_string());
     }
   }
   return 0;

@@ -19,10 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   oo.head_read_bytes = kReads[in.opt[1] % 4];
   oo.tail_read_bytes = kReads[in.opt[2] % 4];
   oo.limits = fuzz::limits_for(in.opt[3]);
-  auto r = Reader::Open(memory_source(std::move(file), "fuzz.jtree"), oo);
+  auto r = Reader::open(memory_source(std::move(file), "fuzz.jtree"), oo);
   if (!r.ok()) {
-    JTREE_FUZZ_CHECK(fuzz::is_refusal(r.status()) || r.status().IsIOError(),
-                     r.status().ToString());
+    JTREE_FUZZ_CHECK(fuzz::is_refusal(r.status()) || r.status().is_io_error(),
+                     r.status().to_string());
     JTREE_FUZZ_CHECK(r.status().message().find("fuzz.jtree") != std::string::npos,
                      "message does not name the file: " + r.status().message());
     return 0;

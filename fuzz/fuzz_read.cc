@@ -7,7 +7,7 @@
 // Options (the input's last 16 bytes):
 //   [0] 0: bytes as they are; 1: metadata hashes repaired; 2, 3: chunk checksums repaired too
 //   [1] bit 0: skip checksum verification (reach the decoders with any bytes)
-//       bit 1: run Verify()   bit 2: mapped_leaf()   bit 3: read_bytes()
+//       bit 1: run verify()   bit 2: mapped_leaf()   bit 3: read_bytes()
 //   [2] threads (1 + value % 2), [3] parser limits
 //   [4..11] slice generator seed
 #include <sys/mman.h>
@@ -64,7 +64,7 @@ std::shared_ptr<Reader> open_as_mapped_file(const std::vector<std::byte>& file,
   if (fd < 0) return nullptr;
   std::shared_ptr<Reader> out;
   if (::write(fd, file.data(), file.size()) == static_cast<ssize_t>(file.size())) {
-    auto r = Reader::Open("/proc/self/fd/" + std::to_string(fd), oo);
+    auto r = Reader::open("/proc/self/fd/" + std::to_string(fd), oo);
     if (r.ok()) out = *r;
   }
   ::close(fd);  // (the open Source holds its own descriptor and mapping)
@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // mapped_leaf() needs a mapped file: the same bytes in a memory-backed file (memfd).
   std::shared_ptr<Reader> mapped;
   if (in.opt[1] & 4) mapped = open_as_mapped_file(file, oo);
-  auto opened = Reader::Open(memory_source(std::move(file), "fuzz.jtree"), oo);
+  auto opened = Reader::open(memory_source(std::move(file), "fuzz.jtree"), oo);
   if (!opened.ok()) return 0;
   const Reader& r = **opened;
   const Tree& t = r.tree();
@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::byte> whole(bytes);
     Status st = r.read(l, whole, ro);
     if (!st.ok()) {
-      JTREE_FUZZ_CHECK(allowed_read_error(st), st.ToString());
+      JTREE_FUZZ_CHECK(allowed_read_error(st), st.to_string());
       continue;
     }
     // The same bytes, asked for in other ways.
@@ -109,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Box box = random_box(leaf.shape, rng);
       std::vector<std::byte> part(box.num_elements() * item);
       Status ps = r.read_box(l, box, part, ro);
-      JTREE_FUZZ_CHECK(ps.ok(), "slice of a leaf read whole failed: " + ps.ToString());
+      JTREE_FUZZ_CHECK(ps.ok(), "slice of a leaf read whole failed: " + ps.to_string());
       JTREE_FUZZ_CHECK(part == slice_of(whole, leaf.shape, box, item), "slice differs");
     }
     if (in.opt[1] & 8) {
@@ -119,7 +119,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                              fuzz::same_bytes(b->data(), whole.data(), whole.size()),
                          "read_bytes differs from read");
       } else {
-        JTREE_FUZZ_CHECK(allowed_read_error(b.status()), b.status().ToString());
+        JTREE_FUZZ_CHECK(allowed_read_error(b.status()), b.status().to_string());
       }
     }
     if (mapped) {
@@ -143,11 +143,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (size_t i = 0; i < reqs.size(); ++i) reqs[i].dst = bufs[i];
   Status many = r.read_many(reqs, ro);
-  if (!many.ok()) JTREE_FUZZ_CHECK(allowed_read_error(many), many.ToString());
+  if (!many.ok()) JTREE_FUZZ_CHECK(allowed_read_error(many), many.to_string());
 
   if (in.opt[1] & 2) {
-    auto rep = r.Verify(ro);
-    if (!rep.ok()) JTREE_FUZZ_CHECK(allowed_read_error(rep.status()), rep.status().ToString());
+    auto rep = r.verify(ro);
+    if (!rep.ok()) JTREE_FUZZ_CHECK(allowed_read_error(rep.status()), rep.status().to_string());
   }
   return 0;
 }

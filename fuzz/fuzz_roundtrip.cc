@@ -2,7 +2,7 @@
 // scalars, text, bytes, arrays of every dtype and rank, strided, byte-swapped and produced
 // views, tied leaves, per-leaf codecs, filters and chunk shapes); the tail chooses the write
 // options. The tree is saved into memory, opened, and everything must come back exactly:
-// structure, keys, scalars, payloads whole and sliced; Verify() must find nothing wrong.
+// structure, keys, scalars, payloads whole and sliced; verify() must find nothing wrong.
 //
 // Options (the input's last 8 bytes): [0] codec, [1] zstd level, [2] target chunk bytes,
 // [3] inline threshold, [4] alignment, [5] min gain, [6] threads, [7] slice seed.
@@ -129,7 +129,7 @@ struct Builder {
                 const size_t r = shape.size();
                 Shape idx = box.begin;
                 const uint64_t n = box.num_elements();
-                if (dst.size() != n * item) return Status::InvalidArgument("fill: wrong size");
+                if (dst.size() != n * item) return Status::invalid_argument("fill: wrong size");
                 for (uint64_t k = 0; k < n; ++k) {
                   uint64_t off = 0;
                   for (size_t d = 0; d < r; ++d) off = off * shape[d] + idx[d];
@@ -139,7 +139,7 @@ struct Builder {
                     idx[d] = box.begin[d];
                   }
                 }
-                return Status::OK();
+                return Status::success();
               }),
               o);
     } else {
@@ -246,8 +246,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bld.c.p = in.payload;
   bld.node(0);
   if (bld.c.u8() & 1) bld.b.metadata("note", bld.c.bytes(bld.c.u8() % 16));
-  auto tree = std::move(bld.b).Finish();
-  JTREE_FUZZ_CHECK(tree.ok(), tree.status().ToString());
+  auto tree = std::move(bld.b).finish();
+  JTREE_FUZZ_CHECK(tree.ok(), tree.status().to_string());
   const Tree reference = *tree;  // structure to compare with (inputs are shared pointers)
 
   WriteOptions wo;
@@ -268,14 +268,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!stats.ok()) {
     // Only the caller's mistakes may stop a save into memory: impossible options or
     // combinations the writer refuses by name.
-    JTREE_FUZZ_CHECK(stats.status().IsInvalidArgument(), stats.status().ToString());
+    JTREE_FUZZ_CHECK(stats.status().is_invalid_argument(), stats.status().to_string());
     return 0;
   }
   JTREE_FUZZ_CHECK(sink.committed(), "save returned OK without committing");
   JTREE_FUZZ_CHECK(stats->file_size == sink.bytes().size(), "file size in the stats");
 
-  auto opened = Reader::Open(memory_source(std::move(sink.bytes()), "rt.jtree"));
-  JTREE_FUZZ_CHECK(opened.ok(), "a file jtree wrote does not open: " + opened.status().ToString());
+  auto opened = Reader::open(memory_source(std::move(sink.bytes()), "rt.jtree"));
+  JTREE_FUZZ_CHECK(opened.ok(), "a file jtree wrote does not open: " + opened.status().to_string());
   const Reader& r = **opened;
   const Tree& t = r.tree();
   JTREE_FUZZ_CHECK(t.nodes.size() == reference.nodes.size(), "node count");
@@ -309,7 +309,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case LeafKind::kStr:
       case LeafKind::kBytes: {
         auto got = r.read_bytes(l, ro);
-        JTREE_FUZZ_CHECK(got.ok(), where + ": " + got.status().ToString());
+        JTREE_FUZZ_CHECK(got.ok(), where + ": " + got.status().to_string());
         JTREE_FUZZ_CHECK(got->size() == e.memory.size() &&
                              fuzz::same_bytes(got->data(), e.memory.data(), got->size()),
                          where + ": bytes differ");
@@ -320,7 +320,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     JTREE_FUZZ_CHECK(leaf.dtype == e.dtype && leaf.shape == e.shape, where + ": spec");
     std::vector<std::byte> whole(e.memory.size());
     Status st = r.read(l, whole, ro);
-    JTREE_FUZZ_CHECK(st.ok(), where + ": " + st.ToString());
+    JTREE_FUZZ_CHECK(st.ok(), where + ": " + st.to_string());
     JTREE_FUZZ_CHECK(whole == e.memory, where + ": data differs");
     // A slice.
     Box box;
@@ -332,7 +332,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t item = dtype_info(e.dtype)->item_size;
     std::vector<std::byte> part(box.num_elements() * item);
     st = r.read_box(l, box, part, ro);
-    JTREE_FUZZ_CHECK(st.ok(), where + ": slice: " + st.ToString());
+    JTREE_FUZZ_CHECK(st.ok(), where + ": slice: " + st.to_string());
     Shape idx = box.begin;
     for (uint64_t k = 0; k < box.num_elements(); ++k) {
       uint64_t off = 0;
@@ -345,8 +345,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  auto rep = r.Verify(ro);
+  auto rep = r.verify(ro);
   JTREE_FUZZ_CHECK(rep.ok() && rep->ok(),
-                   rep.ok() ? rep->problems.front().status.ToString() : rep.status().ToString());
+                   rep.ok() ? rep->problems.front().status.to_string() : rep.status().to_string());
   return 0;
 }

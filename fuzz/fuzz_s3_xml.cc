@@ -15,9 +15,9 @@ using namespace jtree;
 namespace {
 
 void refusal(const Status& st) {
-  JTREE_FUZZ_CHECK(st.IsCorruption() || st.code() == StatusCode::kResourceExhausted ||
-                       st.IsInvalidArgument(),
-                   st.ToString());
+  JTREE_FUZZ_CHECK(st.is_corruption() || st.code() == StatusCode::kResourceExhausted ||
+                       st.is_invalid_argument(),
+                   st.to_string());
 }
 
 }  // namespace

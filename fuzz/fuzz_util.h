@@ -150,15 +150,15 @@ class MemorySink final : public Sink {
   const std::string& name() const override { return name_; }
   uint64_t position() const override { return bytes_.size(); }
   Status append(std::span<const std::byte> data) override {
-    if (closed_) return Status::InvalidArgument("memory sink: closed");
+    if (closed_) return Status::invalid_argument("memory sink: closed");
     bytes_.insert(bytes_.end(), data.begin(), data.end());
-    return Status::OK();
+    return Status::success();
   }
-  Status sync() override { return Status::OK(); }
+  Status sync() override { return Status::success(); }
   Status commit() override {
-    if (closed_) return Status::InvalidArgument("memory sink: closed");
+    if (closed_) return Status::invalid_argument("memory sink: closed");
     closed_ = committed_ = true;
-    return Status::OK();
+    return Status::success();
   }
   void abort() noexcept override { closed_ = true; }
   IoStats stats() const override { return {}; }

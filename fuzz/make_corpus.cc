@@ -91,7 +91,7 @@ Tree dtypes_tree(std::optional<Filter> filter) {
     b.key(std::string(info.name)).array(d, {7, 5}, ArrayView{keep(std::move(mem))}, o);
   }
   b.end();
-  return std::move(*std::move(b).Finish());
+  return std::move(*std::move(b).finish());
 }
 
 // Every node kind, key kind, scalar and payload kind; tied leaves; metadata.
@@ -121,7 +121,7 @@ Tree structure_tree() {
   b.key("sl/ash\\").int_value(1);
   b.end();
   b.metadata("framework", "fuzz");
-  return std::move(*std::move(b).Finish());
+  return std::move(*std::move(b).finish());
 }
 
 // One bigger leaf whose planes compress well (and one that does not).
@@ -132,19 +132,19 @@ Tree planes_tree() {
   b.key("zeros").array(DType::kUInt16, {2048}, ArrayView{keep(Bytes(4096))});
   b.key("noise").array(DType::kUInt8, {3000}, ArrayView{keep(pattern(3000, 4, false))});
   b.end();
-  return std::move(*std::move(b).Finish());
+  return std::move(*std::move(b).finish());
 }
 
 Tree scalar_tree() {
   TreeBuilder b;
   b.float_value(3.25);
-  return std::move(*std::move(b).Finish());
+  return std::move(*std::move(b).finish());
 }
 
 Bytes save_bytes(Tree t, const WriteOptions& wo) {
   fuzz::MemorySink sink;
   auto st = save(std::move(t), sink, wo);
-  if (!st.ok()) die("save: " + st.status().ToString());
+  if (!st.ok()) die("save: " + st.status().to_string());
   return std::move(sink.bytes());
 }
 
@@ -167,8 +167,8 @@ void seeds_from_file(const std::string& name, const Bytes& f) {
     return b;
   }(), {});
 
-  auto r = Reader::Open(memory_source(f, name));
-  if (!r.ok()) die(name + ": " + r.status().ToString());
+  auto r = Reader::open(memory_source(f, name));
+  if (!r.ok()) die(name + ": " + r.status().to_string());
   const FileInfo& info = (*r)->info();
   const Bytes header(f.begin() + static_cast<ptrdiff_t>(info.header_offset),
                      f.begin() + static_cast<ptrdiff_t>(info.header_offset + info.header_size));
@@ -266,10 +266,10 @@ void file_based() {
   wo.sync = false;
   if (!save(planes_tree(), p, wo).ok()) die("save a.jtree");
   for (int gen = 1; gen <= 2; ++gen) {
-    auto r = Reader::Open(p);
-    if (!r.ok()) die(r.status().ToString());
+    auto r = Reader::open(p);
+    if (!r.ok()) die(r.status().to_string());
     Tree t = (*r)->tree();
-    for (uint32_t i = 0; i < t.leaves.size(); ++i) t.leaves[i] = Leaf::Reuse(i);
+    for (uint32_t i = 0; i < t.leaves.size(); ++i) t.leaves[i] = Leaf::reused(i);
     // Replace the last leaf with new data (generation after generation).
     const uint32_t last = static_cast<uint32_t>(t.leaves.size() - 1);
     Leaf fresh;
@@ -318,7 +318,7 @@ void file_based() {
     const std::string target = (dir / "m.jtree").string();
     WriteOptions swo = wo;
     swo.target_chunk_bytes = 32;
-    if (!save_segment(std::move(*std::move(b).Finish()), target, so, swo).ok()) {
+    if (!save_segment(std::move(*std::move(b).finish()), target, so, swo).ok()) {
       die("save_segment");
     }
     seeds_from_file("segment" + std::to_string(proc),

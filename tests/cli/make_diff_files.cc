@@ -65,7 +65,7 @@ jtree::Status write(const std::string& path, const Variant& v) {
   } else {
     t.metadata("run", "1").metadata("note", "base");
   }
-  JTREE_ASSIGN_OR_RETURN(jtree::Tree tree, std::move(t).Finish());
+  JTREE_ASSIGN_OR_RETURN(jtree::Tree tree, std::move(t).finish());
   return jtree::save(std::move(tree), path).status();
 }
 
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   };
   for (const auto& [name, variant] : files) {
     jtree::Status st = write(dir + "/" + name, variant);
-    if (!st.ok()) return std::fprintf(stderr, "%s: %s\n", name, st.ToString().c_str()), 1;
+    if (!st.ok()) return std::fprintf(stderr, "%s: %s\n", name, st.to_string().c_str()), 1;
   }
   return 0;
 }

@@ -121,7 +121,7 @@ inline Result<Tree> arrays_tree(const std::vector<GoldenArray>& arrays) {
     b.key(a.key).array(a.dtype, a.shape, ArrayView{a.data.data()}, a.options);
   }
   b.end();
-  return std::move(b).Finish();
+  return std::move(b).finish();
 }
 
 /// The whole tree of "basic.jtree" over `arrays` (which must outlive the save).
@@ -147,7 +147,7 @@ inline Result<Tree> basic_tree(const std::vector<GoldenArray>& arrays) {
   b.key("tied").tied(0);
   b.metadata("purpose", "golden file");
   b.end();
-  return std::move(b).Finish();
+  return std::move(b).finish();
 }
 
 }  // namespace jtree::golden

@@ -41,7 +41,7 @@ void die(const std::string& what) {
 }
 
 void check(const Status& st, const std::string& what) {
-  if (!st.ok()) die(what + ": " + st.ToString());
+  if (!st.ok()) die(what + ": " + st.to_string());
 }
 
 Bytes read_all(const std::string& path) {
@@ -86,7 +86,7 @@ struct Parts {
 Bytes assemble(const Parts& p, const Bytes* header_override = nullptr) {
   auto header = header_override ? Result<Bytes>(*header_override)
                                 : format::encode_header(p.tree, "make_golden");
-  if (!header.ok()) die(header.status().ToString());
+  if (!header.ok()) die(header.status().to_string());
   format::Preamble pre;
   pre.version = p.version;
   pre.header_size = header->size();
@@ -125,7 +125,7 @@ Parts chunked_parts() {
   root.num_children = 1;
   Node n;
   n.kind = NodeKind::kLeaf;
-  n.key = Key::Str("x");
+  n.key = Key::string("x");
   p.tree.nodes = {root, n};
   Leaf l;
   l.kind = LeafKind::kArray;
@@ -156,7 +156,7 @@ Parts inline_parts() {
   root.num_children = 1;
   Node n;
   n.kind = NodeKind::kLeaf;
-  n.key = Key::Str("v");
+  n.key = Key::string("v");
   p.tree.nodes = {root, n};
   Leaf l;
   l.kind = LeafKind::kArray;
@@ -195,12 +195,12 @@ void make_valid() {
   std::filesystem::copy_file(g_dir + "/valid/basic.jtree", app,
                              std::filesystem::copy_options::overwrite_existing);
   {
-    auto r = Reader::Open(app);
+    auto r = Reader::open(app);
     check(r.status(), "open basic");
     const Tree& old = (*r)->tree();
     Tree t = old;  // same structure, all leaves reused...
     for (uint32_t i = 0; i < t.leaves.size(); ++i) {
-      Leaf keep = Leaf::Reuse(i);
+      Leaf keep = Leaf::reused(i);
       t.leaves[i] = keep;
     }
     // ...except step, replaced by 1000.
@@ -214,7 +214,7 @@ void make_valid() {
     t.nodes[0].num_children += 1;
     Node n;
     n.kind = NodeKind::kLeaf;
-    n.key = Key::Str("extra");
+    n.key = Key::string("extra");
     n.leaf = static_cast<uint32_t>(t.leaves.size());
     t.nodes.push_back(n);
     Leaf e;
@@ -262,7 +262,7 @@ void make_valid() {
     b.dict().key("w").leaf(l).end();
     WriteOptions wo = def;
     wo.inline_threshold = 0;
-    check(save(std::move(*std::move(b).Finish()), g_dir + "/valid/rectilinear.jtree", wo).status(),
+    check(save(std::move(*std::move(b).finish()), g_dir + "/valid/rectilinear.jtree", wo).status(),
           "rectilinear");
   }
 
@@ -270,7 +270,7 @@ void make_valid() {
   {
     TreeBuilder b;
     b.int_value(-5);
-    check(save(std::move(*std::move(b).Finish()), g_dir + "/valid/scalar_root.jtree", def).status(),
+    check(save(std::move(*std::move(b).finish()), g_dir + "/valid/scalar_root.jtree", def).status(),
           "scalar root");
   }
   {
@@ -280,7 +280,7 @@ void make_valid() {
       b.key("leaf" + std::to_string(i)).float_value(i * 0.5);
     }
     b.end();
-    check(save(std::move(*std::move(b).Finish()), g_dir + "/valid/many_leaves.jtree", def).status(),
+    check(save(std::move(*std::move(b).finish()), g_dir + "/valid/many_leaves.jtree", def).status(),
           "many leaves");
   }
 }
@@ -585,10 +585,10 @@ void make_issue20_vectors() {
   }
 
   Parts p = inline_parts();
-  p.tree.nodes[1].key = Key::Str("v\xff");  // not UTF-8
+  p.tree.nodes[1].key = Key::string("v\xff");  // not UTF-8
   expect("key_not_utf8.jtree", assemble(p), "Corruption", "node 1: key is not valid UTF-8");
   p = inline_parts();
-  p.tree.nodes[1].key = Key::Str("\xed\xa0\x80");  // a surrogate (U+D800) encoded as UTF-8
+  p.tree.nodes[1].key = Key::string("\xed\xa0\x80");  // a surrogate (U+D800) encoded as UTF-8
   expect("key_surrogate.jtree", assemble(p), "Corruption", "node 1: key is not valid UTF-8");
   p = inline_parts();
   p.tree.nodes[0].kind = NodeKind::kNamedTuple;
@@ -665,9 +665,9 @@ void make_issue20_vectors() {
     q.tree.nodes[0].kind = NodeKind::kNamedTuple;
     q.tree.nodes[0].type_name = std::string("__main__.Odd");
     q.tree.nodes[0].num_children = 2;
-    q.tree.nodes[1].key = Key::Str("_1");
+    q.tree.nodes[1].key = Key::string("_1");
     Node second = q.tree.nodes[1];
-    second.key = Key::Str("class");
+    second.key = Key::string("class");
     q.tree.nodes.push_back(second);  // both fields refer to leaf 0
     write_all("valid/namedtuple_odd_fields.jtree", assemble(q));
   }

@@ -37,9 +37,9 @@ fi
 
 # The public API must be exported, not only nothing else.
 need=("jtree::save(jtree::Tree, std::basic_string_view<char, std::char_traits<char> >, jtree::WriteOptions const&)"
-      "jtree::Reader::Open(std::basic_string_view<char, std::char_traits<char> >, jtree::OpenOptions const&)"
+      "jtree::Reader::open(std::basic_string_view<char, std::char_traits<char> >, jtree::OpenOptions const&)"
       "jtree::version_string()"
-      "jtree::Status::ToString[abi:cxx11]() const"
+      "jtree::Status::to_string[abi:cxx11]() const"
       "vtable for jtree::Source")
 if [ -n "$header" ] && [ -f "$header" ]; then
   # Function names declared by the C header: identifiers jtree_* followed by "(".

@@ -81,7 +81,7 @@ struct TestTree {
     }
     b.key("note").str("remote test tree");
     b.end();
-    return *std::move(b).Finish();
+    return *std::move(b).finish();
   }
   static TestTree make(int leaves, size_t bytes, uint64_t seed) {
     TestTree t;
@@ -97,7 +97,7 @@ inline void check_tree(const Reader& r, const TestTree& t, const ReadOptions& ro
     REQUIRE(leaf.ok());
     std::vector<std::byte> got(t.data[i].size());
     Status st = r.read(*leaf, got, ro);
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
     CHECK(got == t.data[i]);
   }
 }
@@ -116,7 +116,7 @@ inline std::string serve_tree(const TestTree& t, const std::string& stem,
   const std::string name = std::to_string(run_id()) + "-" + stem;
   const std::string path = env("JTREE_TEST_WWW") + "/" + name;
   auto st = save(t.tree(), path, wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   return name;
 }
 
@@ -159,13 +159,13 @@ inline void make_bucket(const std::string& bucket, const RemoteOptions& o = s3_o
   spec.build = [&](remote::HttpRequest& req) {
     req.method = "PUT";
     remote::prepare_s3_request(*config, bucket, "", {}, "", req, std::time(nullptr));
-    return Status::OK();
+    return Status::success();
   };
   remote::BufferHandler h;
   auto head = remote::call(spec, h);
   // 409 BucketAlreadyOwnedByYou (or Exists) is fine.
   if (!head.ok()) REQUIRE_MESSAGE(head.status().message().find("409") != std::string::npos,
-                                  head.status().ToString());
+                                  head.status().to_string());
 }
 
 /// A bucket name unique to this run of the tests.

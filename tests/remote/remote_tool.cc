@@ -29,7 +29,7 @@ using namespace jtree;
 namespace {
 
 int fail(const Status& st) {
-  std::fprintf(stderr, "jtree_remote_tool: %s\n", st.ToString().c_str());
+  std::fprintf(stderr, "jtree_remote_tool: %s\n", st.to_string().c_str());
   return 1;
 }
 
@@ -53,7 +53,7 @@ int cmd_write(const std::string& url, uint64_t seed, int leaves, size_t bytes, b
   }
   b.key("seed").int_value(static_cast<int64_t>(seed));
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   if (!tree.ok()) return fail(tree.status());
   WriteOptions wo;
   const uint64_t half = static_cast<uint64_t>(leaves) * bytes / 2;
@@ -65,7 +65,7 @@ int cmd_write(const std::string& url, uint64_t seed, int leaves, size_t bytes, b
 }
 
 int cmd_check(const std::string& url, uint64_t seed, int leaves, size_t bytes) {
-  auto r = Reader::Open(url);
+  auto r = Reader::open(url);
   if (!r.ok()) return fail(r.status());
   for (int i = 0; i < leaves; ++i) {
     auto leaf = (*r)->find_leaf("w" + std::to_string(i));
@@ -74,12 +74,12 @@ int cmd_check(const std::string& url, uint64_t seed, int leaves, size_t bytes) {
     Status st = (*r)->read(*leaf, got);
     if (!st.ok()) return fail(st);
     if (got != leaf_bytes(seed, i, bytes)) {
-      return fail(Status::Corruption(url + ": leaf w" + std::to_string(i) + " differs"));
+      return fail(Status::corruption(url + ": leaf w" + std::to_string(i) + " differs"));
     }
   }
-  auto v = (*r)->Verify();
+  auto v = (*r)->verify();
   if (!v.ok()) return fail(v.status());
-  if (!v->ok()) return fail(Status::Corruption(url + ": " + v->problems[0].where));
+  if (!v->ok()) return fail(Status::corruption(url + ": " + v->problems[0].where));
   std::printf("ok\n");
   return 0;
 }
@@ -110,7 +110,7 @@ int cmd_get(const std::string& url, const std::string& file) {
 }
 
 int cmd_stats(const std::string& url) {
-  auto r = Reader::Open(url);
+  auto r = Reader::open(url);
   if (!r.ok()) return fail(r.status());
   const IoStats s = (*r)->io_stats();
   std::printf("{\"requests\": %llu, \"bytes_read\": %llu, \"retries\": %llu}\n",

@@ -13,8 +13,8 @@ remote::RemoteSourceStats load_through(const std::string& faults, const TestTree
                                        const std::string& name, RemoteOptions o = fast_options()) {
   OpenOptions oo;
   oo.remote = o;
-  auto r = Reader::Open(env("JTREE_TEST_PROXY") + "/" + faults + "/" + name, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(env("JTREE_TEST_PROXY") + "/" + faults + "/" + name, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_tree(**r, t);
   return details(*(*r)->source());
 }
@@ -56,8 +56,8 @@ TEST_CASE("faults: a random mix of faults on 30% of attempts") {
   ro.max_fetch_bytes = 32 << 10;
   OpenOptions oo;
   oo.remote = o;
-  auto r = Reader::Open(env("JTREE_TEST_PROXY") + "/rand=30/" + name, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(env("JTREE_TEST_PROXY") + "/rand=30/" + name, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_tree(**r, t, ro);
   const auto d = details(*(*r)->source());
   MESSAGE("requests " << d.io.read_requests << ", retries " << d.io.retries);
@@ -75,11 +75,11 @@ TEST_CASE("faults: persistent 503s fail within the deadline, naming the URL and 
   oo.remote = o;
   const std::string url = env("JTREE_TEST_PROXY") + "/always503/" + name;
   const auto start = std::chrono::steady_clock::now();
-  auto r = Reader::Open(url, oo);
+  auto r = Reader::open(url, oo);
   const double took = seconds_since(start);
   REQUIRE_FALSE(r.ok());
-  MESSAGE(r.status().ToString());
-  CHECK(r.status().IsIOError());
+  MESSAGE(r.status().to_string());
+  CHECK(r.status().is_io_error());
   CHECK(r.status().message().find(url) != std::string::npos);
   CHECK(r.status().message().find("503") != std::string::npos);
   CHECK(r.status().message().find("gave up after") != std::string::npos);
@@ -88,7 +88,7 @@ TEST_CASE("faults: persistent 503s fail within the deadline, naming the URL and 
   o.http.max_retries = 2;
   o.http.deadline_seconds = 30;
   oo.remote = o;
-  auto r2 = Reader::Open(url, oo);
+  auto r2 = Reader::open(url, oo);
   REQUIRE_FALSE(r2.ok());
   CHECK(r2.status().message().find("after 3 attempts") != std::string::npos);
 }
@@ -103,10 +103,10 @@ TEST_CASE("faults: a stalled server is abandoned, within the deadline") {
   OpenOptions oo;
   oo.remote = o;
   const auto start = std::chrono::steady_clock::now();
-  auto r = Reader::Open(env("JTREE_TEST_PROXY") + "/alwaysstall/" + name, oo);
+  auto r = Reader::open(env("JTREE_TEST_PROXY") + "/alwaysstall/" + name, oo);
   const double took = seconds_since(start);
   REQUIRE_FALSE(r.ok());
-  MESSAGE(r.status().ToString());
+  MESSAGE(r.status().to_string());
   CHECK(r.status().message().find("gave up after") != std::string::npos);
   CHECK(took < 3.5 + 1.5);
 }
@@ -119,10 +119,10 @@ TEST_CASE("faults: dropped connections on every attempt fail cleanly too") {
   o.http.max_retries = 3;
   OpenOptions oo;
   oo.remote = o;
-  auto r = Reader::Open(env("JTREE_TEST_PROXY") + "/alwaysdrop/" + name, oo);
+  auto r = Reader::open(env("JTREE_TEST_PROXY") + "/alwaysdrop/" + name, oo);
   REQUIRE_FALSE(r.ok());
-  MESSAGE(r.status().ToString());
-  CHECK(r.status().IsIOError());
+  MESSAGE(r.status().to_string());
+  CHECK(r.status().is_io_error());
   CHECK(r.status().message().find("after 4 attempts") != std::string::npos);
 }
 

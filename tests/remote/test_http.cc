@@ -18,8 +18,8 @@ TEST_CASE("http: open in one round trip of two requests, read leaves bit-exact")
   const std::string name = serve_tree(t, "http_basic.jtree");
   OpenOptions oo;
   oo.remote = fast_options();
-  auto r = Reader::Open(env("JTREE_TEST_HTTP") + "/" + name, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(env("JTREE_TEST_HTTP") + "/" + name, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   auto d = details(*(*r)->source());
   CHECK(d.round_trips == 1);
   CHECK(d.io.read_requests == 2);  // head and suffix tail, in parallel
@@ -41,7 +41,7 @@ TEST_CASE("http: a slice reads only the chunks it overlaps") {
   const std::string name = serve_tree(t, "http_slice.jtree", wo);
   OpenOptions oo;
   oo.remote = fast_options();
-  auto r = *Reader::Open(env("JTREE_TEST_HTTP") + "/" + name, oo);
+  auto r = *Reader::open(env("JTREE_TEST_HTTP") + "/" + name, oo);
   const uint64_t after_open = r->io_stats().bytes_read;
   std::vector<std::byte> got(1000);
   REQUIRE(r->read_box(0, Box{{2'000'000}, {2'001'000}}, got).ok());
@@ -86,7 +86,7 @@ TEST_CASE("http: Source::read coalesces neighbouring ranges and splits large one
   std::vector<std::byte> tail(10);
   ReadRange past{bytes.size() - 5, tail};
   Status st = src->read(std::span(&past, 1));
-  CHECK(st.IsIOError());
+  CHECK(st.is_io_error());
   CHECK(st.message().find("ranges.bin") != std::string::npos);
 }
 
@@ -97,8 +97,8 @@ TEST_CASE("https: HTTP/2 with a verified certificate, connections reused") {
   OpenOptions oo;
   oo.remote = fast_options();  // ca_file: the throwaway CA
   const std::string url = env("JTREE_TEST_HTTPS") + "/" + name;
-  auto r = Reader::Open(url, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(url, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   for (int round = 0; round < 5; ++round) check_tree(**r, t);
   auto d = details(*(*r)->source());
   CHECK(d.http2_responses == d.io.read_requests);
@@ -106,7 +106,7 @@ TEST_CASE("https: HTTP/2 with a verified certificate, connections reused") {
   CHECK(d.io.read_requests >= 40);
   CHECK(d.connections <= 2);
   // Connections are shared across Sources too.
-  auto r2 = *Reader::Open(url, oo);
+  auto r2 = *Reader::open(url, oo);
   check_tree(*r2, t);
   CHECK(details(*r2->source()).connections == 0);
 }
@@ -119,15 +119,15 @@ TEST_CASE("https: an unknown CA is refused at once; verify_tls=false accepts it"
   oo.remote = fast_options();
   oo.remote.http.ca_file = "/etc/ssl/certs/ca-certificates.crt";  // the system's CAs only
   const auto start = std::chrono::steady_clock::now();
-  auto r = Reader::Open(env("JTREE_TEST_HTTPS") + "/" + name, oo);
+  auto r = Reader::open(env("JTREE_TEST_HTTPS") + "/" + name, oo);
   REQUIRE_FALSE(r.ok());
-  MESSAGE(r.status().ToString());
+  MESSAGE(r.status().to_string());
   CHECK(r.status().message().find(env("JTREE_TEST_HTTPS")) != std::string::npos);
   CHECK(r.status().message().find("certificate") != std::string::npos);
   CHECK(r.status().message().find("gave up") == std::string::npos);  // not retried
   CHECK(seconds_since(start) < 5);
   oo.remote.http.verify_tls = false;
-  auto r2 = Reader::Open(env("JTREE_TEST_HTTPS") + "/" + name, oo);
+  auto r2 = Reader::open(env("JTREE_TEST_HTTPS") + "/" + name, oo);
   REQUIRE(r2.ok());
   check_tree(**r2, t);
 }
@@ -137,9 +137,9 @@ TEST_CASE("http: missing files are NotFound, naming the URL") {
   OpenOptions oo;
   oo.remote = fast_options();
   const std::string url = env("JTREE_TEST_HTTP") + "/no/such/file.jtree";
-  auto r = Reader::Open(url, oo);
+  auto r = Reader::open(url, oo);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().IsNotFound());
+  CHECK(r.status().is_not_found());
   CHECK(r.status().message().find(url) != std::string::npos);
   CHECK(r.status().message().find("404") != std::string::npos);
 }
@@ -153,20 +153,20 @@ TEST_CASE("http: tiny and empty objects") {
   oo.remote = fast_options();
   auto src = *open_source(env("JTREE_TEST_HTTP") + "/tiny.bin", oo);
   auto ht = src->read_head_tail(64 << 10, 256 << 10);
-  REQUIRE_MESSAGE(ht.ok(), ht.status().ToString());
+  REQUIRE_MESSAGE(ht.ok(), ht.status().to_string());
   CHECK(ht->size == 3);
   CHECK(ht->head.size() == 3);
   CHECK(ht->tail.size() == 3);
   CHECK(static_cast<char>(ht->tail[2]) == 'c');
   auto e = *open_source(env("JTREE_TEST_HTTP") + "/empty.bin", oo);
   auto eht = e->read_head_tail(64 << 10, 256 << 10);
-  REQUIRE_MESSAGE(eht.ok(), eht.status().ToString());
+  REQUIRE_MESSAGE(eht.ok(), eht.status().to_string());
   CHECK(eht->size == 0);
   CHECK(eht->head.empty());
   CHECK(eht->tail.empty());
   // Not jtree files: a clear Corruption, nothing worse.
-  auto r = Reader::Open(env("JTREE_TEST_HTTP") + "/empty.bin", oo);
-  CHECK(r.status().IsCorruption());
+  auto r = Reader::open(env("JTREE_TEST_HTTP") + "/empty.bin", oo);
+  CHECK(r.status().is_corruption());
 }
 
 TEST_CASE("http: a server that ignores Range is refused, or downloaded whole when allowed") {
@@ -179,15 +179,15 @@ TEST_CASE("http: a server that ignores Range is refused, or downloaded whole whe
   const std::string url = env("JTREE_TEST_HTTP") + "/norange/" + name;
   auto refused = open_source(url, oo);
   REQUIRE(refused.ok());
-  auto st = Reader::Open(*refused, oo);
+  auto st = Reader::open(*refused, oo);
   REQUIRE_FALSE(st.ok());
   CHECK(st.status().code() == StatusCode::kNotSupported);
   CHECK(st.status().message().find(url) != std::string::npos);
   CHECK(st.status().message().find("server ignores HTTP Range requests") != std::string::npos);
   CHECK(details(**refused).io.bytes_read == 0);  // stopped at the headers
   oo.remote.http.allow_full_download = true;
-  auto r = Reader::Open(url, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(url, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_tree(**r, t);
   const auto d = details(*(*r)->source());
   CHECK(d.range_ignored > 0);
@@ -202,7 +202,7 @@ TEST_CASE("http: a file replaced while a Reader uses it is detected, not mixed")
   const std::string name = serve_tree(t1, "replaced.jtree");
   OpenOptions oo;
   oo.remote = fast_options();
-  auto r = *Reader::Open(env("JTREE_TEST_HTTP") + "/" + name, oo);
+  auto r = *Reader::open(env("JTREE_TEST_HTTP") + "/" + name, oo);
   const std::string etag = r->source()->etag();
   CHECK_FALSE(etag.empty());
   // The new version, with another modification time (nginx's ETag is mtime-size).
@@ -217,7 +217,7 @@ TEST_CASE("http: a file replaced while a Reader uses it is detected, not mixed")
   CHECK(st.message().find("changed while being read") != std::string::npos);
   CHECK(st.message().find(name) != std::string::npos);
   // A new Reader sees the new version.
-  auto r2 = *Reader::Open(env("JTREE_TEST_HTTP") + "/" + name, oo);
+  auto r2 = *Reader::open(env("JTREE_TEST_HTTP") + "/" + name, oo);
   check_tree(*r2, t2);
 }
 
@@ -245,12 +245,12 @@ TEST_CASE("http: http_proxy is honoured") {
   ::setenv("NO_PROXY", "", 1);
   OpenOptions oo;
   oo.remote = fast_options();
-  auto r = Reader::Open(env("JTREE_TEST_HTTP") + "/" + name, oo);
-  Status st = r.ok() ? Status::OK() : r.status();
+  auto r = Reader::open(env("JTREE_TEST_HTTP") + "/" + name, oo);
+  Status st = r.ok() ? Status::success() : r.status();
   if (r.ok()) check_tree(**r, t);
   ::unsetenv("http_proxy");
   ::unsetenv("NO_PROXY");
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   CHECK(count() - before >= 3);  // open (2) and the leaf (1) went through the proxy
 }
 
@@ -259,11 +259,11 @@ TEST_CASE("http: writing and appending over http are refused clearly") {
   const TestTree t = TestTree::make(1, 1000, 81);
   auto st = save(t.tree(), env("JTREE_TEST_HTTP") + "/nope.jtree");
   REQUIRE_FALSE(st.ok());
-  CHECK(st.status().IsNotSupported());
+  CHECK(st.status().is_not_supported());
   const std::string name = serve_tree(t, "append_http.jtree");
   WriteOptions wo;
   wo.remote = fast_options();
   auto ap = append(env("JTREE_TEST_HTTP") + "/" + name, t.tree(), wo);
   REQUIRE_FALSE(ap.ok());
-  CHECK(ap.status().IsNotSupported());
+  CHECK(ap.status().is_not_supported());
 }

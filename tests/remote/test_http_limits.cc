@@ -151,11 +151,11 @@ TEST_CASE("an endless error body: the first 64 KiB are kept and the transfer sto
   spec.options = &o;
   spec.build = [&](HttpRequest& r) {
     r.url = again.url();
-    return Status::OK();
+    return Status::success();
   };
   auto r = call(spec, h);
   REQUIRE(!r.ok());
-  CHECK(r.status().IsIOError());
+  CHECK(r.status().is_io_error());
   CHECK(r.status().message().find("HTTP 503: yyyy") != std::string::npos);
 }
 
@@ -213,9 +213,9 @@ TEST_CASE("opening a URL whose server answers an endless error body fails at onc
   oo.remote.http.max_retries = 0;
   oo.remote.http.deadline_seconds = 20;
   const auto start = Clock::now();
-  auto r = Reader::Open(server.url(), oo);
+  auto r = Reader::open(server.url(), oo);
   REQUIRE(!r.ok());
-  CHECK(r.status().IsNotFound());
+  CHECK(r.status().is_not_found());
   CHECK(r.status().message().find(server.url()) != std::string::npos);
   CHECK(seconds_since(start) < 10);
   CHECK(server.sent() < (16u << 20));
@@ -263,7 +263,7 @@ TEST_CASE("a range read answered with the whole object stops at once: NotSupport
   // What the server got into the socket before the client closed it: far from 50 MB.
   CHECK(server.sent() < (16u << 20));
   // Opening a Reader fails the same way, naming the URL.
-  auto reader = Reader::Open(server.url(), oo);
+  auto reader = Reader::open(server.url(), oo);
   REQUIRE(!reader.ok());
   CHECK(reader.status().code() == StatusCode::kNotSupported);
   CHECK(reader.status().message().find(server.url()) != std::string::npos);
@@ -286,7 +286,7 @@ TEST_CASE("allow_full_download: the object is downloaded once, and reads are ser
   REQUIRE((*src)->read(std::span<const ReadRange>(&rb, 1)).ok());
   CHECK(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{'z'}; }));
   ReadRange past{kIgnoredSize - 5, b};
-  CHECK((*src)->read(std::span<const ReadRange>(&past, 1)).IsIOError());  // past the end
+  CHECK((*src)->read(std::span<const ReadRange>(&past, 1)).is_io_error());  // past the end
   const RemoteSourceStats s = stats_of(**src);
   CHECK(s.full_downloads == 1);
   CHECK(s.io.read_requests == 2);  // the refused range request, then the one download

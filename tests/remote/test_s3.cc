@@ -32,12 +32,12 @@ IoStats put_bytes(const std::string& url, std::span<const std::byte> bytes, size
   SinkOptions so;
   so.remote = o;
   auto sink = create_sink(url, so);
-  REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+  REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
   for (size_t i = 0; i < bytes.size(); i += piece) {
     REQUIRE((*sink)->append(bytes.subspan(i, std::min(piece, bytes.size() - i))).ok());
   }
   Status st = (*sink)->commit();
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   return (*sink)->stats();
 }
 
@@ -45,11 +45,11 @@ std::vector<std::byte> get_bytes(const std::string& url, const RemoteOptions& o 
   auto src = open_source(url, open_with(o));
   REQUIRE(src.ok());
   auto size = (*src)->size();
-  REQUIRE_MESSAGE(size.ok(), size.status().ToString());
+  REQUIRE_MESSAGE(size.ok(), size.status().to_string());
   std::vector<std::byte> out(*size);
   ReadRange r{0, out};
   Status st = (*src)->read(std::span(&r, 1));
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   return out;
 }
 
@@ -88,11 +88,11 @@ TEST_CASE("s3: a small save is one PUT; the load is bit-exact") {
   WriteOptions wo;
   wo.remote = s3_options();
   auto st = save(t.tree(), url, wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   OpenOptions oo;
   oo.remote = s3_options();
-  auto r = Reader::Open(url, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(url, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_tree(**r, t);
   auto d = details(*(*r)->source());
   CHECK(d.round_trips <= 5);
@@ -118,16 +118,16 @@ TEST_CASE("s3: a large save is a multipart upload with parallel parts") {
   auto sink = create_sink(url, so);
   REQUIRE(sink.ok());
   auto st = save(t.tree(), **sink, wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   const IoStats ws = (*sink)->stats();
   CHECK(ws.write_requests == 1 + 5 + 1);  // create, 5 parts, complete
   CHECK(ws.bytes_written >= st->file_size);
   OpenOptions oo;
   oo.remote = s3_options();
-  auto r = Reader::Open(url, oo);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(url, oo);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_tree(**r, t);
-  auto v = (*r)->Verify();
+  auto v = (*r)->verify();
   REQUIRE(v.ok());
   CHECK(v->ok());
   // Raw sizes around the part boundary.
@@ -151,7 +151,7 @@ TEST_CASE("s3: a failed save leaves no object, and no previous one is harmed") {
   auto st = save(t.tree(), url, wo);
   REQUIRE_FALSE(st.ok());
   CHECK(st.status().code() == StatusCode::kAborted);
-  CHECK(stat_object(url, s3_options()).status().IsNotFound());
+  CHECK(stat_object(url, s3_options()).status().is_not_found());
   // Over an existing object: the old one stays.
   const TestTree old = TestTree::make(1, 1000, 222);
   wo.progress = nullptr;
@@ -160,7 +160,7 @@ TEST_CASE("s3: a failed save leaves no object, and no previous one is harmed") {
   REQUIRE_FALSE(save(t.tree(), url, wo).ok());
   OpenOptions oo;
   oo.remote = s3_options();
-  check_tree(**Reader::Open(url, oo), old);
+  check_tree(**Reader::open(url, oo), old);
   // A sink dropped without commit aborts.
   {
     SinkOptions so;
@@ -169,7 +169,7 @@ TEST_CASE("s3: a failed save leaves no object, and no previous one is harmed") {
     const auto bytes = pattern_bytes(12 << 20, 3);
     REQUIRE(sink->append(bytes).ok());
   }
-  CHECK(stat_object(s3_url(bucket(), "failed/dropped"), s3_options()).status().IsNotFound());
+  CHECK(stat_object(s3_url(bucket(), "failed/dropped"), s3_options()).status().is_not_found());
   // overwrite = false refuses an existing object.
   SinkOptions keep;
   keep.remote = s3_options();
@@ -193,7 +193,7 @@ TEST_CASE("s3: wrong credentials fail at once with a clear error naming bucket a
   const auto start = std::chrono::steady_clock::now();
   auto ht = src->read_head_tail(64 << 10, 256 << 10);
   REQUIRE_FALSE(ht.ok());
-  MESSAGE(ht.status().ToString());
+  MESSAGE(ht.status().to_string());
   CHECK(seconds_since(start) < 2);
   CHECK(ht.status().code() == StatusCode::kPermissionDenied);
   const std::string& m = ht.status().message();
@@ -211,7 +211,7 @@ TEST_CASE("s3: wrong credentials fail at once with a clear error naming bucket a
   CHECK(st.status().code() == StatusCode::kPermissionDenied);
   // An unknown access key.
   bad.s3.access_key_id = "NOSUCHKEY";
-  auto r = Reader::Open(s3_url(bucket(), key), open_with(bad));
+  auto r = Reader::open(s3_url(bucket(), key), open_with(bad));
   CHECK(r.status().code() == StatusCode::kPermissionDenied);
   CHECK(r.status().message().find("InvalidAccessKeyId") != std::string::npos);
 }
@@ -220,14 +220,14 @@ TEST_CASE("s3: missing keys and buckets are NotFound") {
   JTREE_NEED_SERVER("JTREE_TEST_S3_ENDPOINT");
   OpenOptions oo;
   oo.remote = s3_options();
-  auto r = Reader::Open(s3_url(bucket(), "no/such.jtree"), oo);
+  auto r = Reader::open(s3_url(bucket(), "no/such.jtree"), oo);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().IsNotFound());
+  CHECK(r.status().is_not_found());
   CHECK(r.status().message().find("NoSuchKey") != std::string::npos);
   CHECK(r.status().message().find("s3://" + bucket() + "/no/such.jtree") != std::string::npos);
-  auto r2 = Reader::Open("s3://no-such-bucket-jtree/x", oo);
-  CHECK(r2.status().IsNotFound());
-  CHECK(stat_object(s3_url(bucket(), "no/such"), s3_options()).status().IsNotFound());
+  auto r2 = Reader::open("s3://no-such-bucket-jtree/x", oo);
+  CHECK(r2.status().is_not_found());
+  CHECK(stat_object(s3_url(bucket(), "no/such"), s3_options()).status().is_not_found());
 }
 
 TEST_CASE("s3: ListObjectsV2 pages, DeleteObject, HEAD") {
@@ -240,7 +240,7 @@ TEST_CASE("s3: ListObjectsV2 pages, DeleteObject, HEAD") {
   auto config = remote::resolve_s3_config(s3_options(), remote::Environment::process());
   remote::S3Client client(*config, s3_options());
   auto p1 = client.list_page(bucket(), "list/", "", 2);
-  REQUIRE_MESSAGE(p1.ok(), p1.status().ToString());
+  REQUIRE_MESSAGE(p1.ok(), p1.status().to_string());
   CHECK(p1->objects.size() == 2);
   CHECK(p1->truncated);
   CHECK(p1->objects[0].key == "list/k0");
@@ -250,14 +250,14 @@ TEST_CASE("s3: ListObjectsV2 pages, DeleteObject, HEAD") {
   CHECK(p2->objects[0].key == "list/k2");
   // All of them.
   auto all = list_objects(s3_url(bucket(), "list/"), s3_options());
-  REQUIRE_MESSAGE(all.ok(), all.status().ToString());
+  REQUIRE_MESSAGE(all.ok(), all.status().to_string());
   REQUIRE(all->size() == 8);
   CHECK((*all)[7].url == s3_url(bucket(), "list/sub/deeper"));
   CHECK(list_objects(s3_url(bucket(), "list/"), s3_options(), 5).status().code() ==
         StatusCode::kResourceExhausted);
   // Delete, then it is gone; deleting again is fine (as on S3); remove_object says NotFound.
   REQUIRE(delete_object(s3_url(bucket(), "list/k3"), s3_options()).ok());
-  CHECK(stat_object(s3_url(bucket(), "list/k3"), s3_options()).status().IsNotFound());
+  CHECK(stat_object(s3_url(bucket(), "list/k3"), s3_options()).status().is_not_found());
   CHECK(delete_object(s3_url(bucket(), "list/k3"), s3_options()).ok());
   CHECK(list_objects(s3_url(bucket(), "list/"), s3_options())->size() == 7);
 }
@@ -305,23 +305,23 @@ TEST_CASE("s3: append writes a new version (copies of the old bytes + the new ge
     REQUIRE(save(base.tree(), url, wo).ok());
     OpenOptions oo;
     oo.remote = s3_options();
-    auto old_reader = *Reader::Open(url, oo);
+    auto old_reader = *Reader::open(url, oo);
     // Generation 1: w0 kept, w1 added.
     const auto extra = pattern_bytes(300'000, 242);
     TreeBuilder b;
     b.dict();
-    b.key("w0").leaf(Leaf::Reuse(*old_reader->find_leaf("w0")));
+    b.key("w0").leaf(Leaf::reused(*old_reader->find_leaf("w0")));
     b.key("w1").array(DType::kUInt8, {extra.size()}, ArrayView{extra.data()});
     b.end();
-    auto st = append(url, *std::move(b).Finish(), wo);
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    auto st = append(url, *std::move(b).finish(), wo);
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
     CHECK(st->generation == 1);
-    auto r = *Reader::Open(url, oo);
+    auto r = *Reader::open(url, oo);
     CHECK(r->info().generation == 1);
     TestTree both = base;
     both.data.push_back(extra);
     check_tree(*r, both);
-    auto v = r->Verify();
+    auto v = r->verify();
     REQUIRE(v.ok());
     CHECK(v->ok());
     // The old object's bytes are the new one's prefix.
@@ -344,10 +344,10 @@ TEST_CASE("s3: virtual-hosted addressing (bucket.localhost)") {
   WriteOptions wo;
   wo.remote = o;
   auto st = save(t.tree(), url, wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
-  check_tree(**Reader::Open(url, open_with(o)), t);
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
+  check_tree(**Reader::open(url, open_with(o)), t);
   // Path-style sees the same object.
-  check_tree(**Reader::Open(url, open_with(s3_options())), t);
+  check_tree(**Reader::open(url, open_with(s3_options())), t);
 }
 
 TEST_CASE("s3: credentials and endpoint from the environment and profile files") {
@@ -386,12 +386,12 @@ TEST_CASE("s3: credentials and endpoint from the environment and profile files")
       << "[jtree]\naws_access_key_id = " << env("JTREE_TEST_S3_KEY")
       << "\naws_secret_access_key = " << env("JTREE_TEST_S3_SECRET") << "\n";
   std::ofstream(dir + "/.aws/config") << "[profile jtree]\nregion = us-east-1\n";
-  auto wrong = Reader::Open(url, open_with(o));
+  auto wrong = Reader::open(url, open_with(o));
   CHECK(wrong.status().code() == StatusCode::kPermissionDenied);
   CHECK(wrong.status().message().find("profile \"default\"") != std::string::npos);
   scoped.set("AWS_PROFILE", "jtree");
-  auto r = Reader::Open(url, open_with(o));
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(url, open_with(o));
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_tree(**r, t);
   std::filesystem::remove_all(dir);
 }
@@ -415,7 +415,7 @@ TEST_CASE("s3: keys with spaces, '+', '%' and UTF-8") {
   auto sink = create_sink(s3_url(bucket(), "odd keys/copy"), so).value();
   REQUIRE(sink->append_from(s3_url(bucket(), src_key), 0, bytes.size()).ok());
   Status committed = sink->commit();
-  REQUIRE_MESSAGE(committed.ok(), committed.ToString());
+  REQUIRE_MESSAGE(committed.ok(), committed.to_string());
   CHECK(get_bytes(s3_url(bucket(), "odd keys/copy")) == bytes);
 }
 
@@ -451,23 +451,23 @@ TEST_CASE("s3: a multi-host commit assembles the segments (server-side copies)")
     b.key("w").leaf(l);
     b.end();
     seg.process_index = k;
-    auto st = save_segment(*std::move(b).Finish(), target, seg);
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    auto st = save_segment(*std::move(b).finish(), target, seg);
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   }
   auto st = commit_segments(target, 2);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   // Both blocks (segment 0 with the checkpoint head, segment 1) are over the 5 MiB part
   // minimum: they are copied on the server, and the commit uploads only the index and footer.
   CHECK(st->io.bytes_written > 0);
   CHECK(st->io.bytes_written < 4096);
-  auto r = Reader::Open(target);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(target);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   std::vector<std::byte> got(full.size());
   REQUIRE((*r)->read(*(*r)->find_leaf("w"), got).ok());
   CHECK(got == full);
   // The segments are gone.
-  CHECK(stat_object(segment_path(target, 0, 2)).status().IsNotFound());
-  CHECK(stat_object(segment_path(target, 1, 2)).status().IsNotFound());
+  CHECK(stat_object(segment_path(target, 0, 2)).status().is_not_found());
+  CHECK(stat_object(segment_path(target, 1, 2)).status().is_not_found());
 }
 
 // Writes an object with one plain PutObject, as a writer other than jtree would (a jtree
@@ -480,7 +480,7 @@ static void put_raw(const std::string& url, std::span<const std::byte> bytes) {
   auto loc = remote::parse_s3_url(url);
   REQUIRE(loc.ok());
   const Status st = client.put_object(*loc, bytes);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
 }
 
 TEST_CASE("s3: an append's commit is conditional on the version it copied (If-Match)") {
@@ -495,7 +495,7 @@ TEST_CASE("s3: an append's commit is conditional on the version it copied (If-Ma
     SinkOptions so;
     so.remote = s3_options();
     auto sink = open_append_sink(url, size, so, planned);
-    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
     const auto more = pattern_bytes(1000, 52);
     REQUIRE((*sink)->append(more).ok());
     // Another writer replaces the object between this append's copy and its commit.
@@ -512,7 +512,7 @@ TEST_CASE("s3: an append's commit is conditional on the version it copied (If-Ma
       // commits over the other writer's object (docs/remote.md says so; AWS S3 refuses it
       // with 412, and the header is checked on the wire by test_s3_conditional.cc). If this
       // fails because RGW now honours it, assert Aborted here as above and update the docs.
-      CHECK_MESSAGE(st.ok(), st.ToString());
+      CHECK_MESSAGE(st.ok(), st.to_string());
       CHECK(get_bytes(url).size() == size + more.size());
     }
   }
@@ -527,7 +527,7 @@ TEST_CASE("s3: a save that must not overwrite is conditional on commit (If-None-
     so.remote = s3_options();
     so.overwrite = false;
     auto sink = create_sink(url, so);
-    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
     REQUIRE((*sink)->append(pattern_bytes(size, 61)).ok());
     // Another writer creates the object before this save commits.
     const auto other = pattern_bytes(1000, 62);
@@ -539,7 +539,7 @@ TEST_CASE("s3: a save that must not overwrite is conditional on commit (If-None-
       CHECK(get_bytes(url) == other);
     } else {
       // RGW 16 ignores If-None-Match on CompleteMultipartUpload too (see the If-Match case).
-      CHECK_MESSAGE(st.ok(), st.ToString());
+      CHECK_MESSAGE(st.ok(), st.to_string());
       CHECK(get_bytes(url) == pattern_bytes(size, 61));
     }
     // And where nothing appeared, the conditional commit succeeds.
@@ -548,7 +548,7 @@ TEST_CASE("s3: a save that must not overwrite is conditional on commit (If-None-
     REQUIRE(sink2.ok());
     REQUIRE((*sink2)->append(pattern_bytes(size, 63)).ok());
     const Status st2 = (*sink2)->commit();
-    CHECK_MESSAGE(st2.ok(), st2.ToString());
+    CHECK_MESSAGE(st2.ok(), st2.to_string());
     CHECK(get_bytes(fresh) == pattern_bytes(size, 63));
   }
 }

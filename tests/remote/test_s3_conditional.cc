@@ -267,7 +267,7 @@ TEST_CASE("s3 append: the commit carries If-Match; a 412 is the append guard's A
     SinkOptions so;
     so.remote = options_for(server);
     auto sink = open_append_sink(url, size, so, etag);
-    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
     const std::string more = "new generation";
     REQUIRE((*sink)->append(std::as_bytes(std::span(more))).ok());
     const Status st = (*sink)->commit();
@@ -311,7 +311,7 @@ TEST_CASE("s3 append: with no planned ETag, the commit is pinned to the version 
   SinkOptions so;
   so.remote = options_for(server);
   auto sink = open_append_sink("s3://bkt/obj.jtree", data.size(), so, "");
-  REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+  REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
   CHECK((*sink)->commit().code() == StatusCode::kAborted);
   const std::vector<Request> rs = server.requests();
   const Request* commit = find(rs, is_commit);
@@ -331,11 +331,11 @@ TEST_CASE("s3 append: a store that wants the bare ETag (Ceph RGW) gets it once t
     SinkOptions so;
     so.remote = options_for(server);
     auto sink = open_append_sink("s3://bkt/obj.jtree", size, so, etag);
-    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
     const std::string more = "more";
     REQUIRE((*sink)->append(std::as_bytes(std::span(more))).ok());
     const Status st = (*sink)->commit();
-    CHECK_MESSAGE(st.ok(), st.ToString());
+    CHECK_MESSAGE(st.ok(), st.to_string());
     std::vector<Request> commits;
     for (const Request& r : server.requests()) {
       if (is_commit(r)) commits.push_back(r);
@@ -361,7 +361,7 @@ TEST_CASE("s3 save without overwrite: the commit carries If-None-Match; a 412 is
     so.remote = options_for(server);
     so.overwrite = false;
     auto sink = create_sink("s3://bkt/new.jtree", so);
-    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
     std::string body(size, 'z');
     REQUIRE((*sink)->append(std::as_bytes(std::span(body))).ok());
     const Status st = (*sink)->commit();
@@ -391,7 +391,7 @@ TEST_CASE("s3 save with overwrite (the default): no condition on the commit") {
   const std::string body = "small";
   REQUIRE((*sink)->append(std::as_bytes(std::span(body))).ok());
   const Status st = (*sink)->commit();
-  CHECK_MESSAGE(st.ok(), st.ToString());
+  CHECK_MESSAGE(st.ok(), st.to_string());
   const std::vector<Request> rs = server.requests();
   REQUIRE(!rs.empty());
   CHECK(rs.front().method == "PUT");
@@ -500,7 +500,7 @@ TEST_CASE("s3 save: a commit whose reply was lost and whose retry got 412 is a c
       so.remote.http.backoff_initial_seconds = 0.01;
       so.overwrite = false;
       auto sink = create_sink("s3://bkt/new.jtree", so);
-      REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+      REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
       std::string body(size, 'q');
       REQUIRE((*sink)->append(std::as_bytes(std::span(body))).ok());
       const Status st = (*sink)->commit();
@@ -510,7 +510,7 @@ TEST_CASE("s3 save: a commit whose reply was lost and whose retry got 412 is a c
         // The object that exists is not the one this commit makes: the refusal stands.
         CHECK(st.code() == StatusCode::kAlreadyExists);
       } else {
-        CHECK_MESSAGE(st.ok(), st.ToString());
+        CHECK_MESSAGE(st.ok(), st.to_string());
         // Nothing aborted: the upload was completed.
         CHECK(std::none_of(rs.begin(), rs.end(),
                            [](const Request& r) { return r.method == "DELETE"; }));

@@ -34,7 +34,7 @@ remote::S3Client client() {
 void put_object(const std::string& key, std::string_view text) {
   auto c = client();
   Status st = c.put_object({hygiene_bucket(), key}, std::as_bytes(std::span(text)));
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
 }
 
 std::string get_object(const std::string& key) {
@@ -52,10 +52,10 @@ std::string get_object(const std::string& key) {
 std::string leave_upload(const std::string& key) {
   auto c = client();
   auto id = c.create_multipart_upload({hygiene_bucket(), key});
-  REQUIRE_MESSAGE(id.ok(), id.status().ToString());
+  REQUIRE_MESSAGE(id.ok(), id.status().to_string());
   const auto part = pattern_bytes(1000, 5);
   auto etag = c.upload_part({hygiene_bucket(), key}, *id, 1, part, remote::sha256_hex(part));
-  REQUIRE_MESSAGE(etag.ok(), etag.status().ToString());
+  REQUIRE_MESSAGE(etag.ok(), etag.status().to_string());
   return *id;
 }
 
@@ -63,7 +63,7 @@ std::string leave_upload(const std::string& key) {
 std::vector<std::string> pending(const std::string& prefix) {
   auto c = client();
   auto page = c.list_uploads_page(hygiene_bucket(), prefix, "", "");
-  REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+  REQUIRE_MESSAGE(page.ok(), page.status().to_string());
   std::vector<std::string> keys;
   for (const auto& u : page->uploads) keys.push_back(u.key);
   std::sort(keys.begin(), keys.end());
@@ -122,7 +122,7 @@ Status save_row_segment(const std::string& target, uint32_t k, const std::vector
   seg.process_count = 2;
   seg.process_index = k;
   seg.save_id = 77;
-  return save_segment(*std::move(b).Finish(), target, seg, s3_write()).status();
+  return save_segment(*std::move(b).finish(), target, seg, s3_write()).status();
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ TEST_CASE("s3: a save never replaces an object that is not a jtree file") {
   WriteOptions force = s3_write();
   force.overwrite_foreign = true;
   REQUIRE(save(t.tree(), url_of("foreign/a.txt"), force).ok());
-  auto r = Reader::Open(url_of("foreign/a.txt"), open_with(s3_options()));
+  auto r = Reader::open(url_of("foreign/a.txt"), open_with(s3_options()));
   REQUIRE(r.ok());
   check_tree(**r, t);
 }
@@ -162,7 +162,7 @@ TEST_CASE("s3: a multi-process commit never replaces an object that is not a jtr
   put_object("foreign/ckpt.jtree", "a foreign object");
   for (uint32_t k = 0; k < 2; ++k) {
     Status seg = save_row_segment(target, k, full);
-    REQUIRE_MESSAGE(seg.ok(), seg.ToString());
+    REQUIRE_MESSAGE(seg.ok(), seg.to_string());
   }
   CommitOptions co;
   co.write = s3_write();
@@ -174,8 +174,8 @@ TEST_CASE("s3: a multi-process commit never replaces an object that is not a jtr
   // The segments are still there: forced, the same commit succeeds.
   co.write.overwrite_foreign = true;
   auto forced = commit_segments(target, 2, co);
-  REQUIRE_MESSAGE(forced.ok(), forced.status().ToString());
-  auto r = Reader::Open(target, open_with(s3_options()));
+  REQUIRE_MESSAGE(forced.ok(), forced.status().to_string());
+  auto r = Reader::open(target, open_with(s3_options()));
   REQUIRE(r.ok());
   std::vector<std::byte> got(full.size());
   REQUIRE((*r)->read(*(*r)->find_leaf("w"), got).ok());
@@ -193,14 +193,14 @@ TEST_CASE("s3: a save aborts the incomplete uploads killed writers of its target
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const TestTree t = TestTree::make(2, 1000, 12);
   auto st = save(t.tree(), url_of(key), s3_write());
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   CHECK(pending(key) == std::vector<std::string>{key + "-other"});
   // `jtree clean` by hand: every upload of the target and its segments, whatever its age.
   ServerInEnvironment configured;
   leave_upload(key);
   leave_upload(key + ".seg-00000-of-00002");
   auto cleaned = remove_stale_temp_files(url_of(key));
-  REQUIRE_MESSAGE(cleaned.ok(), cleaned.status().ToString());
+  REQUIRE_MESSAGE(cleaned.ok(), cleaned.status().to_string());
   CHECK(*cleaned == 2);
   CHECK(pending(key) == std::vector<std::string>{key + "-other"});
   auto other = remove_stale_temp_files(url_of(key + "-other"));
@@ -221,12 +221,12 @@ TEST_CASE("s3: a multi-process save and commit abort what killed writers of the 
   const auto full = pattern_bytes(2000, 4);
   for (uint32_t k = 0; k < 2; ++k) {
     Status seg = save_row_segment(target, k, full);
-    REQUIRE_MESSAGE(seg.ok(), seg.ToString());
+    REQUIRE_MESSAGE(seg.ok(), seg.to_string());
   }
   CommitOptions co;
   co.write = s3_write();
   auto st = commit_segments(target, 2, co);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   CHECK(pending(key).empty());
 }
 

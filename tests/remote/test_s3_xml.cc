@@ -143,7 +143,7 @@ TEST_CASE("S3 XML: ListMultipartUploadsResult with paging, bounds and refusals")
       "<![CDATA[p/a.jtree.seg-00001-of-00002]]></Key><UploadId>2~x</UploadId></Upload>"
       "</ListMultipartUploadsResult>";
   auto page = parse_list_multipart_uploads(doc);
-  REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+  REQUIRE_MESSAGE(page.ok(), page.status().to_string());
   REQUIRE(page->uploads.size() == 2);
   CHECK(page->uploads[0].key == "p/a.jtree");
   CHECK(page->uploads[0].upload_id == "2~abc&d");
@@ -175,6 +175,6 @@ TEST_CASE("S3 XML: ListMultipartUploadsResult with paging, bounds and refusals")
     CAPTURE(bad);
     auto r = parse_list_multipart_uploads(bad);
     REQUIRE_FALSE(r.ok());
-    CHECK(r.status().IsCorruption());
+    CHECK(r.status().is_corruption());
   }
 }

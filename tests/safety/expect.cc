@@ -7,10 +7,10 @@ namespace jtree::safety {
 namespace {
 
 std::string status_mismatch(const Status& got, const Status& want, std::string_view name) {
-  if (want.ok()) return got.ok() ? "" : "unexpected error: " + got.ToString();
+  if (want.ok()) return got.ok() ? "" : "unexpected error: " + got.to_string();
   if (got.code() != want.code()) {
     return "expected " + std::string(status_code_name(want.code())) + " (" + want.message() +
-           "), got " + got.ToString();
+           "), got " + got.to_string();
   }
   if (got.message().rfind(name, 0) != 0) return "message does not name the file: " + got.message();
   if (got.message().find(want.message()) == std::string::npos) {

@@ -18,13 +18,13 @@ std::vector<std::byte> save_to_bytes(Tree tree, const WriteOptions& wo) {
   TempDir dir;
   const std::string path = dir.file("f.jtree");
   auto st = save(std::move(tree), path, wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   return read_file(path);
 }
 
 Tree finish(TreeBuilder& b) {
-  auto t = std::move(b).Finish();
-  REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  auto t = std::move(b).finish();
+  REQUIRE_MESSAGE(t.ok(), t.status().to_string());
   return std::move(*t);
 }
 
@@ -130,17 +130,17 @@ SampleFile appended() {
   }
   SampleFile f{"appended", {}, read_file(path)};
   {
-    auto r = Reader::Open(path);
+    auto r = Reader::open(path);
     REQUIRE(r.ok());
     TreeBuilder b;
     b.dict();
-    b.key("a").leaf(Leaf::Reuse(*(*r)->find_leaf("a")));
+    b.key("a").leaf(Leaf::reused(*(*r)->find_leaf("a")));
     b.key("b").int_value(2);
     b.key("c").array(DType::kInt64, {90}, ArrayView{c1.data()});
     b.key("d").str("new in generation 1");
     b.end();
     auto st = append(path, finish(b), wo);
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   }
   f.bytes = read_file(path);
   return f;
@@ -182,10 +182,10 @@ SampleFile multihost() {
     b.key("r").leaf(std::move(rl));
     b.end();
     auto st = save_segment(finish(b), path, {k, 2, 99}, wo);
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   }
   auto st = commit_segments(path, 2);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   return {"multihost", read_file(path), {}};
 }
 

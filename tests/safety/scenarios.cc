@@ -22,8 +22,8 @@ struct Data {
 };
 
 Tree finish(TreeBuilder& b) {
-  auto t = std::move(b).Finish();
-  REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  auto t = std::move(b).finish();
+  REQUIRE_MESSAGE(t.ok(), t.status().to_string());
   return std::move(*t);
 }
 
@@ -54,7 +54,7 @@ Tree tree_v2(const Data& d) {
 Tree append_tree(const Data& d, const Reader& base) {
   TreeBuilder b;
   b.dict();
-  b.key("a").leaf(Leaf::Reuse(*base.find_leaf("a")));
+  b.key("a").leaf(Leaf::reused(*base.find_leaf("a")));
   b.key("b").array(DType::kInt32, {700}, ArrayView{d.c.data()});
   b.key("step").int_value(2);
   b.end();
@@ -64,7 +64,7 @@ Tree append_tree(const Data& d, const Reader& base) {
 Status do_append(const Data& d, const std::string& path) {
   OpenOptions oo;
   oo.use_mmap = false;
-  auto r = Reader::Open(path, oo);
+  auto r = Reader::open(path, oo);
   if (!r.ok()) return r.status();
   auto st = append(path, append_tree(d, **r), scenario_write_options());
   return st.status();
@@ -105,7 +105,7 @@ void complete(Scenario& s, const std::function<void(const std::string& dir)>& bu
   const std::string target = dir.file(kTarget);
   if (std::filesystem::exists(target)) s.before = snapshot_file(target);
   const Status st = s.run(dir.path().string());
-  REQUIRE_MESSAGE(st.ok(), s.name << ": " << st.ToString());
+  REQUIRE_MESSAGE(st.ok(), s.name << ": " << st.to_string());
   s.after = snapshot_file(target);
   REQUIRE(s.after.status.ok());
   for (const auto& [name, bytes] : dir_state(dir.path().string())) {
@@ -127,7 +127,7 @@ WriteOptions scenario_write_options() {
 Snapshot snapshot_file(const std::string& path) {
   OpenOptions oo;
   oo.use_mmap = false;
-  auto r = Reader::Open(path, oo);
+  auto r = Reader::open(path, oo);
   if (!r.ok()) {
     Snapshot s;
     s.status = r.status();

@@ -56,7 +56,7 @@ Snapshot snapshot(const Reader& reader, const ReadOptions& ro) {
       }
     }
     if (l.is_payload() && l.memory_bytes() > kMaxSnapshotLeafBytes) {
-      ls.status = Status::ResourceExhausted("test: leaf of " + std::to_string(l.memory_bytes()) +
+      ls.status = Status::resource_exhausted("test: leaf of " + std::to_string(l.memory_bytes()) +
                                             " bytes not read");
     } else if (l.is_payload()) {
       std::string data(l.memory_bytes(), '\0');
@@ -70,7 +70,7 @@ Snapshot snapshot(const Reader& reader, const ReadOptions& ro) {
 
 Snapshot snapshot(std::vector<std::byte> bytes, const std::string& name, const ReadOptions& ro) {
   OpenOptions oo;
-  auto r = Reader::Open(memory_source(std::move(bytes), name), oo);
+  auto r = Reader::open(memory_source(std::move(bytes), name), oo);
   if (!r.ok()) {
     Snapshot s;
     s.status = r.status();

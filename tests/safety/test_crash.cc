@@ -143,7 +143,7 @@ int parallel_loop_in_child() {
     std::atomic<int> sum{0};
     Status st = parallel_for(ThreadPool::shared(), 100, 0, [&](size_t k) {
       sum += static_cast<int>(k);
-      return Status::OK();
+      return Status::success();
     });
     _exit(st.ok() && sum == 4950 ? 0 : 1);
   }
@@ -158,7 +158,7 @@ TEST_CASE("jtree works in a child forked after (or while) its thread pool ran") 
   // The crash tests fork; so do Python's multiprocessing and data-loader workers. A child
   // inherits none of the parent's pool threads, and the idle workers' wait on the pool's
   // condition variable leaves it in a state where the child's first notify would block.
-  (void)parallel_for(ThreadPool::shared(), 64, 0, [](size_t) { return Status::OK(); });
+  (void)parallel_for(ThreadPool::shared(), 64, 0, [](size_t) { return Status::success(); });
   for (int i = 0; i < 5; ++i) {
     const int status = parallel_loop_in_child();
     CHECK_MESSAGE(WIFEXITED(status), "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
@@ -169,7 +169,7 @@ TEST_CASE("jtree works in a child forked after (or while) its thread pool ran") 
   std::atomic<bool> stop{false};
   std::thread busy([&] {
     while (!stop.load()) {
-      (void)parallel_for(ThreadPool::shared(), 64, 0, [](size_t) { return Status::OK(); });
+      (void)parallel_for(ThreadPool::shared(), 64, 0, [](size_t) { return Status::success(); });
     }
   });
   for (int i = 0; i < 20; ++i) {
@@ -206,7 +206,7 @@ TEST_CASE("a writer killed at any I/O operation leaves the committed state, or t
       if (done && s.patches_slots) ++want.generation;
       const Status again = s.run(dir);
       tally.record(again.ok() ? difference(snapshot_file(dir + "/" + kTarget), want, kTarget)
-                              : "the next run failed: " + again.ToString(),
+                              : "the next run failed: " + again.to_string(),
                    where + ", then run again");
       // ... and that run removed the temporary files the killed one left.
       const std::vector<std::string> left = any_temp_files(dir);
@@ -259,7 +259,7 @@ TEST_CASE("a live writer's temporary file is kept; once it is killed, the next s
     b.dict();
     b.key("step").int_value(7);
     b.end();
-    auto t = std::move(b).Finish();
+    auto t = std::move(b).finish();
     REQUIRE(t.ok());
     return std::move(*t);
   };
@@ -273,6 +273,6 @@ TEST_CASE("a live writer's temporary file is kept; once it is killed, the next s
   CHECK(any_temp_files(dir) == std::vector<std::string>{child_file});  // nothing removes it by itself
   REQUIRE(save(small_tree(), target, scenario_write_options()).ok());
   CHECK(any_temp_files(dir).empty());  // the next save did
-  auto reader = Reader::Open(target);
+  auto reader = Reader::open(target);
   CHECK(reader.ok());
 }

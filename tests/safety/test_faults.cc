@@ -43,7 +43,7 @@ constexpr Mode kFailingModes[] = {
 // What a failed operation's status must look like: the injected I/O error, passed up with the
 // name of the file it happened to.
 std::string unclean_error(const Status& st) {
-  if (st.code() != StatusCode::kIOError) return "not an IOError: " + st.ToString();
+  if (st.code() != StatusCode::kIOError) return "not an IOError: " + st.to_string();
   if (st.message().find(kTarget) == std::string::npos) return "names no file: " + st.message();
   if (st.message().find("injected") == std::string::npos &&
       st.message().find("No space left on device") == std::string::npos) {
@@ -100,12 +100,12 @@ TEST_CASE("every failed I/O operation of every write gives a clean error and cha
           return injector->fired();
         }
         ++failed;
-        std::string problem = injector->fired() ? unclean_error(st) : "failed with no fault: " + st.ToString();
+        std::string problem = injector->fired() ? unclean_error(st) : "failed with no fault: " + st.to_string();
         if (problem.empty()) problem = left_changes(s, dir);
         if (problem.empty() && s.patches_slots) {
           // The slots it may have left do not stand in the way of the next append.
           const Status again = s.run(dir);
-          problem = again.ok() ? success_problems(s, dir) : "next append failed: " + again.ToString();
+          problem = again.ok() ? success_problems(s, dir) : "next append failed: " + again.to_string();
         }
         tally.record(problem, where);
         return true;
@@ -137,8 +137,8 @@ TEST_CASE("a disk that flips a byte on write or read: the operation fails or its
       const std::string target = dir + "/" + kTarget;
       if (!st.ok()) {
         // A lying read of the file being appended to or compacted: caught before writing.
-        std::string problem = st.IsCorruption() ? left_changes(s, dir)
-                                                : "not Corruption: " + st.ToString();
+        std::string problem = st.is_corruption() ? left_changes(s, dir)
+                                                : "not Corruption: " + st.to_string();
         tally.record(problem, where);
         return true;
       }
@@ -147,7 +147,7 @@ TEST_CASE("a disk that flips a byte on write or read: the operation fails or its
       if (got.status.ok()) {
         // Each leaf reads exactly, or fails its checksum.
         for (size_t i = 0; i < got.leaves.size() && i < s.after.leaves.size(); ++i) {
-          if (!got.leaves[i].status.ok() && got.leaves[i].status.IsCorruption()) {
+          if (!got.leaves[i].status.ok() && got.leaves[i].status.is_corruption()) {
             got.leaves[i] = s.after.leaves[i];
             damaged = true;
           }
@@ -162,7 +162,7 @@ TEST_CASE("a disk that flips a byte on write or read: the operation fails or its
         }
         tally.record(problem, where);
       } else {
-        tally.record(got.status.IsCorruption() ? "" : "open: " + got.status.ToString(), where);
+        tally.record(got.status.is_corruption() ? "" : "open: " + got.status.to_string(), where);
       }
       corrupt_files += damaged;
       return injector->fired();
@@ -202,7 +202,7 @@ TEST_CASE("reads under faults: IOError, or Corruption for lying reads, never wro
       Snapshot got;
       {
         FaultScope faults(injector);
-        auto r = Reader::Open(path, oo);
+        auto r = Reader::open(path, oo);
         if (r.ok()) {
           ReadOptions ro = single_thread();
           ro.coalesce_gap = 0;  // a read per chunk: more operations to fail
@@ -215,7 +215,7 @@ TEST_CASE("reads under faults: IOError, or Corruption for lying reads, never wro
       std::string problem;
       if (!got.status.ok()) {
         ++errors;
-        if (got.status.code() != expected_error) problem = "open: " + got.status.ToString();
+        if (got.status.code() != expected_error) problem = "open: " + got.status.to_string();
       } else {
         for (size_t i = 0; i < got.leaves.size() && i < want.leaves.size(); ++i) {
           if (!got.leaves[i].status.ok() && got.leaves[i].status.code() == expected_error) {

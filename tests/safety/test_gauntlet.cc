@@ -45,11 +45,11 @@ struct Subject {
 
 Subject subject(const SampleFile& f) {
   Subject s{f, "mem:" + f.name, {}, {}, {}};
-  auto r = Reader::Open(memory_source(f.bytes, s.name));
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(memory_source(f.bytes, s.name));
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   s.ref = snapshot(**r, single_thread());
   s.map = map_file(**r, f.bytes);
-  for (const LeafSnapshot& l : s.ref.leaves) REQUIRE_MESSAGE(l.status.ok(), l.status.ToString());
+  for (const LeafSnapshot& l : s.ref.leaves) REQUIRE_MESSAGE(l.status.ok(), l.status.to_string());
   if (!f.previous.empty()) {
     s.previous = snapshot(f.previous, s.name, single_thread());
     REQUIRE(s.previous.status.ok());
@@ -82,7 +82,7 @@ Snapshot expected_after_change(const Subject& s, uint64_t p) {
       return s.previous;
     case Region::kChunk: {
       Snapshot want = s.ref;
-      want.leaves[chunk->leaf].status = Status::Corruption("checksum mismatch");
+      want.leaves[chunk->leaf].status = Status::corruption("checksum mismatch");
       want.leaves[chunk->leaf].data.clear();
       return want;
     }
@@ -166,9 +166,9 @@ TEST_CASE("changed chunk bytes fail their leaf's checksum; padding and dead byte
       const int orig = static_cast<int>(f.bytes[p]);
       for (int v : {orig ^ 0x01, orig ^ 0xff}) {
         auto bytes = changed(f.bytes, p, v);
-        auto r = Reader::Open(memory_source(bytes, s.name));
+        auto r = Reader::open(memory_source(bytes, s.name));
         if (!r.ok()) {
-          tally.record("open failed: " + r.status().ToString(), where(s, p, v));
+          tally.record("open failed: " + r.status().to_string(), where(s, p, v));
           continue;
         }
         tally.record(difference(snapshot(**r, single_thread()), want, s.name), where(s, p, v));
@@ -181,13 +181,13 @@ TEST_CASE("changed chunk bytes fail their leaf's checksum; padding and dead byte
           const Leaf& l = (*r)->tree().leaves[chunk->leaf];
           std::vector<std::byte> out(l.memory_bytes());
           const Status st = (*r)->read(chunk->leaf, out, unchecked);
-          const bool clean = st.ok() || (!chunk->raw && st.IsCorruption());
-          tally.record(clean ? "" : "unchecked read: " + st.ToString(), where(s, p, v));
+          const bool clean = st.ok() || (!chunk->raw && st.is_corruption());
+          tally.record(clean ? "" : "unchecked read: " + st.to_string(), where(s, p, v));
         } else if (s.map.generation == 0) {
           // A generation-0 file has no dead bytes: its gaps are zero padding, which verify
           // checks (section 12).
           ++padding;
-          auto rep = (*r)->Verify(single_thread());
+          auto rep = (*r)->verify(single_thread());
           tally.record(rep.ok() && !rep->ok() ? "" : "verify missed changed padding",
                        where(s, p, v));
         }
@@ -231,7 +231,7 @@ TEST_CASE("forged metadata (hashes recomputed) gives a clean error or a consiste
           ++refused;
           if (c != StatusCode::kCorruption && c != StatusCode::kNotSupported &&
               c != StatusCode::kResourceExhausted) {
-            problem = "unexpected code: " + got.status.ToString();
+            problem = "unexpected code: " + got.status.to_string();
           } else if (got.status.message().rfind(s.name + ": ", 0) != 0 ||
                      got.status.message().size() < s.name.size() + 10) {
             problem = "imprecise message: " + got.status.message();
@@ -245,13 +245,13 @@ TEST_CASE("forged metadata (hashes recomputed) gives a clean error or a consiste
             const StatusCode lc = g.status.code();
             if (!g.status.ok() && lc != StatusCode::kCorruption && lc != StatusCode::kNotFound &&
                 lc != StatusCode::kResourceExhausted) {
-              problem = "leaf " + std::to_string(i) + ": unexpected " + g.status.ToString();
+              problem = "leaf " + std::to_string(i) + ": unexpected " + g.status.to_string();
             }
             if (i < s.ref.leaves.size() && g.spec == s.ref.leaves[i].spec &&
                 g.location == s.ref.leaves[i].location &&
                 (!g.status.ok() || g.data != s.ref.leaves[i].data)) {
               problem = "leaf " + std::to_string(i) + ": same spec and chunks, " +
-                        (g.status.ok() ? "WRONG DATA" : g.status.ToString());
+                        (g.status.ok() ? "WRONG DATA" : g.status.to_string());
             }
           }
         }

@@ -33,7 +33,7 @@ std::vector<std::byte> forge(const Tree& tree, const format::IndexData& index = 
   auto sink = create_file_sink(path, SinkOptions{true, false, {}});
   REQUIRE(sink.ok());
   auto header = header_bytes(tree, "forger");
-  REQUIRE_MESSAGE(header.ok(), header.status().ToString());
+  REQUIRE_MESSAGE(header.ok(), header.status().to_string());
   format::VersionInfo v;
   REQUIRE(write_head(**sink, *header, v).ok());
   GenerationInfo g;
@@ -78,7 +78,7 @@ struct Refusal {
 Refusal open_watched(std::vector<std::byte> bytes, const OpenOptions& oo = {}) {
   auto source = memory_source(std::move(bytes), "forged");
   AllocWatch watch;
-  auto r = Reader::Open(source, oo);
+  auto r = Reader::open(source, oo);
   return {r.status(), watch.largest()};
 }
 
@@ -90,9 +90,9 @@ void check_refused(const char* what, std::vector<std::byte> bytes, const std::st
   CAPTURE(name);
   const size_t size = bytes.size();
   const Refusal r = open_watched(std::move(bytes), oo);
-  CHECK_MESSAGE((r.status.IsCorruption() || r.status.code() == StatusCode::kResourceExhausted),
-                r.status.ToString());
-  CHECK_MESSAGE(r.status.message().find(text) != std::string::npos, r.status.ToString());
+  CHECK_MESSAGE((r.status.is_corruption() || r.status.code() == StatusCode::kResourceExhausted),
+                r.status.to_string());
+  CHECK_MESSAGE(r.status.message().find(text) != std::string::npos, r.status.to_string());
   CHECK_MESSAGE(r.largest_allocation <= max_alloc,
                 "allocated " << r.largest_allocation << " bytes for a file of " << size);
 }
@@ -122,15 +122,15 @@ TEST_CASE("a legitimate file of 1,000,000 leaves opens with the default limits")
       b.end();
     }
     b.end();
-    auto tree = std::move(b).Finish();
+    auto tree = std::move(b).finish();
     REQUIRE(tree.ok());
     auto st = save(std::move(*tree), path);
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   }
   const auto t1 = std::chrono::steady_clock::now();
-  auto r = Reader::Open(path);
+  auto r = Reader::open(path);
   const auto t2 = std::chrono::steady_clock::now();
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   const Tree& t = (*r)->tree();
   CHECK(t.leaves.size() == kLeaves);
   CHECK(t.leaves[*(*r)->find_leaf("layer999/999")].int_value == 999999);
@@ -149,7 +149,7 @@ TEST_CASE("a legitimate file of 1,000,000 leaves opens with the default limits")
     // than the header (which also shows that the watch sees allocations).
     auto source = memory_source(bytes);
     AllocWatch watch;
-    auto opened = Reader::Open(source);
+    auto opened = Reader::open(source);
     REQUIRE(opened.ok());
     CHECK(watch.largest() >= header_size);
     CHECK(watch.largest() <= header_size + (1 << 20));
@@ -167,8 +167,8 @@ TEST_CASE("hostile sizes in well-formed, correctly hashed metadata are refused b
   Tree base = one_leaf(array_leaf(DType::kUInt8, {4}, Storage::kInline));
   base.leaves[0].inline_data = "abcd";
   const auto valid = forge(base);
-  REQUIRE(Reader::Open(memory_source(valid)).ok());  // the forger's files are sound otherwise
-  auto m = Reader::Open(memory_source(valid));
+  REQUIRE(Reader::open(memory_source(valid)).ok());  // the forger's files are sound otherwise
+  auto m = Reader::open(memory_source(valid));
   const FileMap map = map_file(**m, valid);
 
   SUBCASE("footer: header and index sizes") {
@@ -226,7 +226,7 @@ TEST_CASE("hostile sizes in well-formed, correctly hashed metadata are refused b
   SUBCASE("a key of 2 MiB") {
     Tree t;
     t.nodes = {node(NodeKind::kDict, 1), node(NodeKind::kNone)};
-    t.nodes[1].key = Key::Str(std::string(2 << 20, 'k'));
+    t.nodes[1].key = Key::string(std::string(2 << 20, 'k'));
     check_refused("key", forge(t), "limit", 8 << 20);
   }
   SUBCASE("an index claiming chunks the tree does not have") {
@@ -251,10 +251,10 @@ TEST_CASE("each limit, lowered per open, refuses the file over it and names the 
     WriteOptions wo;
     wo.target_chunk_bytes = 4096;
     wo.inline_threshold = 500;  // the string is chunked: read_bytes allocates for it
-    REQUIRE(save(std::move(*std::move(b).Finish()), path, wo).ok());
+    REQUIRE(save(std::move(*std::move(b).finish()), path, wo).ok());
   }
   const auto bytes = read_file(path);
-  auto r = Reader::Open(memory_source(bytes));
+  auto r = Reader::open(memory_source(bytes));
   REQUIRE(r.ok());
   const FileInfo info = (*r)->info();
 
@@ -285,8 +285,8 @@ TEST_CASE("each limit, lowered per open, refuses the file over it and names the 
     CAPTURE(name);
     OpenOptions at;
     c.set(at.limits, c.need);
-    auto opened = Reader::Open(memory_source(bytes), at);
-    CHECK_MESSAGE(opened.ok(), opened.status().ToString());
+    auto opened = Reader::open(memory_source(bytes), at);
+    CHECK_MESSAGE(opened.ok(), opened.status().to_string());
     OpenOptions below;
     c.set(below.limits, c.need - 1);
     check_refused(c.name, bytes, c.text, bytes.size() + (1 << 20), below);
@@ -295,7 +295,7 @@ TEST_CASE("each limit, lowered per open, refuses the file over it and names the 
   // The allocation limits apply to reads that allocate for the caller.
   OpenOptions oo;
   oo.limits.max_leaf_bytes = 999;
-  auto small = Reader::Open(memory_source(bytes), oo);
+  auto small = Reader::open(memory_source(bytes), oo);
   REQUIRE(small.ok());
   const uint32_t s = *(*small)->find_leaf("inner/1");
   auto got = (*small)->read_bytes(s);
@@ -303,7 +303,7 @@ TEST_CASE("each limit, lowered per open, refuses the file over it and names the 
   CHECK(got.status().message().find("999") != std::string::npos);
   oo.limits.max_leaf_bytes = 1000;
   oo.limits.max_total_bytes = 1999;
-  auto total = Reader::Open(memory_source(bytes), oo);
+  auto total = Reader::open(memory_source(bytes), oo);
   REQUIRE(total.ok());
   CHECK((*total)->read_bytes(s).ok());  // exactly at the per-leaf limit
   // The total is per call (MemoryBudget), not per Reader: calls with their own budgets never

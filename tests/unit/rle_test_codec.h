@@ -44,18 +44,18 @@ class RleTestCodec final : public codec::PlaneCodec {
   }
 
   Status decode(std::span<const std::byte> payload, std::span<std::byte> dst) const override {
-    if (payload.size() % 2 != 0) return Status::Corruption("rle-test: odd payload");
+    if (payload.size() % 2 != 0) return Status::corruption("rle-test: odd payload");
     size_t at = 0;
     for (size_t i = 0; i < payload.size(); i += 2) {
       const auto run = static_cast<size_t>(payload[i]);
       if (run == 0 || run > dst.size() - at) {
-        return Status::Corruption("rle-test: run of " + std::to_string(run) + " at " +
+        return Status::corruption("rle-test: run of " + std::to_string(run) + " at " +
                                   std::to_string(at) + " of " + std::to_string(dst.size()));
       }
       for (size_t k = 0; k < run; ++k) dst[at++] = payload[i + 1];
     }
-    if (at != dst.size()) return Status::Corruption("rle-test: payload ends early");
-    return Status::OK();
+    if (at != dst.size()) return Status::corruption("rle-test: payload ends early");
+    return Status::success();
   }
 
   /// Planes this codec was asked to encode (so tests see that the library used it).
@@ -69,7 +69,7 @@ class RleTestCodec final : public codec::PlaneCodec {
 inline const RleTestCodec& rle_test_codec() {
   static const RleTestCodec codec;
   static const Status registered = codec::register_plane_codec(codec);
-  REQUIRE_MESSAGE(registered.ok(), registered.ToString());
+  REQUIRE_MESSAGE(registered.ok(), registered.to_string());
   return codec;
 }
 

@@ -20,17 +20,17 @@ void save_base(const std::string& path, const std::vector<std::byte>& a) {
   b.key("b").int_value(1);
   b.key("c").none();
   b.end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), path).ok());
+  REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
 }
 
 // Generation n+1: a reused, b = value, c = an array of `c` bytes (or None when empty).
 Result<WriteStats> append_update(const std::string& path, int64_t value,
                                  const std::vector<std::byte>* c) {
-  auto r = Reader::Open(path);
+  auto r = Reader::open(path);
   REQUIRE(r.ok());
   TreeBuilder b;
   b.dict();
-  Leaf reuse = Leaf::Reuse(*(*r)->find_leaf("a"));
+  Leaf reuse = Leaf::reused(*(*r)->find_leaf("a"));
   b.key("a").leaf(reuse);
   b.key("b").int_value(value);
   if (c) {
@@ -39,7 +39,7 @@ Result<WriteStats> append_update(const std::string& path, int64_t value,
     b.key("c").none();
   }
   b.end();
-  return append(path, std::move(*std::move(b).Finish()));
+  return append(path, std::move(*std::move(b).finish()));
 }
 
 }  // namespace
@@ -52,14 +52,14 @@ TEST_CASE("append adds a generation, reuses data, and keeps older bytes intact")
   const auto gen0 = read_file(path);
   auto c = random_bytes(300000, 2);
   auto st = append_update(path, 2, &c);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   CHECK(st->generation == 1);
   CHECK(st->raw_bytes == c.size());  // a was not rewritten
   const auto gen1 = read_file(path);
   REQUIRE(gen1.size() > gen0.size());
   // Everything of generation 0 past the preamble's commit slots is untouched.
   CHECK(std::equal(gen0.begin() + 128, gen0.end(), gen1.begin() + 128));
-  auto r = *Reader::Open(path);
+  auto r = *Reader::open(path);
   CHECK(r->info().generation == 1);
   CHECK(r->info().prev_footer_offset == gen0.size() - 128);
   CHECK(r->tree().leaves[*r->find_leaf("b")].int_value == 2);
@@ -67,7 +67,7 @@ TEST_CASE("append adds a generation, reuses data, and keeps older bytes intact")
   REQUIRE(r->read(*r->find_leaf("a"), got).ok());
   CHECK(got == a);
   CHECK(*r->read_bytes(*r->find_leaf("c")) == std::string(reinterpret_cast<char*>(c.data()), c.size()));
-  auto rep = *r->Verify();
+  auto rep = *r->verify();
   CHECK(rep.ok());
   CHECK(rep.dead_bytes > 0);  // generation 0's header, index and footer
 }
@@ -80,9 +80,9 @@ TEST_CASE("appends that replace every chunk keep the file readable (segments out
   for (int g = 1; g <= 4; ++g) {
     auto c = random_bytes(100000, 10 + g);  // one chunk, replaced each time
     auto st = append_update(path, g, &c);
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
-    auto r = Reader::Open(path);
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
+    auto r = Reader::open(path);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     if (g >= 2) CHECK((*r)->info().segments.size() > (*r)->info().num_chunks);
     CHECK(*(*r)->read_bytes(*(*r)->find_leaf("c")) ==
           std::string(reinterpret_cast<char*>(c.data()), c.size()));
@@ -103,18 +103,18 @@ TEST_CASE("a torn append leaves the previous generation readable, and the next a
   torn.insert(torn.end(), junk.begin(), junk.end());
   write_file(path, torn);
   {
-    auto r = Reader::Open(path);
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(path);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     CHECK((*r)->info().recovered);
     CHECK((*r)->info().generation == 1);
     CHECK((*r)->tree().leaves[*(*r)->find_leaf("b")].int_value == 2);
-    auto rep = *(*r)->Verify();
+    auto rep = *(*r)->verify();
     CHECK(rep.ok());
     CHECK(rep.notes.size() == 1);
   }
   // The next append truncates the garbage.
   REQUIRE(append_update(path, 3, nullptr).ok());
-  auto r = *Reader::Open(path);
+  auto r = *Reader::open(path);
   CHECK_FALSE(r->info().recovered);
   CHECK(r->info().generation == 2);
   CHECK(r->tree().leaves[*r->find_leaf("b")].int_value == 3);
@@ -127,15 +127,15 @@ TEST_CASE("cut at any point of an append, the file opens at the last committed g
   auto a = random_bytes(64 * 1024, 6);
   TreeBuilder b;
   b.dict().key("a").array(DType::kUInt8, {a.size()}, ArrayView{a.data()}).key("b").int_value(1).end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), path).ok());
+  REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
   const auto gen0 = read_file(path);
   auto c = random_bytes(20000, 7);
   {
-    auto r = *Reader::Open(path);
+    auto r = *Reader::open(path);
     TreeBuilder u;
-    Leaf reuse = Leaf::Reuse(0);
+    Leaf reuse = Leaf::reused(0);
     u.dict().key("a").leaf(reuse).key("b").int_value(2).key("c").array(DType::kUInt8, {c.size()}, ArrayView{c.data()}).end();
-    REQUIRE(append(path, std::move(*std::move(u).Finish())).ok());
+    REQUIRE(append(path, std::move(*std::move(u).finish())).ok());
   }
   const auto gen1 = read_file(path);
   // Every cut inside the appended bytes, with the preamble as the appender left it (both
@@ -149,8 +149,8 @@ TEST_CASE("cut at any point of an append, the file opens at the last committed g
         std::copy(gen1.begin() + 64, gen1.begin() + 96, f.begin() + 64);
       }
       write_file(dir.file("cut-copy.jtree"), f);
-      auto r = Reader::Open(dir.file("cut-copy.jtree"));
-      REQUIRE_MESSAGE(r.ok(), "cut at " << cut << ": " << r.status().ToString());
+      auto r = Reader::open(dir.file("cut-copy.jtree"));
+      REQUIRE_MESSAGE(r.ok(), "cut at " << cut << ": " << r.status().to_string());
       CHECK((*r)->info().generation == 0);
       CHECK((*r)->tree().leaves[*(*r)->find_leaf("b")].int_value == 1);
       std::vector<std::byte> got(a.size());
@@ -167,21 +167,21 @@ TEST_CASE("a failed append leaves the file byte-identical") {
   save_base(path, a);
   const auto before = read_file(path);
   TreeBuilder b;
-  Leaf bad = Leaf::Reuse(99);
+  Leaf bad = Leaf::reused(99);
   b.dict().key("a").leaf(bad).end();
-  auto st = append(path, std::move(*std::move(b).Finish()));
-  CHECK(st.status().IsInvalidArgument());
+  auto st = append(path, std::move(*std::move(b).finish()));
+  CHECK(st.status().is_invalid_argument());
   TreeBuilder f;
   f.dict().key("x").array(DType::kUInt8, {1 << 20}, FillFn([](const Box&, std::span<std::byte>) {
-    return Status::IOError("producer failed");
+    return Status::io_error("producer failed");
   })).end();
-  CHECK_FALSE(append(path, std::move(*std::move(f).Finish())).ok());
+  CHECK_FALSE(append(path, std::move(*std::move(f).finish())).ok());
   const auto after = read_file(path);
   // Byte-identical except possibly the commit slot of generation 0 (written before anything).
   REQUIRE(after.size() == before.size());
   CHECK(std::equal(before.begin() + 128, before.end(), after.begin() + 128));
   CHECK(std::equal(before.begin(), before.begin() + 64, after.begin()));
-  CHECK((*Reader::Open(path))->info().generation == 0);
+  CHECK((*Reader::open(path))->info().generation == 0);
 }
 
 TEST_CASE("a current footer with refused fields is an error, never a fallback to an older "
@@ -220,7 +220,7 @@ TEST_CASE("a current footer with refused fields is an error, never a fallback to
     // Magic and hash stay valid: the checksum is recomputed over the forged fields.
     store_le<uint64_t>(p + 112, xxh3(std::span<const std::byte>(p, 112)));
     write_file(path, bytes);
-    auto r = Reader::Open(path);
+    auto r = Reader::open(path);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == f.expected);
     CHECK(r.status().message().find("current footer") != std::string::npos);
@@ -229,8 +229,8 @@ TEST_CASE("a current footer with refused fields is an error, never a fallback to
   auto torn = good;
   torn[foot + 100] = std::byte{1};
   write_file(path, torn);
-  auto r = Reader::Open(path);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   CHECK((*r)->info().recovered);
   CHECK((*r)->info().generation == 0);
 }

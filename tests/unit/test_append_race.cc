@@ -17,11 +17,11 @@ Tree tree_with(const std::string& key, const std::vector<std::byte>& data) {
   b.dict();
   b.key(key).array(DType::kUInt8, {data.size()}, ArrayView{data.data()});
   b.end();
-  return std::move(*std::move(b).Finish());
+  return std::move(*std::move(b).finish());
 }
 
 AppendBase base_of(const std::string& path) {
-  auto r = Reader::Open(path);
+  auto r = Reader::open(path);
   REQUIRE(r.ok());
   return {(*r)->info().generation, (*r)->info().footer_offset, ""};
 }
@@ -39,7 +39,7 @@ TEST_CASE("an append planned against an older generation is refused, nothing wri
   CHECK(mine.append_base->generation == 0);
   // ...writer 2 appends first...
   auto other = append(path, tree_with("b", b));
-  REQUIRE_MESSAGE(other.ok(), other.status().ToString());
+  REQUIRE_MESSAGE(other.ok(), other.status().to_string());
   const auto after_other = read_file(path);
   // ...so writer 1's append, planned against generation 0, is refused.
   auto st = append(path, tree_with("c", c), mine);
@@ -49,7 +49,7 @@ TEST_CASE("an append planned against an older generation is refused, nothing wri
   CHECK(st.status().message().find("now generation 1") != std::string::npos);
   // The file is byte for byte writer 2's.
   CHECK(read_file(path) == after_other);
-  auto r = Reader::Open(path);
+  auto r = Reader::open(path);
   REQUIRE(r.ok());
   CHECK((*r)->info().generation == 1);
   std::vector<std::byte> got(b.size());
@@ -58,7 +58,7 @@ TEST_CASE("an append planned against an older generation is refused, nothing wri
   // Planned again against the new generation, it goes through.
   mine.append_base = base_of(path);
   auto again = append(path, tree_with("c", c), mine);
-  REQUIRE_MESSAGE(again.ok(), again.status().ToString());
+  REQUIRE_MESSAGE(again.ok(), again.status().to_string());
   CHECK(again->generation == 2);
   // A base whose footer differs (a file replaced by another with the same generation) too.
   mine.append_base = AppendBase{2, 12345, ""};
@@ -80,13 +80,13 @@ TEST_CASE("appends to one file from several threads are serialized, none lost") 
     });
   }
   for (auto& t : threads) t.join();
-  for (const Status& s : results) CHECK_MESSAGE(s.ok(), s.ToString());
+  for (const Status& s : results) CHECK_MESSAGE(s.ok(), s.to_string());
   // Every append landed on top of the one before: the newest generation is the sixth, and
   // every older generation is still intact behind it (verify accounts for every byte).
-  auto r = Reader::Open(path);
+  auto r = Reader::open(path);
   REQUIRE(r.ok());
   CHECK((*r)->info().generation == kWriters);
-  auto rep = (*r)->Verify();
+  auto rep = (*r)->verify();
   REQUIRE(rep.ok());
   CHECK(rep->ok());
 }

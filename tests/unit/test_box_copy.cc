@@ -70,7 +70,7 @@ TEST_CASE("gather_strided: transposed, negative and broadcast strides, byte swap
     for (int j = 0; j < 4; ++j) colmajor[j * 3 + i] = i * 10 + j;
   std::vector<int32_t> out(12);
   std::vector<int64_t> strides = {4, 12};
-  gather_strided(reinterpret_cast<std::byte*>(colmajor.data()), strides, Box::All({3, 4}), 4, 0,
+  gather_strided(reinterpret_cast<std::byte*>(colmajor.data()), strides, Box::all({3, 4}), 4, 0,
                  reinterpret_cast<std::byte*>(out.data()));
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 4; ++j) CHECK(out[i * 4 + j] == i * 10 + j);
@@ -83,20 +83,20 @@ TEST_CASE("gather_strided: transposed, negative and broadcast strides, byte swap
   CHECK(r == std::vector<int16_t>{5, 4, 3});
   // Zero stride (broadcast).
   std::vector<int64_t> zero = {0};
-  gather_strided(reinterpret_cast<std::byte*>(v.data() + 3), zero, Box::All({3}), 2, 0,
+  gather_strided(reinterpret_cast<std::byte*>(v.data() + 3), zero, Box::all({3}), 2, 0,
                  reinterpret_cast<std::byte*>(r.data()));
   CHECK(r == std::vector<int16_t>{3, 3, 3});
   // Byte swap of big-endian input: per 2 bytes, and per component for 8-byte items.
   std::vector<uint16_t> be = {0x0102, 0x0304};
   std::vector<uint16_t> le(2);
   std::vector<int64_t> s2 = {2};
-  gather_strided(reinterpret_cast<std::byte*>(be.data()), s2, Box::All({2}), 2, 2,
+  gather_strided(reinterpret_cast<std::byte*>(be.data()), s2, Box::all({2}), 2, 2,
                  reinterpret_cast<std::byte*>(le.data()));
   CHECK(le == std::vector<uint16_t>{0x0201, 0x0403});
   std::vector<uint32_t> cplx = {0x01020304, 0x05060708};
   std::vector<uint32_t> cout(2);
   std::vector<int64_t> s8 = {8};
-  gather_strided(reinterpret_cast<std::byte*>(cplx.data()), s8, Box::All({1}), 8, 4,
+  gather_strided(reinterpret_cast<std::byte*>(cplx.data()), s8, Box::all({1}), 8, 4,
                  reinterpret_cast<std::byte*>(cout.data()));
   CHECK(cout == std::vector<uint32_t>{0x04030201, 0x08070605});
 }

@@ -105,7 +105,7 @@ Encoded encode(const Bytes& raw, const ChunkFormat& format) {
   jtree::UninitBytes out(3);  // not empty on entry: encode must clear it
   Bytes scratch;
   auto r = encode_chunk(raw, format, out, scratch);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   Encoded e;
   e.encoding = *r;
   if (*r == ChunkEncoding::kRaw) {
@@ -128,7 +128,7 @@ Encoded check_roundtrip(const Bytes& raw, const ChunkFormat& format) {
   Encoded e = encode(raw, format);
   Bytes back(raw.size(), std::byte{0xCD});
   const Status s = decode(e.stored, e.encoding, format, back);
-  REQUIRE_MESSAGE(s.ok(), s.ToString());
+  REQUIRE_MESSAGE(s.ok(), s.to_string());
   CHECK(back == raw);
   return e;
 }
@@ -401,7 +401,7 @@ void check_corrupt(const Bytes& stored, const ChunkFormat& format, size_t raw_si
                    ChunkEncoding encoding = ChunkEncoding::kPlanes) {
   Bytes raw(raw_size);
   const Status s = decode(stored, encoding, format, raw);
-  CHECK_MESSAGE(s.code() == StatusCode::kCorruption, s.ToString());
+  CHECK_MESSAGE(s.code() == StatusCode::kCorruption, s.to_string());
 }
 
 Bytes frame_of(size_t size, uint64_t seed, bool content_size = true) {
@@ -545,7 +545,7 @@ TEST_CASE("decoder: frames with or without content size and checksum; dictionari
       const Bytes f = frame_with(content_size, checksum);
       Bytes raw(2 * plane);
       const Status st = decode(chunk_with_frame(f, plane), ChunkEncoding::kPlanes, bf16, raw);
-      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
       if (checksum) {
         // The checksum is the frame's last 4 bytes: a wrong one is Corruption.
         Bytes bad = f;

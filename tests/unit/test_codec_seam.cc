@@ -40,15 +40,15 @@ TEST_CASE("a registered codec: save, open, read, slice and verify through the li
   lo.chunk_shape = {16, 100};
   b.key("w").array(DType::kInt32, {64, 100}, ArrayView{data.data()}, lo);
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   const size_t before = rle.encoded();
   auto saved = save(std::move(*tree), dir.file("rle.jtree"));
-  REQUIRE_MESSAGE(saved.ok(), saved.status().ToString());
+  REQUIRE_MESSAGE(saved.ok(), saved.status().to_string());
   CHECK(rle.encoded() - before == 4 * 4);  // 4 chunks of 4 planes each
 
-  auto r = Reader::Open(dir.file("rle.jtree"));
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(dir.file("rle.jtree"));
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   const Leaf& leaf = (*r)->tree().leaves[0];
   CHECK(leaf.codec == kRleTestCodec);
   CHECK(codec_name(leaf.codec) == "rle-test");
@@ -57,16 +57,16 @@ TEST_CASE("a registered codec: save, open, read, slice and verify through the li
 
   std::vector<std::byte> back(data.size());
   Status st = (*r)->read(0, back);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   CHECK(back == data);
   // A box across two chunks.
   std::vector<std::byte> part(10 * 5 * 4);
   st = (*r)->read_box(0, Box{{12, 3}, {22, 8}}, part);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   for (size_t i = 0; i < 10; ++i) {
     CHECK(std::memcmp(part.data() + i * 20, data.data() + ((12 + i) * 100 + 3) * 4, 20) == 0);
   }
-  auto report = (*r)->Verify();
+  auto report = (*r)->verify();
   REQUIRE(report.ok());
   CHECK(report->ok());
   CHECK(report->chunks_checked == 4);
@@ -84,11 +84,11 @@ TEST_CASE("codec ids nobody registered: refused on save and in a header, as befo
     lo.codec = unknown;
     b.key("w").array(DType::kInt32, {20000}, ArrayView{data.data()}, lo);
     b.end();
-    auto tree = std::move(b).Finish();
+    auto tree = std::move(b).finish();
     REQUIRE(tree.ok());
     auto saved = save(std::move(*tree), dir.file("unknown.jtree"));
     CHECK(saved.status().code() == StatusCode::kInvalidArgument);
-    CHECK(saved.status().ToString().find("unknown codec " +
+    CHECK(saved.status().to_string().find("unknown codec " +
                                          std::to_string(static_cast<int>(unknown))) !=
           std::string::npos);
     CHECK(!std::filesystem::exists(dir.file("unknown.jtree")));
@@ -103,11 +103,11 @@ TEST_CASE("codec ids nobody registered: refused on save and in a header, as befo
   lo.filter = Filter::kShuffle;
   b.key("w").array(DType::kInt32, {20000}, ArrayView{data.data()}, lo);
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   REQUIRE(save(std::move(*tree), dir.file("rle.jtree")).ok());
-  auto r = Reader::Open(dir.file("rle.jtree"));
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(dir.file("rle.jtree"));
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   Tree t = (*r)->tree();
   REQUIRE(t.leaves[0].storage == Storage::kChunked);
   CHECK(t.leaves[0].codec == kRleTestCodec);
@@ -121,7 +121,7 @@ TEST_CASE("codec ids nobody registered: refused on save and in a header, as befo
     REQUIRE(bytes.ok());
     auto decoded = format::decode_header(*bytes, Limits{}, nullptr);
     CHECK(decoded.status().code() == StatusCode::kCorruption);
-    CHECK(decoded.status().ToString().find("leaf 0: unknown codec " + std::to_string(id)) !=
+    CHECK(decoded.status().to_string().find("leaf 0: unknown codec " + std::to_string(id)) !=
           std::string::npos);
   }
 }

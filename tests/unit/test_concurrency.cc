@@ -23,8 +23,8 @@ TEST_CASE("many threads reading one Reader") {
   b.end();
   WriteOptions wo;
   wo.target_chunk_bytes = 16 * 1024;
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("c.jtree"), wo).ok());
-  auto r = *Reader::Open(dir.file("c.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("c.jtree"), wo).ok());
+  auto r = *Reader::open(dir.file("c.jtree"));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {

@@ -74,8 +74,8 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
     b.array(specs[i].dtype, specs[i].shape, ArrayView{data.back().data()}, lo);
   }
   b.end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("g.jtree")).ok());
-  auto r = *Reader::Open(dir.file("g.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("g.jtree")).ok());
+  auto r = *Reader::open(dir.file("g.jtree"));
   std::mt19937 g(1);
   for (uint64_t staging : {uint64_t{1} << 20, uint64_t{64} << 20}) {
     CAPTURE(staging);
@@ -90,7 +90,7 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
         box.begin[d] = std::min(x, y);
         box.end[d] = std::max(x, y);
       }
-      for (const Box& bx : {Box::All(specs[i].shape), box}) {
+      for (const Box& bx : {Box::all(specs[i].shape), box}) {
         want.push_back(reference(data[i], specs[i].shape, bx, item));
         bufs.push_back(std::make_unique<DeviceBuffer>(want.back().size()));
         reqs.push_back({static_cast<uint32_t>(i), bx, bufs.back()->p, want.back().size()});
@@ -99,7 +99,7 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
     DeviceOptions o;
     o.staging_bytes = staging;
     Status st = read_many_to_device(*r, reqs, o);
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
     for (size_t i = 0; i < reqs.size(); ++i) {
       CAPTURE(i);
       CHECK(bufs[i]->to_host() == want[i]);
@@ -117,13 +117,13 @@ TEST_CASE("CUDA: a damaged chunk in the middle of a load is Corruption naming it
   lo.codec = Codec::kRaw;
   b.key("w").array(DType::kFloat32, {2048, 512}, ArrayView{data.data()}, lo);
   b.end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("c.jtree")).ok());
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("c.jtree")).ok());
   DeviceBuffer dev(data.size());
   DeviceOptions o;
   o.staging_bytes = 1 << 20;
   o.staging_buffers = 2;
   {
-    auto r = *Reader::Open(dir.file("c.jtree"));
+    auto r = *Reader::open(dir.file("c.jtree"));
     DeviceRequest req{0, std::nullopt, dev.p, data.size()};
     REQUIRE(read_many_to_device(*r, std::span(&req, 1), o).ok());
     CHECK(dev.to_host() == data);
@@ -132,14 +132,14 @@ TEST_CASE("CUDA: a damaged chunk in the middle of a load is Corruption naming it
     bytes[c.file_offset + 100] ^= std::byte{1};
     write_file(dir.file("c2.jtree"), bytes);
   }
-  auto bad = *Reader::Open(dir.file("c2.jtree"));
+  auto bad = *Reader::open(dir.file("c2.jtree"));
   DeviceRequest req{0, std::nullopt, dev.p, data.size()};
   for (int i = 0; i < 20; ++i) {  // (pinned buffers leaking would pile up here)
     Status st = read_many_to_device(*bad, std::span(&req, 1), o);
     REQUIRE(st.code() == StatusCode::kCorruption);
     CHECK(st.message().find("leaf w: chunk 3") != std::string::npos);
   }
-  auto good = *Reader::Open(dir.file("c.jtree"));
+  auto good = *Reader::open(dir.file("c.jtree"));
   REQUIRE(read_many_to_device(*good, std::span(&req, 1), o).ok());
   CHECK(dev.to_host() == data);
 }

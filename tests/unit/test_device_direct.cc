@@ -85,10 +85,10 @@ struct File {
     b.end();
     WriteOptions wo;
     wo.alignment = alignment;
-    REQUIRE(save(std::move(*std::move(b).Finish()), path, wo).ok());
+    REQUIRE(save(std::move(*std::move(b).finish()), path, wo).ok());
     reopen();
   }
-  void reopen() { reader = *Reader::Open(path); }
+  void reopen() { reader = *Reader::open(path); }
   uint32_t leaf(const std::string& key) const { return *reader->find_leaf(key); }
 };
 
@@ -111,7 +111,7 @@ struct Load {
 
   explicit Load(const File& f) {
     std::vector<std::pair<size_t, Box>> parts;
-    for (size_t i = 0; i < specs().size(); ++i) parts.push_back({i, Box::All(specs()[i].shape)});
+    for (size_t i = 0; i < specs().size(); ++i) parts.push_back({i, Box::all(specs()[i].shape)});
     parts.push_back({0, Box{{128, 0}, {512, 256}}});
     parts.push_back({2, Box{{2, 0, 0}, {5, 64, 320}}});
     parts.push_back({0, Box{{5, 3}, {900, 200}}});
@@ -203,7 +203,7 @@ DeviceStats load(const File& f, Load& l, DeviceOptions o, Status* status = nullp
   if (status != nullptr) {
     *status = st;
   } else {
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
   }
   return stats;
 }
@@ -338,7 +338,7 @@ TEST_CASE("O_DIRECT: which pieces qualify") {
         std::find_if(specs().begin(), specs().end(), [&](const Spec& s) { return s.key == key; }) -
         specs().begin());
     const Spec& sp = specs()[i];
-    const Box b = box ? *box : Box::All(sp.shape);
+    const Box b = box ? *box : Box::all(sp.shape);
     std::vector<std::byte> dst(b.num_elements() * dtype_info(sp.dtype)->item_size);
     DeviceRequest r{f.leaf(key), box, dst.data(), dst.size()};
     DeviceStats stats;
@@ -346,7 +346,7 @@ TEST_CASE("O_DIRECT: which pieces qualify") {
     o.stats = &stats;
     HostCopyEngine engine;
     Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
     CHECK(dst == reference(f.data[i], sp.shape, b, dtype_info(sp.dtype)->item_size));
     return stats;
   };
@@ -477,7 +477,7 @@ TEST_CASE("O_DIRECT refused by the file system: buffered fallback, or an error w
   Status st;
   const DeviceStats stats = load(f, l, DeviceOptions{}, &st);
   io::set_refuse_direct_open_for_testing(false);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   l.check();
   CHECK(stats.direct_bytes == 0);
   CHECK(stats.buffered_bytes == l.total);
@@ -528,7 +528,7 @@ TEST_CASE("O_DIRECT: not for memory sources; On with buffers too small is an err
     REQUIRE(std::fread(bytes.data(), 1, bytes.size(), in) == bytes.size());
     std::fclose(in);
     File m = f;
-    m.reader = *Reader::Open(memory_source(std::move(bytes), "mem.jtree"));
+    m.reader = *Reader::open(memory_source(std::move(bytes), "mem.jtree"));
     Load l(m);
     const DeviceStats st = load(m, l, DeviceOptions{});
     l.check();
@@ -577,7 +577,7 @@ TEST_CASE("O_DIRECT reads refused mid-load (EINVAL): Auto reads them buffered, O
   Status st2;
   load(f, l2, o, &st2);
   io::set_refuse_direct_reads_for_testing(false);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   l.check();
   CHECK(stats.direct_bytes == 0);
   CHECK(stats.buffered_bytes == l.total);
@@ -623,7 +623,7 @@ TEST_CASE("O_DIRECT: pinned buffers not aligned for it are filled buffered") {
   o.stats = &stats;
   OffsetEngine engine;
   Status st = read_many_staged(*f.reader, l.reqs, engine, o);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   l.check();
   CHECK(engine.inner.stats().misuses == 0);
   if (io::direct_read_support(*f.reader->source()).memory_align <= 64) {
@@ -660,7 +660,7 @@ TEST_CASE("O_DIRECT: concurrent loads from one fresh reader (the descriptor open
   for (auto& t : threads) t.join();
   for (int t = 0; t < 4; ++t) {
     CAPTURE(t);
-    REQUIRE_MESSAGE(results[t].ok(), results[t].ToString());
+    REQUIRE_MESSAGE(results[t].ok(), results[t].to_string());
     loads[t]->check();
     CHECK(stats[t].direct_bytes > 0);
   }

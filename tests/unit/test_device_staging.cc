@@ -67,10 +67,10 @@ struct Fixture {
     b.end();
     WriteOptions wo;
     wo.inline_threshold = 16;
-    REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("d.jtree"), wo).ok());
+    REQUIRE(save(std::move(*std::move(b).finish()), dir.file("d.jtree"), wo).ok());
     open();
   }
-  void open() { reader = *Reader::Open(dir.file("d.jtree")); }
+  void open() { reader = *Reader::open(dir.file("d.jtree")); }
   uint32_t leaf(const std::string& key) const { return *reader->find_leaf(key); }
 };
 
@@ -165,7 +165,7 @@ TEST_CASE("staging plan: pieces cover a box once, in destination order, within t
 TEST_CASE("staging plan: raw chunks along the cut dimension land whole in one piece") {
   // Rows of 256 bytes, chunks of 37 rows, buffers of 100 rows: pieces of 74 rows (2 chunks).
   std::vector<staging::Piece> pieces;
-  staging::cut_box(0, Box::All({300, 64}), {37, 64}, 4, 100 * 256, pieces);
+  staging::cut_box(0, Box::all({300, 64}), {37, 64}, 4, 100 * 256, pieces);
   REQUIRE(pieces.size() == 5);
   for (size_t i = 0; i + 1 < pieces.size(); ++i) CHECK(pieces[i].box.end[0] % 37 == 0);
 }
@@ -192,7 +192,7 @@ TEST_CASE("load to a device through the host engine: whole leaves and boxes, bit
           box.begin[d] = std::min(x, y);
           box.end[d] = std::max(x, y);
         }
-        for (const Box& b : {Box::All(sp.shape), box}) {
+        for (const Box& b : {Box::all(sp.shape), box}) {
           want.push_back(reference(f.data[i], sp.shape, b, item));
           dests.emplace_back(want.back().size());
           reqs.push_back({leaf, b, dests.back().bytes.data(), dests.back().bytes.size()});
@@ -203,7 +203,7 @@ TEST_CASE("load to a device through the host engine: whole leaves and boxes, bit
       o.staging_bytes = staging_bytes;
       o.staging_buffers = buffers;
       Status st = read_many_staged(*f.reader, reqs, engine, o);
-      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
       for (size_t i = 0; i < reqs.size(); ++i) {
         CAPTURE(i);
         CHECK(dests[i].bytes == want[i]);
@@ -241,7 +241,7 @@ TEST_CASE("load to a device: unverified reads, and many loads at once") {
   }
   for (auto& t : threads) t.join();
   for (int t = 0; t < 4; ++t) {
-    REQUIRE_MESSAGE(results[t].ok(), results[t].ToString());
+    REQUIRE_MESSAGE(results[t].ok(), results[t].to_string());
     CHECK(dests[t].bytes == f.data[8]);
   }
 }
@@ -260,7 +260,7 @@ TEST_CASE("backpressure: a slow copy engine never makes the load pin or queue mo
     Dest d(f.data[8].size());
     DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
     Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
-    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
     CHECK(d.bytes == f.data[8]);
     const auto s = engine.stats();
     // The engine checks that no buffer changed under a queued copy (misuses), and counts the
@@ -459,7 +459,7 @@ TEST_CASE("the CUDA engine where there is no device: NotSupported, a clear messa
   auto engine = make_cuda_copy_engine(0);
   REQUIRE(!engine.ok());
   CHECK(engine.status().code() == StatusCode::kNotSupported);
-  MESSAGE("make_cuda_copy_engine here: " << engine.status().ToString()
+  MESSAGE("make_cuda_copy_engine here: " << engine.status().to_string()
                                           << std::string(cuda_built() ? " (CUDA build)" : " (no CUDA)"));
   Dest d(10);
   DeviceRequest r{f.leaf("small"), std::nullopt, d.bytes.data(), 10};

@@ -13,7 +13,7 @@ namespace {
 Tree small_tree(const std::vector<std::byte>& data) {
   TreeBuilder b;
   b.dict().key("x").array(DType::kUInt8, {data.size()}, ArrayView{data.data()}).end();
-  return std::move(*std::move(b).Finish());
+  return std::move(*std::move(b).finish());
 }
 
 }  // namespace
@@ -27,11 +27,11 @@ TEST_CASE("failing producer, cancelled progress and refused targets keep the old
 
   TreeBuilder b;
   b.dict().key("x").array(DType::kUInt8, {1 << 22}, FillFn([](const Box& box, std::span<std::byte>) {
-    return box.begin[0] > 0 ? Status::IOError("disk of the producer failed") : Status::OK();
+    return box.begin[0] > 0 ? Status::io_error("disk of the producer failed") : Status::success();
   })).end();
   WriteOptions wo;
   wo.target_chunk_bytes = 1 << 20;
-  CHECK_FALSE(save(std::move(*std::move(b).Finish()), path, wo).ok());
+  CHECK_FALSE(save(std::move(*std::move(b).finish()), path, wo).ok());
   CHECK(read_file(path) == original);
 
   WriteOptions cancel;
@@ -49,8 +49,8 @@ TEST_CASE("failing producer, cancelled progress and refused targets keep the old
 
   // A reused leaf belongs to appends: a new file has nothing to reuse.
   TreeBuilder reuse;
-  reuse.dict().key("kept").leaf(Leaf::Reuse(0)).end();
-  auto refused = save(std::move(*std::move(reuse).Finish()), path);
+  reuse.dict().key("kept").leaf(Leaf::reused(0)).end();
+  auto refused = save(std::move(*std::move(reuse).finish()), path);
   CHECK(refused.status().code() == StatusCode::kInvalidArgument);
   CHECK(refused.status().message().find("leaf kept: reuses a leaf of an existing file") !=
         std::string::npos);
@@ -71,20 +71,20 @@ TEST_CASE("a file that is not a jtree file is not replaced unless asked") {
   WriteOptions force;
   force.overwrite_foreign = true;
   REQUIRE(save(small_tree(data), path, force).ok());
-  CHECK((*Reader::Open(path))->tree().leaves.size() == 1);
+  CHECK((*Reader::open(path))->tree().leaves.size() == 1);
 }
 
 TEST_CASE("opening what is not a jtree file gives clear errors") {
   TempDir dir;
-  CHECK(Reader::Open(dir.file("missing.jtree")).status().IsNotFound());
+  CHECK(Reader::open(dir.file("missing.jtree")).status().is_not_found());
   std::string text(1000, 'x');
   write_file(dir.file("text"), std::as_bytes(std::span(text)));
-  auto r = Reader::Open(dir.file("text"));
-  CHECK(r.status().IsCorruption());
+  auto r = Reader::open(dir.file("text"));
+  CHECK(r.status().is_corruption());
   CHECK(r.status().message().find("not a jtree file") != std::string::npos);
   CHECK(r.status().message().find(dir.file("text")) != std::string::npos);
   write_file(dir.file("empty"), {});
-  CHECK(Reader::Open(dir.file("empty")).status().IsCorruption());
+  CHECK(Reader::open(dir.file("empty")).status().is_corruption());
 }
 
 TEST_CASE("bool elements other than 0 and 1 are refused, inline and chunked (readers would "
@@ -104,7 +104,7 @@ TEST_CASE("bool elements other than 0 and 1 are refused, inline and chunked (rea
       WriteOptions wo;
       wo.target_chunk_bytes = 1 << 20;
       wo.codec = codec;
-      auto st = save(std::move(*std::move(b).Finish()), path, wo);
+      auto st = save(std::move(*std::move(b).finish()), path, wo);
       REQUIRE_FALSE(st.ok());
       CHECK(st.status().code() == StatusCode::kInvalidArgument);
       CHECK(st.status().message().find("flags") != std::string::npos);
@@ -159,12 +159,12 @@ TEST_CASE("options out of range are refused, naming the option, and the old file
   LeafOptions lo;
   lo.level = 40;
   b.dict().key("x").array(DType::kUInt8, {data.size()}, ArrayView{data.data()}, lo).end();
-  auto st = save(std::move(*std::move(b).Finish()), path);
+  auto st = save(std::move(*std::move(b).finish()), path);
   CHECK(st.status().code() == StatusCode::kInvalidArgument);
   CHECK(st.status().message().find("leaf x: level 40 is not a zstd level") != std::string::npos);
 
   // Reads: threads < 0 is refused by every entry point, naming the file.
-  auto r = Reader::Open(path);
+  auto r = Reader::open(path);
   REQUIRE(r.ok());
   ReadOptions ro;
   ro.threads = -2;
@@ -172,7 +172,7 @@ TEST_CASE("options out of range are refused, naming the option, and the old file
   Status rs = (*r)->read(0, dst, ro);
   CHECK(rs.code() == StatusCode::kInvalidArgument);
   CHECK(rs.message().find(path + ": threads must be >= 0") == 0);
-  CHECK((*r)->Verify(ro).status().code() == StatusCode::kInvalidArgument);
+  CHECK((*r)->verify(ro).status().code() == StatusCode::kInvalidArgument);
   CHECK((*r)->mapped_leaf(0, ro).status().code() == StatusCode::kInvalidArgument);
   CHECK((*r)->mapped_box(0, Box{{0}, {1}}, ro).status().code() == StatusCode::kInvalidArgument);
 }

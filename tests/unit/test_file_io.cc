@@ -155,19 +155,19 @@ void run_without_privileges(Fn fn) {
 
 std::shared_ptr<Source> open_or_die(const std::string& path, bool use_mmap = true) {
   auto r = open_file_source(path, use_mmap);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   return *r;
 }
 
 std::unique_ptr<Sink> create_or_die(const std::string& path, const SinkOptions& options = {}) {
   auto r = create_file_sink(path, options);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   return std::move(*r);
 }
 
 std::unique_ptr<Sink> append_or_die(const std::string& path, uint64_t keep, bool sync = true) {
   auto r = open_file_append_sink(path, keep, sync);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   return std::move(*r);
 }
 
@@ -254,7 +254,7 @@ TEST_CASE("file source: ranges past the end are IOError naming the path") {
     CAPTURE(c.len);
     Bytes dst(c.len);
     Status st = read_one(*src, c.offset, dst);
-    REQUIRE(st.IsIOError());
+    REQUIRE(st.is_io_error());
     CHECK(starts_with(st.message(), path + ": unexpected end of file at offset " +
                                         std::to_string(c.offset) + " (wanted " +
                                         std::to_string(c.len) + " bytes, file has 1000)"));
@@ -273,7 +273,7 @@ TEST_CASE("file source: a file truncated after opening gives IOError, not garbag
   REQUIRE(::truncate(path.c_str(), 100) == 0);
   Bytes dst(500);
   Status st = read_one(*src, 50, dst);
-  REQUIRE(st.IsIOError());
+  REQUIRE(st.is_io_error());
   CHECK(starts_with(st.message(), path + ": unexpected end of file at offset 50"));
   CHECK(contains(st.message(), "file has 100)"));
 }
@@ -283,7 +283,7 @@ TEST_CASE("file source: a missing file is NotFound") {
   const std::string path = dir.file("missing.jtree");
   auto r = open_file_source(path);
   REQUIRE(!r.ok());
-  CHECK(r.status().IsNotFound());
+  CHECK(r.status().is_not_found());
   CHECK(r.status().message() == path + ": open: No such file or directory");
 }
 
@@ -291,7 +291,7 @@ TEST_CASE("file source: directories and FIFOs are InvalidArgument") {
   TempDir dir;
   auto r = open_file_source(dir.path());
   REQUIRE(!r.ok());
-  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().is_invalid_argument());
   CHECK(r.status().message() == dir.path() + ": not a regular file");
 
   // Opening a FIFO must not wait for a writer. If it does, a writer is opened to release
@@ -304,7 +304,7 @@ TEST_CASE("file source: directories and FIFOs are InvalidArgument") {
   CHECK_FALSE(waited);
   auto f = pending.get();
   REQUIRE(!f.ok());
-  CHECK(f.status().IsInvalidArgument());
+  CHECK(f.status().is_invalid_argument());
   CHECK(f.status().message() == fifo + ": not a regular file");
 }
 
@@ -400,7 +400,7 @@ TEST_CASE("read_head_tail: objects smaller than, equal to and larger than head +
       auto inner = backend == 0 ? open_or_die(path) : memory_source(bytes, "mem");
       CountingSource src(inner);
       auto ht = src.read_head_tail(head, tail);
-      REQUIRE_MESSAGE(ht.ok(), ht.status().ToString());
+      REQUIRE_MESSAGE(ht.ok(), ht.status().to_string());
       const uint64_t h = std::min(head, size), t = std::min(tail, size);
       CHECK(ht->size == size);
       CHECK(ht->head == slice(bytes, 0, h));
@@ -432,14 +432,14 @@ TEST_CASE("read_head_tail: objects smaller than, equal to and larger than head +
 TEST_CASE("read_head_tail: errors from the backend come back") {
   TempDir dir;
   auto r = open_file_source(dir.file("nope"));
-  CHECK(r.status().IsNotFound());
+  CHECK(r.status().is_not_found());
   const std::string path = dir.file("shrinks");
   write_file(path, random_bytes(5000, 10));
   auto src = open_or_die(path, false);
   REQUIRE(::truncate(path.c_str(), 10) == 0);
   auto ht = src->read_head_tail(100, 100);
   REQUIRE(!ht.ok());
-  CHECK(ht.status().IsIOError());
+  CHECK(ht.status().is_io_error());
   CHECK(starts_with(ht.status().message(), path + ": "));
 }
 
@@ -459,10 +459,10 @@ TEST_CASE("memory source: reads, bounds, zero-copy mapping and stats") {
   CHECK(b == bytes);
 
   Status st = read_one(*src, 4090, a);
-  REQUIRE(st.IsIOError());
+  REQUIRE(st.is_io_error());
   CHECK(st.message() ==
         "weights.bin: unexpected end of file at offset 4090 (wanted 10 bytes, file has 4096)");
-  CHECK(read_one(*src, UINT64_MAX, a).IsIOError());
+  CHECK(read_one(*src, UINT64_MAX, a).is_io_error());
 
   auto map = src->mapping();
   CHECK(map.size() == bytes.size());
@@ -575,10 +575,10 @@ TEST_CASE("file sink: abort and destruction remove the temporary file") {
     sink->abort();  // idempotent
     CHECK(temp_files(dir, "ckpt.jtree").empty());
     Status st = sink->append(junk);
-    CHECK(st.IsInvalidArgument());
+    CHECK(st.is_invalid_argument());
     CHECK(st.message() == path + ": sink is closed");
-    CHECK(sink->commit().IsInvalidArgument());
-    CHECK(sink->sync().IsInvalidArgument());
+    CHECK(sink->commit().is_invalid_argument());
+    CHECK(sink->sync().is_invalid_argument());
   }
   SUBCASE("destruction") {
     auto sink = create_or_die(path);
@@ -652,8 +652,8 @@ TEST_CASE("file sink: temporary files of dead writers are removed, those of live
   CHECK(list_dir(dir.path()) == want);
 
   CHECK(remove_stale_temp_files("file://" + dir.path() + "/ckpt.jtree").ok());
-  CHECK(remove_stale_temp_files(dir.file("missing/ckpt.jtree")).status().IsNotFound());
-  CHECK(remove_stale_temp_files("https://example.com/ckpt.jtree").status().IsNotSupported());
+  CHECK(remove_stale_temp_files(dir.file("missing/ckpt.jtree")).status().is_not_found());
+  CHECK(remove_stale_temp_files("https://example.com/ckpt.jtree").status().is_not_supported());
 }
 
 TEST_CASE("file sink: saves to one target run beside cleaners and never lose their file") {
@@ -695,7 +695,7 @@ TEST_CASE("file sink: a committed sink is closed, and abort() no longer removes 
   REQUIRE(sink->append(bytes).ok());
   REQUIRE(sink->commit().ok());
   CHECK(sink->append(bytes).message() == path + ": sink is closed");
-  CHECK(sink->commit().IsInvalidArgument());
+  CHECK(sink->commit().is_invalid_argument());
   sink->abort();
   sink.reset();
   CHECK(read_file(path) == bytes);
@@ -768,14 +768,14 @@ TEST_CASE("file sink: bad targets") {
   const std::string missing = dir.file("no/such/dir/x.jtree");
   auto r = create_file_sink(missing);
   REQUIRE(!r.ok());
-  CHECK(r.status().IsNotFound());
+  CHECK(r.status().is_not_found());
   CHECK(starts_with(r.status().message(), missing + ": "));
   CHECK(contains(r.status().message(), "No such file or directory"));
 
   auto d = create_file_sink(dir.path());
-  CHECK(d.status().IsInvalidArgument());
-  CHECK(create_file_sink(dir.path() + "/").status().IsInvalidArgument());
-  CHECK(create_file_sink("").status().IsInvalidArgument());
+  CHECK(d.status().is_invalid_argument());
+  CHECK(create_file_sink(dir.path() + "/").status().is_invalid_argument());
+  CHECK(create_file_sink("").status().is_invalid_argument());
   CHECK(list_dir(dir.path()).empty());
 }
 
@@ -800,7 +800,7 @@ TEST_CASE("file sink: a bare file name is written in the current directory") {
   Status st = r.ok() ? (*r)->append(text_bytes("abc")) : r.status();
   if (st.ok()) st = (*r)->commit();
   REQUIRE(::chdir(cwd) == 0);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   CHECK(read_file(dir.file("bare.jtree")) == text_bytes("abc"));
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"bare.jtree"});
 }
@@ -814,7 +814,7 @@ TEST_CASE("file sink: sync() with and without fsync, and no patching") {
     auto sink = create_or_die(path, options);
     REQUIRE(sink->append(text_bytes("abc")).ok());
     REQUIRE(sink->sync().ok());
-    CHECK(sink->patch(0, text_bytes("x")).IsNotSupported());
+    CHECK(sink->patch(0, text_bytes("x")).is_not_supported());
     REQUIRE(sink->append(text_bytes("def")).ok());
     REQUIRE(sink->commit().ok());
     CHECK(read_file(path) == text_bytes("abcdef"));
@@ -837,20 +837,20 @@ TEST_CASE("file sink: a full disk (ENOSPC) fails cleanly") {
   SUBCASE("a large append fails at once") {
     auto sink = create_or_die(path);
     Status st = sink->append(random_bytes(2 << 20, 25));
-    REQUIRE(st.IsIOError());
+    REQUIRE(st.is_io_error());
     CHECK(st.message() == path + ": write: No space left on device");
     // The error sticks: the file now has a hole, so neither appends nor commit may go on.
-    CHECK(sink->append(text_bytes("x")).IsIOError());
-    CHECK(sink->commit().IsIOError());
+    CHECK(sink->append(text_bytes("x")).is_io_error());
+    CHECK(sink->commit().is_io_error());
   }
   SUBCASE("small appends fail in commit") {
     auto sink = create_or_die(path);
     const Bytes chunk = random_bytes(10000, 26);
     for (int i = 0; i < 20; ++i) REQUIRE(sink->append(chunk).ok());  // buffered
     Status st = sink->commit();
-    REQUIRE(st.IsIOError());
+    REQUIRE(st.is_io_error());
     CHECK(contains(st.message(), "No space left on device"));
-    CHECK(sink->append(chunk).IsInvalidArgument());
+    CHECK(sink->append(chunk).is_invalid_argument());
   }
   SUBCASE("append sink: abort restores the file") {
     auto sink = append_or_die(path, old_bytes.size());
@@ -858,7 +858,7 @@ TEST_CASE("file sink: a full disk (ENOSPC) fails cleanly") {
     Status st;
     for (int i = 0; i < 100 && st.ok(); ++i) st = sink->append(chunk);
     if (st.ok()) st = sink->commit();
-    REQUIRE(st.IsIOError());
+    REQUIRE(st.is_io_error());
     CHECK(contains(st.message(), "No space left on device"));
   }
   CHECK(read_file(path) == old_bytes);
@@ -925,7 +925,7 @@ TEST_CASE("append sink: append + patch + commit") {
     REQUIRE(sink->sync().ok());
     REQUIRE(sink->commit().ok());
     CHECK(read_file(path) == expected);
-    CHECK(sink->patch(0, text_bytes("x")).IsInvalidArgument());
+    CHECK(sink->patch(0, text_bytes("x")).is_invalid_argument());
   }
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"gen.jtree"});
 }
@@ -937,11 +937,11 @@ TEST_CASE("append sink: patches beyond position() are refused") {
   auto sink = append_or_die(path, 100);
   REQUIRE(sink->append(random_bytes(10, 39)).ok());
   Status st = sink->patch(105, random_bytes(6, 40));
-  CHECK(st.IsInvalidArgument());
+  CHECK(st.is_invalid_argument());
   CHECK(starts_with(st.message(), path + ": "));
-  CHECK(sink->patch(111, {}).IsInvalidArgument());
-  CHECK(sink->patch(UINT64_MAX, text_bytes("x")).IsInvalidArgument());
-  CHECK(sink->patch(UINT64_MAX - 1, random_bytes(5, 41)).IsInvalidArgument());
+  CHECK(sink->patch(111, {}).is_invalid_argument());
+  CHECK(sink->patch(UINT64_MAX, text_bytes("x")).is_invalid_argument());
+  CHECK(sink->patch(UINT64_MAX - 1, random_bytes(5, 41)).is_invalid_argument());
   // A refused patch does not poison the sink.
   CHECK(sink->patch(104, random_bytes(6, 42)).ok());
   CHECK(sink->commit().ok());
@@ -962,8 +962,8 @@ TEST_CASE("append sink: abort and destruction restore the committed bytes") {
     CHECK(read_file(path).size() == 3000 + (2 << 20) + 10);
     sink->abort();
     sink->abort();
-    CHECK(sink->append(committed).IsInvalidArgument());
-    CHECK(sink->commit().IsInvalidArgument());
+    CHECK(sink->append(committed).is_invalid_argument());
+    CHECK(sink->commit().is_invalid_argument());
   }
   SUBCASE("destruction") {
     auto sink = append_or_die(path, committed.size(), /*sync=*/false);
@@ -981,13 +981,13 @@ TEST_CASE("append sink: a short file, a missing file, a directory") {
   write_file(path, bytes);
   auto r = open_file_append_sink(path, 101);
   REQUIRE(!r.ok());
-  CHECK(r.status().IsCorruption());
+  CHECK(r.status().is_corruption());
   CHECK(starts_with(r.status().message(), path + ": file is shorter than its committed size"));
   CHECK(read_file(path) == bytes);
 
   const std::string missing = dir.file("missing.jtree");
   auto m = open_file_append_sink(missing, 0);
-  CHECK(m.status().IsNotFound());
+  CHECK(m.status().is_not_found());
   CHECK(m.status().message() == missing + ": open: No such file or directory");
   CHECK(open_file_append_sink(dir.path(), 0).status().code() != StatusCode::kOk);
   CHECK_FALSE(exists(missing));
@@ -1032,7 +1032,7 @@ TEST_CASE("dispatch: open_source and create_sink") {
 
   {
     auto sink = create_sink("file://" + path);
-    REQUIRE_MESSAGE(sink.ok(), sink.status().ToString());
+    REQUIRE_MESSAGE(sink.ok(), sink.status().to_string());
     REQUIRE((*sink)->append(bytes).ok());
     REQUIRE((*sink)->commit().ok());
   }
@@ -1043,7 +1043,7 @@ TEST_CASE("dispatch: open_source and create_sink") {
       OpenOptions options;
       options.use_mmap = use_mmap;
       auto src = open_source(name, options);
-      REQUIRE_MESSAGE(src.ok(), src.status().ToString());
+      REQUIRE_MESSAGE(src.ok(), src.status().to_string());
       CHECK((*src)->name() == path);
       CHECK((*src)->mapping().empty() == !use_mmap);
       Bytes dst(bytes.size());
@@ -1051,7 +1051,7 @@ TEST_CASE("dispatch: open_source and create_sink") {
       CHECK(dst == bytes);
     }
   }
-  CHECK(open_source(dir.file("nope")).status().IsNotFound());
+  CHECK(open_source(dir.file("nope")).status().is_not_found());
 
   SinkOptions no_overwrite;
   no_overwrite.overwrite = false;
@@ -1061,16 +1061,16 @@ TEST_CASE("dispatch: open_source and create_sink") {
                           "HTTPS://host/x.jtree"}) {
     CAPTURE(url);
     auto s = open_source(url);
-    CHECK(s.status().IsNotSupported());
+    CHECK(s.status().is_not_supported());
     CHECK(s.status().message() == url + ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
     auto k = create_sink(url);
-    CHECK(k.status().IsNotSupported());
+    CHECK(k.status().is_not_supported());
     CHECK(k.status().message() == url + ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
   }
   auto ftp = open_source("ftp://host/x.jtree");
-  CHECK(ftp.status().IsInvalidArgument());
+  CHECK(ftp.status().is_invalid_argument());
   CHECK(starts_with(ftp.status().message(), "ftp://host/x.jtree: unsupported URL scheme"));
-  CHECK(create_sink("gs://b/x").status().IsInvalidArgument());
+  CHECK(create_sink("gs://b/x").status().is_invalid_argument());
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"d.jtree"});
 }
 
@@ -1081,9 +1081,9 @@ TEST_CASE("Sink::patch defaults to NotSupported") {
    public:
     const std::string& name() const override { return name_; }
     uint64_t position() const override { return 0; }
-    Status append(std::span<const std::byte>) override { return Status::OK(); }
-    Status sync() override { return Status::OK(); }
-    Status commit() override { return Status::OK(); }
+    Status append(std::span<const std::byte>) override { return Status::success(); }
+    Status sync() override { return Status::success(); }
+    Status commit() override { return Status::success(); }
     void abort() noexcept override {}
     IoStats stats() const override { return {}; }
 
@@ -1093,7 +1093,7 @@ TEST_CASE("Sink::patch defaults to NotSupported") {
   NullSink sink;
   CHECK_FALSE(sink.can_patch());
   Status st = sink.patch(0, {});
-  CHECK(st.IsNotSupported());
+  CHECK(st.is_not_supported());
   CHECK(starts_with(st.message(), "null-sink: "));
 }
 

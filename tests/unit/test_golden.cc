@@ -31,10 +31,10 @@ Status read_everything(const Reader& r) {
     std::vector<std::byte> buf(leaf.memory_bytes());
     JTREE_RETURN_IF_ERROR(r.read(l, buf));
   }
-  auto rep = r.Verify();
+  auto rep = r.verify();
   if (!rep.ok()) return rep.status();
   if (!rep->ok()) return rep->problems.front().status;
-  return Status::OK();
+  return Status::success();
 }
 
 void check_basic(const Reader& r, int64_t step) {
@@ -72,16 +72,16 @@ TEST_CASE("valid golden files load with their exact content") {
   const std::string dir = golden_dir() + "valid/";
   for (const char* name : {"basic.jtree", "basic_raw.jtree", "basic_aligned_level19.jtree"}) {
     CAPTURE(name);
-    auto r = Reader::Open(dir + name);
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(dir + name);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     CHECK((*r)->info().generation == 0);
     check_basic(**r, 123456789);
     CHECK(read_everything(**r).ok());
   }
   for (const char* name : {"appended.jtree", "torn_append.jtree"}) {
     CAPTURE(name);
-    auto r = Reader::Open(dir + name);
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(dir + name);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     CHECK((*r)->info().generation == 1);
     CHECK((*r)->info().recovered == (std::string(name) == "torn_append.jtree"));
     check_basic(**r, 1000);
@@ -90,22 +90,22 @@ TEST_CASE("valid golden files load with their exact content") {
     CHECK(read_everything(**r).ok());
   }
   {
-    auto r = Reader::Open(dir + "compacted.jtree");
+    auto r = Reader::open(dir + "compacted.jtree");
     REQUIRE(r.ok());
     CHECK((*r)->info().generation == 0);
     check_basic(**r, 1000);
-    auto rep = (*r)->Verify();
+    auto rep = (*r)->verify();
     CHECK(rep->ok());
   }
   {
-    auto r = Reader::Open(dir + "scalar_root.jtree");
+    auto r = Reader::open(dir + "scalar_root.jtree");
     REQUIRE(r.ok());
     CHECK((*r)->tree().leaves[0].int_value == -5);
   }
   {
     // Format version 2's dtypes: every leaf's bytes, and the versions a reader needs.
-    auto r = Reader::Open(dir + "dtypes_v2.jtree");
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(dir + "dtypes_v2.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     CHECK((*r)->info().writer_version == 2);
     CHECK((*r)->info().min_read_version == 2);
     CHECK((*r)->info().min_write_version == 2);
@@ -126,8 +126,8 @@ TEST_CASE("valid golden files load with their exact content") {
   }
   {
     // Format version 2's rectilinear chunk grid: the bounds, the data, and slices across them.
-    auto r = Reader::Open(dir + "rectilinear.jtree");
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(dir + "rectilinear.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     CHECK((*r)->info().min_read_version == 2);
     const Leaf& l = (*r)->tree().leaves[0];
     CHECK(l.chunk_shape.empty());
@@ -147,7 +147,7 @@ TEST_CASE("valid golden files load with their exact content") {
   }
   {
     // Version-1 files: min_read_version 1 (basic.jtree) is what version-1 readers accept.
-    auto r = Reader::Open(dir + "basic.jtree");
+    auto r = Reader::open(dir + "basic.jtree");
     REQUIRE(r.ok());
     CHECK((*r)->info().writer_version == 1);
     CHECK((*r)->info().min_read_version == 1);
@@ -155,14 +155,14 @@ TEST_CASE("valid golden files load with their exact content") {
   {
     // A version-1 body marked min_read_version 2 (the old broken/future_version.jtree): what a
     // version-1 reader refused, a version-2 reader reads.
-    auto r = Reader::Open(dir + "min_read_2.jtree");
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(dir + "min_read_2.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     CHECK((*r)->info().min_read_version == 2);
     check_basic(**r, 123456789);
     CHECK(read_everything(**r).ok());
   }
   {
-    auto r = Reader::Open(dir + "many_leaves.jtree");
+    auto r = Reader::open(dir + "many_leaves.jtree");
     REQUIRE(r.ok());
     CHECK((*r)->tree().leaves.size() == 2000);
     CHECK((*r)->tree().leaves[*(*r)->find_leaf("leaf1999")].real == 999.5);
@@ -183,7 +183,7 @@ TEST_CASE("every broken golden file gives exactly its error") {
     std::getline(in, message, '|');  // (then the sections the file covers)
     if (code == "OK") continue;      // a valid vector: the next test case
     CAPTURE(path);
-    auto r = Reader::Open(golden_dir() + path);
+    auto r = Reader::open(golden_dir() + path);
     Status st = r.ok() ? read_everything(**r) : r.status();
     REQUIRE_MESSAGE(!st.ok(), path << " was accepted");
     CHECK(status_code_name(st.code()) == code);
@@ -234,10 +234,10 @@ TEST_CASE("every valid vector of the manifest opens, reads in full and verifies 
   for (const ManifestLine& m : read_manifest(&uncovered)) {
     if (m.code != "OK") continue;
     CAPTURE(m.path);
-    auto r = Reader::Open(golden_dir() + m.path);
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(golden_dir() + m.path);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     const Status st = read_everything(**r);
-    CHECK_MESSAGE(st.ok(), st.ToString());
+    CHECK_MESSAGE(st.ok(), st.to_string());
     ++checked;
   }
   CHECK(checked >= 10);

@@ -39,14 +39,14 @@ Tree every_kind() {
   node(NodeKind::kDict, 9);
   Leaf i = scalar(LeafKind::kInt);
   i.int_value = -42;
-  leaf(i, Key::Str("int"));
+  leaf(i, Key::string("int"));
   Leaf big = scalar(LeafKind::kInt);
   big.big_int = std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09", 9);
-  leaf(big, Key::Int(-7));
+  leaf(big, Key::integer(-7));
   Leaf f = scalar(LeafKind::kFloat);
   f.real = 3.5;
-  leaf(f, Key::Str("a/b\\c"));
-  node(NodeKind::kList, 3, Key::Str("list"));
+  leaf(f, Key::string("a/b\\c"));
+  node(NodeKind::kList, 3, Key::string("list"));
   node(NodeKind::kNone, 0);
   Leaf c = scalar(LeafKind::kComplex);
   c.real = 1;
@@ -55,7 +55,7 @@ Tree every_kind() {
   Leaf b = scalar(LeafKind::kBool);
   b.bool_value = true;
   leaf(b);
-  Node* nt = node(NodeKind::kNamedTuple, 2, Key::Str("nt"));
+  Node* nt = node(NodeKind::kNamedTuple, 2, Key::string("nt"));
   nt->type_name = "Point";
   Leaf s;
   s.kind = LeafKind::kStr;
@@ -63,7 +63,7 @@ Tree every_kind() {
   s.shape = {5};
   s.storage = Storage::kInline;
   s.inline_data = "hello";
-  leaf(s, Key::Str("x"));
+  leaf(s, Key::string("x"));
   Leaf a;
   a.kind = LeafKind::kArray;
   a.dtype = DType::kBFloat16;
@@ -73,8 +73,8 @@ Tree every_kind() {
   a.filter = Filter::kFloatSplit;
   a.codec = Codec::kZstd;
   a.level = 3;
-  leaf(a, Key::Str("y"));
-  Node* cu = node(NodeKind::kCustom, 1, Key::Str("custom"));
+  leaf(a, Key::string("y"));
+  Node* cu = node(NodeKind::kCustom, 1, Key::string("custom"));
   cu->type_name = "my.Node";
   cu->aux_data = std::string("\0aux", 4);
   Leaf cl;
@@ -85,13 +85,13 @@ Tree every_kind() {
   cl.storage = Storage::kInline;
   cl.inline_data = "zz";
   leaf(cl);
-  node(NodeKind::kOrderedDict, 1, Key::Str("od"));
+  node(NodeKind::kOrderedDict, 1, Key::string("od"));
   Node tied;
   tied.kind = NodeKind::kLeaf;
   tied.leaf = 6;  // the bf16 array again: tied weights
-  tied.key = Key::Int(0);
+  tied.key = Key::integer(0);
   t.nodes.push_back(tied);
-  node(NodeKind::kTuple, 0, Key::Str("empty"));
+  node(NodeKind::kTuple, 0, Key::string("empty"));
   Leaf i4;
   i4.kind = LeafKind::kArray;
   i4.dtype = DType::kInt4;
@@ -99,7 +99,7 @@ Tree every_kind() {
   i4.storage = Storage::kInline;
   i4.inline_data = std::string("\x21\x03", 2);
   i4.flags = 0;
-  leaf(i4, Key::Str("int4"));
+  leaf(i4, Key::string("int4"));
   t.metadata.emplace_back("framework", "jax");
   return t;
 }
@@ -108,7 +108,7 @@ Tree every_kind() {
 
 TEST_CASE("every node and leaf kind survives encode/decode") {
   Tree t = every_kind();
-  REQUIRE(t.Finalize().ok());
+  REQUIRE(t.finalize().ok());
   auto bytes = encode_header(t, "unit test");
   REQUIRE(bytes.ok());
   std::string writer;
@@ -116,7 +116,7 @@ TEST_CASE("every node and leaf kind survives encode/decode") {
   REQUIRE(d.ok());
   CHECK(writer == "unit test");
   Tree& u = *d;
-  REQUIRE(u.Finalize().ok());
+  REQUIRE(u.finalize().ok());
   REQUIRE(u.nodes.size() == t.nodes.size());
   REQUIRE(u.leaves.size() == t.leaves.size());
   for (size_t i = 0; i < t.nodes.size(); ++i) {
@@ -177,7 +177,7 @@ TEST_CASE("negative zeros keep their sign (flatbuffers omits fields equal to the
   c.real = 0.0;
   c.imag = -0.0;
   t.leaves = {f, c};
-  REQUIRE(t.Finalize().ok());
+  REQUIRE(t.finalize().ok());
   auto bytes = encode_header(t, "unit test");
   REQUIRE(bytes.ok());
   auto d = decode_header(*bytes, Limits{}, nullptr);
@@ -189,7 +189,7 @@ TEST_CASE("negative zeros keep their sign (flatbuffers omits fields equal to the
 
 TEST_CASE("damaged headers are Corruption, never a crash") {
   Tree t = every_kind();
-  REQUIRE(t.Finalize().ok());
+  REQUIRE(t.finalize().ok());
   auto bytes = *encode_header(t, "w");
   size_t rejected = 0;
   for (size_t i = 0; i < bytes.size(); ++i) {
@@ -198,12 +198,12 @@ TEST_CASE("damaged headers are Corruption, never a crash") {
       b[i] ^= std::byte{flip};
       auto d = decode_header(b, Limits{}, nullptr);
       if (!d.ok()) {
-        CHECK((d.status().IsCorruption() || d.status().code() == StatusCode::kResourceExhausted));
+        CHECK((d.status().is_corruption() || d.status().code() == StatusCode::kResourceExhausted));
         ++rejected;
         continue;
       }
       // What decodes must still pass or fail validation cleanly.
-      Status st = d->Finalize();
+      Status st = d->finalize();
       if (st.ok()) (void)validate_leaves(*d, Limits{});
     }
   }
@@ -216,7 +216,7 @@ TEST_CASE("damaged headers are Corruption, never a crash") {
 
 TEST_CASE("limits are enforced before allocation") {
   Tree t = every_kind();
-  REQUIRE(t.Finalize().ok());
+  REQUIRE(t.finalize().ok());
   auto bytes = *encode_header(t, "w");
   Limits small;
   small.max_nodes = 5;

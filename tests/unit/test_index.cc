@@ -13,8 +13,8 @@ using K = IndexItem::Kind;
 
 namespace {
 
-IndexItem I(int64_t i) { return {K::kInt, i, std::nullopt, std::nullopt}; }
-IndexItem S(std::optional<int64_t> a, std::optional<int64_t> b,
+IndexItem at(int64_t i) { return {K::kInt, i, std::nullopt, std::nullopt}; }
+IndexItem sl(std::optional<int64_t> a, std::optional<int64_t> b,
             std::optional<int64_t> c = std::nullopt) {
   return {K::kSlice, a, b, c};
 }
@@ -35,7 +35,7 @@ std::vector<uint64_t> picked(const ResolvedIndex& r, size_t axis, size_t dim) {
 
 TEST_CASE("resolve_index: ints, slices, steps, '...' and new axes") {
   const Shape shape{10, 20, 30};
-  auto r = resolve_index(std::vector<IndexItem>{I(-1), S(2, -3), kEll, kNew}, shape);
+  auto r = resolve_index(std::vector<IndexItem>{at(-1), sl(2, -3), kEll, kNew}, shape);
   REQUIRE(r.ok());
   CHECK(r->box.begin == Shape{9, 2, 0});
   CHECK(r->box.end == Shape{10, 17, 30});
@@ -46,18 +46,18 @@ TEST_CASE("resolve_index: ints, slices, steps, '...' and new axes") {
   CHECK(r->axes[3].kind == K::kNewAxis);
 
   // Backwards: 8, 5, 2 of 10 -> the box [2, 9), picked from offset 6 with step -3.
-  r = resolve_index(std::vector<IndexItem>{S(std::nullopt, std::nullopt, -3)}, Shape{10});
+  r = resolve_index(std::vector<IndexItem>{sl(std::nullopt, std::nullopt, -3)}, Shape{10});
   REQUIRE(r.ok());
   CHECK(r->box.begin == Shape{0});  // 9, 6, 3, 0
   CHECK(picked(*r, 0, 0) == std::vector<uint64_t>{9, 6, 3, 0});
-  r = resolve_index(std::vector<IndexItem>{S(8, 0, -3)}, Shape{10});
+  r = resolve_index(std::vector<IndexItem>{sl(8, 0, -3)}, Shape{10});
   REQUIRE(r.ok());
   CHECK(r->box.begin == Shape{2});
   CHECK(r->box.end == Shape{9});
   CHECK(picked(*r, 0, 0) == std::vector<uint64_t>{8, 5, 2});
 
   // Clamping, empty results, the whole array.
-  r = resolve_index(std::vector<IndexItem>{S(-100, 100), S(5, 2)}, Shape{4, 8});
+  r = resolve_index(std::vector<IndexItem>{sl(-100, 100), sl(5, 2)}, Shape{4, 8});
   REQUIRE(r.ok());
   CHECK(r->box.begin == Shape{0, 0});
   CHECK(r->box.end == Shape{4, 0});
@@ -69,7 +69,7 @@ TEST_CASE("resolve_index: ints, slices, steps, '...' and new axes") {
   CHECK(r->shape == Shape{3, 4});
 
   // Saturated bounds and extents past 2^63 (an empty array's other dimension).
-  r = resolve_index(std::vector<IndexItem>{S(INT64_MIN, INT64_MAX), I(-1)},
+  r = resolve_index(std::vector<IndexItem>{sl(INT64_MIN, INT64_MAX), at(-1)},
                     Shape{0, UINT64_MAX});
   REQUIRE(r.ok());
   CHECK(r->box.begin == Shape{0, UINT64_MAX - 1});
@@ -83,12 +83,12 @@ TEST_CASE("resolve_index: refusals say what and where") {
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     return r.status().message();
   };
-  CHECK(msg({I(10)}, {10}) == "index 10 is out of bounds for axis 0 with size 10");
-  CHECK(msg({S(0, 1), I(-4)}, {1, 3}) == "index -4 is out of bounds for axis 1 with size 3");
-  CHECK(msg({I(0), I(0)}, {3}) == "too many indices: 2 for an array of rank 1");
+  CHECK(msg({at(10)}, {10}) == "index 10 is out of bounds for axis 0 with size 10");
+  CHECK(msg({sl(0, 1), at(-4)}, {1, 3}) == "index -4 is out of bounds for axis 1 with size 3");
+  CHECK(msg({at(0), at(0)}, {3}) == "too many indices: 2 for an array of rank 1");
   CHECK(msg({kEll, kEll}, {3}) == "an index can only have a single ellipsis ('...')");
-  CHECK(msg({S(0, 1, 0)}, {3}) == "slice step cannot be zero");
-  CHECK(msg({I(0)}, {}) == "too many indices: 1 for an array of rank 0");
+  CHECK(msg({sl(0, 1, 0)}, {3}) == "slice step cannot be zero");
+  CHECK(msg({at(0)}, {}) == "too many indices: 1 for an array of rank 0");
 }
 
 TEST_CASE("key paths: every escape written and split back") {

@@ -34,7 +34,7 @@ TEST_CASE("preamble damage is Corruption, every byte of the hashed part") {
     CHECK_FALSE(d.ok());
     CHECK(d.status().code() == StatusCode::kCorruption);
   }
-  CHECK(decode_preamble(std::span(good).first(100)).status().IsCorruption());
+  CHECK(decode_preamble(std::span(good).first(100)).status().is_corruption());
   auto b = good;
   b[0] = std::byte{'P'};
   CHECK(decode_preamble(b).status().message().find("not a jtree file") != std::string::npos);
@@ -67,12 +67,12 @@ TEST_CASE("footer round trip, damage and versions") {
   newer.version.writer_version = 9;
   newer.version.min_read_version = 9;
   auto n = decode_footer(encode_footer(newer));
-  CHECK(n.status().IsNotSupported());
+  CHECK(n.status().is_not_supported());
   CHECK(n.status().message().find("upgrade jtree") != std::string::npos);
   // Unknown required feature: refuse. Unknown optional feature: ignore.
   Footer req = f;
   req.version.required_features = 1ull << 7;
-  CHECK(decode_footer(encode_footer(req)).status().IsNotSupported());
+  CHECK(decode_footer(encode_footer(req)).status().is_not_supported());
   Footer opt = f;
   opt.version.optional_features = 1ull << 7;
   CHECK(decode_footer(encode_footer(opt)).ok());
@@ -101,14 +101,14 @@ TEST_CASE("the checkpoint head copy's placement follows section 11.1") {
   // Segment header ends at 1000; the copy (preamble + header) is 640 bytes; data at 2048.
   CHECK(check_head_placement(1024, 640, 1000, 2048).ok());
   CHECK(check_head_placement(1408, 640, 1000, 2048).ok());   // ends exactly at the data
-  CHECK(check_head_placement(1000, 640, 1000, 2048).IsCorruption());  // not 64-aligned
-  CHECK(check_head_placement(960, 640, 1000, 2048).IsCorruption());   // overlaps own header
-  CHECK(check_head_placement(1472, 640, 1000, 2048).IsCorruption());  // runs into the data
-  CHECK(check_head_placement(1024, 640, 1000, 2080).IsCorruption());  // data - head not a multiple of 64
-  CHECK(check_head_placement(1024, 640, 1000, 0).IsCorruption());     // no data offset
+  CHECK(check_head_placement(1000, 640, 1000, 2048).is_corruption());  // not 64-aligned
+  CHECK(check_head_placement(960, 640, 1000, 2048).is_corruption());   // overlaps own header
+  CHECK(check_head_placement(1472, 640, 1000, 2048).is_corruption());  // runs into the data
+  CHECK(check_head_placement(1024, 640, 1000, 2080).is_corruption());  // data - head not a multiple of 64
+  CHECK(check_head_placement(1024, 640, 1000, 0).is_corruption());     // no data offset
   // Values that would overflow a naive end computation.
-  CHECK(check_head_placement(UINT64_MAX - 63, 640, 1000, 2048).IsCorruption());
-  CHECK(check_head_placement(1024, UINT64_MAX, 1000, 2048).IsCorruption());
+  CHECK(check_head_placement(UINT64_MAX - 63, 640, 1000, 2048).is_corruption());
+  CHECK(check_head_placement(1024, UINT64_MAX, 1000, 2048).is_corruption());
   const Status st = check_head_placement(1472, 640, 1000, 2048);
   CHECK(st.message().find("1472") != std::string::npos);
   CHECK(st.message().find("2048") != std::string::npos);

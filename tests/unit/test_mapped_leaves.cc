@@ -48,19 +48,19 @@ Saved save_leaves(const std::string& path, const std::vector<Spec>& specs, uint6
                                           ArrayView{out.data.back().data()}, lo);
   }
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   WriteOptions wo;
   wo.inline_threshold = 16;
   wo.target_chunk_bytes = 1000;  // many chunks, most not a multiple of the 64-byte alignment
   auto st = save(std::move(*tree), path, wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   return out;
 }
 
 std::shared_ptr<Reader> open_or_die(const std::string& path) {
-  auto r = Reader::Open(path);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   return *r;
 }
 
@@ -90,7 +90,7 @@ TEST_CASE("raw leaves map whole: back to back in grid order, the right bytes") {
   auto r = open_or_die(s.path);
   const auto leaves = all_leaves(*r);
   auto mapped = r->map_leaves(leaves);
-  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().to_string());
   for (size_t i = 0; i < specs.size(); ++i) {
     CAPTURE(i);
     const Leaf& l = r->leaf(leaves[i]);
@@ -131,7 +131,7 @@ TEST_CASE("a strided source is gathered into the same back-to-back layout") {
   const std::vector<int64_t> strides = {4, static_cast<int64_t>(cols * 4)};  // (cols, rows) view
   b.key("t").array(DType::kFloat32, {cols, rows}, ArrayView{base.data(), strides}, lo);
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   WriteOptions wo;
   wo.target_chunk_bytes = 256;
@@ -172,12 +172,12 @@ TEST_CASE("leaves that are not stored as their array are not mapped") {
   OpenOptions no_map;
   no_map.use_mmap = false;
   const Saved raw = save_leaves(dir.file("raw.jtree"), {{DType::kFloat32, {100}, {}}});
-  auto unmapped = Reader::Open(raw.path, no_map);
+  auto unmapped = Reader::open(raw.path, no_map);
   REQUIRE(unmapped.ok());
   auto m = (*unmapped)->mapped_leaf(0);
   REQUIRE(m.ok());
   CHECK_FALSE(*m);
-  auto in_memory = Reader::Open(memory_source(read_file(raw.path), "mem.jtree"));
+  auto in_memory = Reader::open(memory_source(read_file(raw.path), "mem.jtree"));
   REQUIRE(in_memory.ok());
   auto m2 = (*in_memory)->mapped_leaf(0);
   REQUIRE(m2.ok());
@@ -275,18 +275,18 @@ TEST_CASE("compact keeps raw leaves stored as their array") {
                                                    {DType::kInt16, {5, 6, 7}, {1, 3, 7}},
                                                    {DType::kUInt8, {3000}, {}}});
   auto st = compact(s.path, dir.file("out.jtree"));
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   auto r = open_or_die(dir.file("out.jtree"));
   const auto leaves = all_leaves(*r);
   auto mapped = r->map_leaves(leaves);
-  REQUIRE_MESSAGE(mapped.ok(), mapped.status().ToString());
+  REQUIRE_MESSAGE(mapped.ok(), mapped.status().to_string());
   for (size_t i = 0; i < leaves.size(); ++i) {
     CAPTURE(i);
     REQUIRE(Tree::chunk_count(r->leaf(leaves[i])) > 1);
     REQUIRE((*mapped)[i]);
     CHECK(same((*mapped)[i].bytes, s.data[i]));
   }
-  auto report = r->Verify();
+  auto report = r->verify();
   REQUIRE(report.ok());
   CHECK(report->ok());
 }
@@ -359,7 +359,7 @@ TEST_CASE("mapped_box views a box in place, verifying only the chunks it overlap
     CAPTURE(c.box.begin[0]);
     CAPTURE(c.box.end[0]);
     auto m = r->mapped_box(0, c.box);
-    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    REQUIRE_MESSAGE(m.ok(), m.status().to_string());
     REQUIRE(*m);
     // From the box's first element up to its last.
     const uint64_t first = c.box.begin[0] * 50 + c.box.begin[1];
@@ -392,7 +392,7 @@ TEST_CASE("mapped_box over a grid cut inside rows, of every item size") {
     const Leaf& l = r->leaf(leaf);
     const uint64_t item = dtype_info(l.dtype)->item_size;
     auto m = r->mapped_box(leaf, box);
-    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    REQUIRE_MESSAGE(m.ok(), m.status().to_string());
     REQUIRE(*m);
     CHECK(reinterpret_cast<uintptr_t>(m->bytes.data()) % item == 0);
     CHECK(box_elements(*m, l.shape, box, item) == gather_box(s.data[i].data(), l.shape, box, item));
@@ -416,7 +416,7 @@ TEST_CASE("mapped_box: a damaged chunk inside the box is Corruption, one outside
   // Boxes that do not overlap chunk 2 verify and read right.
   for (const Box& box : {Box{{0, 0}, {40, 50}}, Box{{60, 3}, {100, 4}}, Box{{39, 0}, {40, 50}}}) {
     auto m = r->mapped_box(0, box);
-    REQUIRE_MESSAGE(m.ok(), m.status().ToString());
+    REQUIRE_MESSAGE(m.ok(), m.status().to_string());
     CHECK(box_elements(*m, shape, box, 1) == gather_box(s.data[0].data(), shape, box, 1));
   }
   // A box that overlaps it, even by one element far from the damaged byte, fails naming it.
@@ -464,7 +464,7 @@ TEST_CASE("mapped_box: empty boxes, bad boxes and leaves that do not map") {
   // No mapping (use_mmap off): empty.
   OpenOptions no_map;
   no_map.use_mmap = false;
-  auto unmapped = Reader::Open(s.path, no_map);
+  auto unmapped = Reader::open(s.path, no_map);
   REQUIRE(unmapped.ok());
   auto m = (*unmapped)->mapped_box(0, Box{{0, 0}, {1, 17}});
   REQUIRE(m.ok());
@@ -494,7 +494,7 @@ TEST_CASE("a mapped box is private and outlives the Reader") {
   std::memset(whole->bytes.data(), 0x11, whole->bytes.size());
   std::memset(a->bytes.data(), 0x22, a->bytes.size());
   auto b = r->mapped_box(0, Box{{5, 0}, {25, 64}});
-  REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  REQUIRE_MESSAGE(b.ok(), b.status().to_string());
   CHECK(std::equal(b->bytes.begin(), b->bytes.end(), s.data[0].begin() + 5 * 64 * 4));
   CHECK(a->bytes[0] == std::byte{0x22});
   CHECK(whole->bytes[0] == std::byte{0x11});

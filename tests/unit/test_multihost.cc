@@ -82,7 +82,7 @@ struct Process {
     b.key("step").int_value(42);
     b.key("name").str("multi");
     b.end();
-    auto t = std::move(b).Finish();
+    auto t = std::move(b).finish();
     REQUIRE(t.ok());
     return std::move(*t);
   }
@@ -102,7 +102,7 @@ void save_all(const std::string& target, const Global& g, uint64_t save_id,
   for (uint32_t k = 0; k < kProcs; ++k) {
     Process p;
     auto st = save_segment(p.tree(g, k, holds), target, {k, kProcs, save_id}, small_chunks());
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   }
 }
 
@@ -122,19 +122,19 @@ TEST_CASE("four segments commit into one checkpoint that loads bit-exact") {
   save_all(target, g, 77);
   CHECK(dir.entries().size() == kProcs);
   {  // A segment file is a valid file of its own; chunks of other processes are absent.
-    auto seg = Reader::Open(segment_path(target, 1, kProcs));
+    auto seg = Reader::open(segment_path(target, 1, kProcs));
     REQUIRE(seg.ok());
     CHECK((*seg)->info().is_segment);
     CHECK((*seg)->info().process_index == 1);
     std::vector<std::byte> buf(64 * 48 * 4);
-    CHECK((*seg)->read(*(*seg)->find_leaf("a"), buf).IsNotFound());
+    CHECK((*seg)->read(*(*seg)->find_leaf("a"), buf).is_not_found());
     std::vector<std::byte> rows(16 * 48 * 4);
     CHECK((*seg)->read_box(*(*seg)->find_leaf("a"), {{16, 0}, {32, 48}}, rows).ok());
   }
   auto st = commit_segments(target, kProcs);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   CHECK(dir.entries() == std::vector<std::string>{"ckpt.jtree"});  // segments removed
-  auto r = Reader::Open(target);
+  auto r = Reader::open(target);
   REQUIRE(r.ok());
   CHECK_FALSE((*r)->info().is_segment);
   CHECK((*r)->info().segments.size() == kProcs);
@@ -143,7 +143,7 @@ TEST_CASE("four segments commit into one checkpoint that loads bit-exact") {
   CHECK(read_leaf(**r, "c") == g.c);
   CHECK(read_leaf(**r, "r") == g.r);
   CHECK((*r)->tree().leaves[*(*r)->find_leaf("step")].int_value == 42);
-  auto rep = (*r)->Verify();
+  auto rep = (*r)->verify();
   REQUIRE(rep.ok());
   CHECK(rep->ok());
   // Chunk grids follow the shards: every chunk of "b" lies in one 10-column shard.
@@ -158,7 +158,7 @@ TEST_CASE("the commit copies whole blocks: segment 0 with the checkpoint head, t
   save_all(target, g, 78);
   std::vector<FileInfo> segs;
   for (uint32_t k = 0; k < kProcs; ++k) {
-    segs.push_back((*Reader::Open(segment_path(target, k, kProcs)))->info());
+    segs.push_back((*Reader::open(segment_path(target, k, kProcs)))->info());
   }
   // Only segment 0 carries the checkpoint's head, between its own header and its data.
   const uint64_t h = segs[0].checkpoint_head_offset;
@@ -171,7 +171,7 @@ TEST_CASE("the commit copies whole blocks: segment 0 with the checkpoint head, t
   CommitOptions keep;
   keep.keep_segments = true;
   REQUIRE(commit_segments(target, kProcs, keep).ok());
-  auto r = Reader::Open(target);
+  auto r = Reader::open(target);
   REQUIRE(r.ok());
   const FileInfo& out = (*r)->info();
   REQUIRE(out.segments.size() == kProcs);
@@ -189,7 +189,7 @@ TEST_CASE("the commit copies whole blocks: segment 0 with the checkpoint head, t
     CHECK(out.segments[k].salt == segs[k].segments[0].salt);
   }
   CHECK(read_leaf(**r, "a") == g.a);
-  auto rep = (*r)->Verify();
+  auto rep = (*r)->verify();
   REQUIRE(rep.ok());
   CHECK(rep->ok());
 }
@@ -202,19 +202,19 @@ TEST_CASE("commit failures leave no target and say what is wrong") {
     save_all(target, g, 1);
     std::filesystem::remove(segment_path(target, 2, kProcs));
     auto st = commit_segments(target, kProcs);
-    CHECK(st.status().IsNotFound());
+    CHECK(st.status().is_not_found());
     CHECK(st.status().message().find("segment 2 of 4") != std::string::npos);
   }
   SUBCASE("a shard written by two processes") {
     save_all(target, g, 1, [](uint32_t k, uint32_t s) { return s == k || (k == 3 && s == 0); });
     auto st = commit_segments(target, kProcs);
-    CHECK(st.status().IsCorruption());
+    CHECK(st.status().is_corruption());
     CHECK(st.status().message().find("is in segments 0 and 3") != std::string::npos);
   }
   SUBCASE("a shard written by nobody") {
     save_all(target, g, 1, [](uint32_t k, uint32_t s) { return s == k && s != 2; });
     auto st = commit_segments(target, kProcs);
-    CHECK(st.status().IsCorruption());
+    CHECK(st.status().is_corruption());
     CHECK(st.status().message().find("is in no segment") != std::string::npos);
   }
   SUBCASE("a segment left over from another save") {
@@ -231,20 +231,20 @@ TEST_CASE("commit failures leave no target and say what is wrong") {
     bytes[200] ^= std::byte{1};  // inside the header
     write_file(seg, bytes);
     auto st = commit_segments(target, kProcs);
-    CHECK(st.status().IsCorruption());
+    CHECK(st.status().is_corruption());
     CHECK(st.status().message().find(seg) != std::string::npos);
   }
   SUBCASE("a damaged copy of the checkpoint head in segment 0") {
     save_all(target, g, 1);
     const std::string seg = segment_path(target, 0, kProcs);
-    const uint64_t h = (*Reader::Open(seg))->info().checkpoint_head_offset;
+    const uint64_t h = (*Reader::open(seg))->info().checkpoint_head_offset;
     REQUIRE(h > 0);
     auto bytes = read_file(seg);
     bytes[h + 130] ^= std::byte{1};  // inside the copy of the header: no segment checksum covers it
     write_file(seg, bytes);
-    REQUIRE(Reader::Open(seg).ok());
+    REQUIRE(Reader::open(seg).ok());
     auto st = commit_segments(target, kProcs);
-    CHECK(st.status().IsCorruption());
+    CHECK(st.status().is_corruption());
     CHECK(st.status().message().find(seg + ": at " + std::to_string(h) +
                                      ": the copy of the checkpoint head") != std::string::npos);
   }
@@ -260,12 +260,12 @@ TEST_CASE("a commit can be run again; segments can be kept; data can be verified
   keep.keep_segments = true;
   keep.verify_chunks = true;
   auto first = commit_segments(target, kProcs, keep);
-  REQUIRE_MESSAGE(first.ok(), first.status().ToString());
+  REQUIRE_MESSAGE(first.ok(), first.status().to_string());
   CHECK(dir.entries().size() == kProcs + 1);
   // Run again (as after a crash between the rename and the clean-up): same result.
   REQUIRE(commit_segments(target, kProcs).ok());
   CHECK(dir.entries() == std::vector<std::string>{"ckpt.jtree"});
-  CHECK(read_leaf(**Reader::Open(target), "c") == g.c);
+  CHECK(read_leaf(**Reader::open(target), "c") == g.c);
 }
 
 TEST_CASE("one process holding every shard saves a complete file; gaps are refused") {
@@ -274,12 +274,12 @@ TEST_CASE("one process holding every shard saves a complete file; gaps are refus
   Process all;
   auto st = save(all.tree(g, 0, [](uint32_t, uint32_t) { return true; }), dir.file("one.jtree"),
                  small_chunks());
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
-  CHECK(read_leaf(**Reader::Open(dir.file("one.jtree")), "b") == g.b);
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
+  CHECK(read_leaf(**Reader::open(dir.file("one.jtree")), "b") == g.b);
   Process some;
   auto gap = save(some.tree(g, 0, [](uint32_t, uint32_t s) { return s != 1; }),
                   dir.file("gap.jtree"), small_chunks());
-  CHECK(gap.status().IsInvalidArgument());
+  CHECK(gap.status().is_invalid_argument());
   CHECK(gap.status().message().find("no data") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.file("gap.jtree")));
 }
@@ -299,8 +299,8 @@ TEST_CASE("chunk shapes must follow the shards") {
   l.input = in;
   TreeBuilder b;
   b.dict().key("x").leaf(l).end();
-  auto st = save_segment(std::move(*std::move(b).Finish()), dir.file("t.jtree"), {0, 4, 1});
-  CHECK(st.status().IsInvalidArgument());
+  auto st = save_segment(std::move(*std::move(b).finish()), dir.file("t.jtree"), {0, 4, 1});
+  CHECK(st.status().is_invalid_argument());
   CHECK(st.status().message().find("does not divide the shard extent") != std::string::npos);
 }
 
@@ -317,27 +317,27 @@ TEST_CASE("a multi-process save of a version-2 dtype commits as a version-2 file
     b.key("w").leaf(p.sharded(DType::kFloat8E4M3B11FNUZ, {64, 32}, {32, 32}, full,
                               {Box{{32ull * k, 0}, {32ull * (k + 1), 32}}}));
     b.end();
-    auto t = std::move(b).Finish();
+    auto t = std::move(b).finish();
     REQUIRE(t.ok());
     auto st = save_segment(std::move(*t), target, {k, 2, 5}, small_chunks());
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
-    auto seg = Reader::Open(segment_path(target, k, 2));
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
+    auto seg = Reader::open(segment_path(target, k, 2));
     REQUIRE(seg.ok());
     CHECK((*seg)->info().min_read_version == 2);
   }
   REQUIRE(commit_segments(target, 2).ok());
-  auto r = Reader::Open(target);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(target);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   CHECK((*r)->info().min_read_version == 2);
   CHECK((*r)->info().min_write_version == 2);
   CHECK(read_leaf(**r, "w") == full);
-  CHECK((*r)->Verify()->ok());
+  CHECK((*r)->verify()->ok());
   // Version 1 stays version 1 through the same path.
   const std::string v1 = dir.file("v1.jtree");
   Global g;
   save_all(v1, g, 6);
   REQUIRE(commit_segments(v1, kProcs).ok());
-  CHECK((*Reader::Open(v1))->info().min_read_version == 1);
+  CHECK((*Reader::open(v1))->info().min_read_version == 1);
 }
 
 TEST_CASE("a commit never replaces a file that is not a jtree file unless asked") {
@@ -358,8 +358,8 @@ TEST_CASE("a commit never replaces a file that is not a jtree file unless asked"
   CommitOptions force;
   force.write.overwrite_foreign = true;
   auto forced = commit_segments(target, kProcs, force);
-  REQUIRE_MESSAGE(forced.ok(), forced.status().ToString());
-  auto r = Reader::Open(target);
+  REQUIRE_MESSAGE(forced.ok(), forced.status().to_string());
+  auto r = Reader::open(target);
   REQUIRE(r.ok());
   CHECK(read_leaf(**r, "a") == g.a);
   CHECK(dir.entries() == std::vector<std::string>{"notes.txt"});
@@ -421,19 +421,19 @@ TEST_CASE("uneven splits get a rectilinear grid: few chunks, bit-exact whole and
     b.key("t").leaf(uneven_leaf(p, DType::kFloat32, st, t, bt, k, kP));
     b.key("c").leaf(uneven_leaf(p, DType::kUInt8, s3, c, b3, k, kP));
     b.end();
-    auto tree = std::move(b).Finish();
+    auto tree = std::move(b).finish();
     REQUIRE(tree.ok());
     auto s = save_segment(std::move(*tree), target, {k, kP, 9}, wo);
-    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
   }
   REQUIRE(commit_segments(target, kP).ok());
-  auto r = Reader::Open(target);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(target);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   CHECK((*r)->info().min_read_version == 2);
   CHECK(read_leaf(**r, "v") == v);
   CHECK(read_leaf(**r, "t") == t);
   CHECK(read_leaf(**r, "c") == c);
-  CHECK((*r)->Verify()->ok());
+  CHECK((*r)->verify()->ok());
   // Chunk counts: at most the single-process grid's plus the number of blocks.
   struct Case {
     const char* name;
@@ -480,11 +480,11 @@ TEST_CASE("even splits told their blocks keep a regular grid and format version 
     Process p;
     TreeBuilder b;
     b.dict().key("a").leaf(uneven_leaf(p, DType::kFloat32, {64, 48}, a, blocks, k, 4)).end();
-    auto s = save_segment(std::move(*std::move(b).Finish()), target, {k, 4, 3}, small_chunks());
-    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    auto s = save_segment(std::move(*std::move(b).finish()), target, {k, 4, 3}, small_chunks());
+    REQUIRE_MESSAGE(s.ok(), s.status().to_string());
   }
   REQUIRE(commit_segments(target, 4).ok());
-  auto r = Reader::Open(target);
+  auto r = Reader::open(target);
   REQUIRE(r.ok());
   CHECK((*r)->info().min_read_version == 1);
   const Leaf& l = (*r)->tree().leaves[0];
@@ -508,8 +508,8 @@ TEST_CASE("block boxes of the wrong rank or outside the array are refused") {
     l.input = in;
     TreeBuilder b;
     b.dict().key("x").leaf(l).end();
-    auto st = save(std::move(*std::move(b).Finish()), dir.file("t.jtree"));
-    CHECK(st.status().IsInvalidArgument());
+    auto st = save(std::move(*std::move(b).finish()), dir.file("t.jtree"));
+    CHECK(st.status().is_invalid_argument());
     CHECK(st.status().message().find("block box") != std::string::npos);
   }
   CHECK(dir.entries().empty());

@@ -13,8 +13,8 @@ namespace {
 
 // Saves `b`'s tree; the status, and whether a file was left behind.
 Status try_save(TreeBuilder&& b, const TempDir& dir, bool* left_file) {
-  auto tree = std::move(b).Finish();
-  REQUIRE_MESSAGE(tree.ok(), tree.status().ToString());
+  auto tree = std::move(b).finish();
+  REQUIRE_MESSAGE(tree.ok(), tree.status().to_string());
   const std::string path = dir.file("t.jtree");
   auto st = save(std::move(*tree), path);
   *left_file = std::filesystem::exists(path);
@@ -107,8 +107,8 @@ TEST_CASE("save refuses a big_int that is not canonical; a canonical one round-t
   }
   TreeBuilder b;
   b.dict().key("big").leaf(big(two64, 0)).end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("ok.jtree")).ok());
-  auto r = *Reader::Open(dir.file("ok.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("ok.jtree")).ok());
+  auto r = *Reader::open(dir.file("ok.jtree"));
   CHECK(r->tree().leaves[0].big_int == two64);
 }
 
@@ -122,13 +122,13 @@ TEST_CASE("UTF-8 names beyond ASCII round-trip; str key '1' and int key 1 are di
       .key(int64_t{1}).int_value(4)
       .end()
       .metadata("\xe2\x82\xac", "euro");
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("u.jtree")).ok());
-  auto r = Reader::Open(dir.file("u.jtree"));
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("u.jtree")).ok());
+  auto r = Reader::open(dir.file("u.jtree"));
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   const Tree& t = (*r)->tree();
   CHECK(t.leaves[t.nodes[*t.find("gr\xc3\xb6\xc3\x9f" "e")].leaf].int_value == 1);
   CHECK(t.leaves[t.nodes[*t.find("\xf0\x9f\x98\x80")].leaf].int_value == 2);
-  CHECK(t.nodes[3].key == Key::Str("1"));
-  CHECK(t.nodes[4].key == Key::Int(1));
+  CHECK(t.nodes[3].key == Key::string("1"));
+  CHECK(t.nodes[4].key == Key::integer(1));
   CHECK(t.metadata[0].first == "\xe2\x82\xac");
 }

@@ -46,7 +46,7 @@ class Claimant final : public jtree::codec::PlaneCodec {
     return size_t{0};
   }
   Status decode(std::span<const std::byte>, std::span<std::byte>) const override {
-    return Status::Corruption("claimant");
+    return Status::corruption("claimant");
   }
 
  private:
@@ -83,7 +83,7 @@ TEST_CASE("plane codec registry: built-ins, lookups, refusals") {
   CHECK(register_plane_codec(raw).code() == StatusCode::kInvalidArgument);
   const Status taken = register_plane_codec(zstd_again);
   CHECK(taken.code() == StatusCode::kInvalidArgument);
-  CHECK(taken.ToString().find("taken by zstd") != std::string::npos);
+  CHECK(taken.to_string().find("taken by zstd") != std::string::npos);
   CHECK(register_plane_codec(rle_again).code() == StatusCode::kInvalidArgument);
   CHECK(find_plane_codec(Codec::kZstd) == zstd);
   CHECK(find_plane_codec(kRleTestCodec) == &rle);
@@ -103,7 +103,7 @@ TEST_CASE("a registered codec encodes and decodes chunks through encode_chunk/de
   jtree::UninitBytes out;
   Bytes scratch;
   auto enc = encode_chunk(raw, f, out, scratch);
-  REQUIRE_MESSAGE(enc.ok(), enc.status().ToString());
+  REQUIRE_MESSAGE(enc.ok(), enc.status().to_string());
   REQUIRE(*enc == ChunkEncoding::kPlanes);
   CHECK(rle.encoded() - before == 4);  // the library asked this codec, for every plane
   CHECK(hints.leaf[0].load() == 1);    // and gave it the plane's hint slots
@@ -117,7 +117,7 @@ TEST_CASE("a registered codec encodes and decodes chunks through encode_chunk/de
 
   Bytes back(raw.size());
   Status st = decode_chunk(stored, *enc, f, back, scratch);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   CHECK(back == raw);
 
   // The codec id chooses the decoder: the same bytes read as zstd frames are Corruption, and
@@ -130,7 +130,7 @@ TEST_CASE("a registered codec encodes and decodes chunks through encode_chunk/de
   unknown.codec = static_cast<Codec>(201);
   st = decode_chunk(stored, *enc, unknown, back, scratch);
   CHECK(st.code() == StatusCode::kCorruption);
-  CHECK(st.ToString().find("unknown codec 201") != std::string::npos);
+  CHECK(st.to_string().find("unknown codec 201") != std::string::npos);
   CHECK(encode_chunk(raw, unknown, out, scratch).status().code() ==
         StatusCode::kInvalidArgument);
   ChunkFormat raw_leaf = f;
@@ -144,7 +144,7 @@ TEST_CASE("a registered codec encodes and decodes chunks through encode_chunk/de
   bad[16 + plane + 32] = std::byte{17};
   st = decode_chunk(bad, *enc, f, back, scratch);
   CHECK(st.code() == StatusCode::kCorruption);
-  CHECK(st.ToString().find("plane 1") != std::string::npos);
+  CHECK(st.to_string().find("plane 1") != std::string::npos);
 }
 
 TEST_CASE("a registered codec that never pays leaves the chunk Raw") {

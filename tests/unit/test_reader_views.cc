@@ -78,7 +78,7 @@ void check_accessors(const Reader& r) {
     CHECK(raw == leaf.memory_bytes());
   }
   auto missing = r.find("no/such/key");
-  CHECK(missing.status().IsNotFound());
+  CHECK(missing.status().is_not_found());
   CHECK(missing.status().message().find(r.name()) != std::string::npos);
 }
 
@@ -119,13 +119,13 @@ TEST_CASE("the in-place accessors equal tree() on every kind of node and leaf") 
   b.key("tied").tied(tied);
   b.metadata("note", "value");
   b.end();
-  auto tree = std::move(b).Finish();
-  REQUIRE_MESSAGE(tree.ok(), tree.status().ToString());
+  auto tree = std::move(b).finish();
+  REQUIRE_MESSAGE(tree.ok(), tree.status().to_string());
   WriteOptions wo;
   wo.sync = false;
   REQUIRE(save(std::move(*tree), path, wo).ok());
-  auto r = Reader::Open(path);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   check_accessors(**r);
   // Reads through the accessors' leaves give the data.
   auto leaf = (*r)->find_leaf("params/w");
@@ -156,14 +156,14 @@ TEST_CASE("a tree of many leaves: parallel ranges, chunk numbering and threads a
     else b.key(k).int_value(i);
   }
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   WriteOptions wo;
   wo.sync = false;
   wo.inline_threshold = 128;  // the 64-float leaves chunked, the 16-float ones inline
   REQUIRE(save(std::move(*tree), path, wo).ok());
-  auto r = Reader::Open(path);
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  auto r = Reader::open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   const Reader& reader = **r;
   CHECK(reader.num_leaves() == n);
   CHECK(reader.info().num_chunks == 2 * (n / 1000));

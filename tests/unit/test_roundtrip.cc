@@ -23,7 +23,7 @@ std::vector<std::byte> load_leaf(const Reader& r, const std::string& path) {
   const Leaf& l = r.tree().leaves[*leaf];
   std::vector<std::byte> out(l.memory_bytes());
   Status st = r.read(*leaf, out);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   return out;
 }
 
@@ -66,15 +66,15 @@ TEST_CASE("every dtype, shape, grid, codec and filter round-trips bit-exact") {
     b.key("leaf" + std::to_string(i)).array(c.dtype, c.shape, ArrayView{data.back().data()}, lo);
   }
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   WriteOptions wo;
   wo.inline_threshold = 16;
   wo.target_chunk_bytes = 1000;  // many chunks even for small arrays
   auto st = save(std::move(*tree), dir.file("all.jtree"), wo);
-  REQUIRE_MESSAGE(st.ok(), st.status().ToString());
-  auto r = Reader::Open(dir.file("all.jtree"));
-  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(st.ok(), st.status().to_string());
+  auto r = Reader::open(dir.file("all.jtree"));
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   size_t chunked = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     CAPTURE(i);
@@ -90,7 +90,7 @@ TEST_CASE("every dtype, shape, grid, codec and filter round-trips bit-exact") {
     }
   }
   CHECK(chunked > cases.size() / 2);
-  auto report = (*r)->Verify();
+  auto report = (*r)->verify();
   REQUIRE(report.ok());
   CHECK(report->ok());
   CHECK(report->chunks_checked == (*r)->info().num_chunks);
@@ -120,10 +120,10 @@ TEST_CASE("scalars, strings, bytes (small and large), tied leaves and metadata")
   b.key("bigint").leaf(huge);
   b.metadata("step", "100");
   b.end();
-  auto tree = std::move(b).Finish();
+  auto tree = std::move(b).finish();
   REQUIRE(tree.ok());
   REQUIRE(save(std::move(*tree), dir.file("t.jtree")).ok());
-  auto r = Reader::Open(dir.file("t.jtree"));
+  auto r = Reader::open(dir.file("t.jtree"));
   REQUIRE(r.ok());
   const Tree& t = (*r)->tree();
   auto leaf = [&](const char* p) -> const Leaf& { return t.leaves[*(*r)->find_leaf(p)]; };
@@ -162,14 +162,14 @@ TEST_CASE("strided and big-endian sources, and FillFn producers") {
     auto* p = reinterpret_cast<uint16_t*>(dst.data());
     for (uint64_t i = box.begin[0]; i < box.end[0]; ++i)
       for (uint64_t j = box.begin[1]; j < box.end[1]; ++j) *p++ = static_cast<uint16_t>(i * 7 + j);
-    return Status::OK();
+    return Status::success();
   }));
   b.end();
   WriteOptions wo;
   wo.inline_threshold = 0;
   wo.target_chunk_bytes = 1024;
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("s.jtree"), wo).ok());
-  auto r = *Reader::Open(dir.file("s.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("s.jtree"), wo).ok());
+  auto r = *Reader::open(dir.file("s.jtree"));
   std::vector<double> t(60);
   REQUIRE(r->read(*r->find_leaf("t"), std::as_writable_bytes(std::span(t))).ok());
   for (int i = 0; i < 10; ++i)
@@ -184,9 +184,9 @@ TEST_CASE("strided and big-endian sources, and FillFn producers") {
   // A failing producer fails the save with the leaf's path, and leaves nothing behind.
   TreeBuilder f;
   f.dict().key("bad").array(DType::kUInt8, {100000}, FillFn([](const Box&, std::span<std::byte>) {
-    return Status::IOError("device lost");
+    return Status::io_error("device lost");
   })).end();
-  auto fs = save(std::move(*std::move(f).Finish()), dir.file("f.jtree"));
+  auto fs = save(std::move(*std::move(f).finish()), dir.file("f.jtree"));
   REQUIRE_FALSE(fs.ok());
   CHECK(fs.status().message().find("leaf bad") != std::string::npos);
   CHECK(fs.status().message().find("device lost") != std::string::npos);
@@ -219,8 +219,8 @@ TEST_CASE("int4 and uint4 read back as ml_dtypes holds them: the low nibble, no 
     b.end();
     WriteOptions wo;
     wo.inline_threshold = std::string(storage) == "inline" ? 1024 : 0;
-    REQUIRE(save(std::move(*std::move(b).Finish()), file, wo).ok());
-    auto r = *Reader::Open(file);
+    REQUIRE(save(std::move(*std::move(b).finish()), file, wo).ok());
+    auto r = *Reader::open(file);
     const bool inl = r->tree().leaves[*r->find_leaf("i4")].storage == Storage::kInline;
     CHECK(inl == (std::string(storage) == "inline"));
     CHECK(load_leaf(*r, "i4") == want_i4);
@@ -240,7 +240,7 @@ TEST_CASE("bf16 weights compress near the entropy bound with the default options
   auto w = bf16_weights(1 << 22, 0.02f, 1);  // 8 MiB
   TreeBuilder b;
   b.dict().key("w").array(DType::kBFloat16, {1024, 4096}, ArrayView{w.data()}).end();
-  auto st = save(std::move(*std::move(b).Finish()), dir.file("w.jtree"));
+  auto st = save(std::move(*std::move(b).finish()), dir.file("w.jtree"));
   REQUIRE(st.ok());
   const double ratio = static_cast<double>(st->stored_bytes) / st->raw_bytes;
   MESSAGE("bf16 normal(0, 0.02) stored/raw = " << ratio);
@@ -249,7 +249,7 @@ TEST_CASE("bf16 weights compress near the entropy bound with the default options
   auto noise = random_bytes(1 << 22, 3);
   TreeBuilder n;
   n.dict().key("n").array(DType::kFloat32, {1 << 20}, ArrayView{noise.data()}).end();
-  auto ns = save(std::move(*std::move(n).Finish()), dir.file("n.jtree"));
+  auto ns = save(std::move(*std::move(n).finish()), dir.file("n.jtree"));
   REQUIRE(ns.ok());
   CHECK(ns->stored_bytes == ns->raw_bytes);
 }
@@ -258,8 +258,8 @@ TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else doe
   TempDir dir;
   const std::string path = dir.file("v.jtree");
   auto versions = [&]() {
-    auto r = Reader::Open(path);
-    REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    auto r = Reader::open(path);
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
     const FileInfo& i = (*r)->info();
     CHECK(i.writer_version == kFormatVersion);
     CHECK(i.min_write_version == i.min_read_version);
@@ -270,20 +270,20 @@ TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else doe
   {
     TreeBuilder b;
     b.dict().key("x").array(DType::kFloat32, {1000}, ArrayView{f32.data()}).end();
-    REQUIRE(save(std::move(*std::move(b).Finish()), path).ok());
+    REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
   }
   CHECK(kFormatVersion == 2);
   CHECK(versions() == 1);  // nothing of version 2: version-1 readers read it
   {
     // An append adding a version-2 dtype raises the file's versions.
-    auto r = Reader::Open(path);
+    auto r = Reader::open(path);
     REQUIRE(r.ok());
     Tree t = (*r)->tree();
-    t.leaves[0] = Leaf::Reuse(0);
+    t.leaves[0] = Leaf::reused(0);
     t.nodes[0].num_children += 1;
     Node n;
     n.kind = NodeKind::kLeaf;
-    n.key = Key::Str("y");
+    n.key = Key::string("y");
     n.leaf = 1;
     t.nodes.push_back(n);
     Leaf y;
@@ -297,15 +297,15 @@ TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else doe
     t.leaves.push_back(y);
     r->reset();
     auto st = append(path, std::move(t));
-    REQUIRE_MESSAGE(st.ok(), st.status().ToString());
+    REQUIRE_MESSAGE(st.ok(), st.status().to_string());
   }
   CHECK(versions() == 2);
-  CHECK(load_leaf(**Reader::Open(path), "y") == e3m4);
-  CHECK(load_leaf(**Reader::Open(path), "x") == f32);
+  CHECK(load_leaf(**Reader::open(path), "y") == e3m4);
+  CHECK(load_leaf(**Reader::open(path), "x") == f32);
   // Compaction keeps what the tree needs.
   REQUIRE(compact(path, dir.file("c.jtree")).ok());
   {
-    auto r = Reader::Open(dir.file("c.jtree"));
+    auto r = Reader::open(dir.file("c.jtree"));
     REQUIRE(r.ok());
     CHECK((*r)->info().min_read_version == 2);
     CHECK(load_leaf(**r, "y") == e3m4);
@@ -317,7 +317,7 @@ TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else doe
     auto data = random_array(d, 10, code);
     TreeBuilder b;
     b.array(d, {10}, ArrayView{data.data()});
-    REQUIRE(save(std::move(*std::move(b).Finish()), path).ok());
+    REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
     CHECK(versions() == 2);
   }
 }

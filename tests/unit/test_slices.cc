@@ -66,8 +66,8 @@ TEST_CASE("random boxes of many leaves match the reference") {
   b.end();
   WriteOptions wo;
   wo.inline_threshold = 0;
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("s.jtree"), wo).ok());
-  auto r = *Reader::Open(dir.file("s.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("s.jtree"), wo).ok());
+  auto r = *Reader::open(dir.file("s.jtree"));
   std::mt19937 g(42);
   for (size_t i = 0; i < specs.size(); ++i) {
     const size_t item = dtype_info(specs[i].dtype)->item_size;
@@ -75,7 +75,7 @@ TEST_CASE("random boxes of many leaves match the reference") {
       Box box = random_box(g, specs[i].shape);
       std::vector<std::byte> got(box.num_elements() * item, std::byte{0xAB});
       Status st = r->read_box(static_cast<uint32_t>(i), box, got);
-      REQUIRE_MESSAGE(st.ok(), st.ToString());
+      REQUIRE_MESSAGE(st.ok(), st.to_string());
       REQUIRE(got == reference(data[i], specs[i].shape, box, item));
     }
   }
@@ -93,7 +93,7 @@ TEST_CASE("random boxes of many leaves match the reference") {
   }
   for (size_t k = 0; k < reqs.size(); ++k) reqs[k].dst = outs[k];
   Status st = r->read_many(reqs);
-  REQUIRE_MESSAGE(st.ok(), st.ToString());
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
   for (size_t k = 0; k < reqs.size(); ++k) CHECK(outs[k] == refs[k]);
 }
 
@@ -106,8 +106,8 @@ TEST_CASE("a slice reads only the chunks it overlaps") {
   lo.codec = Codec::kRaw;
   lo.chunk_shape = {64, 256};
   b.dict().key("emb").array(DType::kFloat32, {4096, 256}, ArrayView{emb.data()}, lo).end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("e.jtree")).ok());
-  auto r = *Reader::Open(dir.file("e.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("e.jtree")).ok());
+  auto r = *Reader::open(dir.file("e.jtree"));
   const uint64_t before = r->io_stats().bytes_read;
   std::vector<std::byte> rows(100 * 1024);
   ReadOptions exact;
@@ -124,15 +124,15 @@ TEST_CASE("bad requests are InvalidArgument naming the leaf") {
   std::vector<float> w(100);
   TreeBuilder b;
   b.dict().key("w").array(DType::kFloat32, {10, 10}, ArrayView{reinterpret_cast<std::byte*>(w.data())}).key("n").int_value(1).end();
-  REQUIRE(save(std::move(*std::move(b).Finish()), dir.file("b.jtree")).ok());
-  auto r = *Reader::Open(dir.file("b.jtree"));
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("b.jtree")).ok());
+  auto r = *Reader::open(dir.file("b.jtree"));
   std::vector<std::byte> buf(400);
   auto st = r->read_box(0, {{0, 0}, {11, 10}}, buf);
-  CHECK(st.IsInvalidArgument());
+  CHECK(st.is_invalid_argument());
   CHECK(st.message().find("leaf w") != std::string::npos);
-  CHECK(r->read_box(0, {{0}, {10}}, buf).IsInvalidArgument());
-  CHECK(r->read(0, std::span(buf).first(399)).IsInvalidArgument());
-  CHECK(r->read(1, buf).IsInvalidArgument());  // an int leaf has no array data
-  CHECK(r->read(7, buf).IsInvalidArgument());
-  CHECK(r->find_leaf("nope").status().IsNotFound());
+  CHECK(r->read_box(0, {{0}, {10}}, buf).is_invalid_argument());
+  CHECK(r->read(0, std::span(buf).first(399)).is_invalid_argument());
+  CHECK(r->read(1, buf).is_invalid_argument());  // an int leaf has no array data
+  CHECK(r->read(7, buf).is_invalid_argument());
+  CHECK(r->find_leaf("nope").status().is_not_found());
 }

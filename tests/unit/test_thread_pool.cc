@@ -48,9 +48,9 @@ TEST_CASE("parallel_for runs every index exactly once") {
         CAPTURE(parallelism);
         std::vector<std::atomic<int>> hits(n);
         Status st = parallel_for(pool, n, parallelism, [&](size_t i) {
-          if (i >= n) return Status::InvalidArgument("index out of range");
+          if (i >= n) return Status::invalid_argument("index out of range");
           hits[i].fetch_add(1, std::memory_order_relaxed);
-          return Status::OK();
+          return Status::success();
         });
         REQUIRE(st.ok());
         size_t wrong = 0;
@@ -66,7 +66,7 @@ TEST_CASE("parallel_for: n = 0 calls nothing, n = 1 runs on the caller") {
   int calls = 0;
   CHECK(parallel_for(pool, 0, 0, [&](size_t) {
           ++calls;
-          return Status::Corruption("must not run");
+          return Status::corruption("must not run");
         }).ok());
   CHECK(calls == 0);
 
@@ -74,13 +74,13 @@ TEST_CASE("parallel_for: n = 0 calls nothing, n = 1 runs on the caller") {
   Status st = parallel_for(pool, 1, 0, [&](size_t i) {
     ++calls;
     ran_on = std::this_thread::get_id();
-    return i == 0 ? Status::OK() : Status::InvalidArgument("bad index");
+    return i == 0 ? Status::success() : Status::invalid_argument("bad index");
   });
   CHECK(st.ok());
   CHECK(calls == 1);
   CHECK(ran_on == std::this_thread::get_id());
 
-  st = parallel_for(pool, 1, 0, [](size_t) { return Status::NotFound("only item"); });
+  st = parallel_for(pool, 1, 0, [](size_t) { return Status::not_found("only item"); });
   CHECK(st.code() == StatusCode::kNotFound);
   CHECK(st.message() == "only item");
 }
@@ -93,7 +93,7 @@ TEST_CASE("parallel_for: writes made by the items are visible to the caller") {
     std::vector<uint64_t> out(257, 0);
     REQUIRE(parallel_for(pool, out.size(), 0, [&](size_t i) {
               out[i] = i * i + 1;
-              return Status::OK();
+              return Status::success();
             }).ok());
     for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == i * i + 1);
   }
@@ -111,7 +111,7 @@ TEST_CASE("parallel_for never runs more than `parallelism` items at once") {
               }
               std::this_thread::sleep_for(std::chrono::microseconds(200));
               running.fetch_sub(1);
-              return Status::OK();
+              return Status::success();
             }).ok());
     CHECK(peak.load() <= parallelism);
     CHECK(peak.load() >= 1);
@@ -123,9 +123,9 @@ TEST_CASE("parallel_for: sequential (parallelism 1) stops at the first error") {
   std::vector<size_t> ran;
   Status st = parallel_for(pool, 100, 1, [&](size_t i) {
     ran.push_back(i);
-    if (i == 5) return Status::Corruption("item 5");
-    if (i == 7) return Status::IOError("item 7");
-    return Status::OK();
+    if (i == 5) return Status::corruption("item 5");
+    if (i == 7) return Status::io_error("item 7");
+    return Status::success();
   });
   CHECK(st.code() == StatusCode::kCorruption);
   CHECK(st.message() == "item 5");
@@ -145,9 +145,9 @@ TEST_CASE("parallel_for: the first error is returned and later items stop starti
       std::atomic<size_t> started{0};
       Status st = parallel_for(pool, n, threads + 1, [&](size_t i) {
         started.fetch_add(1);
-        if (i == bad) return Status::Aborted("item " + std::to_string(i));
+        if (i == bad) return Status::aborted("item " + std::to_string(i));
         std::this_thread::sleep_for(std::chrono::microseconds(10));
-        return Status::OK();
+        return Status::success();
       });
       REQUIRE(st.code() == StatusCode::kAborted);
       CHECK(st.message() == "item " + std::to_string(bad));
@@ -163,9 +163,9 @@ TEST_CASE("parallel_for: with many failures, one of them is returned") {
     std::atomic<size_t> calls{0};
     Status st = parallel_for(pool, 1000, 0, [&](size_t i) {
       calls.fetch_add(1);
-      return Status::IOError("item " + std::to_string(i));
+      return Status::io_error("item " + std::to_string(i));
     });
-    REQUIRE(st.IsIOError());
+    REQUIRE(st.is_io_error());
     CHECK(st.message().rfind("item ", 0) == 0);
     // Every thread fails on its first item and then stops.
     CHECK(calls.load() <= static_cast<size_t>(pool.size() + 1));
@@ -184,7 +184,7 @@ TEST_CASE("parallel_for: nested calls from inside pool tasks do not deadlock") {
       pool.submit([&] {
         result.set_value(parallel_for(pool, 1000, 0, [&](size_t i) {
           sum.fetch_add(i);
-          return Status::OK();
+          return Status::success();
         }));
       });
       Status st = result.get_future().get();
@@ -199,7 +199,7 @@ TEST_CASE("parallel_for: nested calls from inside pool tasks do not deadlock") {
         return parallel_for(pool, 8, 8, [&](size_t) {
           return parallel_for(pool, 16, 8, [&](size_t) {
             leaves.fetch_add(1);
-            return Status::OK();
+            return Status::success();
           });
         });
       });
@@ -215,9 +215,9 @@ TEST_CASE("parallel_for: nested calls from inside pool tasks do not deadlock") {
           std::atomic<int> count{0};
           Status st = parallel_for(pool, 500, 0, [&](size_t) {
             count.fetch_add(1);
-            return Status::OK();
+            return Status::success();
           });
-          if (st.ok() && count.load() != 500) st = Status::Corruption("missing items");
+          if (st.ok() && count.load() != 500) st = Status::corruption("missing items");
           r.set_value(st);
         });
       }
@@ -241,8 +241,8 @@ TEST_CASE("parallel_for: many concurrent calls from different threads share a po
             const bool fail = round % 10 == 3;
             Status st = parallel_for(pool, n, (round % 4), [&](size_t i) {
               hits[i] += 1;
-              if (fail && i == n / 2) return Status::Aborted("stop");
-              return Status::OK();
+              if (fail && i == n / 2) return Status::aborted("stop");
+              return Status::success();
             });
             const auto once = static_cast<size_t>(std::count(hits.begin(), hits.end(), 1));
             if (fail ? st.code() != StatusCode::kAborted : !st.ok() || once != n) ++bad;
@@ -269,7 +269,7 @@ TEST_CASE("ThreadPool runs submitted tasks and finishes queued ones before joini
   std::atomic<int> sum{0};
   CHECK(parallel_for(shared, 100, 0, [&](size_t i) {
           sum.fetch_add(static_cast<int>(i));
-          return Status::OK();
+          return Status::success();
         }).ok());
   CHECK(sum.load() == 4950);
 }

@@ -19,7 +19,7 @@ TEST_CASE("builder makes the expected preorder tree") {
   b.key(3).str("three");
   b.key("tied").tied(0);
   b.end();
-  auto t = std::move(b).Finish();
+  auto t = std::move(b).finish();
   REQUIRE(t.ok());
   CHECK(t->nodes.size() == 8);
   CHECK(t->leaves.size() == 3);
@@ -32,7 +32,7 @@ TEST_CASE("builder makes the expected preorder tree") {
   CHECK(t->nodes[7].leaf == 0);
   CHECK(t->leaf_node(0) == 2);  // the first reference wins
   auto nf = t->find("params/nope");
-  CHECK(nf.status().IsNotFound());
+  CHECK(nf.status().is_not_found());
   CHECK(nf.status().message().find("no 'nope' in 'params'") != std::string::npos);
   CHECK(t->find("params/w/x").status().message().find("is a leaf") != std::string::npos);
   CHECK(t->find("").value() == 0);
@@ -42,27 +42,27 @@ TEST_CASE("builder misuse is reported") {
   {
     TreeBuilder b;
     b.dict().key("a").end();
-    CHECK_FALSE(std::move(b).Finish().ok());
+    CHECK_FALSE(std::move(b).finish().ok());
   }
   {
     TreeBuilder b;
     b.list().end().end();
-    CHECK_FALSE(std::move(b).Finish().ok());
+    CHECK_FALSE(std::move(b).finish().ok());
   }
   {
     TreeBuilder b;
     b.dict();
-    CHECK_FALSE(std::move(b).Finish().ok());
+    CHECK_FALSE(std::move(b).finish().ok());
   }
   {
     TreeBuilder b;
     b.list().key("x").none().end();
-    CHECK_FALSE(std::move(b).Finish().ok());
+    CHECK_FALSE(std::move(b).finish().ok());
   }
   {
     TreeBuilder b;
     b.list().none().end().none();
-    CHECK_FALSE(std::move(b).Finish().ok());
+    CHECK_FALSE(std::move(b).finish().ok());
   }
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("an empty string key is \\e in paths: apart from the root, at the top 
   b.end();
   b.key("b").int_value(3);
   b.end();
-  auto t = std::move(b).Finish();
+  auto t = std::move(b).finish();
   REQUIRE(t.ok());
   const uint32_t top = t->children(0)[0];
   CHECK(t->path(top) == "\\e");
@@ -102,7 +102,7 @@ TEST_CASE("duplicate keys are found in small and large dicts, int and str keys a
       b.key(int64_t{0}).none();  // an int key 0 is not the string "0"
       if (dup) b.key("k" + std::to_string(n / 2)).none();
       b.end();
-      auto t = std::move(b).Finish();
+      auto t = std::move(b).finish();
       CHECK(t.ok() == !dup);
       if (dup) CHECK(t.status().message().find("duplicate keys") != std::string::npos);
     }

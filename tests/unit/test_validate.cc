@@ -15,10 +15,10 @@ Tree one_leaf(Leaf l) {
   root.num_children = 1;
   Node n;
   n.kind = NodeKind::kLeaf;
-  n.key = Key::Str("x");
+  n.key = Key::string("x");
   t.nodes = {root, n};
   t.leaves = {std::move(l)};
-  REQUIRE(t.Finalize().ok());
+  REQUIRE(t.finalize().ok());
   return t;
 }
 
@@ -41,30 +41,30 @@ Status check(Leaf l, Limits limits = {}) {
 
 }  // namespace
 
-TEST_CASE("structure errors found by Finalize") {
+TEST_CASE("structure errors found by finalize") {
   Tree t;
   Node root;
   root.kind = NodeKind::kDict;
   root.num_children = 2;
   Node a;
   a.kind = NodeKind::kNone;
-  a.key = Key::Str("k");
+  a.key = Key::string("k");
   Node b = a;
   t.nodes = {root, a, b};
-  CHECK(t.Finalize().message().find("duplicate keys") != std::string::npos);
-  t.nodes[2].key = Key::Int(1);
-  CHECK(t.Finalize().ok());
+  CHECK(t.finalize().message().find("duplicate keys") != std::string::npos);
+  t.nodes[2].key = Key::integer(1);
+  CHECK(t.finalize().ok());
   t.nodes[2].key = Key{};  // a dict child without a key
-  CHECK_FALSE(t.Finalize().ok());
+  CHECK_FALSE(t.finalize().ok());
   t.nodes[0].num_children = 5;  // claims more children than follow
-  CHECK_FALSE(t.Finalize().ok());
+  CHECK_FALSE(t.finalize().ok());
   t.nodes[0].num_children = 1;  // nodes left after the root's subtree
-  t.nodes[2].key = Key::Str("z");
-  CHECK_FALSE(t.Finalize().ok());
+  t.nodes[2].key = Key::string("z");
+  CHECK_FALSE(t.finalize().ok());
   // Orphan leaf: a payload nobody refers to is a hidden payload.
   Tree o = one_leaf(chunked({4}, {4}));
   o.leaves.push_back(o.leaves[0]);
-  CHECK(o.Finalize().message().find("not referenced") != std::string::npos);
+  CHECK(o.finalize().message().find("not referenced") != std::string::npos);
   // Depth limit.
   Tree deep;
   for (int i = 0; i < 100; ++i) {
@@ -74,8 +74,8 @@ TEST_CASE("structure errors found by Finalize") {
     deep.nodes.push_back(n);
   }
   deep.nodes.push_back(Node{});
-  CHECK(deep.Finalize(1000).ok());
-  CHECK_FALSE(deep.Finalize(50).ok());
+  CHECK(deep.finalize(1000).ok());
+  CHECK_FALSE(deep.finalize(50).ok());
 }
 
 TEST_CASE("leaf spec errors") {

@@ -204,7 +204,7 @@ Result<std::optional<int64_t>> parse_int(std::string_view s, std::string_view wh
   errno = 0;
   long long v = std::strtoll(tmp.c_str(), &end, 10);
   if (errno != 0 || end != tmp.c_str() + tmp.size()) {
-    return Status::InvalidArgument("bad number '" + tmp + "' in slice '" + std::string(whole) + "'");
+    return Status::invalid_argument("bad number '" + tmp + "' in slice '" + std::string(whole) + "'");
   }
   return std::optional<int64_t>(v);
 }
@@ -223,7 +223,7 @@ Result<SliceSpec> parse_key_slice(std::string_view arg) {
       }
     }
     if (open == std::string_view::npos) {
-      return Status::InvalidArgument("unbalanced ']' in '" + std::string(arg) + "'");
+      return Status::invalid_argument("unbalanced ']' in '" + std::string(arg) + "'");
     }
   }
   spec.path = std::string(arg.substr(0, open == std::string_view::npos ? arg.size() : open));
@@ -237,11 +237,11 @@ Result<SliceSpec> parse_key_slice(std::string_view arg) {
     SliceSpec::Dim dim;
     size_t colon = part.find(':');
     if (part.find(':', colon == part.npos ? part.npos : colon + 1) != part.npos) {
-      return Status::InvalidArgument("slice steps are not supported: '" + std::string(part) + "'");
+      return Status::invalid_argument("slice steps are not supported: '" + std::string(part) + "'");
     }
     if (colon == part.npos) {
       JTREE_ASSIGN_OR_RETURN(dim.start, parse_int(part, arg));
-      if (!dim.start) return Status::InvalidArgument("empty index in '" + std::string(arg) + "'");
+      if (!dim.start) return Status::invalid_argument("empty index in '" + std::string(arg) + "'");
       dim.index = true;
     } else {
       JTREE_ASSIGN_OR_RETURN(dim.start, parse_int(part.substr(0, colon), arg));

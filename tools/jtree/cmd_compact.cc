@@ -28,7 +28,7 @@ int cmd_compact(const Args& args) {
   const std::string& path = f.positional[0];
   uint64_t before = 0;
   {
-    auto r = Reader::Open(path);
+    auto r = Reader::open(path);
     if (!r.ok()) return fail(r.status().message());
     before = (*r)->info().file_size;
   }

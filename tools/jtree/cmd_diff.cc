@@ -202,7 +202,7 @@ Status compare_arrays(const Reader& ra, uint32_t leaf_a, const Reader& rb, uint3
     a.resize(static_cast<size_t>(slab_bytes));
     b.resize(static_cast<size_t>(slab_bytes));
   } catch (const std::exception&) {
-    return Status::ResourceExhausted(ra.leaf_path(leaf_a) + ": out of memory allocating " +
+    return Status::resource_exhausted(ra.leaf_path(leaf_a) + ": out of memory allocating " +
                                      human_bytes(2 * slab_bytes) + " to compare it");
   }
   for (uint64_t i = 0; i < extent; i += step) {
@@ -216,7 +216,7 @@ Status compare_arrays(const Reader& ra, uint32_t leaf_a, const Reader& rb, uint3
     JTREE_RETURN_IF_ERROR(rb.read_box(leaf_b, slab, {b.data(), bytes}, ro));
     compare_elements(l.dtype, {a.data(), bytes}, {b.data(), bytes}, out);
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // Two payload leaves of the same kind, dtype and shape.
@@ -415,7 +415,7 @@ Status compare(const Reader& ra, const Reader& rb, const ReadOptions& ro, Outcom
     c.b = describe_node(tb, nb);
     out->changes.push_back(std::move(c));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 std::string fmt_number(double v) {
@@ -543,9 +543,9 @@ int cmd_diff(const Args& args) {
   if (f.positional.size() != 2) return usage_error("diff takes two files, A and B", kUsage);
   if (!f.output.empty()) return usage_error("diff writes no file (-o)", kUsage);
   const OpenOptions oo = open_options(f);
-  auto ra = Reader::Open(f.positional[0], oo);
+  auto ra = Reader::open(f.positional[0], oo);
   if (!ra.ok()) return trouble(ra.status().message());
-  auto rb = Reader::Open(f.positional[1], oo);
+  auto rb = Reader::open(f.positional[1], oo);
   if (!rb.ok()) return trouble(rb.status().message());
   const Reader& a = **ra;
   const Reader& b = **rb;

@@ -156,13 +156,13 @@ Status print_summary(const Reader& r, uint32_t leaf, DType dtype, const Shape& o
       json->end_array();
     }
     json_finish(*json);
-    return Status::OK();
+    return Status::success();
   }
   auto element = [&](uint64_t k, std::string* text) -> Status {
     std::byte buf[16];
     JTREE_RETURN_IF_ERROR(r.read_box(leaf, element_box(box, k), {buf, item}, ro));
     *text = format_element(dtype, buf);
-    return Status::OK();
+    return Status::success();
   };
   std::string first, last, e;
   for (uint64_t k = 0; k < 8; ++k) {
@@ -176,7 +176,7 @@ Status print_summary(const Reader& r, uint32_t leaf, DType dtype, const Shape& o
   std::printf("%s %s\nfirst: %s...\nlast:  ... %s\n(%llu elements; write them with -o out.npy)\n",
               std::string(dtype_name(dtype)).c_str(), shape_string(out_shape).c_str(),
               first.c_str(), last.c_str(), static_cast<unsigned long long>(n));
-  return Status::OK();
+  return Status::success();
 }
 
 // Memory for `bytes` of a leaf, or ResourceExhausted (a valid file may hold more than this
@@ -185,10 +185,10 @@ Status allocate(std::vector<std::byte>& buf, uint64_t bytes, const std::string& 
   try {
     buf.resize(static_cast<size_t>(bytes));
   } catch (const std::exception&) {
-    return Status::ResourceExhausted(what + ": out of memory allocating " + human_bytes(bytes) +
+    return Status::resource_exhausted(what + ": out of memory allocating " + human_bytes(bytes) +
                                      " (write it with -o FILE, which streams it)");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // Reads `box` in slabs of about kSlabBytes along its first dimension of extent > 1 (the dims
@@ -203,7 +203,7 @@ Status read_in_slabs(const Reader& r, uint32_t leaf, DType dtype, const Box& box
   size_t d = 0;
   while (d + 1 < rank && box.end[d] - box.begin[d] == 1) ++d;
   const uint64_t total = memory_bytes(dtype, box.num_elements());
-  if (total == 0) return Status::OK();
+  if (total == 0) return Status::success();
   const uint64_t extent = rank ? box.end[d] - box.begin[d] : 1;
   const uint64_t per_unit = total / extent;  // bytes of one index along d
   const uint64_t step = std::max<uint64_t>(1, kSlabBytes / std::max<uint64_t>(per_unit, 1));
@@ -221,9 +221,9 @@ Status read_in_slabs(const Reader& r, uint32_t leaf, DType dtype, const Box& box
     JTREE_RETURN_IF_ERROR(r.read_box(leaf, slab, {buf.data(), bytes}, ro));
     JTREE_RETURN_IF_ERROR(sink({buf.data(), bytes}));
     done += bytes;
-    if (report && !report(done, total)) return Status::Aborted(what + ": cancelled");
+    if (report && !report(done, total)) return Status::aborted(what + ": cancelled");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace
@@ -236,7 +236,7 @@ int cmd_get(const Args& args) {
   if (f.positional.size() != 2) return usage_error("get takes FILE and KEY[SLICE]", kUsage);
   auto spec = parse_key_slice(f.positional[1]);
   if (!spec.ok()) return usage_error(spec.status().message(), kUsage);
-  auto reader = Reader::Open(f.positional[0], open_options(f));
+  auto reader = Reader::open(f.positional[0], open_options(f));
   if (!reader.ok()) return fail(reader.status().message());
   const Reader& r = **reader;
   // (The accessors read the header in place: no Tree of the whole file is built for one leaf.)
@@ -314,12 +314,12 @@ int cmd_get(const Args& args) {
                                 }
                                 out.write(reinterpret_cast<const char*>(slab.data()),
                                           static_cast<std::streamsize>(slab.size()));
-                                return out ? Status::OK()
-                                           : Status::IOError(f.output + ": write failed");
+                                return out ? Status::success()
+                                           : Status::io_error(f.output + ": write failed");
                               });
     progress.finish();
     out.close();
-    if (st.ok() && !out) st = Status::IOError(f.output + ": write failed");
+    if (st.ok() && !out) st = Status::io_error(f.output + ": write failed");
     if (!st.ok()) {
       std::remove(f.output.c_str());  // no partial output
       return fail(st.message());

@@ -32,7 +32,7 @@ int cmd_info(const Args& args) {
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
   if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("info takes one FILE", kUsage);
-  auto reader = Reader::Open(f.positional[0], open_options(f));
+  auto reader = Reader::open(f.positional[0], open_options(f));
   if (!reader.ok()) return fail(reader.status().message());
   const Reader& r = **reader;
   const FileInfo& in = r.info();

@@ -26,7 +26,7 @@ int cmd_verify(const Args& args) {
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
   if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("verify takes one FILE", kUsage);
-  auto reader = Reader::Open(f.positional[0], open_options(f));
+  auto reader = Reader::open(f.positional[0], open_options(f));
   if (!reader.ok()) {
     if (f.json) {
       Json j;
@@ -44,7 +44,7 @@ int cmd_verify(const Args& args) {
   ro.threads = f.threads;
   Progress progress("verifying", !f.quiet && !f.json);
   ro.progress = progress.fn();
-  auto report = r.Verify(ro);
+  auto report = r.verify(ro);
   progress.finish();
   if (!report.ok()) return fail(report.status().message());
   if (f.json) {
@@ -81,7 +81,7 @@ int cmd_verify(const Args& args) {
   std::printf("FAILED: %s: %zu problem(s) in %llu chunks checked\n", r.name().c_str(),
               report->problems.size(), static_cast<unsigned long long>(report->chunks_checked));
   for (const auto& p : report->problems) {
-    std::printf("  %s\n", p.status.ToString().c_str());  // the message names the place
+    std::printf("  %s\n", p.status.to_string().c_str());  // the message names the place
   }
   return 1;
 }

@@ -63,7 +63,7 @@ Status write_npy(const std::string& path, DType dtype, const Shape& shape,
                  std::span<const std::byte> data) {
   const std::string head = npy_header(dtype, shape);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::IOError(path + ": cannot create: " + std::strerror(errno));
+  if (!out) return Status::io_error(path + ": cannot create: " + std::strerror(errno));
   out.write(head.data(), static_cast<std::streamsize>(head.size()));
   std::vector<std::byte> widened;
   if (dtype == DType::kInt4) {  // int8 values, not the library's nibbles
@@ -73,8 +73,8 @@ Status write_npy(const std::string& path, DType dtype, const Shape& shape,
   }
   out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
   out.close();
-  if (!out) return Status::IOError(path + ": write failed: " + std::strerror(errno));
-  return Status::OK();
+  if (!out) return Status::io_error(path + ": write failed: " + std::strerror(errno));
+  return Status::success();
 }
 
 }  // namespace jtree::cli

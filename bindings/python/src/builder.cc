@@ -301,12 +301,12 @@ uint32_t Builder::sharded(nb::handle key, int dtype_code, std::vector<uint64_t> 
     uint64_t covered = 0;
     for (const Piece& p : *ps) covered += copy_from_piece(p, box, item, dst.data());
     if (covered != box.num_elements()) {
-      return Status::InvalidArgument("the shards held by this process cover " +
+      return Status::invalid_argument("the shards held by this process cover " +
                                      std::to_string(covered) + " of the " +
                                      std::to_string(box.num_elements()) +
                                      " elements of a chunk");
     }
-    return Status::OK();
+    return Status::success();
   };
   auto in = std::make_shared<jtree::LeafInput>();
   in->fill = std::move(fill);
@@ -339,7 +339,7 @@ Builder::~Builder() {
 }
 
 uint32_t Builder::reuse(nb::handle key, uint32_t old_leaf) {
-  return add(key, jtree::Leaf::Reuse(old_leaf));
+  return add(key, jtree::Leaf::reused(old_leaf));
 }
 
 void Builder::tied(nb::handle key, uint32_t leaf) {
@@ -350,7 +350,7 @@ void Builder::tied(nb::handle key, uint32_t leaf) {
 jtree::Tree Builder::take() {
   if (taken_) throw_value_error("this Builder's tree was already written");
   taken_ = true;
-  return value_or_raise(std::move(b_).Finish());
+  return value_or_raise(std::move(b_).finish());
 }
 
 void register_builder(nb::module_& m) {

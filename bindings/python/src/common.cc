@@ -53,14 +53,14 @@ jtree::Key key_from_py(nb::handle key) {
     Py_ssize_t n = 0;
     const char* p = PyUnicode_AsUTF8AndSize(key.ptr(), &n);
     if (p == nullptr) throw nb::python_error();
-    return jtree::Key::Str(std::string(p, static_cast<size_t>(n)));
+    return jtree::Key::string(std::string(p, static_cast<size_t>(n)));
   }
   if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
     if (overflow != 0) throw_value_error("dict key outside the int64 range");
     if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-    return jtree::Key::Int(v);
+    return jtree::Key::integer(v);
   }
   throw_type_error("keys must be None, str or int");
 }

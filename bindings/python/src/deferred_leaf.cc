@@ -44,7 +44,7 @@ Status fetch_array(DeferredState& st) {
     nb::object r = nb::borrow(st.fetch)();
     HeldArray a;
     if (!nb::try_cast(r, a)) {
-      return Status::InvalidArgument(
+      return Status::invalid_argument(
           "a deferred leaf's fetch() returned " +
           std::string(nb::type_name(r.type()).c_str()) +
           ", not a C-contiguous host array");
@@ -52,7 +52,7 @@ Status fetch_array(DeferredState& st) {
     bool same = a.ndim() == st.shape.size() && a.itemsize() == st.item;
     for (size_t d = 0; same && d < st.shape.size(); ++d) same = a.shape(d) == st.shape[d];
     if (!same) {
-      return Status::InvalidArgument(
+      return Status::invalid_argument(
           "a deferred leaf's fetch() returned an array whose shape or element size differs "
           "from the leaf's");
     }
@@ -66,15 +66,15 @@ Status fetch_array(DeferredState& st) {
       acc *= static_cast<int64_t>(st.shape[d]);
     }
     st.held.emplace(std::move(a));
-    return Status::OK();
+    return Status::success();
   } catch (nb::python_error& e) {
     // The exception's type and message (what() would add the whole traceback).
     std::string what = nb::borrow<nb::str>(nb::str(e.type().attr("__name__"))).c_str();
     what += ": ";
     what += nb::str(e.value()).c_str();
-    return Status::InvalidArgument("a deferred leaf's fetch() raised " + what);
+    return Status::invalid_argument("a deferred leaf's fetch() raised " + what);
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("a deferred leaf's fetch() failed: ") + e.what());
+    return Status::invalid_argument(std::string("a deferred leaf's fetch() failed: ") + e.what());
   }
 }
 
@@ -84,7 +84,7 @@ jtree::FillFn deferred_fill(nb::handle fetch, jtree::Shape shape, size_t item,
                             std::shared_ptr<DeferredState>* state) {
   auto st = std::make_shared<DeferredState>();
   st->fetch = fetch.ptr();
-  st->total = Box::All(shape).num_elements();
+  st->total = Box::all(shape).num_elements();
   st->shape = std::move(shape);
   st->item = item;
   *state = st;
@@ -102,7 +102,7 @@ jtree::FillFn deferred_fill(nb::handle fetch, jtree::Shape shape, size_t item,
     lk.lock();
     --st->users;
     if (st->boxes.insert(box.begin).second) st->served += n;
-    if (st->served < st->total || st->users > 0) return Status::OK();
+    if (st->served < st->total || st->users > 0) return Status::success();
     std::optional<HeldArray> done = std::move(st->held);
     st->held.reset();
     st->served = 0;
@@ -110,7 +110,7 @@ jtree::FillFn deferred_fill(nb::handle fetch, jtree::Shape shape, size_t item,
     lk.unlock();
     nb::gil_scoped_acquire gil;
     done.reset();
-    return Status::OK();
+    return Status::success();
   };
 }
 

@@ -84,7 +84,7 @@ class FileObjectSource final : public jtree::Source {
     for (const jtree::ReadRange& r : ranges) {
       const uint64_t len = r.dst.size();
       if (r.offset > size_ || len > size_ - r.offset) {
-        return jtree::Status::IOError(name_ + ": unexpected end of file at offset " +
+        return jtree::Status::io_error(name_ + ": unexpected end of file at offset " +
                                       std::to_string(r.offset) + " (wanted " +
                                       std::to_string(len) + " bytes, the object has " +
                                       std::to_string(size_) + ")");
@@ -94,7 +94,7 @@ class FileObjectSource final : public jtree::Source {
       if (!st.ok()) return st;
       counter_.add(len);
     }
-    return jtree::Status::OK();
+    return jtree::Status::success();
   }
 
   jtree::IoStats stats() const override { return counter_.stats(); }
@@ -114,24 +114,24 @@ class FileObjectSource final : public jtree::Source {
         // The view points into the reader's buffer: it must not outlive this call.
         view.attr("release")();
         if (got.is_none()) {
-          return jtree::Status::IOError(name_ + ": readinto() returned None (a non-blocking "
+          return jtree::Status::io_error(name_ + ": readinto() returned None (a non-blocking "
                                         "object with no data ready)");
         }
         const long long n = nb::cast<long long>(got);
         if (n <= 0 || static_cast<uint64_t>(n) > dst.size() - filled) {
-          return jtree::Status::IOError(
+          return jtree::Status::io_error(
               name_ + ": unexpected end of file at offset " + std::to_string(offset + filled) +
               " (the object is shorter than when it was opened)");
         }
         filled += static_cast<size_t>(n);
       }
     } catch (nb::python_error& e) {
-      return jtree::Status::IOError(name_ + ": reading at offset " + std::to_string(offset) +
+      return jtree::Status::io_error(name_ + ": reading at offset " + std::to_string(offset) +
                                     " failed: " + describe(e));
     } catch (const std::exception& e) {  // (nb::cast of a strange readinto result)
-      return jtree::Status::IOError(name_ + ": readinto() returned no byte count: " + e.what());
+      return jtree::Status::io_error(name_ + ": readinto() returned no byte count: " + e.what());
     }
-    return jtree::Status::OK();
+    return jtree::Status::success();
   }
 
   nb::object f_;
@@ -163,7 +163,7 @@ class BufferSource final : public jtree::Source {
     for (const jtree::ReadRange& r : ranges) {
       const uint64_t len = r.dst.size();
       if (r.offset > size || len > size - r.offset) {
-        return jtree::Status::IOError(name_ + ": unexpected end of data at offset " +
+        return jtree::Status::io_error(name_ + ": unexpected end of data at offset " +
                                       std::to_string(r.offset) + " (wanted " +
                                       std::to_string(len) + " bytes, there are " +
                                       std::to_string(size) + ")");
@@ -173,7 +173,7 @@ class BufferSource final : public jtree::Source {
       }
       counter_.add(len);
     }
-    return jtree::Status::OK();
+    return jtree::Status::success();
   }
 
   std::span<const std::byte> mapping() const override {
@@ -198,7 +198,7 @@ class FileObjectSink final : public jtree::Sink {
   uint64_t position() const override { return position_; }
 
   jtree::Status append(std::span<const std::byte> data) override {
-    if (data.empty()) return jtree::Status::OK();
+    if (data.empty()) return jtree::Status::success();
     nb::gil_scoped_acquire gil;
     try {
       size_t done = 0;
@@ -213,20 +213,20 @@ class FileObjectSink final : public jtree::Sink {
         // when non-blocking and full.
         const long long wrote = n.is_none() ? 0 : nb::cast<long long>(n);
         if (wrote <= 0) {
-          return jtree::Status::IOError(name_ + ": write() wrote nothing (a non-blocking or "
+          return jtree::Status::io_error(name_ + ": write() wrote nothing (a non-blocking or "
                                         "full object)");
         }
         done += static_cast<size_t>(wrote);
       }
     } catch (nb::python_error& e) {
-      return jtree::Status::IOError(name_ + ": write failed: " + describe(e));
+      return jtree::Status::io_error(name_ + ": write failed: " + describe(e));
     } catch (const std::exception& e) {
-      return jtree::Status::IOError(name_ + ": write() returned no byte count: " + e.what());
+      return jtree::Status::io_error(name_ + ": write() returned no byte count: " + e.what());
     }
     position_ += data.size();
     bytes_written_ += data.size();
     write_requests_++;
-    return jtree::Status::OK();
+    return jtree::Status::success();
   }
 
   jtree::Status sync() override { return flush(); }
@@ -246,9 +246,9 @@ class FileObjectSink final : public jtree::Sink {
     try {
       if (nb::hasattr(f_, "flush")) f_.attr("flush")();
     } catch (nb::python_error& e) {
-      return jtree::Status::IOError(name_ + ": flush failed: " + describe(e));
+      return jtree::Status::io_error(name_ + ": flush failed: " + describe(e));
     }
-    return jtree::Status::OK();
+    return jtree::Status::success();
   }
 
   nb::object f_;

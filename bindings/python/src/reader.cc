@@ -42,7 +42,7 @@ jtree::Limits limits_from(const std::optional<nb::dict>& d) {
     else if (name == "max_string_bytes") l.max_string_bytes = nb::cast<uint64_t>(v);
     else if (name == "max_leaf_bytes") l.max_leaf_bytes = nb::cast<uint64_t>(v);
     else if (name == "max_total_bytes") l.max_total_bytes = nb::cast<uint64_t>(v);
-    else raise_status(jtree::Status::InvalidArgument("unknown limit '" + name + "'"));
+    else raise_status(jtree::Status::invalid_argument("unknown limit '" + name + "'"));
   }
   return l;
 }
@@ -96,7 +96,7 @@ class PyReader {
     std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
     {
       nb::gil_scoped_release release;
-      r.emplace(jtree::Reader::Open(path, o));
+      r.emplace(jtree::Reader::open(path, o));
     }
     return PyReader(value_or_raise(std::move(*r)));
   }
@@ -113,7 +113,7 @@ class PyReader {
     std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
     {
       nb::gil_scoped_release release;
-      r.emplace(jtree::Reader::Open(std::move(src), o));
+      r.emplace(jtree::Reader::open(std::move(src), o));
     }
     return PyReader(value_or_raise(std::move(*r)));
   }
@@ -365,7 +365,7 @@ class PyReader {
     std::optional<jtree::Result<jtree::VerifyReport>> r;
     {
       nb::gil_scoped_release release;
-      r.emplace(r_->Verify(o));
+      r.emplace(r_->verify(o));
     }
     report.rethrow();
     jtree::VerifyReport rep = value_or_raise(std::move(*r));
@@ -376,7 +376,7 @@ class PyReader {
     d["dead_bytes"] = rep.dead_bytes;
     nb::list problems;
     for (const auto& p : rep.problems) {
-      problems.append(nb::make_tuple(decode_utf8(p.where), decode_utf8(p.status.ToString())));
+      problems.append(nb::make_tuple(decode_utf8(p.where), decode_utf8(p.status.to_string())));
     }
     d["problems"] = problems;
     nb::list notes;
@@ -388,7 +388,7 @@ class PyReader {
  private:
   void check_node(uint32_t node) const {
     if (node >= r_->num_nodes()) {
-      raise_status(jtree::Status::InvalidArgument(name() + ": node number out of range"));
+      raise_status(jtree::Status::invalid_argument(name() + ": node number out of range"));
     }
   }
   // The leaf tuple of a Leaf node, else None.
@@ -487,7 +487,7 @@ void register_reader(nb::module_& m) {
           "dst_address a host address; returns the engine's counters. Not a public API.")
       .def("verify", &PyReader::verify, nb::arg("threads") = 0,
            nb::arg("progress").none() = nb::none(),
-           "Checks every checksum and decodes every chunk (jtree::Reader::Verify); "
+           "Checks every checksum and decodes every chunk (jtree::Reader::verify); "
            "progress(done, total) in stored bytes checked (an exception it raises cancels).");
 }
 

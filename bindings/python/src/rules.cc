@@ -129,7 +129,7 @@ void register_rules(nb::module_& m) {
       [](int threads, const std::string& name) {
         jtree::ReadOptions o;
         o.threads = threads;
-        check(o.check().WithPrefix(name));
+        check(o.check().with_prefix(name));
       },
       nb::arg("threads"), nb::arg("name"),
       "Raises InvalidArgumentError for read settings the library refuses (jtree::ReadOptions::"

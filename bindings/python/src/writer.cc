@@ -19,7 +19,7 @@ namespace {
 std::optional<uint64_t> size_arg(std::optional<int64_t> v, const char* name) {
   if (!v) return std::nullopt;
   if (*v < 0) {
-    check(jtree::Status::InvalidArgument(std::string(name) + " must be >= 0, not " +
+    check(jtree::Status::invalid_argument(std::string(name) + " must be >= 0, not " +
                                          std::to_string(*v)));
   }
   return static_cast<uint64_t>(*v);
@@ -213,7 +213,7 @@ void register_writer(nb::module_& m) {
       "remove_object",
       [](const std::string& path) {
         const jtree::Status st = without_gil([&] { return jtree::remove_object(path); });
-        if (!st.ok() && !st.IsNotFound()) raise_status(st);
+        if (!st.ok() && !st.is_not_found()) raise_status(st);
         return st.ok();
       },
       nb::arg("path"),

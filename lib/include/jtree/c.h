@@ -623,7 +623,7 @@ JTREE_C_API void jtree_leaf_view_release(jtree_leaf_view_t* view);
 typedef struct jtree_verify_report_t jtree_verify_report_t;
 
 /* Checks every checksum, decodes every chunk and accounts for every byte of the file
- * (jtree::Reader::Verify). Returns OK when the check ran, whatever it found: damage is
+ * (jtree::Reader::verify). Returns OK when the check ran, whatever it found: damage is
  * reported in `*out` (ok flag, problems). Errors: IOError and the like when the file could
  * not be read, Aborted. */
 JTREE_C_API jtree_status_t jtree_reader_verify(const jtree_reader_t* reader,

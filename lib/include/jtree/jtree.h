@@ -7,10 +7,10 @@
 //   b.key("w").array(jtree::DType::kFloat32, {1024, 1024}, jtree::ArrayView{w.data()});
 //   b.key("step").int_value(1000);
 //   b.end();
-//   auto tree = std::move(b).Finish();
+//   auto tree = std::move(b).finish();
 //   auto stats = jtree::save(std::move(*tree), "ckpt.jtree");
 //
-//   auto reader = jtree::Reader::Open("ckpt.jtree");   // structure only, no chunk data
+//   auto reader = jtree::Reader::open("ckpt.jtree");   // structure only, no chunk data
 //   uint32_t w = *(*reader)->find_leaf("w");
 //   std::vector<float> rows(10 * 1024);                 // rows 100..110 of w
 //   (*reader)->read_box(w, {{100, 0}, {110, 1024}}, std::as_writable_bytes(std::span(rows)));

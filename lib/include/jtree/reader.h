@@ -1,6 +1,6 @@
 // jtree/reader.h — opening a .jtree file and reading any part of it.
 //
-// Open() reads the preamble + header and the footer + index (two reads issued together; a
+// open() reads the preamble + header and the footer + index (two reads issued together; a
 // third only for headers or indexes larger than the first reads), validates all of it against
 // the file's size and the Limits, and never touches chunk data. It keeps the header bytes and
 // reads the structure from them in place: no struct per node or leaf is made until asked for
@@ -14,7 +14,7 @@
 // Limits (memory handed to the caller: per call, by MemoryBudget in options.h); the caller's
 // buffers are the caller's.
 //
-// Thread safety: a Reader is immutable after Open(); all const methods may be called from
+// Thread safety: a Reader is immutable after open(); all const methods may be called from
 // many threads at once.
 #pragma once
 
@@ -84,13 +84,13 @@ struct JTREE_API MappedLeaf {
   explicit operator bool() const { return owner != nullptr; }
 };
 
-/// One problem found by Verify().
+/// One problem found by verify().
 struct JTREE_API VerifyProblem {
   std::string where;  ///< "leaf params/w chunk 3", "header", "padding at 1234"...
   Status status;
 };
 
-/// The outcome of Verify().
+/// The outcome of verify().
 struct JTREE_API VerifyReport {
   uint64_t chunks_checked = 0;
   uint64_t bytes_checked = 0;
@@ -104,10 +104,10 @@ class JTREE_API Reader {
  public:
   /// Opens a path or URL. Errors: NotFound, IOError, Corruption, NotSupported,
   /// ResourceExhausted (a limit), each naming the file.
-  static Result<std::shared_ptr<Reader>> Open(std::string_view path_or_url,
+  static Result<std::shared_ptr<Reader>> open(std::string_view path_or_url,
                                               const OpenOptions& options = {});
   /// Opens an already-open source.
-  static Result<std::shared_ptr<Reader>> Open(std::shared_ptr<Source> source,
+  static Result<std::shared_ptr<Reader>> open(std::shared_ptr<Source> source,
                                               const OpenOptions& options = {});
 
   ~Reader();
@@ -117,7 +117,7 @@ class JTREE_API Reader {
   /// The path or URL.
   const std::string& name() const;
   /// The whole tree as a Tree value (finalized): structure, leaf specs, inline payloads,
-  /// metadata. Built on the first call, from the header Open() checked: for a big tree that is
+  /// metadata. Built on the first call, from the header open() checked: for a big tree that is
   /// most of the cost (a struct per node and per leaf), so code that visits only some of the
   /// tree should use the accessors below, which read the header in place.
   const Tree& tree() const;
@@ -209,7 +209,7 @@ class JTREE_API Reader {
                                 const ReadOptions& options = {}) const;
 
   /// Checks every checksum, decodes every chunk, and accounts for every byte of the file.
-  Result<VerifyReport> Verify(const ReadOptions& options = {}) const;
+  Result<VerifyReport> verify(const ReadOptions& options = {}) const;
 
   /// The storage backend's counters (requests, bytes, retries).
   IoStats io_stats() const;

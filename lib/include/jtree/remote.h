@@ -1,6 +1,6 @@
 // jtree/remote.h — the HTTP(S) and S3 backends: their settings, and a few object-store calls.
 //
-// Reading: open_source() / Reader::Open() take "http://", "https://" and "s3://bucket/key"
+// Reading: open_source() / Reader::open() take "http://", "https://" and "s3://bucket/key"
 // URLs. A remote open costs one round trip of two parallel range requests (the head of the
 // file, and its tail as a suffix range), plus one more when the header or index is larger than
 // those first reads; chunk data is then fetched with parallel range requests that carry only

@@ -42,22 +42,22 @@ class [[nodiscard]] JTREE_API Status {
   Status() = default;  ///< ok
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
-  static Status OK() { return Status(); }
-  static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
-  static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
-  static Status InvalidArgument(std::string m) {
+  static Status success() { return Status(); }
+  static Status corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
+  static Status io_error(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
+  static Status invalid_argument(std::string m) {
     return {StatusCode::kInvalidArgument, std::move(m)};
   }
-  static Status NotSupported(std::string m) { return {StatusCode::kNotSupported, std::move(m)}; }
-  static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-  static Status AlreadyExists(std::string m) {
+  static Status not_supported(std::string m) { return {StatusCode::kNotSupported, std::move(m)}; }
+  static Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status already_exists(std::string m) {
     return {StatusCode::kAlreadyExists, std::move(m)};
   }
-  static Status PermissionDenied(std::string m) {
+  static Status permission_denied(std::string m) {
     return {StatusCode::kPermissionDenied, std::move(m)};
   }
-  static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) {
+  static Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+  static Status resource_exhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
   }
 
@@ -66,17 +66,17 @@ class [[nodiscard]] JTREE_API Status {
   /// The message without the code name; empty when ok.
   const std::string& message() const { return message_; }
   /// "Corruption: <message>", or "OK".
-  std::string ToString() const;
+  std::string to_string() const;
 
   /// A copy whose message is "<prefix>: <message>" (context added on the way up the stack);
   /// unchanged when the message already starts with "<prefix>: ".
-  Status WithPrefix(std::string_view prefix) const;
+  Status with_prefix(std::string_view prefix) const;
 
-  bool IsCorruption() const { return code_ == StatusCode::kCorruption; }
-  bool IsNotFound() const { return code_ == StatusCode::kNotFound; }
-  bool IsNotSupported() const { return code_ == StatusCode::kNotSupported; }
-  bool IsIOError() const { return code_ == StatusCode::kIOError; }
-  bool IsInvalidArgument() const { return code_ == StatusCode::kInvalidArgument; }
+  bool is_corruption() const { return code_ == StatusCode::kCorruption; }
+  bool is_not_found() const { return code_ == StatusCode::kNotFound; }
+  bool is_not_supported() const { return code_ == StatusCode::kNotSupported; }
+  bool is_io_error() const { return code_ == StatusCode::kIOError; }
+  bool is_invalid_argument() const { return code_ == StatusCode::kInvalidArgument; }
 
  private:
   StatusCode code_ = StatusCode::kOk;

@@ -9,8 +9,8 @@
 //  - the writer takes a Tree whose leaves also say where their data comes from (`source`).
 // Build one by hand, through TreeBuilder, or through the bindings.
 //
-// Thread safety: a Tree is a value. Const methods are safe from many threads once Finalize()
-// has returned; mutating a Tree requires calling Finalize() again before navigating it.
+// Thread safety: a Tree is a value. Const methods are safe from many threads once finalize()
+// has returned; mutating a Tree requires calling finalize() again before navigating it.
 #pragma once
 
 #include <cstddef>
@@ -132,8 +132,8 @@ struct JTREE_API Key {
   std::string str;  ///< kStr
   int64_t i = 0;    ///< kInt
 
-  static Key Str(std::string s) { return Key{Kind::kStr, std::move(s), 0}; }
-  static Key Int(int64_t v) { return Key{Kind::kInt, {}, v}; }
+  static Key string(std::string s) { return Key{Kind::kStr, std::move(s), 0}; }
+  static Key integer(int64_t v) { return Key{Kind::kInt, {}, v}; }
   bool operator==(const Key&) const = default;
   KeyView view() const;
 };
@@ -154,7 +154,7 @@ struct JTREE_API Box {
   std::vector<uint64_t> end;
 
   /// The whole of an array of `shape`.
-  static Box All(const Shape& shape);
+  static Box all(const Shape& shape);
   Shape shape() const;
   uint64_t num_elements() const;
 };
@@ -252,7 +252,7 @@ struct JTREE_API Leaf {
   std::shared_ptr<const LeafInput> input;
 
   /// A leaf that keeps leaf #old_leaf of the file being appended to.
-  static Leaf Reuse(uint32_t old_leaf);
+  static Leaf reused(uint32_t old_leaf);
   /// The reused leaf number, if this leaf is one (append).
   std::optional<uint32_t> reuse() const { return input ? input->reuse : std::nullopt; }
 
@@ -288,7 +288,7 @@ struct JTREE_API Node {
   }
 };
 
-/// Where each node sits in its tree: computed once by Tree::Finalize (or by the Reader from a
+/// Where each node sits in its tree: computed once by Tree::finalize (or by the Reader from a
 /// file's header) after the structure has been checked.
 struct JTREE_API TreeNavigation {
   std::vector<uint32_t> subtree_end;  ///< one past the last node of each node's subtree
@@ -307,7 +307,7 @@ class JTREE_API Tree {
   /// Checks the structure (child counts, keys, leaf references, depth) and computes the
   /// navigation tables. Must be called after building or mutating and before navigating.
   /// Errors: InvalidArgument naming the node's path.
-  Status Finalize(uint32_t max_depth = 1024);
+  Status finalize(uint32_t max_depth = 1024);
 
   /// One past the last node of `node`'s subtree (its next sibling, if any).
   uint32_t subtree_end(uint32_t node) const { return nav_.subtree_end[node]; }
@@ -349,10 +349,10 @@ class JTREE_API Tree {
 ///     b.end();
 ///     b.key("step").int_value(1000);
 ///   b.end();
-///   Result<Tree> tree = std::move(b).Finish();
+///   Result<Tree> tree = std::move(b).finish();
 ///
 /// Misuse (a key outside a dict, end() without an open container, a missing key) is recorded
-/// and reported by Finish() as InvalidArgument.
+/// and reported by finish() as InvalidArgument.
 class JTREE_API TreeBuilder {
  public:
   TreeBuilder& key(std::string k);
@@ -382,7 +382,7 @@ class JTREE_API TreeBuilder {
   TreeBuilder& metadata(std::string key, std::string value);
 
   /// The finished, finalized tree.
-  Result<Tree> Finish() &&;
+  Result<Tree> finish() &&;
 
  private:
   void add_node(Node n);

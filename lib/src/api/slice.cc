@@ -45,10 +45,10 @@ Result<ResolvedIndex> resolve_index(std::span<const IndexItem> index, const Shap
     if (it.kind == Kind::kInt || it.kind == Kind::kSlice) ++real;
   }
   if (ellipses > 1) {
-    return Status::InvalidArgument("an index can only have a single ellipsis ('...')");
+    return Status::invalid_argument("an index can only have a single ellipsis ('...')");
   }
   if (real > shape.size()) {
-    return Status::InvalidArgument("too many indices: " + std::to_string(real) +
+    return Status::invalid_argument("too many indices: " + std::to_string(real) +
                                    " for an array of rank " + std::to_string(shape.size()));
   }
   // The items with '...' (or, without one, the end) replaced by the full slices left over.
@@ -65,7 +65,7 @@ Result<ResolvedIndex> resolve_index(std::span<const IndexItem> index, const Shap
   if (ellipses == 0) items.insert(items.end(), shape.size() - real, full);
 
   ResolvedIndex out;
-  out.box = Box::All(shape);
+  out.box = Box::all(shape);
   size_t d = 0;
   for (const IndexItem& it : items) {
     IndexAxis axis{it.kind};
@@ -76,10 +76,10 @@ Result<ResolvedIndex> resolve_index(std::span<const IndexItem> index, const Shap
     }
     const Wide n = shape[d];
     if (it.kind == Kind::kInt) {
-      if (!it.start) return Status::InvalidArgument("an int index without its value");
+      if (!it.start) return Status::invalid_argument("an int index without its value");
       const Wide i = *it.start < 0 ? *it.start + n : Wide{*it.start};
       if (i < 0 || i >= n) {
-        return Status::InvalidArgument("index " + std::to_string(*it.start) +
+        return Status::invalid_argument("index " + std::to_string(*it.start) +
                                        " is out of bounds for axis " + std::to_string(d) +
                                        " with size " + str(n));
       }
@@ -87,7 +87,7 @@ Result<ResolvedIndex> resolve_index(std::span<const IndexItem> index, const Shap
       out.box.end[d] = static_cast<uint64_t>(i) + 1;
     } else if (it.kind == Kind::kSlice) {
       const int64_t step = it.step.value_or(1);
-      if (step == 0) return Status::InvalidArgument("slice step cannot be zero");
+      if (step == 0) return Status::invalid_argument("slice step cannot be zero");
       const bool back = step < 0;
       const Wide start = it.start ? adjust(*it.start, n, back) : (back ? n - 1 : 0);
       const Wide stop = it.stop ? adjust(*it.stop, n, back) : (back ? -1 : n);
@@ -108,7 +108,7 @@ Result<ResolvedIndex> resolve_index(std::span<const IndexItem> index, const Shap
       }
       out.shape.push_back(axis.count);
     } else {
-      return Status::InvalidArgument("index item of unknown kind " +
+      return Status::invalid_argument("index item of unknown kind " +
                                      std::to_string(static_cast<int>(it.kind)));
     }
     out.axes.push_back(axis);

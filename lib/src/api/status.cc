@@ -20,7 +20,7 @@ std::string_view status_code_name(StatusCode code) {
   return "Unknown";
 }
 
-std::string Status::ToString() const {
+std::string Status::to_string() const {
   if (ok()) return "OK";
   std::string s(status_code_name(code_));
   s += ": ";
@@ -28,7 +28,7 @@ std::string Status::ToString() const {
   return s;
 }
 
-Status Status::WithPrefix(std::string_view prefix) const {
+Status Status::with_prefix(std::string_view prefix) const {
   if (ok()) return *this;
   if (message_.size() > prefix.size() + 1 && message_.compare(0, prefix.size(), prefix) == 0 &&
       message_.compare(prefix.size(), 2, ": ") == 0) {

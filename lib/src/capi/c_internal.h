@@ -48,7 +48,7 @@ struct jtree_verify_report_t {
 
 struct jtree_builder_t {
   jtree::TreeBuilder builder;
-  // Set by the first save or append (TreeBuilder::Finish): the finished tree, or why not.
+  // Set by the first save or append (TreeBuilder::finish): the finished tree, or why not.
   bool frozen = false;
   std::optional<jtree::Tree> tree;
   jtree::Status finish_error;

@@ -213,7 +213,7 @@ jtree_status_t jtree_reader_verify(const jtree_reader_t* reader, jtree_verify_re
     static const char* fn = "jtree_reader_verify";
     JTREE_C_CHECK(check_reader(reader, fn, err));
     JTREE_C_REQUIRE(out, fn, err);
-    auto rep = reader->reader->Verify(reader->read);
+    auto rep = reader->reader->verify(reader->read);
     if (!rep.ok()) return report(rep.status(), err);
     *out = new jtree_verify_report_t{std::move(*rep)};
     return JTREE_OK;

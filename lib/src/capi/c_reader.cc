@@ -57,7 +57,7 @@ jtree_status_t jtree_reader_open(const char* path_or_url, const jtree_open_optio
     JTREE_C_REQUIRE(out, fn, err);
     const jtree_open_options_t defaults;
     const jtree_open_options_t& o = options ? *options : defaults;
-    auto reader = jtree::Reader::Open(path_or_url, o.open);
+    auto reader = jtree::Reader::open(path_or_url, o.open);
     if (!reader.ok()) return report(reader.status(), err);
     auto* r = new jtree_reader_t{std::move(*reader), o.read};
     *out = r;

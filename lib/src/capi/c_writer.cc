@@ -27,7 +27,7 @@ jtree_status_t finished_tree(jtree_builder_t* b, const char* fn, jtree::Tree* ou
   if (b == nullptr) return invalid(err, fn, "builder is NULL");
   if (!b->frozen) {
     b->frozen = true;
-    auto tree = std::move(b->builder).Finish();
+    auto tree = std::move(b->builder).finish();
     if (tree.ok()) b->tree = std::move(*tree);
     else b->finish_error = tree.status();
   }
@@ -157,7 +157,7 @@ jtree_status_t jtree_builder_bytes(jtree_builder_t* builder, const void* data, s
 jtree_status_t jtree_builder_reuse(jtree_builder_t* builder, uint32_t old_leaf,
                                    jtree_error_t** err) {
   return add(builder, "jtree_builder_reuse", err,
-             [&](jtree::TreeBuilder& b) { b.leaf(jtree::Leaf::Reuse(old_leaf)); });
+             [&](jtree::TreeBuilder& b) { b.leaf(jtree::Leaf::reused(old_leaf)); });
 }
 
 jtree_status_t jtree_builder_metadata(jtree_builder_t* builder, const char* key,

@@ -38,7 +38,7 @@ std::string u64s(uint64_t v) { return std::to_string(v); }
 // Names the plane in an error; free on success (this is on the decode hot path).
 Status in_plane(Status s, size_t k) {
   if (s.ok()) return s;
-  return s.WithPrefix("plane " + u64s(k));
+  return s.with_prefix("plane " + u64s(k));
 }
 
 // nullopt when the dtype is unknown or the filter not allowed for it.
@@ -119,17 +119,17 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
   out.clear();
   const std::optional<Layout> layout = layout_of(format);
   if (!layout) {
-    return Status::InvalidArgument("filter " + u64s(static_cast<uint8_t>(format.filter)) +
+    return Status::invalid_argument("filter " + u64s(static_cast<uint8_t>(format.filter)) +
                                    " is not allowed for dtype " +
                                    std::string(dtype_name(format.dtype)));
   }
   const PlaneCodec* codec = find_plane_codec(format.codec);
   if (format.codec != Codec::kRaw && codec == nullptr) {
-    return Status::InvalidArgument("unknown codec " + u64s(static_cast<uint8_t>(format.codec)));
+    return Status::invalid_argument("unknown codec " + u64s(static_cast<uint8_t>(format.codec)));
   }
   const size_t p = layout->planes;
   if (raw.size() % p != 0) {
-    return Status::InvalidArgument("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
+    return Status::invalid_argument("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
                                    u64s(p) + " planes");
   }
   const size_t plane_size = raw.size() / p;
@@ -186,39 +186,39 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                     std::vector<std::byte>& scratch) {
   if (encoding == ChunkEncoding::kRaw) {
     if (stored.size() != raw.size()) {
-      return Status::Corruption("raw chunk of " + u64s(stored.size()) + " bytes, expected " +
+      return Status::corruption("raw chunk of " + u64s(stored.size()) + " bytes, expected " +
                                 u64s(raw.size()));
     }
     if (!raw.empty()) std::memcpy(raw.data(), stored.data(), raw.size());
-    return Status::OK();
+    return Status::success();
   }
   if (encoding != ChunkEncoding::kPlanes) {
-    return Status::Corruption("unknown chunk encoding " + u64s(static_cast<uint8_t>(encoding)));
+    return Status::corruption("unknown chunk encoding " + u64s(static_cast<uint8_t>(encoding)));
   }
   // The leaf's codec decodes the compressed planes. (Files never get here without one: the
   // header refuses unknown codecs and validation refuses Planes chunks in Raw leaves.)
   const PlaneCodec* codec = find_plane_codec(format.codec);
   if (codec == nullptr) {
-    return Status::Corruption(format.codec == Codec::kRaw
+    return Status::corruption(format.codec == Codec::kRaw
                                   ? std::string("planes chunk in a raw leaf")
                                   : "planes chunk of unknown codec " +
                                         u64s(static_cast<uint8_t>(format.codec)));
   }
   const std::optional<Layout> layout = layout_of(format);
   if (!layout) {
-    return Status::Corruption("filter " + u64s(static_cast<uint8_t>(format.filter)) +
+    return Status::corruption("filter " + u64s(static_cast<uint8_t>(format.filter)) +
                               " is not allowed for dtype " + std::string(dtype_name(format.dtype)));
   }
   const size_t p = layout->planes;
   if (raw.size() % p != 0) {
-    return Status::Corruption("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
+    return Status::corruption("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
                               u64s(p) + " planes");
   }
   const size_t plane_size = raw.size() / p;
 
   // Validate every plane size before touching any payload.
   if (stored.size() < 4 * p) {
-    return Status::Corruption("planes chunk of " + u64s(stored.size()) +
+    return Status::corruption("planes chunk of " + u64s(stored.size()) +
                               " bytes is shorter than its " + u64s(4 * p) + "-byte header");
   }
   std::array<uint32_t, kMaxPlanes> size{};
@@ -226,13 +226,13 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
   for (size_t k = 0; k < p; ++k) {
     size[k] = load_le<uint32_t>(stored.data() + 4 * k);
     if (size[k] > plane_size) {
-      return Status::Corruption("plane " + u64s(k) + ": stored size " + u64s(size[k]) +
+      return Status::corruption("plane " + u64s(k) + ": stored size " + u64s(size[k]) +
                                 " exceeds its raw size " + u64s(plane_size));
     }
     total = *checked_add(total, size[k]);  // at most 16 * 2^32 + 64: cannot overflow
   }
   if (total != stored.size()) {
-    return Status::Corruption("plane sizes add up to " + u64s(total) + " bytes, chunk has " +
+    return Status::corruption("plane sizes add up to " + u64s(total) + " bytes, chunk has " +
                               u64s(stored.size()));
   }
 
@@ -246,7 +246,7 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
       JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, raw), 0));
     }
     if (layout->component != 0) rotate_right_1(raw, layout->component);
-    return Status::OK();
+    return Status::success();
   }
   size_t compressed = 0;
   for (size_t k = 0; k < p; ++k) compressed += size[k] != plane_size;
@@ -267,7 +267,7 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
     plane[k] = dst.data();
   }
   undo_filter(plane, *layout, raw);
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree::codec

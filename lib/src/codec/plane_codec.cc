@@ -36,17 +36,17 @@ const PlaneCodec* find_plane_codec(Codec id) {
 Status register_plane_codec(const PlaneCodec& codec) {
   const auto id = static_cast<uint8_t>(codec.id());
   if (codec.id() == Codec::kRaw) {
-    return Status::InvalidArgument("plane codec " + std::string(codec.name()) +
+    return Status::invalid_argument("plane codec " + std::string(codec.name()) +
                                    ": id 0 is Raw (no codec)");
   }
   const PlaneCodec* expected = nullptr;
   if (!registry().slot[id].compare_exchange_strong(expected, &codec,
                                                    std::memory_order_acq_rel)) {
-    return Status::InvalidArgument("plane codec " + std::string(codec.name()) + ": id " +
+    return Status::invalid_argument("plane codec " + std::string(codec.name()) + ": id " +
                                    std::to_string(id) + " is taken by " +
                                    std::string(expected->name()));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree::codec

@@ -50,7 +50,7 @@ ZSTD_DCtx* thread_dctx() {
 }
 
 Status compress_error(size_t code) {
-  return Status::InvalidArgument(std::string("zstd compression failed: ") +
+  return Status::invalid_argument(std::string("zstd compression failed: ") +
                                  ZSTD_getErrorName(code));
 }
 
@@ -73,7 +73,7 @@ size_t configure(ZSTD_CCtx* c, int level, ZstdMode mode) {
 Result<size_t> compress_into(std::span<const std::byte> src, int level, ZstdMode mode, void* dst,
                              size_t cap) {
   ZSTD_CCtx* c = thread_cctx();
-  if (c == nullptr) return Status::ResourceExhausted("zstd: cannot allocate a context");
+  if (c == nullptr) return Status::resource_exhausted("zstd: cannot allocate a context");
   size_t r = configure(c, level, mode);
   if (!ZSTD_isError(r)) {
     if (mode == ZstdMode::kLz) {
@@ -117,10 +117,10 @@ Status zstd_decompress(std::span<const std::byte> frame, std::span<std::byte> ds
   // The frame must be exactly one zstd frame: no trailing bytes, no second frame.
   const size_t frame_size = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
   if (ZSTD_isError(frame_size)) {
-    return Status::Corruption(std::string("bad zstd frame: ") + ZSTD_getErrorName(frame_size));
+    return Status::corruption(std::string("bad zstd frame: ") + ZSTD_getErrorName(frame_size));
   }
   if (frame_size != frame.size()) {
-    return Status::Corruption("zstd frame of " + std::to_string(frame_size) +
+    return Status::corruption("zstd frame of " + std::to_string(frame_size) +
                               " bytes followed by " + std::to_string(frame.size() - frame_size) +
                               " trailing bytes");
   }
@@ -128,20 +128,20 @@ Status zstd_decompress(std::span<const std::byte> frame, std::span<std::byte> ds
   const unsigned long long declared = ZSTD_getFrameContentSize(frame.data(), frame.size());
   if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
       declared != dst.size()) {
-    return Status::Corruption("zstd frame decodes to " + std::to_string(declared) +
+    return Status::corruption("zstd frame decodes to " + std::to_string(declared) +
                               " bytes, expected " + std::to_string(dst.size()));
   }
   ZSTD_DCtx* d = thread_dctx();
-  if (d == nullptr) return Status::ResourceExhausted("zstd: cannot allocate a context");
+  if (d == nullptr) return Status::resource_exhausted("zstd: cannot allocate a context");
   const size_t n = ZSTD_decompressDCtx(d, dst.data(), dst.size(), frame.data(), frame.size());
   if (ZSTD_isError(n)) {
-    return Status::Corruption(std::string("bad zstd frame: ") + ZSTD_getErrorName(n));
+    return Status::corruption(std::string("bad zstd frame: ") + ZSTD_getErrorName(n));
   }
   if (n != dst.size()) {
-    return Status::Corruption("zstd frame decodes to " + std::to_string(n) +
+    return Status::corruption("zstd frame decodes to " + std::to_string(n) +
                               " bytes, expected " + std::to_string(dst.size()));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // ---- the plane codec ---------------------------------------------------------------------------

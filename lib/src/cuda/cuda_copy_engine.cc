@@ -13,7 +13,7 @@ namespace jtree {
 namespace {
 
 Status cuda_error(std::string_view what, cudaError_t e, std::string_view where) {
-  return Status::IOError(std::string(where) + ": " + std::string(what) + ": " +
+  return Status::io_error(std::string(where) + ": " + std::string(what) + ": " +
                          cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
@@ -62,7 +62,7 @@ class CudaCopyEngine final : public CopyEngine {
     if (e != cudaSuccess) {
       (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
       const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name_);
-      return e == cudaErrorMemoryAllocation ? Status::ResourceExhausted(st.message()) : st;
+      return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(st.message()) : st;
     }
     return std::span<std::byte>(static_cast<std::byte*>(p), bytes);
   }
@@ -94,22 +94,22 @@ class CudaCopyEngine final : public CopyEngine {
 
   Status copy_async(void* dst, const std::byte* src, size_t bytes, int stream) override {
     cudaStream_t s = find(stream);
-    if (s == nullptr) return Status::InvalidArgument(name_ + ": no stream " + std::to_string(stream));
+    if (s == nullptr) return Status::invalid_argument(name_ + ": no stream " + std::to_string(stream));
     DeviceScope scope(device_);
     if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
     // cudaMemcpyDefault: the runtime tells device, managed and host destinations apart (UVA).
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
     if (e != cudaSuccess) return cuda_error("cudaMemcpyAsync", e, name_);
-    return Status::OK();
+    return Status::success();
   }
 
   Status sync(int stream) override {
     cudaStream_t s = find(stream);
-    if (s == nullptr) return Status::InvalidArgument(name_ + ": no stream " + std::to_string(stream));
+    if (s == nullptr) return Status::invalid_argument(name_ + ": no stream " + std::to_string(stream));
     DeviceScope scope(device_);
     const cudaError_t e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) return cuda_error("cudaStreamSynchronize", e, name_);
-    return Status::OK();
+    return Status::success();
   }
 
  private:
@@ -152,12 +152,12 @@ Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device) {
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return Status::NotSupported(std::string("jtree: no CUDA device: cudaGetDeviceCount: ") +
+    return Status::not_supported(std::string("jtree: no CUDA device: cudaGetDeviceCount: ") +
                                 cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
   }
-  if (n == 0) return Status::NotSupported("jtree: no CUDA device (cudaGetDeviceCount: 0)");
+  if (n == 0) return Status::not_supported("jtree: no CUDA device (cudaGetDeviceCount: 0)");
   if (device < 0 || device >= n) {
-    return Status::InvalidArgument("jtree: CUDA device " + std::to_string(device) +
+    return Status::invalid_argument("jtree: CUDA device " + std::to_string(device) +
                                    " out of range (" + std::to_string(n) + " devices)");
   }
   return std::unique_ptr<CopyEngine>(new CudaCopyEngine(device));

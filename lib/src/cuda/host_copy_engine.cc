@@ -26,14 +26,14 @@ HostCopyEngine::~HostCopyEngine() {
 Result<std::span<std::byte>> HostCopyEngine::allocate_pinned(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (bytes > options_.max_pinned_bytes - std::min(stats_.pinned_bytes, options_.max_pinned_bytes)) {
-    return Status::ResourceExhausted(name() + ": cannot pin " + std::to_string(bytes) +
+    return Status::resource_exhausted(name() + ": cannot pin " + std::to_string(bytes) +
                                      " more bytes");
   }
   // Page-aligned, as cudaHostAlloc's buffers are: loads read raw chunks into them with
   // O_DIRECT, which needs aligned memory (the staging falls back to buffered reads otherwise).
   const size_t n = (std::max<size_t>(bytes, 1) + 4095) & ~size_t{4095};
   auto* p = static_cast<std::byte*>(std::aligned_alloc(4096, n));
-  if (p == nullptr) return Status::ResourceExhausted(name() + ": out of memory");
+  if (p == nullptr) return Status::resource_exhausted(name() + ": out of memory");
   buffers_[p] = bytes;
   stats_.pinned_bytes += bytes;
   stats_.peak_pinned_bytes = std::max(stats_.peak_pinned_bytes, stats_.pinned_bytes);
@@ -99,12 +99,12 @@ Status HostCopyEngine::copy_async(void* dst, const std::byte* src, size_t bytes,
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t n = stats_.copies_issued++;
   if (options_.fail_copy_at >= 0 && n == static_cast<uint64_t>(options_.fail_copy_at)) {
-    return Status::IOError(name() + ": injected failure of copy " + std::to_string(n));
+    return Status::io_error(name() + ": injected failure of copy " + std::to_string(n));
   }
   auto it = streams_.find(stream);
   if (it == streams_.end()) {
     ++stats_.misuses;
-    return Status::InvalidArgument(name() + ": no stream " + std::to_string(stream));
+    return Status::invalid_argument(name() + ": no stream " + std::to_string(stream));
   }
   const bool fail = options_.fail_async_at >= 0 && n == static_cast<uint64_t>(options_.fail_async_at);
   it->second->queue.push_back({dst, src, bytes, xxh3({src, bytes}), fail});
@@ -112,7 +112,7 @@ Status HostCopyEngine::copy_async(void* dst, const std::byte* src, size_t bytes,
   stats_.peak_queued_bytes = std::max(stats_.peak_queued_bytes, queued_bytes_);
   lock.unlock();
   cv_.notify_all();
-  return Status::OK();
+  return Status::success();
 }
 
 Status HostCopyEngine::sync(int stream) {
@@ -120,12 +120,12 @@ Status HostCopyEngine::sync(int stream) {
   auto it = streams_.find(stream);
   if (it == streams_.end()) {
     ++stats_.misuses;
-    return Status::InvalidArgument(name() + ": no stream " + std::to_string(stream));
+    return Status::invalid_argument(name() + ": no stream " + std::to_string(stream));
   }
   Stream* s = it->second.get();
   cv_.wait(lock, [s] { return s->queue.empty() && !s->busy; });
   Status st = std::move(s->error);
-  s->error = Status::OK();
+  s->error = Status::success();
   return st;
 }
 
@@ -148,7 +148,7 @@ void HostCopyEngine::run(Stream* s) {
     lock.lock();
     if (changed) ++stats_.misuses;
     if (c.fail && s->error.ok()) {
-      s->error = Status::IOError(name() + ": injected asynchronous failure of a copy");
+      s->error = Status::io_error(name() + ": injected asynchronous failure of a copy");
     }
     if (!c.fail) stats_.bytes_copied += c.bytes;
     ++stats_.copies_done;

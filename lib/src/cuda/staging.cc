@@ -69,7 +69,7 @@ Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t
   if (!p.on) {
     note = "no O_DIRECT: " + p.support.reason;
     if (o.direct_io == DirectIo::kOn) {
-      return Status::NotSupported(r.name() + ": direct_io is On, but O_DIRECT cannot be used: " +
+      return Status::not_supported(r.name() + ": direct_io is On, but O_DIRECT cannot be used: " +
                                   p.support.reason);
     }
   }
@@ -82,7 +82,7 @@ Result<Box> check_device_request(const Reader& r, const DeviceRequest& req) {
   JTREE_ASSIGN_OR_RETURN(Box box, check_request(r, req.leaf, req.box, req.dst_bytes,
                                                 "device destination"));
   if (req.dst_bytes > 0 && req.dst == nullptr) {
-    return Status::InvalidArgument(r.name() + ": leaf " + r.leaf_path(req.leaf) +
+    return Status::invalid_argument(r.name() + ": leaf " + r.leaf_path(req.leaf) +
                                    ": null device destination");
   }
   return box;
@@ -116,13 +116,13 @@ class StagingRing {
     Slot& s = slots_.emplace_back();
     JTREE_ASSIGN_OR_RETURN(s.buffer, engine_.allocate_pinned(bytes));
     if (s.buffer.size() < bytes) {
-      return Status::IOError(engine_.name() + ": pinned buffer of " +
+      return Status::io_error(engine_.name() + ": pinned buffer of " +
                              std::to_string(s.buffer.size()) + " bytes; asked for " +
                              std::to_string(bytes));
     }
     JTREE_ASSIGN_OR_RETURN(s.stream, engine_.create_stream());
     s.has_stream = true;
-    return Status::OK();
+    return Status::success();
   }
 
   Slot& slot(size_t i) { return slots_[i]; }
@@ -141,13 +141,13 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   using staging::Piece;
   JTREE_RETURN_IF_ERROR(check_read_options(reader, options.read));  // (as host reads do)
   if (options.staging_buffers < 1 || options.staging_buffers > 64) {
-    return Status::InvalidArgument("jtree: staging_buffers is " +
+    return Status::invalid_argument("jtree: staging_buffers is " +
                                    std::to_string(options.staging_buffers) +
                                    "; it must be from 1 to 64");
   }
   const uint64_t per_buffer = options.staging_bytes / options.staging_buffers;
   if (per_buffer < kMinBufferBytes) {
-    return Status::InvalidArgument("jtree: staging_bytes " + std::to_string(options.staging_bytes) +
+    return Status::invalid_argument("jtree: staging_bytes " + std::to_string(options.staging_bytes) +
                                    " over " + std::to_string(options.staging_buffers) +
                                    " buffers is below the minimum of " +
                                    std::to_string(kMinBufferBytes) + " bytes per buffer");
@@ -178,7 +178,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     largest = std::max(largest, req.dst_bytes);
     boxes.push_back(std::move(b));
   }
-  if (total == 0) return Status::OK();
+  if (total == 0) return Status::success();
   JTREE_ASSIGN_OR_RETURN(const DirectPlan direct, plan_direct(reader, options, per_buffer, note));
 
   // No buffer larger than the largest request: a small load pins little. With O_DIRECT, the
@@ -306,12 +306,12 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
               uint64_t n, io::read_direct(*source, part.file_offset,
                                           {base + part.buffer_offset, part.length}));
           if (n < part.needed) {
-            return Status::IOError(reader.name() + ": unexpected end of file at offset " +
+            return Status::io_error(reader.name() + ": unexpected end of file at offset " +
                                    std::to_string(part.file_offset + n) + " (O_DIRECT read)");
           }
-          return Status::OK();
+          return Status::success();
         }));
-    if (!ro.verify_checksums) return Status::OK();
+    if (!ro.verify_checksums) return Status::success();
     struct Check {
       size_t piece;
       const staging::RunChunk* chunk;
@@ -326,10 +326,10 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
           const ChunkInfo& c = checks[i].chunk->info;
           const std::byte* stored = base + batch.offsets[p - batch.first] +
                                     (c.file_offset - runs[p]->offset);
-          if (xxh3({stored, c.stored_size}, c.seed) == c.checksum) return Status::OK();
+          if (xxh3({stored, c.stored_size}, c.seed) == c.checksum) return Status::success();
           // (As Reader::read_many words it.)
           const uint32_t leaf = requests[pieces[p].request].leaf;
-          return Status::Corruption(reader.name() + ": leaf " + reader.leaf_path(leaf) +
+          return Status::corruption(reader.name() + ": leaf " + reader.leaf_path(leaf) +
                                     ": chunk " + std::to_string(checks[i].chunk->local) +
                                     ": checksum mismatch (file offset " +
                                     std::to_string(c.file_offset) + ", " +
@@ -345,7 +345,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     if (slot.pending) {
       slot.pending = false;
       Status st = engine.sync(slot.stream);
-      if (!st.ok()) return st.WithPrefix(where(slot.batch));
+      if (!st.ok()) return st.with_prefix(where(slot.batch));
     }
     std::byte* const base = slot.buffer.data();
     // (CUDA's pinned buffers are page-aligned; an engine whose buffers are not aligned for
@@ -368,15 +368,15 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
                          {base + batch.offsets[p - batch.first], piece.bytes}});
         bytes += piece.bytes;
       }
-      if (reads.empty()) return Status::OK();
+      if (reads.empty()) return Status::success();
       JTREE_RETURN_IF_ERROR(reader.read_many(reads, ro));
       buffered_bytes.fetch_add(bytes);
-      return Status::OK();
+      return Status::success();
     };
     JTREE_RETURN_IF_ERROR(read_buffered(false));
     if (use_direct) {
       Status st = read_direct_pieces(batch, base);
-      if (st.IsNotSupported() && options.direct_io == DirectIo::kAuto) {
+      if (st.is_not_supported() && options.direct_io == DirectIo::kAuto) {
         // The kernel refused after all: this batch's direct pieces and the rest, buffered.
         direct_refused.store(true);
         {
@@ -393,7 +393,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
       }
     }
     // Another filler failed meanwhile: queue nothing more (the load returns its error).
-    if (stop.load(std::memory_order_relaxed)) return Status::OK();
+    if (stop.load(std::memory_order_relaxed)) return Status::success();
     slot.batch = b;
     for (size_t p = batch.first; p < batch.last; ++p) {
       const Piece& piece = pieces[p];
@@ -401,9 +401,9 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
       slot.pending = true;
       Status st = engine.copy_async(dst, base + batch.offsets[p - batch.first],
                                     piece.bytes, slot.stream);
-      if (!st.ok()) return st.WithPrefix(where(b));
+      if (!st.ok()) return st.with_prefix(where(b));
     }
-    return Status::OK();
+    return Status::success();
   };
 
   auto filler = [&] {
@@ -422,7 +422,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
         done += batches[b].bytes;
         // (Under the lock: progress is never called concurrently with itself.)
         if (options.read.progress && !options.read.progress(done, total)) {
-          st = Status::Aborted(reader.name() + ": load to " + engine.name() + " cancelled");
+          st = Status::aborted(reader.name() + ": load to " + engine.name() + " cancelled");
         }
       }
       if (!st.ok() && !failed) {
@@ -449,9 +449,9 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     if (!slot.pending) continue;
     slot.pending = false;
     Status st = engine.sync(slot.stream);
-    if (!st.ok()) return st.WithPrefix(where(slot.batch));
+    if (!st.ok()) return st.with_prefix(where(slot.batch));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree

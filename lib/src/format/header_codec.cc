@@ -166,11 +166,11 @@ void assign(Shape& out, const flatbuffers::Vector<uint64_t>* v) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = load_le<uint64_t>(p + i * sizeof(uint64_t));
 }
 
-Status bad(const std::string& what) { return Status::Corruption("header: " + what); }
+Status bad(const std::string& what) { return Status::corruption("header: " + what); }
 
 [[gnu::noinline]] Status string_too_long(const flatbuffers::String* s, const Limits& limits,
                                          const char* what, size_t index) {
-  return Status::ResourceExhausted("header: " + std::string(what) + " of entry " +
+  return Status::resource_exhausted("header: " + std::string(what) + " of entry " +
                                    std::to_string(index) + " is " + std::to_string(s->size()) +
                                    " bytes, over the limit of " +
                                    std::to_string(limits.max_string_bytes));
@@ -182,7 +182,7 @@ inline Status check_string(const flatbuffers::String* s, const Limits& limits, c
   if (s && s->size() > limits.max_string_bytes) [[unlikely]] {
     return string_too_long(s, limits, what, index);
   }
-  return Status::OK();
+  return Status::success();
 }
 
 [[gnu::noinline]] Status not_utf8(const char* where, size_t index, const char* what,
@@ -197,11 +197,11 @@ inline Status check_string(const flatbuffers::String* s, const Limits& limits, c
 // otherwise hand on bytes no other reader can represent the same way.
 inline Status check_utf8(const flatbuffers::String* s, const char* where, size_t index,
                          const char* what) {
-  if (s == nullptr) return Status::OK();
+  if (s == nullptr) return Status::success();
   if (auto at = utf8_error(std::string_view(s->c_str(), s->size()))) [[unlikely]] {
     return not_utf8(where, index, what, s, *at);
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // Decodes into a default-constructed `l` in place: trees of millions of leaves must not pay for
@@ -233,7 +233,7 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
   }
   l.dtype = static_cast<DType>(dtype);
   if (f->shape() && f->shape()->size() > limits.max_rank) {
-    return Status::ResourceExhausted("header: leaf " + std::to_string(i) + " has rank " +
+    return Status::resource_exhausted("header: leaf " + std::to_string(i) + " has rank " +
                                      std::to_string(f->shape()->size()) + ", over the limit of " +
                                      std::to_string(limits.max_rank));
   }
@@ -266,7 +266,7 @@ Status decode_leaf(const fb::Leaf* f, size_t i, const Limits& limits, Leaf& l) {
     return bad("leaf " + std::to_string(i) + ": inline data on a leaf not stored inline");
   }
   assign(l.inline_data, f->inline_data());
-  return Status::OK();
+  return Status::success();
 }
 
 // With kStore false, only the checks: the strings are not copied (check-only decoding).
@@ -304,7 +304,7 @@ Status decode_node(const fb::Node* f, size_t i, const Limits& limits, Node& n) {
   if (n.kind != NodeKind::kLeaf && n.leaf != 0) {
     return bad("node " + std::to_string(i) + ": leaf reference on a node that is not a leaf");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // The spec checks of one decoded leaf (validate_leaves' without messages), and its totals.
@@ -401,7 +401,7 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
   const AlignedBytes aligned(unaligned);
   const std::span<const std::byte> bytes = aligned.span();
   if (bytes.size() > limits.max_header_bytes) {
-    return Status::ResourceExhausted("header is " + std::to_string(bytes.size()) +
+    return Status::resource_exhausted("header is " + std::to_string(bytes.size()) +
                                      " bytes, over the limit of " +
                                      std::to_string(limits.max_header_bytes));
   }
@@ -422,13 +422,13 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
   // (Check-only decoding keeps pointers into the bytes: they must be the caller's own.)
   if (!target.tree && bytes.data() != unaligned.data()) return bad("misaligned header buffer");
   if (fnodes->size() > limits.max_nodes) {
-    return Status::ResourceExhausted("header: " + std::to_string(fnodes->size()) +
+    return Status::resource_exhausted("header: " + std::to_string(fnodes->size()) +
                                      " nodes, over the limit of " +
                                      std::to_string(limits.max_nodes));
   }
   const size_t nleaves = fleaves ? fleaves->size() : 0;
   if (nleaves > limits.max_leaves) {
-    return Status::ResourceExhausted("header: " + std::to_string(nleaves) +
+    return Status::resource_exhausted("header: " + std::to_string(nleaves) +
                                      " leaves, over the limit of " +
                                      std::to_string(limits.max_leaves));
   }
@@ -450,7 +450,7 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
         advise_huge_pages(t->leaves.data(), t->leaves.capacity() * sizeof(Leaf));
         t->leaves.resize(nleaves);
       }
-      return Status::OK();
+      return Status::success();
     }));
   } else {
     target.first_chunk->resize(nleaves);
@@ -544,7 +544,7 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
       for (size_t k = 0; k < node_ranges; ++k) nodes_ok = nodes_ok && !unverified[k] && errors[k].ok();
       after_nodes_ok = nodes_ok && target.after_nodes();
     }
-    return Status::OK();
+    return Status::success();
   });
   JTREE_RETURN_IF_ERROR(st);
   if (target.after_nodes && !after_nodes_ok) return bad("structure");  // open_header: see there
@@ -569,7 +569,7 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
     }
   }
   if (writer) *writer = to_string(h->writer());
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace
@@ -586,8 +586,8 @@ Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
   std::vector<LeafRangeSummary> ranges;
   Tree t;
   JTREE_RETURN_IF_ERROR(decode_impl(bytes, limits, writer, &ranges, tree_target(t)));
-  Status st = t.Finalize(limits.max_depth);
-  if (!st.ok()) return Status::Corruption("header: " + st.message());
+  Status st = t.finalize(limits.max_depth);
+  if (!st.ok()) return Status::corruption("header: " + st.message());
   HeaderSummary sum;
   bool invalid = false;
   for (const LeafRangeSummary& r : ranges) {
@@ -675,8 +675,8 @@ Result<Tree> HeaderView::decode_all() const {
   target.verified = true;
   JTREE_RETURN_IF_ERROR(decode_impl(bytes(), limits_, nullptr, nullptr, target));
   for (size_t i = 0; i < t.leaves.size(); ++i) t.leaves[i].first_chunk = first_chunk_[i];
-  Status st = t.Finalize(limits_.max_depth);
-  if (!st.ok()) return Status::Corruption("header: " + st.message());
+  Status st = t.finalize(limits_.max_depth);
+  if (!st.ok()) return Status::corruption("header: " + st.message());
   return t;
 }
 
@@ -724,7 +724,7 @@ Result<HeaderView> open_header(std::unique_ptr<std::byte[]> bytes, size_t size,
     // several problems is reported).
     auto t = decode_tree(v.bytes(), limits, nullptr, nullptr);
     if (!t.ok()) return t.status();
-    return Status::Corruption("header: the checks of an open and of a full decode disagree");
+    return Status::corruption("header: the checks of an open and of a full decode disagree");
   }
   if (summary) *summary = sum;
   return v;

@@ -42,9 +42,9 @@ struct HeaderSummary {
   uint16_t min_read_version = 1;
 };
 
-/// decode_header, then Tree::Finalize(limits.max_depth), then validate_leaves, in fewer passes:
+/// decode_header, then Tree::finalize(limits.max_depth), then validate_leaves, in fewer passes:
 /// each leaf's spec is checked right after it is decoded, while it is in the cache, and
-/// Leaf::first_chunk is set there. The errors are those of the three in that order (Finalize's
+/// Leaf::first_chunk is set there. The errors are those of the three in that order (finalize's
 /// prefixed with "header: " and made Corruption), whatever the ranges' timing: a leaf that
 /// fails is reported by running validate_leaves itself once the tree is finalized.
 Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,

@@ -41,17 +41,17 @@ Result<IndexData> decode_index(std::span<const std::byte> unaligned, const Limit
   const AlignedBytes aligned(unaligned);
   const std::span<const std::byte> bytes = aligned.span();
   if (bytes.size() > limits.max_index_bytes) {
-    return Status::ResourceExhausted("index is " + std::to_string(bytes.size()) +
+    return Status::resource_exhausted("index is " + std::to_string(bytes.size()) +
                                      " bytes, over the limit of " +
                                      std::to_string(limits.max_index_bytes));
   }
   if (bytes.size() >= FLATBUFFERS_MAX_BUFFER_SIZE) {
-    return Status::Corruption("index: too large for a flatbuffer");
+    return Status::corruption("index: too large for a flatbuffer");
   }
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   flatbuffers::Verifier verifier(data, bytes.size(), 8, 16);
   if (!verifier.VerifyBuffer<fb::Index>(nullptr)) {
-    return Status::Corruption("index: flatbuffer verification failed (damaged or not an index)");
+    return Status::corruption("index: flatbuffer verification failed (damaged or not an index)");
   }
   const fb::Index* root = flatbuffers::GetRoot<fb::Index>(data);
   IndexData out;

@@ -63,7 +63,7 @@ Result<VersionInfo> decode_version(const std::byte* p, size_t writer, size_t min
   v.min_write_version = load_le<uint16_t>(p + min_write);
   uint8_t k = static_cast<uint8_t>(p[kind]);
   if (k > static_cast<uint8_t>(FileKind::kSegment)) {
-    return Status::Corruption(std::string(where) + ": unknown file kind " + std::to_string(k));
+    return Status::corruption(std::string(where) + ": unknown file kind " + std::to_string(k));
   }
   v.kind = static_cast<FileKind>(k);
   v.required_features = load_le<uint64_t>(p + required);
@@ -78,18 +78,18 @@ Status check_version(const VersionInfo& v, std::string_view where) {
   // A version this reader lacks is NotSupported even when the other fields then disagree
   // with it: upgrading is the only way to know more.
   if (v.min_read_version > kFormatVersion) {
-    return Status::NotSupported(std::string(where) + ": file needs format version " +
+    return Status::not_supported(std::string(where) + ": file needs format version " +
                                 std::to_string(v.min_read_version) +
                                 " to read; this jtree reads up to version " +
                                 std::to_string(kFormatVersion) + " (upgrade jtree)");
   }
   if (v.min_read_version == 0 || v.min_write_version == 0 || v.writer_version == 0 ||
       v.min_read_version > v.writer_version) {
-    return Status::Corruption(std::string(where) + ": inconsistent version fields");
+    return Status::corruption(std::string(where) + ": inconsistent version fields");
   }
   uint64_t unknown = v.required_features & ~kKnownRequiredFeatures;
   if (unknown != 0) {
-    return Status::NotSupported(std::string(where) + ": file uses required features unknown to " +
+    return Status::not_supported(std::string(where) + ": file uses required features unknown to " +
                                 "this jtree (bits 0x" + [&] {
                                   char buf[20];
                                   std::snprintf(buf, sizeof buf, "%llx",
@@ -97,7 +97,7 @@ Status check_version(const VersionInfo& v, std::string_view where) {
                                   return std::string(buf);
                                 }() + "); upgrade jtree");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 std::array<std::byte, kPreambleSize> encode_preamble(const Preamble& p) {
@@ -113,14 +113,14 @@ std::array<std::byte, kPreambleSize> encode_preamble(const Preamble& p) {
 }
 
 Result<Preamble> decode_preamble(std::span<const std::byte> b) {
-  if (b.size() < kPreambleSize) return Status::Corruption("file too short for a jtree preamble");
+  if (b.size() < kPreambleSize) return Status::corruption("file too short for a jtree preamble");
   if (!has_magic(b, pre::kMagic, kPreambleMagic)) {
-    return Status::Corruption("not a jtree file (bad magic at offset 0)");
+    return Status::corruption("not a jtree file (bad magic at offset 0)");
   }
   if (load_le<uint64_t>(b.data() + pre::kHash) != hash_of(b, pre::kHash)) {
-    return Status::Corruption("preamble checksum mismatch");
+    return Status::corruption("preamble checksum mismatch");
   }
-  if (b[pre::kReserved] != std::byte{0}) return Status::Corruption("preamble: reserved byte set");
+  if (b[pre::kReserved] != std::byte{0}) return Status::corruption("preamble: reserved byte set");
   Preamble p;
   JTREE_ASSIGN_OR_RETURN(p.version, decode_version(b.data(), pre::kWriterVersion, pre::kMinRead,
                                                    pre::kMinWrite, pre::kKind, pre::kRequired,
@@ -129,7 +129,7 @@ Result<Preamble> decode_preamble(std::span<const std::byte> b) {
   p.header_size = load_le<uint64_t>(b.data() + pre::kHeaderSize);
   p.header_hash = load_le<uint64_t>(b.data() + pre::kHeaderHash);
   if (p.header_offset != kPreambleSize) {
-    return Status::Corruption("preamble: header must start at offset 128, not " +
+    return Status::corruption("preamble: header must start at offset 128, not " +
                               std::to_string(p.header_offset));
   }
   return p;
@@ -195,15 +195,15 @@ bool footer_intact(std::span<const std::byte> b) {
 }
 
 Result<Footer> decode_footer(std::span<const std::byte> b) {
-  if (b.size() < kFooterSize) return Status::Corruption("file too short for a jtree footer");
+  if (b.size() < kFooterSize) return Status::corruption("file too short for a jtree footer");
   if (!has_magic(b, foot::kMagic, kFooterMagic)) {
-    return Status::Corruption("no jtree footer at the end of the file (bad magic)");
+    return Status::corruption("no jtree footer at the end of the file (bad magic)");
   }
   if (load_le<uint64_t>(b.data() + foot::kHash) != hash_of(b, foot::kHash)) {
-    return Status::Corruption("footer checksum mismatch");
+    return Status::corruption("footer checksum mismatch");
   }
   if (!all_zero(b.subspan(foot::kReserved, foot::kReservedEnd - foot::kReserved))) {
-    return Status::Corruption("footer: reserved bytes set");
+    return Status::corruption("footer: reserved bytes set");
   }
   const std::byte* p = b.data();
   Footer f;
@@ -223,19 +223,19 @@ Result<Footer> decode_footer(std::span<const std::byte> b) {
 
 Status check_checkpoint_head(std::span<const std::byte> copy, std::span<const std::byte> header) {
   if (copy.size() != kPreambleSize + header.size()) {
-    return Status::Corruption("the copy of the checkpoint head has the wrong size");
+    return Status::corruption("the copy of the checkpoint head has the wrong size");
   }
   auto pre = decode_preamble(copy.first(kPreambleSize));
-  if (!pre.ok()) return pre.status().WithPrefix("the copy of the checkpoint head");
+  if (!pre.ok()) return pre.status().with_prefix("the copy of the checkpoint head");
   if (pre->version.kind != FileKind::kCheckpoint || pre->header_offset != kPreambleSize ||
       pre->header_size != header.size() || pre->header_hash != xxh3(header)) {
-    return Status::Corruption("the copy of the checkpoint head does not describe this header");
+    return Status::corruption("the copy of the checkpoint head does not describe this header");
   }
   const auto copied = copy.subspan(kPreambleSize);
   if (!std::equal(copied.begin(), copied.end(), header.begin())) {
-    return Status::Corruption("the copy of the checkpoint head holds another header");
+    return Status::corruption("the copy of the checkpoint head holds another header");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Status check_head_placement(uint64_t head_offset, uint64_t head_size, uint64_t header_end,
@@ -243,11 +243,11 @@ Status check_head_placement(uint64_t head_offset, uint64_t head_size, uint64_t h
   const uint64_t h = head_offset;
   if (h % 64 != 0 || h < header_end || head_size > data_offset || h > data_offset - head_size ||
       (data_offset - h) % 64 != 0) {
-    return Status::Corruption("the copy of the checkpoint head at " + std::to_string(h) +
+    return Status::corruption("the copy of the checkpoint head at " + std::to_string(h) +
                               " does not lie, 64-aligned, between the header and the chunk "
                               "data at " + std::to_string(data_offset));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree::format

@@ -23,7 +23,7 @@ bool is_payload_kind(LeafKind k) {
 const Tree kNoTree;
 
 Status leaf_error(const Tree& t, size_t i, const std::string& what) {
-  return Status::Corruption("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
+  return Status::corruption("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
 }
 
 }  // namespace
@@ -74,7 +74,7 @@ using LeafResult = std::conditional_t<kMessages, Status, bool>;
 
 template <bool kMessages>
 LeafResult<kMessages> leaf_ok() {
-  if constexpr (kMessages) return Status::OK();
+  if constexpr (kMessages) return Status::success();
   else return true;
 }
 
@@ -113,7 +113,7 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
     }
     if (l.big_int.size() > limits.max_string_bytes) {
       JTREE_LEAF_FAIL(kResourceExhausted,
-                      Status::ResourceExhausted("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
+                      Status::resource_exhausted("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
                                                 ": integer of " +
                                                 std::to_string(l.big_int.size()) +
                                                 " bytes over the string limit"));
@@ -191,7 +191,7 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
   uint64_t chunk_bytes = chunk_elements ? stored_bytes(l.dtype, *chunk_elements) : UINT64_MAX;
   if (chunk_bytes > std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)) {
     JTREE_LEAF_FAIL(kResourceExhausted,
-                    Status::ResourceExhausted(
+                    Status::resource_exhausted(
                         "leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": chunks of " +
                         std::to_string(chunk_bytes) + " bytes, over the limit of " +
                         std::to_string(std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes))));
@@ -270,7 +270,7 @@ Result<uint64_t> validate_leaves(Tree& tree, const Limits& limits) {
     JTREE_RETURN_IF_ERROR(check_leaf<true>(tree, tree.leaves[i], i, limits, &n));
     tree.leaves[i].first_chunk = total;
     auto sum = checked_add(total, n);
-    if (!sum) return Status::Corruption("header: chunk count overflows");
+    if (!sum) return Status::corruption("header: chunk count overflows");
     total = *sum;
   }
   return total;
@@ -310,21 +310,21 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
                       uint64_t expected_chunks, uint64_t file_size,
                       std::span<const Region> metadata, FileKind kind, uint64_t generation) {
   if (index.generation != generation) {
-    return Status::Corruption("index: generation " + std::to_string(index.generation) +
+    return Status::corruption("index: generation " + std::to_string(index.generation) +
                               " but the footer says " + std::to_string(generation));
   }
   if (index.chunks.size() != expected_chunks) {
-    return Status::Corruption("index lists " + std::to_string(index.chunks.size()) +
+    return Status::corruption("index lists " + std::to_string(index.chunks.size()) +
                               " chunks; the header's leaves have " +
                               std::to_string(expected_chunks));
   }
   if (index.segment_info.has_value() != (kind == FileKind::kSegment)) {
-    return Status::Corruption("index: segment info present only in segment files");
+    return Status::corruption("index: segment info present only in segment files");
   }
   if (index.segment_info && index.segment_info->process_index >= index.segment_info->process_count) {
     // Section 11: 0 <= process_index < process_count (a commit would look for segments that
     // cannot exist, or take this one for another process's).
-    return Status::Corruption("index: segment of process " +
+    return Status::corruption("index: segment of process " +
                               std::to_string(index.segment_info->process_index) + " of " +
                               std::to_string(index.segment_info->process_count) +
                               " (the process index must be below the count)");
@@ -334,7 +334,7 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
   // replaced: at most chunks + generation + 1 segments.
   if (index.segments.size() > index.chunks.size() + 1 &&
       index.segments.size() - index.chunks.size() - 1 > generation) {
-    return Status::Corruption("index: " + std::to_string(index.segments.size()) +
+    return Status::corruption("index: " + std::to_string(index.segments.size()) +
                               " segments for " + std::to_string(index.chunks.size()) +
                               " chunks in generation " + std::to_string(generation));
   }
@@ -343,13 +343,13 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
   for (size_t s = 0; s < index.segments.size(); ++s) {
     const SegmentSpan& seg = index.segments[s];
     if (seg.file_offset < kPreambleSize || !range_within(seg.file_offset, seg.size, file_size)) {
-      return Status::Corruption("index: segment " + std::to_string(s) + " [" +
+      return Status::corruption("index: segment " + std::to_string(s) + " [" +
                                 std::to_string(seg.file_offset) + ", +" +
                                 std::to_string(seg.size) + ") lies outside the data region");
     }
     for (const Region& m : metadata) {
       if (seg.file_offset < m.offset + m.size && m.offset < seg.file_offset + seg.size) {
-        return Status::Corruption("index: segment " + std::to_string(s) + " overlaps the " +
+        return Status::corruption("index: segment " + std::to_string(s) + " overlaps the " +
                                   m.what);
       }
     }
@@ -357,7 +357,7 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
   }
   std::sort(spans.begin(), spans.end());
   for (size_t k = 1; k < spans.size(); ++k) {
-    if (spans[k].first < spans[k - 1].second) return Status::Corruption("index: segments overlap");
+    if (spans[k].first < spans[k - 1].second) return Status::corruption("index: segments overlap");
   }
 
   // Chunks, leaf by leaf.
@@ -373,7 +373,7 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
       if (!err.ok()) return;
       const ChunkRecord& c = index.chunks[leaf.first_chunk + k];
       auto fail = [&](const std::string& what) {
-        err = Status::Corruption("leaf " + leaves.path(li) +
+        err = Status::corruption("leaf " + leaves.path(li) +
                                  ": chunk " + std::to_string(k) + ": " + what);
       };
       if (c.reserved != 0 || (c.flags & ~kChunkAbsent) != 0) return fail("reserved bits set");
@@ -418,11 +418,11 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
   if (!std::is_sorted(spans.begin(), spans.end())) std::sort(spans.begin(), spans.end());
   for (size_t k = 1; k < spans.size(); ++k) {
     if (spans[k].first < spans[k - 1].second) {
-      return Status::Corruption("index: chunks overlap at file offset " +
+      return Status::corruption("index: chunks overlap at file offset " +
                                 std::to_string(spans[k].first));
     }
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree::format

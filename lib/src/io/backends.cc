@@ -62,10 +62,10 @@ Result<const Backend*> find_backend(std::string_view path_or_url) {
     }
   }
   if (is_optional_remote_scheme(scheme)) {
-    return Status::NotSupported(std::string(path_or_url) +
+    return Status::not_supported(std::string(path_or_url) +
                                 ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
   }
-  return Status::InvalidArgument(std::string(path_or_url) + ": unsupported URL scheme \"" +
+  return Status::invalid_argument(std::string(path_or_url) + ": unsupported URL scheme \"" +
                                  std::string(scheme) + "\"");
 }
 

@@ -13,7 +13,7 @@ namespace jtree::io {
 class CommittingSink : public Sink {
  public:
   Status commit() final {
-    if (closed_) return Status::InvalidArgument(name() + ": sink is closed");
+    if (closed_) return Status::invalid_argument(name() + ": sink is closed");
     Status st = write_error();
     if (st.ok()) st = finish();
     if (!st.ok()) abort();

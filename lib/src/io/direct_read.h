@@ -6,7 +6,7 @@
 // multi-GB checkpoint does not push everything else out of the page cache (nor stay there,
 // taking memory the inference server wants). Buffered reads remain for everything else.
 //
-// Only the plain local-file Source (open_file_source, what Reader::Open gives for a local
+// Only the plain local-file Source (open_file_source, what Reader::open gives for a local
 // path) offers it: remote backends, memory sources and decorated sources (fault injection)
 // answer "not available", and their loads read as before. The O_DIRECT descriptor is a second
 // one, opened on first use through /proc/self/fd of the Source's own descriptor, so that it is

@@ -35,7 +35,7 @@ std::string percent_decode(std::string_view s) {
 
 // What a backend without the operation answers.
 Status no_such_operation(std::string_view url, const io::Backend& b, std::string_view what) {
-  return Status::NotSupported(std::string(url) + ": " + std::string(what) +
+  return Status::not_supported(std::string(url) + ": " + std::string(what) +
                               " is not supported by the " + std::string(b.name) + " backend");
 }
 
@@ -60,7 +60,7 @@ bool is_local_path(std::string_view path_or_url, std::string* local_path) {
 }
 
 // What these open passes through the installed I/O hooks (fault injection in tests; none
-// otherwise): every public entry point (save, append, compact, Reader::Open) can be faulted.
+// otherwise): every public entry point (save, append, compact, Reader::open) can be faulted.
 Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
                                             const OpenOptions& options) {
   JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
@@ -90,7 +90,7 @@ Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uin
 Status remove_object(std::string_view path_or_url) {
   auto b = io::find_backend(path_or_url);
   if (!b.ok() || (*b)->remove_object == nullptr) {
-    return Status::NotSupported(std::string(path_or_url) +
+    return Status::not_supported(std::string(path_or_url) +
                                 ": removing objects is not supported for this URL scheme");
   }
   return (*b)->remove_object(path_or_url);
@@ -99,7 +99,7 @@ Status remove_object(std::string_view path_or_url) {
 Result<uint64_t> remove_stale_temp_files(std::string_view path) {
   auto b = io::find_backend(path);
   if (!b.ok() || (*b)->remove_stale == nullptr) {
-    return Status::NotSupported(std::string(path) +
+    return Status::not_supported(std::string(path) +
                                 ": stale temporary files are a local-file or s3:// matter");
   }
   return (*b)->remove_stale(path);
@@ -108,7 +108,7 @@ Result<uint64_t> remove_stale_temp_files(std::string_view path) {
 Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options) {
   auto b = io::find_backend(url);
   if (!b.ok() || (*b)->stat == nullptr) {
-    return Status::InvalidArgument(std::string(url) +
+    return Status::invalid_argument(std::string(url) +
                                    ": stat_object takes http(s):// and s3:// URLs");
   }
   return (*b)->stat(url, options);

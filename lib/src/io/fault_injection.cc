@@ -33,7 +33,7 @@ std::string FaultInjector::log() const {
 namespace {
 
 Status injected(const std::string& name, const char* what) {
-  return Status::IOError(name + ": injected fault: " + what);
+  return Status::io_error(name + ": injected fault: " + what);
 }
 
 [[noreturn]] void die_now() {
@@ -79,7 +79,7 @@ class FaultySource final : public Source {
           r.dst[r.dst.size() / 2] ^= std::byte{0x40};  // a storage layer that lies
           break;
         }
-        return Status::OK();
+        return Status::success();
       }
     }
     return injected(name(), "read");

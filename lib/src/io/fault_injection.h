@@ -10,7 +10,7 @@
 //
 // IoHookScope installs decorators process-wide: while it lives, open_source(), create_sink()
 // and open_append_sink() pass what they open through it, so that whole operations (append,
-// compact, Reader::Open) can be faulted through their public entry points.
+// compact, Reader::open) can be faulted through their public entry points.
 #pragma once
 
 #include <atomic>

@@ -35,7 +35,7 @@ Result<std::unique_ptr<Sink>> append(std::string_view url, uint64_t keep_bytes,
 Status remove(std::string_view url) {
   const std::string local = local_of(url);
   if (::unlink(local.c_str()) != 0) return errno_status(local, "remove", errno);
-  return Status::OK();
+  return Status::success();
 }
 
 Result<uint64_t> remove_stale(std::string_view url) {

@@ -71,7 +71,7 @@ int pwrite_all(int fd, uint64_t offset, std::span<const std::byte> data) {
 }
 
 Status sink_closed(const std::string& path) {
-  return Status::InvalidArgument(path + ": sink is closed");
+  return Status::invalid_argument(path + ": sink is closed");
 }
 
 // What both file sinks share: the append buffer, the write position, the statistics, and the
@@ -89,11 +89,11 @@ class BufferedFileSink : public io::CommittingSink {
       JTREE_RETURN_IF_ERROR(flush());
       JTREE_RETURN_IF_ERROR(write_at(flushed_, data));
       flushed_ += data.size();
-      return Status::OK();
+      return Status::success();
     }
     if (buffer_.size() + data.size() > kBufferBytes) JTREE_RETURN_IF_ERROR(flush());
     buffer_.insert(buffer_.end(), data.begin(), data.end());
-    return Status::OK();
+    return Status::success();
   }
 
   // Between local files, copy_file_range: the kernel copies (or shares extents, on file
@@ -119,7 +119,7 @@ class BufferedFileSink : public io::CommittingSink {
       }
       if (n < 0) return fail(errno_status(path_, "copy_file_range from " + src_path, errno));
       if (n == 0) {
-        return fail(Status::IOError(src_path + ": unexpected end of file at offset " +
+        return fail(Status::io_error(src_path + ": unexpected end of file at offset " +
                                     std::to_string(offset + done)));
       }
       done += static_cast<uint64_t>(n);
@@ -127,7 +127,7 @@ class BufferedFileSink : public io::CommittingSink {
       bytes_written_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
     flushed_ += size;
-    return Status::OK();
+    return Status::success();
   }
 
   IoStats stats() const override {
@@ -153,26 +153,26 @@ class BufferedFileSink : public io::CommittingSink {
 
   // Writes out the buffered appends.
   Status flush() {
-    if (buffer_.empty()) return Status::OK();
+    if (buffer_.empty()) return Status::success();
     JTREE_RETURN_IF_ERROR(write_at(flushed_, buffer_));
     flushed_ += buffer_.size();
     buffer_.clear();
-    return Status::OK();
+    return Status::success();
   }
 
   Status write_at(uint64_t offset, std::span<const std::byte> data) {
-    if (data.empty()) return Status::OK();
+    if (data.empty()) return Status::success();
     write_requests_.fetch_add(1, std::memory_order_relaxed);
     const int err = pwrite_all(fd_.get(), offset, data);
     if (err != 0) return fail(errno_status(path_, "write", err));
     bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
-    return Status::OK();
+    return Status::success();
   }
 
   // fsync when the sink was asked for durability.
   Status sync_data() {
     if (sync_ && fsync_retry(fd_.get()) != 0) return fail(errno_status(path_, "fsync", errno));
-    return Status::OK();
+    return Status::success();
   }
 
   Status fail(Status st) {
@@ -242,7 +242,7 @@ class NewFileSink final : public BufferedFileSink {
     if (sync_ && fsync_retry(dir.get()) != 0) {
       return errno_status(path_, "fsync directory " + dir_, errno);
     }
-    return Status::OK();
+    return Status::success();
   }
 
   // Moves the temporary file to its final name.
@@ -251,19 +251,19 @@ class NewFileSink final : public BufferedFileSink {
       if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
         return errno_status(path_, "rename", errno);
       }
-      return Status::OK();
+      return Status::success();
     }
     // The target may have appeared since the sink was created: never replace it.
     if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE) ==
         0) {
-      return Status::OK();
+      return Status::success();
     }
     if (errno != EINVAL && errno != ENOSYS) return errno_status(path_, "rename", errno);
     // A file system without RENAME_NOREPLACE: link() refuses to replace an existing name too.
     if (::link(temp_path_.c_str(), path_.c_str()) != 0) return errno_status(path_, "link", errno);
     // The target is complete; failing to remove the second name only leaves a stray file.
     ::unlink(temp_path_.c_str());
-    return Status::OK();
+    return Status::success();
   }
 
   // Holds the temporary file's lock (temp_files.h) until its name is renamed or removed: fd_
@@ -291,7 +291,7 @@ class AppendFileSink final : public BufferedFileSink {
     JTREE_RETURN_IF_ERROR(flush());
     const uint64_t end = position();
     if (offset > end || data.size() > end - offset) {
-      return Status::InvalidArgument(path_ + ": patch of " + std::to_string(data.size()) +
+      return Status::invalid_argument(path_ + ": patch of " + std::to_string(data.size()) +
                                      " bytes at offset " + std::to_string(offset) +
                                      " goes beyond the written size " + std::to_string(end));
     }
@@ -309,7 +309,7 @@ class AppendFileSink final : public BufferedFileSink {
     JTREE_RETURN_IF_ERROR(flush());
     JTREE_RETURN_IF_ERROR(sync_data());
     if (const int err = fd_.close(); err != 0) return errno_status(path_, "close", err);
-    return Status::OK();
+    return Status::success();
   }
 
   // Best effort (nothing can be reported): cut the file back to its committed size.
@@ -366,7 +366,7 @@ Result<TempFile> create_temp_file(const std::string& path, size_t base_start) {
       // lock): it removes the file; we try another name.
       if (*claimed != temp_files::Claim::kLost) return temp;
       if (attempt + 1 == kTempNameAttempts) {
-        return Status::IOError(path + ": create temporary file: lost " +
+        return Status::io_error(path + ": create temporary file: lost " +
                                std::to_string(kTempNameAttempts) +
                                " names in a row to cleaners of stale temporary files");
       }
@@ -386,7 +386,7 @@ Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
   const size_t base_start = slash == std::string::npos ? 0 : slash + 1;
   const std::string base = path.substr(base_start);
   if (base.empty() || base == "." || base == "..") {
-    return Status::InvalidArgument(path + ": not a file name");
+    return Status::invalid_argument(path + ": not a file name");
   }
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -395,7 +395,7 @@ Result<std::unique_ptr<Sink>> create_file_sink(const std::string& path,
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (!exists && errno != ENOENT) return errno_status(path, "stat", errno);
   if (exists && !S_ISREG(st.st_mode)) {
-    return Status::InvalidArgument(path + ": not a regular file");
+    return Status::invalid_argument(path + ": not a regular file");
   }
   if (exists && !options.overwrite) return errno_status(path, "create", EEXIST);
 
@@ -421,10 +421,10 @@ Result<std::unique_ptr<Sink>> open_file_append_sink(const std::string& path,
   if (!fd.valid()) return errno_status(path, "open", errno);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return errno_status(path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) return Status::invalid_argument(path + ": not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < keep_bytes) {
-    return Status::Corruption(path + ": file is shorter than its committed size (" +
+    return Status::corruption(path + ": file is shorter than its committed size (" +
                               std::to_string(size) + " < " + std::to_string(keep_bytes) + ")");
   }
   // Bytes past keep_bytes are the remains of an interrupted append.

@@ -93,7 +93,7 @@ class FileSource final : public Source {
 
   Status read(std::span<const ReadRange> ranges) override {
     for (const ReadRange& r : ranges) JTREE_RETURN_IF_ERROR(read_range(r));
-    return Status::OK();
+    return Status::success();
   }
 
   std::span<const std::byte> mapping() const override {
@@ -124,11 +124,11 @@ class FileSource final : public Source {
 
   Result<uint64_t> read_direct(uint64_t offset, std::span<std::byte> dst) const {
     const io::DirectReadSupport& s = direct_support();
-    if (!s.available) return Status::NotSupported(path_ + ": O_DIRECT read: " + s.reason);
+    if (!s.available) return Status::not_supported(path_ + ": O_DIRECT read: " + s.reason);
     const uint64_t len = dst.size();
     if (offset % s.offset_align != 0 || len % s.offset_align != 0 ||
         reinterpret_cast<uintptr_t>(dst.data()) % s.memory_align != 0) {
-      return Status::InvalidArgument(path_ + ": O_DIRECT read of " + std::to_string(len) +
+      return Status::invalid_argument(path_ + ": O_DIRECT read of " + std::to_string(len) +
                                      " bytes at offset " + std::to_string(offset) +
                                      " is not aligned to " + std::to_string(s.offset_align) +
                                      " (memory: " + std::to_string(s.memory_align) + ")");
@@ -147,7 +147,7 @@ class FileSource final : public Source {
         if (errno == EINTR) continue;
         if (errno == EINVAL) {
           // The kernel wants a bigger alignment than it reported (or than the 4096 assumed).
-          return Status::NotSupported(path_ + ": O_DIRECT read at offset " +
+          return Status::not_supported(path_ + ": O_DIRECT read at offset " +
                                       std::to_string(offset + done) + " refused (EINVAL)");
         }
         return errno_status(path_, "O_DIRECT read at offset " + std::to_string(offset + done),
@@ -190,7 +190,7 @@ class FileSource final : public Source {
       done += static_cast<uint64_t>(n);
       bytes_read_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
-    return Status::OK();
+    return Status::success();
   }
 
   // Opens the O_DIRECT descriptor through /proc/self/fd: the same open file as fd_ (the path
@@ -257,7 +257,7 @@ class FileSource final : public Source {
   }
 
   Status eof_error(uint64_t offset, uint64_t len, uint64_t file_size) const {
-    return Status::IOError(path_ + ": unexpected end of file at offset " +
+    return Status::io_error(path_ + ": unexpected end of file at offset " +
                            std::to_string(offset) + " (wanted " + std::to_string(len) +
                            " bytes, file has " + std::to_string(file_size) + ")");
   }
@@ -291,7 +291,7 @@ DirectReadSupport direct_read_support(const Source& source) {
 
 Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<std::byte> dst) {
   const auto* file = dynamic_cast<const FileSource*>(&source);
-  if (file == nullptr) return Status::NotSupported(source.name() + ": O_DIRECT read: not a local file");
+  if (file == nullptr) return Status::not_supported(source.name() + ": O_DIRECT read: not a local file");
   return file->read_direct(offset, dst);
 }
 
@@ -312,7 +312,7 @@ Result<std::shared_ptr<Source>> open_file_source(const std::string& path, bool u
 
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return errno_status(path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  if (!S_ISREG(st.st_mode)) return Status::invalid_argument(path + ": not a regular file");
   const int flags = ::fcntl(fd.get(), F_GETFL);
   if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
     return errno_status(path, "fcntl", errno);

@@ -24,7 +24,7 @@ class MemorySource final : public Source {
       const uint64_t size = bytes_.size();
       const uint64_t len = r.dst.size();
       if (r.offset > size || len > size - r.offset) {
-        return Status::IOError(name_ + ": unexpected end of file at offset " +
+        return Status::io_error(name_ + ": unexpected end of file at offset " +
                                std::to_string(r.offset) + " (wanted " + std::to_string(len) +
                                " bytes, file has " + std::to_string(size) + ")");
       }
@@ -33,7 +33,7 @@ class MemorySource final : public Source {
       read_requests_.fetch_add(1, std::memory_order_relaxed);
       bytes_read_.fetch_add(len, std::memory_order_relaxed);
     }
-    return Status::OK();
+    return Status::success();
   }
 
   std::span<const std::byte> mapping() const override { return bytes_; }

@@ -34,11 +34,11 @@ inline Status errno_status(const std::string& path, std::string_view what, int e
   std::string msg = path + ": " + std::string(what) + ": " +
                     posix_detail::strerror_text(strerror_r(err, buf, sizeof buf), buf);
   switch (err) {
-    case ENOENT: return Status::NotFound(std::move(msg));
+    case ENOENT: return Status::not_found(std::move(msg));
     case EACCES:
-    case EPERM: return Status::PermissionDenied(std::move(msg));
-    case EEXIST: return Status::AlreadyExists(std::move(msg));
-    default: return Status::IOError(std::move(msg));
+    case EPERM: return Status::permission_denied(std::move(msg));
+    case EEXIST: return Status::already_exists(std::move(msg));
+    default: return Status::io_error(std::move(msg));
   }
 }
 

@@ -38,7 +38,7 @@ Result<HeadTail> Source::read_head_tail(uint64_t head_bytes, uint64_t tail_bytes
 }
 
 Status Sink::patch(uint64_t offset, std::span<const std::byte> data) {
-  return Status::NotSupported(name() + ": patching written bytes is not supported by this sink");
+  return Status::not_supported(name() + ": patching written bytes is not supported by this sink");
 }
 
 Status Sink::append_from(std::string_view path_or_url, uint64_t offset, uint64_t size) {
@@ -55,7 +55,7 @@ Status Sink::append_from(std::string_view path_or_url, uint64_t offset, uint64_t
     JTREE_RETURN_IF_ERROR(append(std::span<const std::byte>(buf).first(n)));
     done += n;
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree

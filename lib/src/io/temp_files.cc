@@ -119,7 +119,7 @@ Result<uint64_t> remove_stale_for(std::string local) {
   const size_t slash = local.rfind('/');
   const std::string base = slash == std::string::npos ? local : local.substr(slash + 1);
   if (base.empty() || base == "." || base == "..") {
-    return Status::InvalidArgument(local + ": not a file name");
+    return Status::invalid_argument(local + ": not a file name");
   }
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : local.substr(0, slash));

@@ -7,24 +7,24 @@ namespace jtree {
 Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optional<Box>& box,
                           uint64_t dst_bytes, std::string_view dst_name) {
   if (leaf_index >= r.num_leaves()) {
-    return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(leaf_index) +
+    return Status::invalid_argument(r.name() + ": leaf number " + std::to_string(leaf_index) +
                                    " out of range (" + std::to_string(r.num_leaves()) +
                                    " leaves)");
   }
   const Leaf& leaf = r.leaf(leaf_index);
   auto where = [&] { return r.name() + ": leaf " + r.leaf_path(leaf_index); };  // errors only
   if (!leaf.is_payload()) {
-    return Status::InvalidArgument(where() + ": a " + std::string(leaf_kind_name(leaf.kind)) +
+    return Status::invalid_argument(where() + ": a " + std::string(leaf_kind_name(leaf.kind)) +
                                    " leaf holds no array data");
   }
-  Box b = box ? *box : Box::All(leaf.shape);
+  Box b = box ? *box : Box::all(leaf.shape);
   if (b.begin.size() != leaf.shape.size() || b.end.size() != leaf.shape.size()) {
-    return Status::InvalidArgument(where() + ": slice of rank " + std::to_string(b.begin.size()) +
+    return Status::invalid_argument(where() + ": slice of rank " + std::to_string(b.begin.size()) +
                                    " for an array of rank " + std::to_string(leaf.shape.size()));
   }
   for (size_t d = 0; d < leaf.shape.size(); ++d) {
     if (b.begin[d] > b.end[d] || b.end[d] > leaf.shape[d]) {
-      return Status::InvalidArgument(where() + ": slice [" + std::to_string(b.begin[d]) + ":" +
+      return Status::invalid_argument(where() + ": slice [" + std::to_string(b.begin[d]) + ":" +
                                      std::to_string(b.end[d]) + "] out of bounds for dimension " +
                                      std::to_string(d) + " of extent " +
                                      std::to_string(leaf.shape[d]));
@@ -32,7 +32,7 @@ Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optio
   }
   const uint64_t need = memory_bytes(leaf.dtype, b.num_elements());
   if (dst_bytes != need) {
-    return Status::InvalidArgument(where() + ": " + std::string(dst_name) + " of " +
+    return Status::invalid_argument(where() + ": " + std::string(dst_name) + " of " +
                                    std::to_string(dst_bytes) + " bytes; the slice needs " +
                                    std::to_string(need));
   }
@@ -42,13 +42,13 @@ Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optio
 Status ReadOptions::check() const {
   const ReadOptions& options = *this;
   if (options.threads < 0) {
-    return Status::InvalidArgument("threads must be >= 0 (0: the machine's hardware threads), "
+    return Status::invalid_argument("threads must be >= 0 (0: the machine's hardware threads), "
                                    "not " + std::to_string(options.threads));
   }
   if (options.max_bytes_in_flight == 0 || options.max_fetch_bytes == 0) {
-    return Status::InvalidArgument("max_bytes_in_flight and max_fetch_bytes must be positive");
+    return Status::invalid_argument("max_bytes_in_flight and max_fetch_bytes must be positive");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree

@@ -21,7 +21,7 @@ Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optio
 /// ReadOptions::check, the error naming `r`'s file: what every read checks first.
 inline Status check_read_options(const Reader& r, const ReadOptions& options) {
   Status st = options.check();
-  return st.ok() ? st : st.WithPrefix(r.name());
+  return st.ok() ? st : st.with_prefix(r.name());
 }
 
 }  // namespace jtree

@@ -69,8 +69,8 @@ Result<format::Footer> find_footer(Source& source, const HeadTail& ht, bool* rec
   // A footer whose magic and hash are intact is the current one (FORMAT.md section 5): its
   // refusal stands. Falling back to an older generation would load stale data as current.
   const auto tail = std::span(ht.tail).last(kFooterSize);
-  if (footer.status().IsNotSupported() || format::footer_intact(tail)) {
-    return footer.status().WithPrefix("the current footer (at the end of the file)");
+  if (footer.status().is_not_supported() || format::footer_intact(tail)) {
+    return footer.status().with_prefix("the current footer (at the end of the file)");
   }
   // Newest committed generation first; a slot whose footer is not intact is skipped.
   Status last = footer.status();
@@ -81,7 +81,7 @@ Result<format::Footer> find_footer(Source& source, const HeadTail& ht, bool* rec
     JTREE_RETURN_IF_ERROR(source.read(std::span(&r, 1)));
     auto older = format::decode_footer(buf);
     if (!older.ok() || older->generation != slot.generation) {
-      last = Status::Corruption("the end of the file is damaged (" + footer.status().message() +
+      last = Status::corruption("the end of the file is damaged (" + footer.status().message() +
                                 ") and so is the committed footer a commit slot points to");
       continue;
     }
@@ -96,17 +96,17 @@ Result<format::Footer> find_footer(Source& source, const HeadTail& ht, bool* rec
 // 8-byte aligned, non-empty and within its limit.
 Status check_region(const char* what, uint64_t offset, uint64_t size, uint64_t footer_offset,
                     uint64_t limit) {
-  if (size == 0) return Status::Corruption(std::string(what) + " is empty");
+  if (size == 0) return Status::corruption(std::string(what) + " is empty");
   if (size > limit) {
-    return Status::ResourceExhausted(std::string(what) + " is " + std::to_string(size) +
+    return Status::resource_exhausted(std::string(what) + " is " + std::to_string(size) +
                                      " bytes, over the limit of " + std::to_string(limit));
   }
   if (offset < kPreambleSize || offset % 8 != 0 ||
       !range_within(offset, size, footer_offset)) {
-    return Status::Corruption(std::string(what) + " at [" + std::to_string(offset) + ", +" +
+    return Status::corruption(std::string(what) + " at [" + std::to_string(offset) + ", +" +
                               std::to_string(size) + ") is outside the metadata area");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
@@ -117,7 +117,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
                                                std::max<uint64_t>(options.tail_read_bytes,
                                                                   kFooterSize)));
   if (ht.size < kPreambleSize + kFooterSize + 16) {
-    return Status::Corruption("file of " + std::to_string(ht.size) +
+    return Status::corruption("file of " + std::to_string(ht.size) +
                               " bytes is too short to be a jtree file");
   }
   JTREE_ASSIGN_OR_RETURN(format::Preamble pre, format::decode_preamble(ht.head));
@@ -126,7 +126,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   JTREE_ASSIGN_OR_RETURN(f.footer, find_footer(source, ht, &f.info.recovered, &footer_offset));
   const format::Footer& ft = f.footer;
   if (ft.version.kind != pre.version.kind) {
-    return Status::Corruption("preamble and footer disagree on the file kind");
+    return Status::corruption("preamble and footer disagree on the file kind");
   }
   JTREE_RETURN_IF_ERROR(check_region("header", ft.header_offset, ft.header_size, footer_offset,
                                      limits.max_header_bytes));
@@ -134,16 +134,16 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
                                      limits.max_index_bytes));
   if (ft.header_offset < ft.index_offset + ft.index_size &&
       ft.index_offset < ft.header_offset + ft.header_size) {
-    return Status::Corruption("header and index overlap");
+    return Status::corruption("header and index overlap");
   }
   if (ft.generation == 0 &&
       (ft.header_offset != pre.header_offset || ft.header_size != pre.header_size ||
        ft.header_hash != pre.header_hash || ft.prev_footer_offset != 0)) {
-    return Status::Corruption("generation 0 footer disagrees with the preamble");
+    return Status::corruption("generation 0 footer disagrees with the preamble");
   }
   if (ft.generation > 0 &&
       (ft.prev_footer_offset < kPreambleSize || ft.prev_footer_offset >= footer_offset)) {
-    return Status::Corruption("previous footer offset out of range");
+    return Status::corruption("previous footer offset out of range");
   }
 
   // Header and index: from the first reads when they cover them, else with one more request.
@@ -156,8 +156,8 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   }
   if (!ranges.empty()) JTREE_RETURN_IF_ERROR(source.read(ranges));
   const std::span<const std::byte> header = header_buf.bytes(), index = index_buf.bytes();
-  if (xxh3(header) != ft.header_hash) return Status::Corruption("header checksum mismatch");
-  if (xxh3(index) != ft.index_hash) return Status::Corruption("index checksum mismatch");
+  if (xxh3(header) != ft.header_hash) return Status::corruption("header checksum mismatch");
+  if (xxh3(index) != ft.index_hash) return Status::corruption("index checksum mismatch");
 
   // Every node and leaf checked as format::decode_tree checks them, without building a Tree:
   // the Reader reads the header in place and keeps it.
@@ -168,7 +168,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
   // A file whose leaves use a newer version's additions must say so (FORMAT.md 10.1): a reader
   // of the version it claims would refuse or misread it.
   if (summary.min_read_version > ft.version.min_read_version) {
-    return Status::Corruption("the header uses format version " +
+    return Status::corruption("the header uses format version " +
                               std::to_string(summary.min_read_version) +
                               " additions (dtypes or rectilinear chunk grids) but the file's "
                               "min_read_version is " +
@@ -223,7 +223,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
 
 Result<OpenedFile> open_file(Source& source, const OpenOptions& options) {
   auto r = open_unprefixed(source, options);
-  if (!r.ok()) return r.status().WithPrefix(source.name());
+  if (!r.ok()) return r.status().with_prefix(source.name());
   return r;
 }
 

@@ -76,7 +76,7 @@ struct MappedChunk {
 Status verify_mapped(const Reader& r, const Reader::Impl& impl, std::span<const std::byte> bytes,
                      uint64_t base, std::span<const MappedChunk> chunks,
                      const ReadOptions& options) {
-  if (chunks.empty()) return Status::OK();
+  if (chunks.empty()) return Status::success();
   std::mutex progress_mu;
   uint64_t done = 0, total = 0;
   if (options.progress) {
@@ -92,19 +92,19 @@ Status verify_mapped(const Reader& r, const Reader::Impl& impl, std::span<const 
     if (options.progress) {
       std::lock_guard<std::mutex> lock(progress_mu);
       done += c.stored_size;
-      if (!options.progress(done, total)) return Status::Aborted(r.name() + ": read cancelled");
+      if (!options.progress(done, total)) return Status::aborted(r.name() + ": read cancelled");
     }
-    return Status::OK();
+    return Status::success();
   });
 }
 
 Status leaf_in_range(const Reader& r, uint32_t leaf) {
   if (leaf >= r.num_leaves()) {
-    return Status::InvalidArgument(r.name() + ": leaf number " + std::to_string(leaf) +
+    return Status::invalid_argument(r.name() + ": leaf number " + std::to_string(leaf) +
                                    " out of range (" + std::to_string(r.num_leaves()) +
                                    " leaves)");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace
@@ -160,12 +160,12 @@ Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
   const size_t rank = l.shape.size();
   auto where = [&] { return name() + ": leaf " + leaf_path(leaf); };  // errors only
   if (box.begin.size() != rank || box.end.size() != rank) {
-    return Status::InvalidArgument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
+    return Status::invalid_argument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
                                    " for an array of rank " + std::to_string(rank));
   }
   for (size_t d = 0; d < rank; ++d) {
     if (box.begin[d] > box.end[d] || box.end[d] > l.shape[d]) {
-      return Status::InvalidArgument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
+      return Status::invalid_argument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
                                      std::to_string(box.end[d]) + "] out of bounds for dimension " +
                                      std::to_string(d) + " of extent " +
                                      std::to_string(l.shape[d]));

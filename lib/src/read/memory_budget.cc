@@ -18,7 +18,7 @@ Status MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
   // errors carry the file and key path apart).
   const std::string head = what.empty() ? "needs " : std::string(what) + ": needs ";
   if (bytes > max_leaf_bytes_) {
-    return Status::ResourceExhausted(head + std::to_string(bytes) +
+    return Status::resource_exhausted(head + std::to_string(bytes) +
                                      " bytes, over the limit of " +
                                      std::to_string(max_leaf_bytes_) +
                                      " per leaf (max_leaf_bytes)");
@@ -27,13 +27,13 @@ Status MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
   uint64_t before = reserved_.load(std::memory_order_relaxed);
   do {
     if (bytes > max_total_bytes_ - std::min(before, max_total_bytes_)) {
-      return Status::ResourceExhausted(
+      return Status::resource_exhausted(
           head + std::to_string(bytes) + " bytes; with the " +
           std::to_string(before) + " this call already allocated that is over the limit of " +
           std::to_string(max_total_bytes_) + " in total (max_total_bytes)");
     }
   } while (!reserved_.compare_exchange_weak(before, before + bytes, std::memory_order_relaxed));
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree

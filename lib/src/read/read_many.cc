@@ -89,10 +89,10 @@ class UnitReader {
       std::lock_guard<std::mutex> lock(progress_mu_);
       done_bytes_ += unit.size;
       if (!options_.progress(done_bytes_, plan_.fetch_bytes)) {
-        return Status::Aborted(impl_.source->name() + ": read cancelled");
+        return Status::aborted(impl_.source->name() + ": read cancelled");
       }
     }
-    return Status::OK();
+    return Status::success();
   }
 
  private:
@@ -133,7 +133,7 @@ class UnitReader {
       hash.update(piece);
     }
     if (hash.digest() != info.checksum) return impl_.checksum_error(info, job.leaf, job.local);
-    return Status::OK();
+    return Status::success();
   }
 
   // Strategy 2, local files: a lone raw chunk of which only parts are wanted (a slice), or
@@ -150,7 +150,7 @@ class UnitReader {
     if (info.encoding != ChunkEncoding::kRaw) return std::nullopt;
     const size_t item = dtype_info(leaf.dtype)->item_size;
     if (job.stored_size != job.box.num_elements() * item) {
-      return Status::Corruption(impl_.chunk_where(job.leaf, job.local) + ": raw chunk of " +
+      return Status::corruption(impl_.chunk_where(job.leaf, job.local) + ": raw chunk of " +
                                 std::to_string(job.stored_size) + " bytes, expected " +
                                 std::to_string(job.box.num_elements() * item));
     }
@@ -177,7 +177,7 @@ class UnitReader {
           if (!st.ok()) return st;
         }
       }
-      return Status::OK();
+      return Status::success();
     }
     Scratch& s = scratch();
     grow(s.fetch, std::min<uint64_t>(kPiece, job.stored_size));
@@ -208,7 +208,7 @@ class UnitReader {
     if (options_.verify_checksums && hash.digest() != info.checksum) {
       return impl_.checksum_error(info, job.leaf, job.local);
     }
-    return Status::OK();
+    return Status::success();
   }
 
   // Strategy 3, every other unit: its bytes fetched into a per-thread buffer with one read,
@@ -223,7 +223,7 @@ class UnitReader {
       JTREE_RETURN_IF_ERROR(
           deliver(job, {s.fetch.data() + (job.file_offset - unit.offset), job.stored_size}));
     }
-    return Status::OK();
+    return Status::success();
   }
 
   // Verifies one fetched chunk, then decodes it into every destination it serves: straight
@@ -256,12 +256,12 @@ class UnitReader {
           st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
           if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst);
         }
-        return st.ok() ? st : st.WithPrefix(impl_.chunk_where(job.leaf, job.local));
+        return st.ok() ? st : st.with_prefix(impl_.chunk_where(job.leaf, job.local));
       }
     }
     grow(s.raw, raw_size);
     Status st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
-    if (!st.ok()) return st.WithPrefix(impl_.chunk_where(job.leaf, job.local));
+    if (!st.ok()) return st.with_prefix(impl_.chunk_where(job.leaf, job.local));
     const std::byte* src = s.raw.data();
     if (four_bit) {
       grow(s.unpacked, elements);
@@ -272,7 +272,7 @@ class UnitReader {
       copy_region(src, chunk_shape, tg.chunk_start, requests_[tg.request].dst.data(),
                   boxes_[tg.request].shape(), tg.dst_start, tg.region, item);
     }
-    return Status::OK();
+    return Status::success();
   }
 
   const Reader::Impl& impl_;
@@ -297,9 +297,9 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   // so that decoding overlaps the transfers).
   const ReadOptions fetch = impl_->fetch_options(options);
   auto planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
-  if (!planned.ok()) return planned.status().WithPrefix(name());
+  if (!planned.ok()) return planned.status().with_prefix(name());
   const ReadPlan& plan = *planned;
-  if (plan.units.empty()) return Status::OK();
+  if (plan.units.empty()) return Status::success();
   // Step 3: the units on the thread pool.
   UnitReader units(*impl_, requests, boxes, plan, options);
   const int parallelism = impl_->fetch_parallelism(fetch);

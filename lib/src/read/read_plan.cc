@@ -50,7 +50,7 @@ Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index
       const uint64_t chunk = leaf.first_chunk + local;
       const format::ChunkRecord& rec = index.chunks[chunk];
       if (rec.flags & format::kChunkAbsent) {
-        return Status::NotFound("leaf " + tree.leaf_path(requests[r].leaf) + ": chunk " +
+        return Status::not_found("leaf " + tree.leaf_path(requests[r].leaf) + ": chunk " +
                                 std::to_string(local) +
                                 " is not stored in this file (a segment of a multi-host save)");
       }

@@ -56,7 +56,7 @@ struct FetchExtent {
 /// Groups extents sorted by offset into fetch units: neighbours at most
 /// options.coalesce_gap apart are merged while the unit stays within options.max_fetch_bytes
 /// (a single larger extent is a unit of its own). FetchUnit::jobs holds the extents' ids.
-/// The one coalescing rule of every read (loads and Reader::Verify).
+/// The one coalescing rule of every read (loads and Reader::verify).
 std::vector<FetchUnit> coalesce_fetches(std::span<const FetchExtent> sorted,
                                         const ReadOptions& options);
 

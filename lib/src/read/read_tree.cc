@@ -67,7 +67,7 @@ const Tree& ReadTree::tree() const {
     if (!t.ok()) {
       // open_header ran the same checks on the same bytes: this is a bug, not a bad file.
       std::fprintf(stderr, "jtree: internal error: a checked header fails to decode: %s\n",
-                   t.status().ToString().c_str());
+                   t.status().to_string().c_str());
       std::abort();
     }
     lazy_->tree = std::move(*t);

@@ -62,14 +62,14 @@ std::string Reader::Impl::chunk_where(uint32_t leaf, uint64_t local) const {
 }
 
 Status Reader::Impl::checksum_error(const ChunkInfo& c, uint32_t leaf, uint64_t local) const {
-  return Status::Corruption(chunk_where(leaf, local) + ": checksum mismatch (file offset " +
+  return Status::corruption(chunk_where(leaf, local) + ": checksum mismatch (file offset " +
                             std::to_string(c.file_offset) + ", " + std::to_string(c.stored_size) +
                             " bytes)");
 }
 
 Status Reader::Impl::verify_chunk(const ChunkInfo& c, std::span<const std::byte> stored,
                                   uint32_t leaf, uint64_t local) const {
-  return xxh3(stored, c.seed) == c.checksum ? Status::OK() : checksum_error(c, leaf, local);
+  return xxh3(stored, c.seed) == c.checksum ? Status::success() : checksum_error(c, leaf, local);
 }
 
 // ---- Reader ----------------------------------------------------------------------------------
@@ -77,13 +77,13 @@ Status Reader::Impl::verify_chunk(const ChunkInfo& c, std::span<const std::byte>
 Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Reader::~Reader() = default;
 
-Result<std::shared_ptr<Reader>> Reader::Open(std::string_view path_or_url,
+Result<std::shared_ptr<Reader>> Reader::open(std::string_view path_or_url,
                                              const OpenOptions& options) {
   JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> source, open_source(path_or_url, options));
-  return Open(std::move(source), options);
+  return open(std::move(source), options);
 }
 
-Result<std::shared_ptr<Reader>> Reader::Open(std::shared_ptr<Source> source,
+Result<std::shared_ptr<Reader>> Reader::open(std::shared_ptr<Source> source,
                                              const OpenOptions& options) {
   auto impl = std::make_unique<Impl>();
   JTREE_ASSIGN_OR_RETURN(impl->file, open_file(*source, options));
@@ -112,7 +112,7 @@ std::string Reader::path(uint32_t i) const { return impl_->file.tree.path(i); }
 std::string Reader::leaf_path(uint32_t i) const { return impl_->file.tree.leaf_path(i); }
 Result<uint32_t> Reader::find(std::string_view path) const {
   auto node = impl_->file.tree.find(path);
-  if (!node.ok()) return node.status().WithPrefix(name());
+  if (!node.ok()) return node.status().with_prefix(name());
   return node;
 }
 const std::vector<std::pair<std::string, std::string>>& Reader::metadata() const {
@@ -143,7 +143,7 @@ Result<uint32_t> Reader::find_leaf(std::string_view path) const {
   if (!node.ok()) return node.status();
   const NodeView n = this->node(*node);
   if (n.kind != NodeKind::kLeaf) {
-    return Status::InvalidArgument(name() + ": key path '" + std::string(path) + "' is a " +
+    return Status::invalid_argument(name() + ": key path '" + std::string(path) + "' is a " +
                                    std::string(node_kind_name(n.kind)) + ", not a leaf");
   }
   return n.leaf;
@@ -163,11 +163,11 @@ Status Reader::read_box(uint32_t leaf, const Box& box, std::span<std::byte> dst,
 Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options) const {
   const ReadTree& t = impl_->file.tree;
   if (leaf >= t.num_leaves()) {
-    return Status::InvalidArgument(name() + ": leaf number out of range");
+    return Status::invalid_argument(name() + ": leaf number out of range");
   }
   const Leaf& l = t.leaf(leaf);
   if (!l.is_payload() || dtype_info(l.dtype)->item_size != 1 || is_4bit(l.dtype)) {
-    return Status::InvalidArgument(name() + ": leaf " + t.leaf_path(leaf) +
+    return Status::invalid_argument(name() + ": leaf " + t.leaf_path(leaf) +
                                    " is not a byte payload");
   }
   if (l.storage == Storage::kInline) return l.inline_data;

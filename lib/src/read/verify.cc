@@ -1,4 +1,4 @@
-// Reader::Verify: every chunk's checksum and decoding, and an accounting of every byte.
+// Reader::verify: every chunk's checksum and decoding, and an accounting of every byte.
 //
 // The bytes are fetched as a load fetches them: the chunks (and the padding gaps a
 // one-generation file must hold as zeros) are grouped by coalesce_fetches, the planner of
@@ -41,14 +41,14 @@ struct Item {
 
 }  // namespace
 
-Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
+Result<VerifyReport> Reader::verify(const ReadOptions& options) const {
   JTREE_RETURN_IF_ERROR(check_read_options(*this, options));
   const Impl& impl = *impl_;
   const Tree& t = impl.file.tree.tree();  // Verify walks every leaf: the whole Tree is worth building
   const FileInfo& info = impl.file.info;
   const uint64_t n = impl.file.index.chunks.size();
   if (n > UINT32_MAX) {
-    return Status::ResourceExhausted(name() + ": verify of more than 2^32 chunks");
+    return Status::resource_exhausted(name() + ": verify of more than 2^32 chunks");
   }
   const auto owners = chunk_owners(t, n);
   VerifyReport report;
@@ -77,7 +77,7 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
       head_status = format::check_checkpoint_head(copy, header);
       live.emplace_back(h, end);
     }
-    if (!head_status.ok()) add_problem("checkpoint head", head_status.WithPrefix(name()));
+    if (!head_status.ok()) add_problem("checkpoint head", head_status.with_prefix(name()));
   }
   std::vector<Item> items;
   std::vector<FetchExtent> extents;
@@ -135,10 +135,10 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
       raw.resize(format::chunk_raw_size(leaf, local));
       Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
       if (!dec.ok()) {
-        add_problem(where(), dec.WithPrefix(impl.chunk_where(leaf_id, local)));
+        add_problem(where(), dec.with_prefix(impl.chunk_where(leaf_id, local)));
       } else if (leaf.dtype == DType::kBool && !format::bools_valid(raw)) {
         // Section 6.3: loads hand bytes on as stored; a whole-file check looks at them.
-        add_problem(where(), Status::Corruption(impl.chunk_where(leaf_id, local) +
+        add_problem(where(), Status::corruption(impl.chunk_where(leaf_id, local) +
                                                 ": bool payload byte other than 0 or 1"));
       }
     }
@@ -147,7 +147,7 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
     auto nz = std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
     if (nz != bytes.end()) {
       add_problem("bytes [" + std::to_string(g.begin) + ", " + std::to_string(g.end) + ")",
-                  Status::Corruption(name() + ": unaccounted non-zero bytes at offset " +
+                  Status::corruption(name() + ": unaccounted non-zero bytes at offset " +
                                      std::to_string(g.begin + (nz - bytes.begin()))));
     }
   };
@@ -182,9 +182,9 @@ Result<VerifyReport> Reader::Verify(const ReadOptions& options) const {
         report.bytes_checked += bytes;
         done += bytes;
         if (options.progress && !options.progress(done, total)) {
-          return Status::Aborted(name() + ": verify cancelled");
+          return Status::aborted(name() + ": verify cancelled");
         }
-        return Status::OK();
+        return Status::success();
       });
   JTREE_RETURN_IF_ERROR(st);
   std::sort(report.problems.begin(), report.problems.end(),

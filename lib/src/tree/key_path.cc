@@ -30,7 +30,7 @@ Result<std::vector<std::string>> split_path(std::string_view path) {
     char c = path[i];
     if (c == '\\') {
       if (i + 1 == path.size()) {
-        return Status::InvalidArgument("key path '" + std::string(path) +
+        return Status::invalid_argument("key path '" + std::string(path) +
                                      "' ends with an unfinished escape '\\'");
       }
       const char next = path[++i];

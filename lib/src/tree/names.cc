@@ -23,7 +23,7 @@ std::string where_is(const Tree& t, uint32_t node) {
 }
 
 Status bad_name(const std::string& where, const char* what, std::string_view s, size_t at) {
-  return Status::InvalidArgument(where + ": " + what + " is not valid UTF-8 (byte " +
+  return Status::invalid_argument(where + ": " + what + " is not valid UTF-8 (byte " +
                                  std::to_string(at) + " of \"" + escape_for_message(s) +
                                  "\"); the format stores names as UTF-8 text");
 }
@@ -46,7 +46,7 @@ Status check_names(const Tree& tree) {
     const Leaf& l = tree.leaves[i];
     if (l.kind == LeafKind::kInt && !l.big_int.empty() &&
         !format::big_int_canonical(l.big_int, l.int_value)) {
-      return Status::InvalidArgument("leaf " + escape_for_message(tree.leaf_path(i), 256) +
+      return Status::invalid_argument("leaf " + escape_for_message(tree.leaf_path(i), 256) +
                                      ": big_int must be the minimal two's complement encoding "
                                      "of an integer outside int64 (with int_value 0)");
     }
@@ -64,11 +64,11 @@ Status check_names(const Tree& tree) {
       return bad_name("metadata entry " + std::to_string(i), "key", key, *at);
     }
     if (!seen.insert(key).second) {
-      return Status::InvalidArgument("metadata entry " + std::to_string(i) + ": duplicate key \"" +
+      return Status::invalid_argument("metadata entry " + std::to_string(i) + ": duplicate key \"" +
                                      escape_for_message(key) + "\" (metadata keys are unique)");
     }
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree

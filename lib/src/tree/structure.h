@@ -1,5 +1,5 @@
 // The structure rules of a tree (spec/FORMAT.md, "Validation") and navigation over it, written
-// once for any preorder list of nodes: a Tree's own nodes (Tree::Finalize) and the nodes of a
+// once for any preorder list of nodes: a Tree's own nodes (Tree::finalize) and the nodes of a
 // file's header read in place (the Reader, which does not build a Tree to open a file).
 //
 // `Nodes` is any type with `size_t size() const`, `NodeShape shape(uint32_t) const` and
@@ -29,7 +29,7 @@ struct NodeShape {
   uint32_t num_children = 0;
   uint32_t leaf = 0;
 
-  static NodeShape Of(const NodeView& n) {
+  static NodeShape of(const NodeView& n) {
     return NodeShape{n.kind, n.key.kind, !n.type_name.empty(), !n.aux_data.empty(),
                      n.num_children, n.leaf};
   }
@@ -80,8 +80,8 @@ Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth
   using structure_detail::is_container;
   using structure_detail::is_mapping;
   const size_t n = nodes.size();
-  if (n == 0) return Status::InvalidArgument("tree has no root node");
-  if (n > UINT32_MAX - 1) return Status::InvalidArgument("tree has too many nodes");
+  if (n == 0) return Status::invalid_argument("tree has no root node");
+  if (n > UINT32_MAX - 1) return Status::invalid_argument("tree has too many nodes");
   nav.subtree_end.assign(n, 0);
   nav.parent.assign(n, 0);
   nav.position.assign(n, 0);
@@ -97,13 +97,13 @@ Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth
   std::vector<uint32_t> keyed_containers;  // in node order
   auto fail = [&](uint32_t i, const std::string& what) {
     // The parent links and positions computed so far cover the chain up from node i.
-    return Status::InvalidArgument("node " + std::to_string(i) + " (path '" +
+    return Status::invalid_argument("node " + std::to_string(i) + " (path '" +
                                    node_path(nodes, nav, i) + "'): " + what);
   };
 
   for (uint32_t i = 0; i < n; ++i) {
     if (i > 0 && stack.empty()) {
-      return Status::InvalidArgument("tree has " + std::to_string(n - i) +
+      return Status::invalid_argument("tree has " + std::to_string(n - i) +
                                      " nodes after the root's subtree ends");
     }
     const NodeShape node = nodes.shape(i);
@@ -177,13 +177,13 @@ Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth
     }
   }
   if (!stack.empty()) {
-    return Status::InvalidArgument("tree ends inside node " + std::to_string(stack.back().node) +
+    return Status::invalid_argument("tree ends inside node " + std::to_string(stack.back().node) +
                                    " (" + std::to_string(stack.back().remaining) +
                                    " children missing)");
   }
   for (size_t l = 0; l < num_leaves; ++l) {
     if (nav.leaf_node[l] == UINT32_MAX) {
-      return Status::InvalidArgument("leaf " + std::to_string(l) + " is not referenced by any node");
+      return Status::invalid_argument("leaf " + std::to_string(l) + " is not referenced by any node");
     }
   }
   // Keys unique within each keyed container; Custom children all keyed or all keyless.
@@ -209,7 +209,7 @@ Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth
     }
     if (!checker.unique(keys)) return fail(i, "duplicate keys");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 /// The node at `path` (Tree::path's syntax), or NotFound naming the first missing component.
@@ -239,11 +239,11 @@ Result<uint32_t> find_node(const Nodes& nodes, const TreeNavigation& nav,
       const NodeShape n = nodes.shape(cur);
       std::string where = walked.empty() ? "the root" : "'" + walked + "'";
       if (n.num_children == 0) {
-        return Status::NotFound("key path '" + std::string(path_str) + "': " + where + " is a " +
+        return Status::not_found("key path '" + std::string(path_str) + "': " + where + " is a " +
                                 std::string(node_kind_name(n.kind)) + ", it has no '" + part +
                                 "'");
       }
-      return Status::NotFound("key path '" + std::string(path_str) + "': no '" + part + "' in " +
+      return Status::not_found("key path '" + std::string(path_str) + "': no '" + part + "' in " +
                               where);
     }
     cur = *found;

@@ -60,7 +60,7 @@ const std::string& SparseString::empty_string() {
   return empty;
 }
 
-Box Box::All(const Shape& shape) { return Box{Shape(shape.size(), 0), shape}; }
+Box Box::all(const Shape& shape) { return Box{Shape(shape.size(), 0), shape}; }
 
 Shape Box::shape() const {
   Shape s(begin.size());
@@ -80,7 +80,7 @@ uint64_t Leaf::num_elements() const {
   return n;
 }
 
-Leaf Leaf::Reuse(uint32_t old_leaf) {
+Leaf Leaf::reused(uint32_t old_leaf) {
   Leaf l;
   auto in = std::make_shared<LeafInput>();
   in->reuse = old_leaf;
@@ -111,13 +111,13 @@ namespace {
 struct TreeNodes {
   const std::vector<Node>& nodes;
   size_t size() const { return nodes.size(); }
-  NodeShape shape(uint32_t i) const { return NodeShape::Of(nodes[i].view()); }
+  NodeShape shape(uint32_t i) const { return NodeShape::of(nodes[i].view()); }
   KeyView key(uint32_t i) const { return nodes[i].key.view(); }
 };
 
 }  // namespace
 
-Status Tree::Finalize(uint32_t max_depth) {
+Status Tree::finalize(uint32_t max_depth) {
   return check_structure(TreeNodes{nodes}, leaves.size(), max_depth, nav_);
 }
 

@@ -6,13 +6,13 @@ namespace jtree {
 
 TreeBuilder& TreeBuilder::key(std::string k) {
   if (pending_key_ && error_.empty()) error_ = "two keys in a row";
-  pending_key_ = Key::Str(std::move(k));
+  pending_key_ = Key::string(std::move(k));
   return *this;
 }
 
 TreeBuilder& TreeBuilder::key(int64_t k) {
   if (pending_key_ && error_.empty()) error_ = "two keys in a row";
-  pending_key_ = Key::Int(k);
+  pending_key_ = Key::integer(k);
   return *this;
 }
 
@@ -183,15 +183,15 @@ TreeBuilder& TreeBuilder::metadata(std::string key, std::string value) {
   return *this;
 }
 
-Result<Tree> TreeBuilder::Finish() && {
-  if (!error_.empty()) return Status::InvalidArgument("TreeBuilder: " + error_);
+Result<Tree> TreeBuilder::finish() && {
+  if (!error_.empty()) return Status::invalid_argument("TreeBuilder: " + error_);
   if (!open_.empty()) {
-    return Status::InvalidArgument("TreeBuilder: " + std::to_string(open_.size()) +
+    return Status::invalid_argument("TreeBuilder: " + std::to_string(open_.size()) +
                                    " containers not closed with end()");
   }
-  if (pending_key_) return Status::InvalidArgument("TreeBuilder: a key with no value");
-  if (tree_.nodes.empty()) return Status::InvalidArgument("TreeBuilder: empty tree");
-  JTREE_RETURN_IF_ERROR(tree_.Finalize());
+  if (pending_key_) return Status::invalid_argument("TreeBuilder: a key with no value");
+  if (tree_.nodes.empty()) return Status::invalid_argument("TreeBuilder: empty tree");
+  JTREE_RETURN_IF_ERROR(tree_.finalize());
   return std::move(tree_);
 }
 

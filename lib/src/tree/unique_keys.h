@@ -1,4 +1,4 @@
-// Duplicate-key detection among the children of one container (Tree::Finalize).
+// Duplicate-key detection among the children of one container (Tree::finalize).
 #pragma once
 
 #include <cstdint>

@@ -129,12 +129,12 @@ struct LoopState {
 
 Status parallel_for(ThreadPool& pool, size_t n, int parallelism,
                     const std::function<Status(size_t)>& fn) {
-  if (n == 0) return Status::OK();
+  if (n == 0) return Status::success();
   if (parallelism <= 0) parallelism = pool.size() + 1;
   size_t helpers = std::min<size_t>(static_cast<size_t>(parallelism) - 1, n - 1);
   if (helpers == 0) {
     for (size_t i = 0; i < n; ++i) JTREE_RETURN_IF_ERROR(fn(i));
-    return Status::OK();
+    return Status::success();
   }
   auto state = std::make_shared<LoopState>(n, fn);
   for (size_t h = 0; h < helpers; ++h) {

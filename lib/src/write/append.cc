@@ -38,7 +38,7 @@ Status resolve_reused(Tree& tree, const Tree& base) {
     const auto from = l.reuse();
     if (!from) continue;
     if (*from >= base.leaves.size()) {
-      return Status::InvalidArgument("leaf " + tree.leaf_path(static_cast<uint32_t>(i)) +
+      return Status::invalid_argument("leaf " + tree.leaf_path(static_cast<uint32_t>(i)) +
                                      ": reuses leaf " + std::to_string(*from) + " of " +
                                      std::to_string(base.leaves.size()));
     }
@@ -46,14 +46,14 @@ Status resolve_reused(Tree& tree, const Tree& base) {
     l = base.leaves[*from];
     l.input = std::move(input);
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Status append_into(Sink& sink, const Reader& reader, Tree& tree, const WriteOptions& options,
                    WriteStats* stats) {
   const FileInfo& info = reader.info();
   const Tree& base = reader.tree();
-  JTREE_RETURN_IF_ERROR(tree.Finalize());
+  JTREE_RETURN_IF_ERROR(tree.finalize());
   JTREE_RETURN_IF_ERROR(check_names(tree));  // what readers refuse, never written
   JTREE_RETURN_IF_ERROR(resolve_reused(tree, base));
   JTREE_RETURN_IF_ERROR(plan_leaves(tree, options));
@@ -154,15 +154,15 @@ Result<WriteStats> append(std::string_view path, Tree tree, const WriteOptions& 
   OpenOptions oo;
   oo.use_mmap = false;
   oo.remote = options.remote;
-  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(target, oo));
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::open(target, oo));
   JTREE_RETURN_IF_ERROR(lock.still_current());
   JTREE_RETURN_IF_ERROR(check_append_base(*reader, options, target));
   const FileInfo& info = reader->info();
   if (info.is_segment) {
-    return Status::InvalidArgument(target + ": cannot append to a segment file");
+    return Status::invalid_argument(target + ": cannot append to a segment file");
   }
   if (info.min_write_version > format::kFormatVersion) {
-    return Status::NotSupported(target + ": file needs format version " +
+    return Status::not_supported(target + ": file needs format version " +
                                 std::to_string(info.min_write_version) +
                                 " to write; this jtree writes version " +
                                 std::to_string(format::kFormatVersion));
@@ -177,7 +177,7 @@ Result<WriteStats> append(std::string_view path, Tree tree, const WriteOptions& 
   Status st = append_into(*sink, *reader, tree, options, &stats);
   if (!st.ok()) {
     sink->abort();
-    return st.WithPrefix(target);
+    return st.with_prefix(target);
   }
   return stats;
 }

@@ -32,26 +32,26 @@ Result<AppendLock> AppendLock::acquire(std::string_view target) {
 }
 
 Status AppendLock::still_current() const {
-  if (!fd_.valid()) return Status::OK();
+  if (!fd_.valid()) return Status::success();
   struct stat held, now;
   if (::fstat(fd_.get(), &held) != 0) return errno_status(path_, "stat", errno);
   if (::stat(path_.c_str(), &now) != 0) return errno_status(path_, "stat", errno);
   if (held.st_dev != now.st_dev || held.st_ino != now.st_ino) {
-    return Status::Aborted(path_ + ": the file was replaced while the append started (a save "
+    return Status::aborted(path_ + ": the file was replaced while the append started (a save "
                                    "or compaction renamed a new file over it); nothing written");
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Status check_append_base(const Reader& reader, const WriteOptions& options,
                          std::string_view target) {
-  if (!options.append_base) return Status::OK();
+  if (!options.append_base) return Status::success();
   const AppendBase& want = *options.append_base;
   const FileInfo& now = reader.info();
   const std::string etag = reader.source()->etag();
   if (now.generation == want.generation && now.footer_offset == want.footer_offset &&
       (want.etag.empty() || etag.empty() || etag == want.etag)) {
-    return Status::OK();
+    return Status::success();
   }
   std::string what = "generation " + std::to_string(want.generation) + " (footer at " +
                      std::to_string(want.footer_offset) + "), now generation " +
@@ -60,7 +60,7 @@ Status check_append_base(const Reader& reader, const WriteOptions& options,
   if (!want.etag.empty() && !etag.empty() && etag != want.etag) {
     what += ", ETag " + want.etag + " now " + etag;
   }
-  return Status::Aborted(std::string(target) + ": the file changed since this append was "
+  return Status::aborted(std::string(target) + ": the file changed since this append was "
                          "planned (" + what + "): another writer appended or replaced it; "
                          "nothing written (plan again against the new generation)");
 }

@@ -26,20 +26,20 @@ uint64_t random_u64() {
 Status pad_to(Sink& sink, uint64_t alignment) {
   static const std::byte kZeros[4096] = {};
   uint64_t rem = sink.position() % alignment;
-  if (rem == 0) return Status::OK();
+  if (rem == 0) return Status::success();
   uint64_t pad = alignment - rem;
   while (pad > 0) {
     uint64_t n = std::min<uint64_t>(pad, sizeof kZeros);
     JTREE_RETURN_IF_ERROR(sink.append({kZeros, n}));
     pad -= n;
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Status pad_segment_end(Sink& sink, const SegmentSpan& segment) {
   static const std::byte kZeros[64] = {};
   const uint64_t rem = segment.size % 64;
-  return rem == 0 ? Status::OK() : sink.append({kZeros, 64 - rem});
+  return rem == 0 ? Status::success() : sink.append({kZeros, 64 - rem});
 }
 
 namespace {
@@ -61,12 +61,12 @@ Status ChunkStream::begin() {
   // Checked here, where every writer (save, append, compact, segments) starts its chunks: a
   // zero would divide by zero in pad_to().
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0 || alignment_ > (1u << 30)) {
-    return Status::InvalidArgument("write option alignment " + std::to_string(alignment_) +
+    return Status::invalid_argument("write option alignment " + std::to_string(alignment_) +
                                    " is not a power of two up to 1 GiB");
   }
   JTREE_RETURN_IF_ERROR(pad_to(sink_, alignment_));
   start_ = sink_.position();
-  return Status::OK();
+  return Status::success();
 }
 
 Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encoding,
@@ -84,7 +84,7 @@ Status ChunkStream::put(std::span<const std::byte> stored, ChunkEncoding encodin
   // kernel anyway).
   describe(record, offset, stored.size(), xxh3(stored, chunk_seed(salt_, offset)), segment_id_,
            encoding);
-  return Status::OK();
+  return Status::success();
 }
 
 Status ChunkStream::put_raw_run(uint64_t count,
@@ -116,11 +116,11 @@ Status ChunkStream::put_raw_run(uint64_t count,
                         [&](size_t i) -> Status {
                           if (i == 0) {
                             for (const auto& v : views) JTREE_RETURN_IF_ERROR(sink_.append(v));
-                            return Status::OK();
+                            return Status::success();
                           }
                           format::ChunkRecord& r = records[i - 1];
                           r.checksum = xxh3(views[i - 1], chunk_seed(salt_, r.offset));
-                          return Status::OK();
+                          return Status::success();
                         });
   }
   // Chunks gathered into a reused buffer: each written and hashed before the next is made.
@@ -140,7 +140,7 @@ Status ChunkStream::put_raw_run(uint64_t count,
     describe(&records[k], offset, c.bytes.size(), xxh3(c.bytes, chunk_seed(salt_, offset)),
              segment_id_, ChunkEncoding::kRaw);
   }
-  return Status::OK();
+  return Status::success();
 }
 
 SegmentSpan ChunkStream::span() const {
@@ -223,7 +223,7 @@ std::optional<ChunkOrigin> origin_of(const Leaf& leaf, const Box& box, size_t it
 // 6.3): they are refused here, where the bytes of every chunk pass.
 Result<std::span<const std::byte>> checked(const Leaf& leaf, std::span<const std::byte> raw) {
   if (leaf.dtype == DType::kBool && !format::bools_valid(raw)) {
-    return Status::InvalidArgument("a bool element holds a byte other than 0 or 1");
+    return Status::invalid_argument("a bool element holds a byte other than 0 or 1");
   }
   return raw;
 }
@@ -284,10 +284,10 @@ Status write_raw_run(const Tree& tree, uint32_t l, const format::ChunkGrid& grid
     const auto origin = origin_of(leaf, box, item, process_index);
     auto where = [&] { return "leaf " + tree.leaf_path(l) + ": chunk " + std::to_string(k); };
     if (!origin) {
-      return Status::InvalidArgument(where() + ": no data (the shards given do not cover it)");
+      return Status::invalid_argument(where() + ": no data (the shards given do not cover it)");
     }
     auto raw = chunk_bytes(leaf, box, *origin, b);
-    if (!raw.ok()) return raw.status().WithPrefix(where());
+    if (!raw.ok()) return raw.status().with_prefix(where());
     // A view of the caller's array stays valid; gathered or packed bytes do not.
     const bool stable = raw->data() != b.gathered.data() && raw->data() != b.packed.data();
     return ChunkStream::RunChunk{*raw, stable};
@@ -323,7 +323,7 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     for (uint64_t c : grids.back().max_chunk()) chunk_elems *= c;
     max_chunk = std::max(max_chunk, memory_bytes(leaf.dtype, chunk_elems));
   }
-  if (tasks.empty()) return Status::OK();
+  if (tasks.empty()) return Status::success();
 
   // Plane choices shared by the chunks of a leaf and by the leaves of a dtype and filter, so
   // that small planes are tried both ways once, not once per chunk (codec::PlaneChoices).
@@ -367,28 +367,28 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
         count_chunk(n, n);
       }
       if (options.progress && !options.progress(done, total_raw)) {
-        return Status::Aborted("save cancelled");
+        return Status::aborted("save cancelled");
       }
-      return Status::OK();
+      return Status::success();
     }
     const Box box = grids[task.leaf].box(task.local);
     const auto origin = origin_of(leaf, box, dtype_info(leaf.dtype)->item_size, process_index);
     format::ChunkRecord& record = records[leaf.first_chunk + task.local];
     if (!origin) {
       if (!process_index) {
-        return Status::InvalidArgument(where() + ": no data (the shards given do not cover it)");
+        return Status::invalid_argument(where() + ": no data (the shards given do not cover it)");
       }
       record = format::ChunkRecord{};
       record.flags = format::kChunkAbsent;
-      return Status::OK();
+      return Status::success();
     }
     auto raw = chunk_bytes(leaf, box, *origin, b);
-    if (!raw.ok()) return raw.status().WithPrefix(where());
+    if (!raw.ok()) return raw.status().with_prefix(where());
     codec::ChunkFormat fmt{leaf.dtype, leaf.filter, leaf.codec, leaf.level, options.min_gain,
                            &choices[task.leaf]};
     b.encoded.clear();
     auto enc = codec::encode_chunk(*raw, fmt, b.encoded, b.scratch);
-    if (!enc.ok()) return enc.status().WithPrefix(where());
+    if (!enc.ok()) return enc.status().with_prefix(where());
     std::span<const std::byte> stored = *enc == ChunkEncoding::kRaw
                                             ? *raw
                                             : std::span<const std::byte>(b.encoded);
@@ -396,9 +396,9 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     std::lock_guard<std::mutex> lock(progress_mu);
     count_chunk(raw->size(), stored.size());
     if (options.progress && !options.progress(done, total_raw)) {
-      return Status::Aborted("save cancelled");
+      return Status::aborted("save cancelled");
     }
-    return Status::OK();
+    return Status::success();
   });
   return st;
 }

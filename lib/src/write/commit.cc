@@ -27,35 +27,35 @@ Result<std::vector<std::shared_ptr<Reader>>> open_segments(std::string_view targ
   oo.remote = remote;
   for (uint32_t k = 0; k < count; ++k) {
     const std::string path = segment_path(target, k, count);
-    auto r = Reader::Open(path, oo);
+    auto r = Reader::open(path, oo);
     if (!r.ok()) {
-      if (r.status().IsNotFound()) {
-        return Status::NotFound(path + ": segment " + std::to_string(k) + " of " +
+      if (r.status().is_not_found()) {
+        return Status::not_found(path + ": segment " + std::to_string(k) + " of " +
                                 std::to_string(count) +
                                 " is missing (did that process finish its save?)");
       }
       return r.status();
     }
     const FileInfo& in = (*r)->info();
-    if (!in.is_segment) return Status::Corruption(path + ": not a segment file");
+    if (!in.is_segment) return Status::corruption(path + ": not a segment file");
     if (in.process_index != k || in.process_count != count) {
-      return Status::Corruption(path + ": holds segment " + std::to_string(in.process_index) +
+      return Status::corruption(path + ": holds segment " + std::to_string(in.process_index) +
                                 " of " + std::to_string(in.process_count) + ", not " +
                                 std::to_string(k) + " of " + std::to_string(count));
     }
     if (!segs.empty()) {
       const FileInfo& first = segs.front()->info();
       if (in.save_id != first.save_id) {
-        return Status::Corruption(path + ": belongs to another save (save id differs from "
+        return Status::corruption(path + ": belongs to another save (save id differs from "
                                          "segment 0's): a leftover of an earlier attempt?");
       }
       if (in.header_hash != first.header_hash || in.header_size != first.header_size) {
-        return Status::Corruption(path + ": its tree differs from segment 0's (every process "
+        return Status::corruption(path + ": its tree differs from segment 0's (every process "
                                          "must save the same structure and leaf specs)");
       }
     }
     if (in.segments.size() != 1) {
-      return Status::Corruption(path + ": a segment file must have exactly one data segment");
+      return Status::corruption(path + ": a segment file must have exactly one data segment");
     }
     segs.push_back(std::move(*r));
   }
@@ -72,7 +72,7 @@ Result<std::vector<uint32_t>> chunk_owners(const std::vector<std::shared_ptr<Rea
     for (uint64_t i = 0; i < n; ++i) {
       if (segs[k]->chunk(i).absent) continue;
       if (owner[i] != UINT32_MAX) {
-        return Status::Corruption(std::string(target) + ": chunk " + std::to_string(i) +
+        return Status::corruption(std::string(target) + ": chunk " + std::to_string(i) +
                                   " is in segments " + std::to_string(owner[i]) + " and " +
                                   std::to_string(k) + " (two processes wrote the same data)");
       }
@@ -83,7 +83,7 @@ Result<std::vector<uint32_t>> chunk_owners(const std::vector<std::shared_ptr<Rea
     const Leaf& leaf = tree.leaves[l];
     for (uint64_t c = 0; c < Tree::chunk_count(leaf); ++c) {
       if (owner[leaf.first_chunk + c] == UINT32_MAX) {
-        return Status::Corruption(std::string(target) + ": leaf " + tree.leaf_path(l) +
+        return Status::corruption(std::string(target) + ": leaf " + tree.leaf_path(l) +
                                   ": chunk " + std::to_string(c) +
                                   " is in no segment (no process held that part)");
       }
@@ -94,11 +94,11 @@ Result<std::vector<uint32_t>> chunk_owners(const std::vector<std::shared_ptr<Rea
 
 Status verify_data(const std::vector<std::shared_ptr<Reader>>& segs) {
   for (const auto& r : segs) {
-    auto rep = r->Verify();
+    auto rep = r->verify();
     if (!rep.ok()) return rep.status();
     if (!rep->ok()) return rep->problems.front().status;
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // The bytes of segment k's file that the commit copies as one block: its chunk data, with the
@@ -139,26 +139,26 @@ Result<SegmentHead> read_segment_head(const Reader& seg0) {
     Status placed = format::check_head_placement(h, copy_size, in.header_offset + in.header_size,
                                                  data);
     if (placed.ok() && data - h - copy_size > (1ull << 30) + 64) {
-      placed = Status::Corruption("more than 1 GiB of padding after the copy of the checkpoint "
+      placed = Status::corruption("more than 1 GiB of padding after the copy of the checkpoint "
                                   "head at " + std::to_string(h));
     }
-    if (!placed.ok()) return placed.WithPrefix(seg0.name());
+    if (!placed.ok()) return placed.with_prefix(seg0.name());
     out.copy_offset = h;
     out.copy.resize(copy_size + std::min<uint64_t>(data - h - copy_size, 4096));
     ranges.push_back({h, out.copy});
   }
   JTREE_RETURN_IF_ERROR(seg0.source()->read(ranges));
   if (xxh3(out.header) != in.header_hash) {
-    return Status::Corruption(seg0.name() + ": header checksum mismatch");
+    return Status::corruption(seg0.name() + ": header checksum mismatch");
   }
   if (h == 0) return out;
   const auto copy = std::span(out.copy).first(copy_size);
   Status st = format::check_checkpoint_head(copy, out.header);
   if (st.ok() && std::any_of(out.copy.begin() + static_cast<ptrdiff_t>(copy_size),
                              out.copy.end(), [](std::byte b) { return b != std::byte{0}; })) {
-    st = Status::Corruption("non-zero padding after the copy of the checkpoint head");
+    st = Status::corruption("non-zero padding after the copy of the checkpoint head");
   }
-  if (!st.ok()) return st.WithPrefix(seg0.name() + ": at " + std::to_string(h));
+  if (!st.ok()) return st.with_prefix(seg0.name() + ": at " + std::to_string(h));
   return out;
 }
 
@@ -201,7 +201,7 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
     index.segments.push_back({data_start, seg.size, seg.salt});
     done += seg.size;
     if (options.write.progress && !options.write.progress(done, total)) {
-      return Status::Aborted("commit cancelled");
+      return Status::aborted("commit cancelled");
     }
   }
   const uint64_t n = fi.num_chunks;
@@ -226,7 +226,7 @@ Status commit_into(const std::vector<std::shared_ptr<Reader>>& segs,
 
 Result<WriteStats> commit_segments(std::string_view target, uint32_t process_count,
                                    const CommitOptions& options) {
-  if (process_count == 0) return Status::InvalidArgument("commit of zero segments");
+  if (process_count == 0) return Status::invalid_argument("commit of zero segments");
   // Before anything is read: the commit replaces the target as a save does.
   JTREE_RETURN_IF_ERROR(check_save_target(target, options.write));
   JTREE_ASSIGN_OR_RETURN(auto segs, open_segments(target, process_count, options.write.remote));
@@ -241,13 +241,13 @@ Result<WriteStats> commit_segments(std::string_view target, uint32_t process_cou
   Status st = commit_into(segs, owner, *sink, options, &stats);
   if (!st.ok()) {
     sink->abort();
-    return st.WithPrefix(sink->name());
+    return st.with_prefix(sink->name());
   }
   // The checkpoint is committed: the segments are no longer needed.
   if (!options.keep_segments) {
     for (const auto& r : segs) {
       Status rm = remove_object(r->name());
-      if (!rm.ok() && !rm.IsNotFound()) return rm.WithPrefix("committed, but cleaning up");
+      if (!rm.ok() && !rm.is_not_found()) return rm.with_prefix("committed, but cleaning up");
     }
   }
   return stats;

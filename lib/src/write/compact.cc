@@ -56,7 +56,7 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
     ReadRange r{c.file_offset, buf};
     JTREE_RETURN_IF_ERROR(reader.source()->read(std::span(&r, 1)));
     if (xxh3(buf, c.seed) != c.checksum) {
-      return Status::Corruption(reader.name() + ": chunk " + std::to_string(i) +
+      return Status::corruption(reader.name() + ": chunk " + std::to_string(i) +
                                 ": checksum mismatch; not compacting a damaged file");
     }
     return c;
@@ -88,9 +88,9 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
     stats->stored_bytes += bytes;
     done += bytes;
     if (options.progress && !options.progress(done, total)) {
-      return Status::Aborted("compact cancelled");
+      return Status::aborted("compact cancelled");
     }
-    return Status::OK();
+    return Status::success();
   });
   JTREE_RETURN_IF_ERROR(st);
   if (n > 0) index.segments.push_back(stream.span());
@@ -104,9 +104,9 @@ Result<WriteStats> compact(std::string_view path, std::string_view out_path,
   OpenOptions oo;
   oo.use_mmap = false;
   oo.remote = options.remote;
-  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(path, oo));
+  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::open(path, oo));
   if (reader->info().is_segment) {
-    return Status::InvalidArgument(std::string(path) + ": cannot compact a segment file");
+    return Status::invalid_argument(std::string(path) + ": cannot compact a segment file");
   }
   if (!out_path.empty()) JTREE_RETURN_IF_ERROR(check_save_target(out_path, options));
   SinkOptions so;
@@ -119,7 +119,7 @@ Result<WriteStats> compact(std::string_view path, std::string_view out_path,
   Status st = compact_into(*reader, *sink, options, &stats);
   if (!st.ok()) {
     sink->abort();
-    return st.WithPrefix(sink->name());
+    return st.with_prefix(sink->name());
   }
   return stats;
 }

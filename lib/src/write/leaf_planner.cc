@@ -21,14 +21,14 @@ constexpr uint32_t kMaxRank = 64;
 const uint64_t kMaxChunkBytes = Limits{}.max_chunk_bytes;
 
 Status leaf_error(const Tree& t, size_t i, const std::string& what) {
-  return Status::InvalidArgument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
+  return Status::invalid_argument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) + ": " + what);
 }
 
 // A compression level the codec accepts (PlaneCodec::levels).
 Status check_level(const codec::PlaneCodec& c, int level) {
   const auto [lo, hi] = c.levels();
-  if (level >= lo && level <= hi) return Status::OK();
-  return Status::InvalidArgument("level " + std::to_string(level) + " is not a " +
+  if (level >= lo && level <= hi) return Status::success();
+  return Status::invalid_argument("level " + std::to_string(level) + " is not a " +
                                  std::string(c.name()) + " level (" + std::to_string(lo) +
                                  " to " + std::to_string(hi) + ")");
 }
@@ -61,11 +61,11 @@ Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
   const auto info = *dtype_info(l.dtype);
   std::string mem(elements * info.item_size, '\0');
   auto* dst = reinterpret_cast<std::byte*>(mem.data());
-  const Box all = Box::All(l.shape);
+  const Box all = Box::all(l.shape);
   if (elements > 0) {
     if (in.fill) {
       Status st = in.fill(all, {dst, mem.size()});
-      if (!st.ok()) return st.WithPrefix("leaf " + t.leaf_path(static_cast<uint32_t>(i)));
+      if (!st.ok()) return st.with_prefix("leaf " + t.leaf_path(static_cast<uint32_t>(i)));
     } else {
       const auto strides = in.source.strides.empty() ? c_strides(l.shape, info.item_size)
                                                      : in.source.strides;
@@ -75,7 +75,7 @@ Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
   }
   if (l.dtype == DType::kBool && !format::bools_valid(mem)) {
     // (a file holding them would be refused by readers: FORMAT.md section 6.3)
-    return Status::InvalidArgument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
+    return Status::invalid_argument("leaf " + t.leaf_path(static_cast<uint32_t>(i)) +
                                    ": a bool element holds a byte other than 0 or 1");
   }
   if (is_4bit(l.dtype)) {
@@ -84,7 +84,7 @@ Status gather_inline(const Tree& t, size_t i, Leaf& l, uint64_t elements) {
     mem = std::move(packed);
   }
   l.inline_data = std::move(mem);
-  return Status::OK();
+  return Status::success();
 }
 
 // The shard shape along each dimension, clamped to the array (a shard never exceeds it).
@@ -184,7 +184,7 @@ Status check_shards(const Tree& t, size_t i, const Leaf& l, const LeafInput& in)
       }
     }
   }
-  if (!in.shards) return Status::OK();
+  if (!in.shards) return Status::success();
   for (const Shard& sh : *in.shards) {
     if (sh.box.begin.size() != l.shape.size() || sh.box.end.size() != l.shape.size()) {
       return leaf_error(t, i, "shard box of the wrong rank");
@@ -202,7 +202,7 @@ Status check_shards(const Tree& t, size_t i, const Leaf& l, const LeafInput& in)
       return leaf_error(t, i, "shard strides of the wrong rank");
     }
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // Every chunk must lie in one shard: shard boundaries on chunk boundaries.
@@ -218,7 +218,7 @@ Status check_alignment(const Tree& t, size_t i, const Leaf& l, const LeafInput& 
       }
     }
   }
-  if (!in.shards) return Status::OK();
+  if (!in.shards) return Status::success();
   const format::ChunkGrid grid = format::ChunkGrid::of(l);
   for (const Shard& sh : *in.shards) {
     for (size_t d = 0; d < l.shape.size(); ++d) {
@@ -229,7 +229,7 @@ Status check_alignment(const Tree& t, size_t i, const Leaf& l, const LeafInput& 
       }
     }
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
@@ -244,7 +244,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   if (l.kind != LeafKind::kInt) l.big_int.clear();
   if (!is_payload_kind(l.kind)) {
     normalize_scalar(l);
-    return Status::OK();
+    return Status::success();
   }
   if (l.kind != LeafKind::kArray) {
     // Text and bytes: the payload is the owned string, as 1-d uint8.
@@ -281,7 +281,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   if ((stored <= options.inline_threshold && !sharded) || *elements == 0) {
     l.storage = Storage::kInline;
     if (l.kind == LeafKind::kArray) return gather_inline(t, i, l, *elements);
-    return Status::OK();
+    return Status::success();
   }
 
   l.storage = Storage::kChunked;
@@ -323,7 +323,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
     }
     l.level = static_cast<int8_t>(level);  // (inside [-128, 127]: PlaneCodec::levels)
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace
@@ -354,27 +354,27 @@ Status WriteOptions::check() const {
   const WriteOptions& options = *this;
   if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0 ||
       options.alignment > (1u << 20)) {
-    return Status::InvalidArgument("alignment must be a power of two up to 1 MiB, not " +
+    return Status::invalid_argument("alignment must be a power of two up to 1 MiB, not " +
                                    std::to_string(options.alignment));
   }
   if (options.target_chunk_bytes == 0) {
-    return Status::InvalidArgument("chunk bytes (target_chunk_bytes) must be positive");
+    return Status::invalid_argument("chunk bytes (target_chunk_bytes) must be positive");
   }
   if (options.max_bytes_in_flight == 0) {
-    return Status::InvalidArgument("max_bytes_in_flight must be positive");
+    return Status::invalid_argument("max_bytes_in_flight must be positive");
   }
   if (options.threads < 0) {
-    return Status::InvalidArgument("threads must be >= 0 (0: the machine's hardware threads), "
+    return Status::invalid_argument("threads must be >= 0 (0: the machine's hardware threads), "
                                    "not " + std::to_string(options.threads));
   }
   if (!(options.min_gain >= 0 && options.min_gain <= 1)) {
-    return Status::InvalidArgument("min_gain must be in [0, 1], not " +
+    return Status::invalid_argument("min_gain must be in [0, 1], not " +
                                    std::to_string(options.min_gain));
   }
   if (const codec::PlaneCodec* c = codec::find_plane_codec(options.codec)) {
     JTREE_RETURN_IF_ERROR(check_level(*c, options.level));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Status plan_leaves(Tree& tree, const WriteOptions& options) {
@@ -383,7 +383,7 @@ Status plan_leaves(Tree& tree, const WriteOptions& options) {
     if (tree.leaves[i].reuse()) continue;
     JTREE_RETURN_IF_ERROR(plan_leaf(tree, i, options));
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree

@@ -39,7 +39,7 @@ Status write_head(Sink& sink, std::span<const std::byte> header, const format::V
 Status commit_sink(Sink& sink, WriteStats* stats) {
   JTREE_RETURN_IF_ERROR(sink.commit());
   stats->io = sink.stats();
-  return Status::OK();
+  return Status::success();
 }
 
 Result<uint64_t> write_checkpoint_head(Sink& sink, std::span<const std::byte> header,

@@ -13,13 +13,13 @@ namespace jtree {
 
 Status save_into(Tree& tree, Sink& sink, const WriteOptions& options, WriteStats* stats,
                  const SegmentOptions* segment) {
-  JTREE_RETURN_IF_ERROR(tree.Finalize());
+  JTREE_RETURN_IF_ERROR(tree.finalize());
   JTREE_RETURN_IF_ERROR(check_names(tree));  // what readers refuse, never written
   // Reuse names a leaf of the file an append adds to: a new file has none (the leaf would be
   // written without storage, a file readers refuse).
   for (uint32_t i = 0; i < tree.leaves.size(); ++i) {
     if (tree.leaves[i].reuse()) {
-      return Status::InvalidArgument("leaf " + tree.leaf_path(i) +
+      return Status::invalid_argument("leaf " + tree.leaf_path(i) +
                                      ": reuses a leaf of an existing file, which only an append "
                                      "can do (jtree::append)");
     }
@@ -66,7 +66,7 @@ Result<WriteStats> save(Tree tree, Sink& sink, const WriteOptions& options) {
   Status st = save_into(tree, sink, options, &stats, nullptr);
   if (!st.ok()) {
     sink.abort();
-    return st.WithPrefix(sink.name());
+    return st.with_prefix(sink.name());
   }
   return stats;
 }

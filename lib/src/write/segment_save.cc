@@ -15,7 +15,7 @@ std::string segment_path(std::string_view target, uint32_t index, uint32_t count
 Result<WriteStats> save_segment(Tree tree, std::string_view target, const SegmentOptions& segment,
                                 const WriteOptions& options) {
   if (segment.process_count == 0 || segment.process_index >= segment.process_count) {
-    return Status::InvalidArgument(std::string(target) + ": process " +
+    return Status::invalid_argument(std::string(target) + ": process " +
                                    std::to_string(segment.process_index) + " of " +
                                    std::to_string(segment.process_count));
   }
@@ -29,7 +29,7 @@ Result<WriteStats> save_segment(Tree tree, std::string_view target, const Segmen
   Status st = save_into(tree, *sink, options, &stats, &segment);
   if (!st.ok()) {
     sink->abort();
-    return st.WithPrefix(sink->name());
+    return st.with_prefix(sink->name());
   }
   return stats;
 }

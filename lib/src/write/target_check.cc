@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kMagicSize = 8;
 
 Status refuse(const std::string& name) {
-  return Status::AlreadyExists(name + ": exists and is not a jtree file; refusing to replace "
+  return Status::already_exists(name + ": exists and is not a jtree file; refusing to replace "
                                       "it (set overwrite_foreign to allow)");
 }
 
@@ -41,35 +41,35 @@ Status check_remote(std::string_view url, const WriteOptions& options) {
   oo.use_mmap = false;
   oo.remote = options.remote;
   auto src = open_source(url, oo);
-  if (!src.ok()) return src.status().IsNotFound() ? Status::OK() : src.status();
+  if (!src.ok()) return src.status().is_not_found() ? Status::success() : src.status();
   // (A remote source makes its first request here.)
   auto size = (*src)->size();
-  if (!size.ok()) return size.status().IsNotFound() ? Status::OK() : size.status();
-  if (*size == 0) return Status::OK();
+  if (!size.ok()) return size.status().is_not_found() ? Status::success() : size.status();
+  if (*size == 0) return Status::success();
   if (*size < kMagicSize) return refuse(std::string(url));
   std::byte magic[kMagicSize] = {};
   ReadRange r{0, magic};
   JTREE_RETURN_IF_ERROR((*src)->read(std::span(&r, 1)));
-  return is_jtree_magic(magic) ? Status::OK() : refuse(std::string(url));
+  return is_jtree_magic(magic) ? Status::success() : refuse(std::string(url));
 }
 
 }  // namespace
 
 Status check_save_target(std::string_view path_or_url, const WriteOptions& options) {
-  if (options.overwrite_foreign) return Status::OK();
+  if (options.overwrite_foreign) return Status::success();
   std::string local;
   if (!is_local_path(path_or_url, &local)) {
     // http(s) targets cannot be written at all: their sink says so.
-    return is_s3(path_or_url) ? check_remote(path_or_url, options) : Status::OK();
+    return is_s3(path_or_url) ? check_remote(path_or_url, options) : Status::success();
   }
   std::ifstream in(local, std::ios::binary);
-  if (!in) return Status::OK();  // absent (or unreadable: the sink reports that)
+  if (!in) return Status::success();  // absent (or unreadable: the sink reports that)
   char magic[kMagicSize] = {};
   in.read(magic, sizeof magic);
-  if (in.gcount() == 0) return Status::OK();  // empty file
+  if (in.gcount() == 0) return Status::success();  // empty file
   if (in.gcount() == static_cast<std::streamsize>(kMagicSize) &&
       is_jtree_magic(std::as_bytes(std::span(magic)))) {
-    return Status::OK();
+    return Status::success();
   }
   return refuse(local);
 }

@@ -13,7 +13,7 @@ std::string_view trim(std::string_view s) {
 
 Status bad(std::string_view value) {
   // Bounded: a hostile server's header could be long.
-  return Status::InvalidArgument("malformed Content-Range \"" +
+  return Status::invalid_argument("malformed Content-Range \"" +
                                  std::string(value.substr(0, 100)) + "\"");
 }
 

@@ -11,19 +11,19 @@ Result<std::shared_ptr<Source>> open(std::string_view url, const OpenOptions& op
 }
 
 Result<std::unique_ptr<Sink>> create(std::string_view url, const SinkOptions&) {
-  return Status::NotSupported(std::string(url) +
+  return Status::not_supported(std::string(url) +
                               ": writing over http(s) is not supported; write to s3:// or a "
                               "local path");
 }
 
 Result<std::unique_ptr<Sink>> append(std::string_view url, uint64_t, const SinkOptions&,
                                      std::string_view) {
-  return Status::NotSupported(std::string(url) +
+  return Status::not_supported(std::string(url) +
                               ": appending needs a local file or an s3:// object");
 }
 
 Status remove(std::string_view url) {
-  return Status::NotSupported(std::string(url) + ": removing http(s) objects is not supported");
+  return Status::not_supported(std::string(url) + ": removing http(s) objects is not supported");
 }
 
 // The size from a one-byte range GET (HEAD is often refused by signed or presigned URLs, and

@@ -113,7 +113,7 @@ size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
   // own limits, which differ between versions: this one holds whichever libcurl runs.)
   t->header_bytes += n;
   if (t->header_bytes > kHeaderBytes) {
-    t->attempt.handler_status = Status::ResourceExhausted(
+    t->attempt.handler_status = Status::resource_exhausted(
         "the response headers exceed " + std::to_string(kHeaderBytes) + " bytes");
     return 0;  // stops the transfer
   }

@@ -72,7 +72,7 @@ class ResponseHandler {
   virtual bool accepts(long status) const { return status >= 200 && status < 300; }
   /// The headers of an accepted response are complete; called once per attempt before any
   /// body byte (also when there is no body). An error stops the transfer.
-  virtual Status on_head(const ResponseHead& head) { return Status::OK(); }
+  virtual Status on_head(const ResponseHead& head) { return Status::success(); }
   /// Body bytes of an accepted response, in order. An error stops the transfer.
   virtual Status on_body(std::span<const std::byte> data) = 0;
   /// True once the handler has all it needs: the rest of the body is not downloaded and the
@@ -80,7 +80,7 @@ class ResponseHandler {
   virtual bool satisfied() const { return false; }
   /// After a transfer that completed: whether the body was whole (a body shorter than its
   /// headers announced is an error here). Called by the retry loop, not by HttpClient.
-  virtual Status on_done() { return Status::OK(); }
+  virtual Status on_done() { return Status::success(); }
   /// Forgets a failed attempt's state before the next one.
   virtual void reset() { transient_error = false; }
 

@@ -22,7 +22,7 @@ class HttpEndpoint final : public ObjectEndpoint {
   Status prepare(HttpRequest& req) const override {
     req.url = url_;
     req.headers.insert(req.headers.end(), headers_.begin(), headers_.end());
-    return Status::OK();
+    return Status::success();
   }
   const Transport& transport() const override { return transport_; }
 
@@ -40,10 +40,10 @@ Result<std::shared_ptr<Source>> open_http_source(std::string_view url,
   std::string_view scheme, rest;
   if (!io::split_scheme(url, &scheme, &rest) ||
       !(io::iequals(scheme, "http") || io::iequals(scheme, "https"))) {
-    return Status::InvalidArgument(std::string(url) + ": not an http(s):// URL");
+    return Status::invalid_argument(std::string(url) + ": not an http(s):// URL");
   }
   if (url.find_first_of(" \r\n") != std::string_view::npos) {
-    return Status::InvalidArgument(std::string(url) + ": spaces and line breaks must be "
+    return Status::invalid_argument(std::string(url) + ": spaces and line breaks must be "
                                    "percent-encoded in URLs");
   }
   std::shared_ptr<Source> s = std::make_shared<RemoteSource>(

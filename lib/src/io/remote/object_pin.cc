@@ -10,7 +10,7 @@ Status ObjectPin::check(const ResponseHead& head, std::optional<uint64_t> total)
     if (etag_.empty()) {
       etag_ = *etag;
     } else if (*etag != etag_) {
-      return Status::Aborted("the object changed while being read (ETag " + etag_ + ", now " +
+      return Status::aborted("the object changed while being read (ETag " + etag_ + ", now " +
                              *etag + ")");
     }
   }
@@ -19,7 +19,7 @@ Status ObjectPin::check(const ResponseHead& head, std::optional<uint64_t> total)
       last_modified_ = *modified;
     } else if (etag_.empty() && *modified != last_modified_) {
       // Only without an ETag: some servers round Last-Modified differently per response.
-      return Status::Aborted("the object changed while being read (Last-Modified " +
+      return Status::aborted("the object changed while being read (Last-Modified " +
                              last_modified_ + ", now " + *modified + ")");
     }
   }
@@ -27,11 +27,11 @@ Status ObjectPin::check(const ResponseHead& head, std::optional<uint64_t> total)
     if (!size_) {
       size_ = total;
     } else if (*size_ != *total) {
-      return Status::Aborted("the object changed while being read (size " +
+      return Status::aborted("the object changed while being read (size " +
                              std::to_string(*size_) + ", now " + std::to_string(*total) + ")");
     }
   }
-  return Status::OK();
+  return Status::success();
 }
 
 std::string ObjectPin::etag() const {

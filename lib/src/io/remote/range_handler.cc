@@ -48,7 +48,7 @@ Status RangeHandler::refuse_whole_body() {
   refused_ = true;
   const std::string size =
       expected_ ? " of " + std::to_string(*expected_) + " bytes" : std::string();
-  return fail(Status::NotSupported(
+  return fail(Status::not_supported(
       "server ignores HTTP Range requests (answered 200 with the whole body" + size +
       "); pass allow_full_download / --allow-full-download to download it whole"));
 }
@@ -58,14 +58,14 @@ Status RangeHandler::on_head(const ResponseHead& head) {
   // Ranges of an encoded representation are not ranges of the file.
   if (const std::string* enc = head.find("content-encoding");
       enc != nullptr && !enc->empty() && *enc != "identity") {
-    return fail(Status::IOError("the server sent Content-Encoding \"" + enc->substr(0, 40) +
+    return fail(Status::io_error("the server sent Content-Encoding \"" + enc->substr(0, 40) +
                                 "\", which jtree did not ask for"));
   }
   const std::string* cr_text = head.find("content-range");
   std::optional<ContentRange> cr;
   if (cr_text != nullptr) {
     auto parsed = parse_content_range(*cr_text);
-    if (!parsed.ok()) return fail(Status::IOError("HTTP " + std::to_string(status_) + ": " +
+    if (!parsed.ok()) return fail(Status::io_error("HTTP " + std::to_string(status_) + ": " +
                                                   parsed.status().message()));
     cr = *parsed;
   }
@@ -78,21 +78,21 @@ Status RangeHandler::on_head(const ResponseHead& head) {
       // object (RFC 9110, 14.1.2); some servers (Ceph RGW) do not say so in Content-Range.
       total_ = 0;
     } else {
-      return fail(Status::IOError("HTTP 416 (range not satisfiable) without the object's size"));
+      return fail(Status::io_error("HTTP 416 (range not satisfiable) without the object's size"));
     }
     JTREE_RETURN_IF_ERROR(fail(pin_.check(head, total_)));
     if (mode_ != Mode::kRange && *total_ == 0) {
       if (out_ != nullptr) out_->clear();
-      return Status::OK();  // an empty object: nothing to read
+      return Status::success();  // an empty object: nothing to read
     }
-    return fail(Status::IOError("HTTP 416: range " + range_text(first_, first_ + length_) +
+    return fail(Status::io_error("HTTP 416: range " + range_text(first_, first_ + length_) +
                                 " not satisfiable; the object has " + std::to_string(*total_) +
                                 " bytes"));
   }
 
   if (status_ == 206) {
     if (!cr || !cr->has_range) {
-      return fail(Status::IOError("HTTP 206 without a usable Content-Range"));
+      return fail(Status::io_error("HTTP 206 without a usable Content-Range"));
     }
     total_ = cr->total;
     if (!total_) total_ = pin_.size();
@@ -100,7 +100,7 @@ Status RangeHandler::on_head(const ResponseHead& head) {
     origin_ = cr->first;
     expected_ = cr->length();
     if (auto cl = head.content_length(); cl && *cl != *expected_) {
-      return fail(Status::IOError("Content-Length " + std::to_string(*cl) +
+      return fail(Status::io_error("Content-Length " + std::to_string(*cl) +
                                   " disagrees with Content-Range " + *cr_text));
     }
   } else {  // 200: the whole object; the server ignored the Range header.
@@ -120,7 +120,7 @@ Status RangeHandler::on_head(const ResponseHead& head) {
       want_first_ = first_;
       want_end_ = first_ + length_;
       if (total_ && *total_ < want_end_) {
-        return fail(Status::IOError("the object has " + std::to_string(*total_) +
+        return fail(Status::io_error("the object has " + std::to_string(*total_) +
                                     " bytes; bytes " + range_text(want_first_, want_end_) +
                                     " were asked for"));
       }
@@ -131,7 +131,7 @@ Status RangeHandler::on_head(const ResponseHead& head) {
       break;
     case Mode::kSuffix:
       if (!total_) {
-        if (status_ == 206) return fail(Status::IOError("a suffix range without the object's size"));
+        if (status_ == 206) return fail(Status::io_error("a suffix range without the object's size"));
         // A 200 of unknown length, at most length_ bytes: all of it is the tail.
         want_first_ = 0;
         want_end_ = length_;
@@ -146,7 +146,7 @@ Status RangeHandler::on_head(const ResponseHead& head) {
     const bool covers = origin_ <= want_first_ && last_end >= want_end_;
     if (mode_ == Mode::kSuffix && !covers) {
       suffix_misserved_ = true;  // the caller asks again with an explicit range
-      return fail(Status::IOError("a suffix range \"bytes=-" + std::to_string(length_) +
+      return fail(Status::io_error("a suffix range \"bytes=-" + std::to_string(length_) +
                                   "\" was answered with " + *cr_text));
     }
     // Bytes before our first one are fine (skipped); missing ones are not. (A head request
@@ -154,12 +154,12 @@ Status RangeHandler::on_head(const ResponseHead& head) {
     const bool short_head = mode_ == Mode::kHead && origin_ == 0 && total_ &&
                             last_end == std::min(want_end_, *total_);
     if (!covers && !short_head) {
-      return fail(Status::IOError("the server sent bytes " + *cr_text + " for a request of " +
+      return fail(Status::io_error("the server sent bytes " + *cr_text + " for a request of " +
                                   range_text(want_first_, want_end_)));
     }
   }
   if (out_ != nullptr) out_->assign(want_end_ - want_first_, std::byte{0});
-  return Status::OK();
+  return Status::success();
 }
 
 void RangeHandler::place(uint64_t pos, std::span<const std::byte> data) {
@@ -195,14 +195,14 @@ void RangeHandler::place(uint64_t pos, std::span<const std::byte> data) {
 
 Status RangeHandler::on_body(std::span<const std::byte> data) {
   if (expected_ && data.size() > *expected_ - received_) {
-    return fail(Status::IOError("the body is longer than the " + std::to_string(*expected_) +
+    return fail(Status::io_error("the body is longer than the " + std::to_string(*expected_) +
                                 " bytes announced"));
   }
   // A 200 of unknown length stops as soon as it passes the bytes asked for.
   if (unknown_length_ && data.size() > length_ - received_) return refuse_whole_body();
   place(position(), data);
   received_ += data.size();
-  return Status::OK();
+  return Status::success();
 }
 
 bool RangeHandler::satisfied() const {
@@ -213,31 +213,31 @@ bool RangeHandler::satisfied() const {
 }
 
 Status RangeHandler::on_done() {
-  if (status_ == 416) return Status::OK();
+  if (status_ == 416) return Status::success();
   if (unknown_length_) {  // a 200 of unknown length, read to its end: its length is the size
     total_ = received_;
     JTREE_RETURN_IF_ERROR(fail(pin_.check({}, total_)));
     if (mode_ == Mode::kRange) {
       if (want_end_ > received_) {
-        return fail(Status::IOError("the object has " + std::to_string(received_) +
+        return fail(Status::io_error("the object has " + std::to_string(received_) +
                                     " bytes; bytes " + range_text(want_first_, want_end_) +
                                     " were asked for"));
       }
-      return Status::OK();
+      return Status::success();
     }
     // kHead and kSuffix: the object is no longer than length_, so all of it is wanted.
     want_end_ = received_;
     out_->resize(received_);
-    return Status::OK();
+    return Status::success();
   }
   const bool stopped = satisfied();
   if (!stopped && expected_ && received_ < *expected_) {
-    return fail(Status::IOError("the body ended after " + std::to_string(received_) + " of " +
+    return fail(Status::io_error("the body ended after " + std::to_string(received_) + " of " +
                                 std::to_string(*expected_) + " bytes announced"),
                 true);
   }
   if (position() < want_end_) {
-    return fail(Status::IOError("the body ended at offset " + std::to_string(position()) +
+    return fail(Status::io_error("the body ended at offset " + std::to_string(position()) +
                                 " before the end of the range " +
                                 range_text(want_first_, want_end_)),
                 true);
@@ -246,7 +246,7 @@ Status RangeHandler::on_done() {
     want_end_ = *total_;
     out_->resize(want_end_);
   }
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree::remote

@@ -31,7 +31,7 @@ std::string fmt_seconds(double s) {
 std::optional<Failure> judge(const CallSpec& spec, const Attempt& a, ResponseHandler& handler) {
   if (!a.handler_status.ok()) return Failure{a.handler_status, handler.transient_error, {}};
   if (a.curl_code != 0) {
-    return Failure{Status::IOError(a.curl_error), retryable_curl_code(a.curl_code), {}};
+    return Failure{Status::io_error(a.curl_error), retryable_curl_code(a.curl_code), {}};
   }
   if (!a.handler_called) return spec.map_error ? spec.map_error(a) : http_failure(a, spec.what);
   Status done = handler.on_done();
@@ -51,13 +51,13 @@ Failure http_failure(const Attempt& a, const std::string& what) {
   const long s = a.head.status;
   if (const std::string* ra = a.head.find("retry-after")) f.retry_after = parse_retry_after(*ra);
   if (s == 404 || s == 410) {
-    f.status = Status::NotFound(msg);
+    f.status = Status::not_found(msg);
   } else if (s == 401 || s == 403) {
-    f.status = Status::PermissionDenied(msg);
+    f.status = Status::permission_denied(msg);
   } else if (s == 412) {
-    f.status = Status::Aborted("the object changed while being read (" + msg + ")");
+    f.status = Status::aborted("the object changed while being read (" + msg + ")");
   } else {
-    f.status = Status::IOError(msg);
+    f.status = Status::io_error(msg);
     f.transient = retryable_status(s);
   }
   return f;
@@ -74,7 +74,7 @@ Result<ResponseHead> call(const CallSpec& spec, ResponseHandler& handler) {
     if (remaining <= 0) break;
     HttpRequest req;
     Status built = spec.build(req);
-    if (!built.ok()) return built.WithPrefix(spec.name + ": " + spec.what);
+    if (!built.ok()) return built.with_prefix(spec.name + ": " + spec.what);
     handler.reset();
     if (spec.limiter) spec.limiter->acquire();
     Attempt a = HttpClient::shared().perform(req, *spec.transport, handler, remaining);
@@ -96,9 +96,9 @@ Result<ResponseHead> call(const CallSpec& spec, ResponseHandler& handler) {
     if (!last.transient) {
       std::string where = spec.name + ": " + spec.what;
       if (attempts > 1) {
-        return last.status.WithPrefix(where + " (attempt " + std::to_string(attempts) + ")");
+        return last.status.with_prefix(where + " (attempt " + std::to_string(attempts) + ")");
       }
-      return last.status.WithPrefix(where);
+      return last.status.with_prefix(where);
     }
     if (attempts > o.max_retries) break;
     const double wait = backoff_seconds(o, attempts, jitter_unit(), last.retry_after);
@@ -112,7 +112,7 @@ Result<ResponseHead> call(const CallSpec& spec, ResponseHandler& handler) {
                               fmt_seconds(deadline) + " s, max_retries " +
                               std::to_string(o.max_retries) + ")";
   if (attempts == 0) {
-    return Status::Aborted(spec.name + ": " + spec.what + ": deadline passed before the request");
+    return Status::aborted(spec.name + ": " + spec.what + ": deadline passed before the request");
   }
   return Status(last.status.code(), spec.name + ": " + spec.what + ": " +
                                         last.status.message() + summary);
@@ -120,11 +120,11 @@ Result<ResponseHead> call(const CallSpec& spec, ResponseHandler& handler) {
 
 Status BufferHandler::on_body(std::span<const std::byte> data) {
   if (body.size() + data.size() > max_bytes_) {
-    return Status::ResourceExhausted("answer larger than " + std::to_string(max_bytes_) +
+    return Status::resource_exhausted("answer larger than " + std::to_string(max_bytes_) +
                                      " bytes");
   }
   body.append(reinterpret_cast<const char*>(data.data()), data.size());
-  return Status::OK();
+  return Status::success();
 }
 
 }  // namespace jtree::remote

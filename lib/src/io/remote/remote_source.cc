@@ -52,7 +52,7 @@ std::shared_ptr<const WholeObject> RemoteSource::whole() const {
 Status RemoteSource::download_whole() {
   // Held during the download: concurrent reads that were refused wait for this one download.
   std::lock_guard<std::mutex> lock(whole_mu_);
-  if (whole_) return Status::OK();
+  if (whole_) return Status::success();
   CallSpec spec;
   spec.name = endpoint_->name();
   spec.what = "GET (the whole object: the server ignores HTTP Range requests)";
@@ -71,7 +71,7 @@ Status RemoteSource::download_whole() {
                          WholeObject::download(spec, pin_, options_.full_download_max_bytes));
   whole_ = std::move(w);
   full_downloads_.fetch_add(1, std::memory_order_relaxed);
-  return Status::OK();
+  return Status::success();
 }
 
 Status RemoteSource::read_whole(const WholeObject& w, std::span<const ReadRange> ranges) const {
@@ -79,7 +79,7 @@ Status RemoteSource::read_whole(const WholeObject& w, std::span<const ReadRange>
   for (const ReadRange& r : ranges) {
     if (!r.dst.empty()) std::memcpy(r.dst.data(), w.bytes().data() + r.offset, r.dst.size());
   }
-  return Status::OK();
+  return Status::success();
 }
 
 Result<uint64_t> RemoteSource::size() {
@@ -94,20 +94,20 @@ Result<uint64_t> RemoteSource::size() {
     return whole()->size();
   }
   JTREE_RETURN_IF_ERROR(st);
-  if (!h.total()) return Status::IOError(name() + ": the server did not tell the object's size");
+  if (!h.total()) return Status::io_error(name() + ": the server did not tell the object's size");
   return *h.total();
 }
 
 Status RemoteSource::check_ranges(std::span<const ReadRange> ranges, uint64_t size) const {
   for (const ReadRange& r : ranges) {
     if (r.offset > size || r.dst.size() > size - r.offset) {
-      return Status::IOError(name() + ": unexpected end of file at offset " +
+      return Status::io_error(name() + ": unexpected end of file at offset " +
                              std::to_string(r.offset) + " (wanted " +
                              std::to_string(r.dst.size()) + " bytes, object has " +
                              std::to_string(size) + ")");
     }
   }
-  return Status::OK();
+  return Status::success();
 }
 
 std::vector<RemoteSource::Group> RemoteSource::plan(std::span<const ReadRange> ranges) const {
@@ -149,14 +149,14 @@ Status RemoteSource::fetch(const Group& g) {
 }
 
 Status RemoteSource::read(std::span<const ReadRange> ranges) {
-  if (ranges.empty()) return Status::OK();
+  if (ranges.empty()) return Status::success();
   JTREE_ASSIGN_OR_RETURN(uint64_t size, this->size());
   if (auto w = whole()) return read_whole(*w, ranges);
   JTREE_RETURN_IF_ERROR(check_ranges(ranges, size));
   // Overlapping ranges that cannot share a request are fetched separately (plan() only merges
   // ranges that start after the previous piece ends).
   const std::vector<Group> groups = plan(ranges);
-  if (groups.empty()) return Status::OK();
+  if (groups.empty()) return Status::success();
   round_trips_.fetch_add(1, std::memory_order_relaxed);
   Status st;
   if (groups.size() == 1) {
@@ -199,7 +199,7 @@ Result<HeadTail> RemoteSource::read_head_tail(uint64_t head_bytes, uint64_t tail
     Status st = parallel_for(ThreadPool::shared_io(), 2, 2, [&](size_t i) {
       if (i == 0) head_st = fetch_into(head, head_what);
       else tail_st = fetch_into(tail, tail_what);
-      return Status::OK();
+      return Status::success();
     });
     JTREE_RETURN_IF_ERROR(st);
   }
@@ -210,7 +210,7 @@ Result<HeadTail> RemoteSource::read_head_tail(uint64_t head_bytes, uint64_t tail
   JTREE_RETURN_IF_ERROR(head_st);
   if (!tail_st.ok() && !tail.suffix_misserved()) return tail_st;
   const auto total = pin_.size();
-  if (!total) return Status::IOError(name() + ": the server did not tell the object's size");
+  if (!total) return Status::io_error(name() + ": the server did not tell the object's size");
   ht.size = *total;
   if (head_bytes == 0) ht.head.clear();
   if (tail_bytes == 0) return ht;

@@ -18,7 +18,7 @@ Status remove(std::string_view url) { return remove_s3_object(url); }
 Result<ObjectInfo> stat(std::string_view url, const RemoteOptions& options) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
   auto config = resolve_s3_config(options, Environment::process());
-  if (!config.ok()) return config.status().WithPrefix(std::string(url));
+  if (!config.ok()) return config.status().with_prefix(std::string(url));
   S3Client client(std::move(*config), options);
   return client.head(loc);
 }

@@ -13,12 +13,12 @@ namespace {
 class S3XmlHandler final : public BufferHandler {
  public:
   Status on_done() override {
-    if (body.find("<Error>") == std::string::npos) return Status::OK();
+    if (body.find("<Error>") == std::string::npos) return Status::success();
     auto err = parse_s3_error(body);
-    if (!err.ok()) return Status::OK();  // "<Error>" inside some value: not an error document
+    if (!err.ok()) return Status::success();  // "<Error>" inside some value: not an error document
     transient_error = err->code == "InternalError" || err->code == "SlowDown" ||
                       err->code == "ServiceUnavailable" || err->code == "RequestTimeout";
-    return Status::IOError("HTTP 200 with an error: " + err->code + ": " + err->message);
+    return Status::io_error("HTTP 200 with an error: " + err->code + ": " + err->message);
   }
 };
 
@@ -28,7 +28,7 @@ class IgnoreBody final : public ResponseHandler {
  public:
   Status on_body(std::span<const std::byte> data) override {
     ignored_ += data.size();
-    return Status::OK();
+    return Status::success();
   }
   bool satisfied() const override { return ignored_ > kMaxIgnoredBodyBytes; }
   void reset() override {
@@ -105,27 +105,27 @@ Failure s3_failure(const Attempt& a, const std::string& what, const S3Config& c,
   const std::string* bucket_region = a.head.find("x-amz-bucket-region");
   if (s == 404) {
     if (err.code.empty()) msg += " (not found)";  // HEAD answers have no body to say more
-    f.status = Status::NotFound(msg + where);
+    f.status = Status::not_found(msg + where);
   } else if (s == 401 || s == 403) {
     std::string hint = c.anonymous()
                            ? "; no credentials were found (set AWS_ACCESS_KEY_ID and "
                              "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
                            : "; credentials from " + c.credential_source;
     if (err.code == "RequestTimeTooSkewed") hint += "; the system clock is off";
-    f.status = Status::PermissionDenied(msg + where + hint);
+    f.status = Status::permission_denied(msg + where + hint);
   } else if (s == 412) {
-    f.status = Status::Aborted("the object changed while being read (" + msg + ")" + where);
+    f.status = Status::aborted("the object changed while being read (" + msg + ")" + where);
   } else if (err.code == "ConditionalRequestConflict") {
     // 409: another conditional write of the same key is completing at the same moment.
-    f.status = Status::Aborted("another write of the object is in progress (" + msg + ")" + where);
+    f.status = Status::aborted("another write of the object is in progress (" + msg + ")" + where);
   } else if (s == 301 || s == 307 || err.code == "AuthorizationHeaderMalformed" ||
              err.code == "PermanentRedirect" || err.code == "IllegalLocationConstraintException") {
     std::string region = bucket_region ? *bucket_region : err.region;
-    f.status = Status::InvalidArgument(
+    f.status = Status::invalid_argument(
         msg + where + "; the request used region \"" + c.region + "\"" +
         (region.empty() ? "" : ", the bucket is in \"" + region + "\" (set AWS_REGION)"));
   } else {
-    f.status = Status::IOError(msg + where);
+    f.status = Status::io_error(msg + where);
     f.transient = retryable_status(s) || err.code == "RequestTimeout" ||
                   err.code == "SlowDown" || err.code == "InternalError";
   }
@@ -174,7 +174,7 @@ Result<ResponseHead> S3Client::run(const S3Location& loc, const std::string& wha
     req.body = c.body;
     prepare_s3_request(config_, loc.bucket, loc.key, c.query, c.payload_hash, req,
                        static_cast<int64_t>(std::time(nullptr)));
-    return Status::OK();
+    return Status::success();
   };
   spec.map_error = [&](const Attempt& a) { return s3_failure(a, what, config_, loc); };
   return call(spec, handler);
@@ -213,7 +213,7 @@ Result<ListBucketPage> S3Client::list_page(const std::string& bucket, const std:
   S3Location loc{bucket, ""};
   JTREE_RETURN_IF_ERROR(run(loc, "ListObjectsV2 prefix \"" + prefix + "\"", c, h).status());
   auto page = parse_list_bucket_result(h.body);
-  if (!page.ok()) return page.status().WithPrefix(loc.url() + ": ListObjectsV2");
+  if (!page.ok()) return page.status().with_prefix(loc.url() + ": ListObjectsV2");
   return page;
 }
 
@@ -230,7 +230,7 @@ Result<ListUploadsPage> S3Client::list_uploads_page(const std::string& bucket,
   S3Location loc{bucket, ""};
   JTREE_RETURN_IF_ERROR(run(loc, "ListMultipartUploads prefix \"" + prefix + "\"", c, h).status());
   auto page = parse_list_multipart_uploads(h.body);
-  if (!page.ok()) return page.status().WithPrefix(loc.url() + ": ListMultipartUploads");
+  if (!page.ok()) return page.status().with_prefix(loc.url() + ": ListMultipartUploads");
   return page;
 }
 
@@ -239,7 +239,7 @@ Result<std::string> S3Client::create_multipart_upload(const S3Location& loc) {
   JTREE_RETURN_IF_ERROR(
       run(loc, "CreateMultipartUpload", {"POST", {{"uploads", ""}}, {}, {}, ""}, h).status());
   auto id = parse_initiate_multipart_upload(h.body);
-  if (!id.ok()) return id.status().WithPrefix(loc.url() + ": CreateMultipartUpload");
+  if (!id.ok()) return id.status().with_prefix(loc.url() + ": CreateMultipartUpload");
   return id;
 }
 
@@ -254,7 +254,7 @@ Result<std::string> S3Client::upload_part(const S3Location& loc, const std::stri
                              c, h));
   const std::string* etag = head.find("etag");
   if (etag == nullptr || etag->empty()) {
-    return Status::IOError(loc.url() + ": UploadPart " + std::to_string(part) +
+    return Status::io_error(loc.url() + ": UploadPart " + std::to_string(part) +
                            ": answer without an ETag");
   }
   return *etag;
@@ -274,7 +274,7 @@ Result<std::string> S3Client::upload_part_copy(const S3Location& loc, const std:
                            " bytes=" + std::to_string(first) + "-" + std::to_string(last);
   JTREE_RETURN_IF_ERROR(run(loc, what, c, h).status());
   auto etag = parse_copy_part_result(h.body);
-  if (!etag.ok()) return etag.status().WithPrefix(loc.url() + ": " + what);
+  if (!etag.ok()) return etag.status().with_prefix(loc.url() + ": " + what);
   return etag;
 }
 
@@ -292,7 +292,7 @@ Result<std::string> S3Client::complete_multipart_upload(const S3Location& loc,
       run(loc, "CompleteMultipartUpload (" + std::to_string(parts.size()) + " parts)", c, h)
           .status());
   auto etag = parse_complete_multipart_upload(h.body);
-  if (!etag.ok()) return etag.status().WithPrefix(loc.url() + ": CompleteMultipartUpload");
+  if (!etag.ok()) return etag.status().with_prefix(loc.url() + ": CompleteMultipartUpload");
   return etag;
 }
 
@@ -300,7 +300,7 @@ Status S3Client::abort_multipart_upload(const S3Location& loc, const std::string
   IgnoreBody h;
   Status st = run(loc, "AbortMultipartUpload", {"DELETE", {{"uploadId", upload_id}}, {}, {}, ""}, h)
                   .status();
-  return st.IsNotFound() ? Status::OK() : st;  // already gone
+  return st.is_not_found() ? Status::success() : st;  // already gone
 }
 
 }  // namespace jtree::remote

@@ -75,7 +75,7 @@ const std::string* lookup(const IniSections& s, const std::string& section,
 Result<S3Location> parse_s3_url(std::string_view url, bool need_key) {
   constexpr std::string_view kScheme = "s3://";
   if (url.size() < kScheme.size() || url.substr(0, kScheme.size()) != kScheme) {
-    return Status::InvalidArgument(std::string(url) + ": not an s3:// URL");
+    return Status::invalid_argument(std::string(url) + ": not an s3:// URL");
   }
   std::string_view rest = url.substr(kScheme.size());
   const size_t slash = rest.find('/');
@@ -83,11 +83,11 @@ Result<S3Location> parse_s3_url(std::string_view url, bool need_key) {
   loc.bucket = std::string(rest.substr(0, slash));
   if (slash != std::string_view::npos) loc.key = std::string(rest.substr(slash + 1));
   if (!valid_bucket(loc.bucket)) {
-    return Status::InvalidArgument(std::string(url) + ": invalid bucket name \"" + loc.bucket +
+    return Status::invalid_argument(std::string(url) + ": invalid bucket name \"" + loc.bucket +
                                    "\"");
   }
   if (need_key && loc.key.empty()) {
-    return Status::InvalidArgument(std::string(url) + ": no object key after the bucket name");
+    return Status::invalid_argument(std::string(url) + ": no object key after the bucket name");
   }
   return loc;
 }
@@ -198,7 +198,7 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
   if (c.access_key_id.empty()) {
     c.credential_source = "none found (anonymous requests)";
   } else if (c.secret_access_key.empty()) {
-    return Status::InvalidArgument("S3 credentials from " + c.credential_source +
+    return Status::invalid_argument("S3 credentials from " + c.credential_source +
                                    ": an access key id without a secret access key");
   }
 
@@ -231,13 +231,13 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
   } else {
     const size_t sep = endpoint.find("://");
     if (sep == std::string::npos) {
-      return Status::InvalidArgument("S3 endpoint \"" + endpoint +
+      return Status::invalid_argument("S3 endpoint \"" + endpoint +
                                      "\": expected http://host[:port] or https://host[:port]");
     }
     c.scheme = endpoint.substr(0, sep);
     for (char& ch : c.scheme) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (c.scheme != "http" && c.scheme != "https") {
-      return Status::InvalidArgument("S3 endpoint \"" + endpoint + "\": scheme must be http(s)");
+      return Status::invalid_argument("S3 endpoint \"" + endpoint + "\": scheme must be http(s)");
     }
     std::string rest = endpoint.substr(sep + 3);
     const size_t slash = rest.find('/');
@@ -251,7 +251,7 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
       c.endpoint_host.resize(c.endpoint_host.size() - default_port.size());
     }
     if (c.endpoint_host.empty()) {
-      return Status::InvalidArgument("S3 endpoint \"" + endpoint + "\": no host");
+      return Status::invalid_argument("S3 endpoint \"" + endpoint + "\": no host");
     }
     c.custom_endpoint = true;
   }

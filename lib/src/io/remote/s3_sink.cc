@@ -51,7 +51,7 @@ class S3Sink final : public io::CommittingSink {
       position_ += take;
       if (buffer_.size() >= target) JTREE_RETURN_IF_ERROR(flush_part());
     }
-    return Status::OK();
+    return Status::success();
   }
 
   // Parts are durable on the server once uploaded; the object appears on commit().
@@ -71,12 +71,12 @@ class S3Sink final : public io::CommittingSink {
     JTREE_ASSIGN_OR_RETURN(S3Location src, parse_s3_url(url));
     JTREE_ASSIGN_OR_RETURN(ObjectInfo info, client_->head(src));
     if (!etag.empty() && info.etag != etag) {
-      return fail(Status::Aborted(src.url() + ": the object changed (ETag " + etag + ", now " +
+      return fail(Status::aborted(src.url() + ": the object changed (ETag " + etag + ", now " +
                                   info.etag + ")"));
     }
     etag = info.etag;
     if (offset > info.size || size > info.size - offset) {
-      return fail(Status::IOError(src.url() + ": bytes [" + std::to_string(offset) + ", +" +
+      return fail(Status::io_error(src.url() + ": bytes [" + std::to_string(offset) + ", +" +
                                   std::to_string(size) + ") are past its end (" +
                                   std::to_string(info.size) + " bytes)"));
     }
@@ -144,8 +144,8 @@ class S3Sink final : public io::CommittingSink {
   /// Refuses to replace an existing object (SinkOptions::overwrite = false).
   Status check_absent() {
     auto info = client_->head(loc_);
-    if (info.ok()) return Status::AlreadyExists(name_ + ": the object exists");
-    return info.status().IsNotFound() ? Status::OK() : info.status();
+    if (info.ok()) return Status::already_exists(name_ + ": the object exists");
+    return info.status().is_not_found() ? Status::success() : info.status();
   }
 
  private:
@@ -156,7 +156,7 @@ class S3Sink final : public io::CommittingSink {
   }
 
   Status check_open() {
-    if (closed_) return Status::InvalidArgument(name_ + ": sink is closed");
+    if (closed_) return Status::invalid_argument(name_ + ": sink is closed");
     return write_error();
   }
 
@@ -172,12 +172,12 @@ class S3Sink final : public io::CommittingSink {
   }
 
   Status start_upload() {
-    if (!upload_id_.empty()) return Status::OK();
+    if (!upload_id_.empty()) return Status::success();
     auto id = client_->create_multipart_upload(loc_);
     if (!id.ok()) return fail(id.status());
     upload_id_ = *id;
     pool_ = std::make_unique<ThreadPool>(concurrency_);
-    return Status::OK();
+    return Status::success();
   }
 
   // Takes the next part number once a slot is free (at most concurrency_ in flight).
@@ -187,7 +187,7 @@ class S3Sink final : public io::CommittingSink {
     cv_.wait(lock, [&] { return in_flight_ < concurrency_ || !error_.ok(); });
     if (!error_.ok()) return error_;
     if (next_part_ > kMaxParts) {
-      error_ = Status::ResourceExhausted(name_ + ": more than 10,000 parts");
+      error_ = Status::resource_exhausted(name_ + ": more than 10,000 parts");
       return error_;
     }
     ++in_flight_;
@@ -215,7 +215,7 @@ class S3Sink final : public io::CommittingSink {
       const std::string hash = sha256_hex(*body);
       part_done(part, client_->upload_part(loc_, upload_id_, part, *body, hash));
     });
-    return Status::OK();
+    return Status::success();
   }
 
   Status copy_part(const S3Location& src, const std::string& etag, uint64_t first, uint64_t n) {
@@ -225,7 +225,7 @@ class S3Sink final : public io::CommittingSink {
       part_done(part, client_->upload_part_copy(loc_, upload_id_, part, src, first,
                                                 first + n - 1, etag));
     });
-    return Status::OK();
+    return Status::success();
   }
 
   // Appends bytes of an s3:// object read through this process (pinned to `etag`).
@@ -242,7 +242,7 @@ class S3Sink final : public io::CommittingSink {
       JTREE_RETURN_IF_ERROR(append(r.dst));
       done += n;
     }
-    return Status::OK();
+    return Status::success();
   }
 
   void wait_idle() {
@@ -266,7 +266,7 @@ class S3Sink final : public io::CommittingSink {
         // The store made the object, but its reply was lost and the HTTP layer's retry of
         // the same request was refused by the condition, which the first attempt had
         // changed: committed, not beaten by another writer.
-        st = Status::OK();
+        st = Status::success();
       } else if (now.ok() && !condition_.if_match.empty() && now->etag == condition_.if_match &&
                  bare.if_match != condition_.if_match) {
         // Some stores (Ceph RGW) compare If-Match with the ETag they keep, which has no
@@ -279,7 +279,7 @@ class S3Sink final : public io::CommittingSink {
     if (!st.ok()) return condition_failed(st);
     if (!upload_id_.empty()) completed_upload_ = std::move(upload_id_);
     upload_id_.clear();  // complete: nothing to abort
-    return Status::OK();
+    return Status::success();
   }
 
   // The request that makes the object: PutObject of the buffer (small objects), or
@@ -311,12 +311,12 @@ class S3Sink final : public io::CommittingSink {
   Status condition_failed(Status st) const {
     if (st.ok() || st.code() != StatusCode::kAborted || condition_.empty()) return st;
     if (!condition_.if_match.empty()) {
-      return Status::Aborted(name_ + ": the file changed since this append was planned (ETag " +
+      return Status::aborted(name_ + ": the file changed since this append was planned (ETag " +
                              condition_.if_match + " no longer current at commit: " +
                              st.message() + "): another writer appended or replaced it; "
                              "nothing written (plan again against the new generation)");
     }
-    return Status::AlreadyExists(name_ + ": the object exists (another writer created it "
+    return Status::already_exists(name_ + ": the object exists (another writer created it "
                                  "while this one was writing: " + st.message() +
                                  "); nothing written");
   }
@@ -345,7 +345,7 @@ class S3Sink final : public io::CommittingSink {
 Result<std::unique_ptr<S3Sink>> make_sink(std::string_view url, const SinkOptions& options) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
   auto config = resolve_s3_config(options.remote, Environment::process());
-  if (!config.ok()) return config.status().WithPrefix(std::string(url));
+  if (!config.ok()) return config.status().with_prefix(std::string(url));
   return std::make_unique<S3Sink>(std::move(loc),
                                   std::make_unique<S3Client>(std::move(*config), options.remote));
 }

@@ -27,7 +27,7 @@ class S3Endpoint final : public ObjectEndpoint {
   Status prepare(HttpRequest& req) const override {
     prepare_s3_request(config_, loc_.bucket, loc_.key, {}, std::string(kEmptySha256), req,
                        static_cast<int64_t>(std::time(nullptr)));
-    return Status::OK();
+    return Status::success();
   }
   Failure map_error(const Attempt& a, const std::string& what) const override {
     return s3_failure(a, what, config_, loc_);
@@ -43,7 +43,7 @@ class S3Endpoint final : public ObjectEndpoint {
 
 Result<S3Config> config_for(const RemoteOptions& options, std::string_view url) {
   auto c = resolve_s3_config(options, Environment::process());
-  if (!c.ok()) return c.status().WithPrefix(std::string(url));
+  if (!c.ok()) return c.status().with_prefix(std::string(url));
   return c;
 }
 
@@ -90,14 +90,14 @@ Result<std::vector<ObjectInfo>> list_objects(std::string_view s3_prefix_url,
     JTREE_ASSIGN_OR_RETURN(ListBucketPage page, client.list_page(loc.bucket, loc.key, token));
     for (ListedObject& o : page.objects) {
       if (out.size() >= max_objects) {
-        return Status::ResourceExhausted(std::string(s3_prefix_url) + ": more than " +
+        return Status::resource_exhausted(std::string(s3_prefix_url) + ": more than " +
                                          std::to_string(max_objects) + " objects");
       }
       out.push_back({"s3://" + loc.bucket + "/" + o.key, o.size, std::move(o.etag)});
     }
     if (!page.truncated) break;
     if (page.next_continuation_token == token) {
-      return Status::IOError(std::string(s3_prefix_url) +
+      return Status::io_error(std::string(s3_prefix_url) +
                              ": ListObjectsV2 returned the same continuation token twice");
     }
     token = page.next_continuation_token;
@@ -108,7 +108,7 @@ Result<std::vector<ObjectInfo>> list_objects(std::string_view s3_prefix_url,
 Status delete_object(std::string_view s3_url, const RemoteOptions& options) {
   using namespace remote;
   if (!is_s3_url(s3_url)) {
-    return Status::InvalidArgument(std::string(s3_url) + ": delete_object takes s3:// URLs");
+    return Status::invalid_argument(std::string(s3_url) + ": delete_object takes s3:// URLs");
   }
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(s3_url));
   JTREE_ASSIGN_OR_RETURN(S3Config config, config_for(options, s3_url));

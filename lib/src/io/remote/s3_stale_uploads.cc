@@ -93,14 +93,14 @@ Result<uint64_t> abort_stale_uploads(S3Client& client, const S3Location& target,
     key_marker = page.next_key_marker;
     id_marker = page.next_upload_id_marker;
   }
-  return Status::IOError(target.url() + ": ListMultipartUploads: the listing does not end");
+  return Status::io_error(target.url() + ": ListMultipartUploads: the listing does not end");
 }
 
 Result<uint64_t> abort_incomplete_uploads(std::string_view url) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
   const RemoteOptions options;
   auto config = resolve_s3_config(options, Environment::process());
-  if (!config.ok()) return config.status().WithPrefix(std::string(url));
+  if (!config.ok()) return config.status().with_prefix(std::string(url));
   S3Client client(std::move(*config), options);
   return abort_stale_uploads(client, loc, INT64_MAX);
 }

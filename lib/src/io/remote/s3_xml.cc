@@ -17,7 +17,7 @@ struct Element {
 };
 
 Status malformed(std::string_view what) {
-  return Status::Corruption("malformed XML answer: " + std::string(what));
+  return Status::corruption("malformed XML answer: " + std::string(what));
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
@@ -84,7 +84,7 @@ Status append_text(std::string_view raw, std::string& out) {
     if (n == 0) return malformed("unknown or invalid entity");
     i += n;
   }
-  return Status::OK();
+  return Status::success();
 }
 
 // Parses a whole document into its elements, in document order.
@@ -238,7 +238,7 @@ Result<ListBucketPage> parse_list_bucket_result(std::string_view xml, size_t max
     const int self = static_cast<int>(i);
     if (e[i].name == "Contents") {
       if (page.objects.size() + page.common_prefixes.size() >= max_entries) {
-        return Status::ResourceExhausted("ListBucketResult with more than " +
+        return Status::resource_exhausted("ListBucketResult with more than " +
                                          std::to_string(max_entries) + " entries");
       }
       ListedObject o;
@@ -255,7 +255,7 @@ Result<ListBucketPage> parse_list_bucket_result(std::string_view xml, size_t max
       page.objects.push_back(std::move(o));
     } else if (e[i].name == "CommonPrefixes") {
       if (page.objects.size() + page.common_prefixes.size() >= max_entries) {
-        return Status::ResourceExhausted("ListBucketResult with more than " +
+        return Status::resource_exhausted("ListBucketResult with more than " +
                                          std::to_string(max_entries) + " entries");
       }
       auto prefix = child_text(e, self, "Prefix");
@@ -282,7 +282,7 @@ Result<ListUploadsPage> parse_list_multipart_uploads(std::string_view xml, size_
     const int self = static_cast<int>(i);
     if (e[i].name == "Upload") {
       if (page.uploads.size() >= max_entries) {
-        return Status::ResourceExhausted("ListMultipartUploadsResult with more than " +
+        return Status::resource_exhausted("ListMultipartUploadsResult with more than " +
                                          std::to_string(max_entries) + " uploads");
       }
       PendingUpload u;

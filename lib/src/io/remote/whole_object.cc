@@ -25,7 +25,7 @@ class FileHandler final : public ResponseHandler {
   Status on_head(const ResponseHead& head) override {
     if (const std::string* enc = head.find("content-encoding");
         enc != nullptr && !enc->empty() && *enc != "identity") {
-      return Status::IOError("the server sent Content-Encoding \"" + enc->substr(0, 40) +
+      return Status::io_error("the server sent Content-Encoding \"" + enc->substr(0, 40) +
                              "\", which jtree did not ask for");
     }
     expected_ = head.content_length();
@@ -37,23 +37,23 @@ class FileHandler final : public ResponseHandler {
   Status on_body(std::span<const std::byte> data) override {
     if (data.size() > max_bytes_ - received_) return too_large(received_ + data.size());
     if (expected_ && data.size() > *expected_ - received_) {
-      return Status::IOError("the body is longer than the " + std::to_string(*expected_) +
+      return Status::io_error("the body is longer than the " + std::to_string(*expected_) +
                              " bytes announced");
     }
     while (!data.empty()) {
       const ssize_t n = ::write(fd_, data.data(), data.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Status::IOError("writing the temporary download file: " + errno_text());
+      if (n <= 0) return Status::io_error("writing the temporary download file: " + errno_text());
       data = data.subspan(static_cast<size_t>(n));
       received_ += static_cast<uint64_t>(n);
     }
-    return Status::OK();
+    return Status::success();
   }
 
   Status on_done() override {
     if (expected_ && received_ < *expected_) {
       transient_error = true;
-      return Status::IOError("the body ended after " + std::to_string(received_) + " of " +
+      return Status::io_error("the body ended after " + std::to_string(received_) + " of " +
                              std::to_string(*expected_) + " bytes announced");
     }
     return pin_.check({}, received_);
@@ -72,7 +72,7 @@ class FileHandler final : public ResponseHandler {
 
  private:
   Status too_large(uint64_t n) const {
-    return Status::ResourceExhausted(
+    return Status::resource_exhausted(
         "the server ignores HTTP Range requests and the object (" + std::to_string(n) +
         " bytes or more) is larger than full_download_max_bytes (" +
         std::to_string(max_bytes_) + " bytes) allows downloading whole");
@@ -95,7 +95,7 @@ Result<std::unique_ptr<WholeObject>> WholeObject::download(const CallSpec& spec,
   std::string path = dir + "/jtree-download-XXXXXX";
   const int fd = ::mkostemp(path.data(), O_CLOEXEC);
   if (fd < 0) {
-    return Status::IOError(spec.name + ": cannot create a temporary file for the whole "
+    return Status::io_error(spec.name + ": cannot create a temporary file for the whole "
                            "download in " + dir + ": " +
                            errno_text());
   }
@@ -106,7 +106,7 @@ Result<std::unique_ptr<WholeObject>> WholeObject::download(const CallSpec& spec,
   if (!head.ok() || handler.failed_reset()) {
     ::close(fd);
     if (!head.ok()) return head.status();
-    return Status::IOError(spec.name + ": cannot rewind the temporary download file");
+    return Status::io_error(spec.name + ": cannot rewind the temporary download file");
   }
   const uint64_t size = handler.received();
   void* map = nullptr;
@@ -115,7 +115,7 @@ Result<std::unique_ptr<WholeObject>> WholeObject::download(const CallSpec& spec,
     if (map == MAP_FAILED) {
       const std::string why = errno_text();
       ::close(fd);
-      return Status::IOError(spec.name + ": cannot map the downloaded object: " + why);
+      return Status::io_error(spec.name + ": cannot map the downloaded object: " + why);
     }
   }
   return std::unique_ptr<WholeObject>(new WholeObject(fd, map, size));
