@@ -38,6 +38,29 @@ jtree_status_t translate(const jtree_read_request_t& in, const char* fn, const s
   return JTREE_OK;
 }
 
+// A mapping (Reader::mapped_leaf / mapped_box) handed to the caller as a view it frees; a
+// leaf that cannot be mapped is NotSupported, saying how to read it instead (`read_instead`:
+// "it with jtree_reader_read()").
+jtree_status_t hand_out(const jtree::Reader& r, uint32_t leaf,
+                        jtree::Result<jtree::MappedLeaf> mapped, const char* read_instead,
+                        jtree_leaf_view_t** out, jtree_error_t** err) {
+  if (!mapped.ok()) return report(mapped.status(), err);
+  if (!*mapped) {
+    return jtree::capi::fail(
+        err, JTREE_NOT_SUPPORTED,
+        r.name() + ": leaf " + r.leaf_path(leaf) +
+            " cannot be mapped: only array leaves of a local file opened with mmap, stored "
+            "uncompressed in chunks as their C-order array (saved with JTREE_CODEC_RAW), can "
+            "be; read " + read_instead);
+  }
+  auto* view = new jtree_leaf_view_t;
+  view->owner = std::move(mapped->owner);
+  view->data = mapped->bytes.data();
+  view->size = mapped->bytes.size();
+  *out = view;
+  return JTREE_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -117,22 +140,8 @@ jtree_status_t jtree_reader_map_leaf(const jtree_reader_t* reader, uint32_t leaf
     JTREE_C_CHECK(check_leaf(reader, leaf, fn, err));
     JTREE_C_REQUIRE(out, fn, err);
     const jtree::Reader& r = *reader->reader;
-    auto mapped = r.mapped_leaf(leaf, reader->read);
-    if (!mapped.ok()) return report(mapped.status(), err);
-    if (!*mapped) {
-      return jtree::capi::fail(
-          err, JTREE_NOT_SUPPORTED,
-          r.name() + ": leaf " + r.leaf_path(leaf) +
-              " cannot be mapped: only array leaves of a local file opened with mmap, stored "
-              "uncompressed in chunks as their C-order array (saved with JTREE_CODEC_RAW), can "
-              "be; read it with jtree_reader_read()");
-    }
-    auto* view = new jtree_leaf_view_t;
-    view->owner = std::move(mapped->owner);
-    view->data = mapped->bytes.data();
-    view->size = mapped->bytes.size();
-    *out = view;
-    return JTREE_OK;
+    return hand_out(r, leaf, r.mapped_leaf(leaf, reader->read), "it with jtree_reader_read()",
+                    out, err);
   });
 }
 
@@ -180,22 +189,8 @@ jtree_status_t jtree_reader_map_box(const jtree_reader_t* reader, uint32_t leaf,
       box.end.assign(end, end + rank);
     }
     const jtree::Reader& r = *reader->reader;
-    auto mapped = r.mapped_box(leaf, box, reader->read);
-    if (!mapped.ok()) return report(mapped.status(), err);
-    if (!*mapped) {
-      return jtree::capi::fail(
-          err, JTREE_NOT_SUPPORTED,
-          r.name() + ": leaf " + r.leaf_path(leaf) +
-              " cannot be mapped: only array leaves of a local file opened with mmap, stored "
-              "uncompressed in chunks as their C-order array (saved with JTREE_CODEC_RAW), can "
-              "be; read the box with jtree_reader_read_box()");
-    }
-    auto* view = new jtree_leaf_view_t;
-    view->owner = std::move(mapped->owner);
-    view->data = mapped->bytes.data();
-    view->size = mapped->bytes.size();
-    *out = view;
-    return JTREE_OK;
+    return hand_out(r, leaf, r.mapped_box(leaf, box, reader->read),
+                    "the box with jtree_reader_read_box()", out, err);
   });
 }
 
