@@ -2,16 +2,24 @@
 // measured in the same run: issue 22's target is >= 80% of it for a raw file in the page cache.
 // Built only with CUDA support (JTREE_CUDA found the toolkit); needs a CUDA device.
 //
-//   build/bench/bench_device [--gib 1] [--runs 5] [--dir /dev/shm] [--staging-mib 256]
-//                            [--buffers 4] [--threads 0]
+//   build/bench/bench_device [--gib 1] [--runs 5] [--dir /dev/shm] [--staging-mib 128]
+//                            [--buffers 8] [--threads 0] [--direct auto|on|off] [--cold 0|1]
+//                            [--only raw|zstd|all]
 //
 // Writes two files of --gib GiB of bf16 weights in 16 leaves (raw, and zstd level 1), then
 // times, as medians of --runs runs after a warm-up: cudaMemcpyAsync from one pinned buffer
 // (the bound), read_many_to_device of the raw file (checksums verified and not), of the zstd
-// file, and a plain host read_many of each for comparison. The first load of each file is
-// checked byte for byte against the source. The files are read from the page cache (warm);
-// drop the caches between runs by hand for cold numbers.
+// file, and a plain host read_many of each for comparison. The FIRST load to the device of
+// each kind is timed on its own too: it pins the staging buffers (cudaHostAlloc, slow), which
+// later loads of the process find in the engine's cache; a fresh process meets that cost.
+// The first load of each file is checked byte for byte against the source. --cold 1 drops
+// the file from the page cache (fdatasync + POSIX_FADV_DONTNEED) before every device load
+// (use a --dir on a disk: tmpfs keeps its pages). At the end: what pinning memory costs here
+// (cudaHostAlloc, and cudaHostRegister of memory already faulted in) and pageable copies.
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -41,13 +49,31 @@ void check(const Status& st) {
   }
 }
 
+// Drops a file from the page cache (written back first).
+void evict(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 || ::fdatasync(fd) != 0 || ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0) {
+    std::fprintf(stderr, "bench_device: cannot drop %s from the page cache\n", path.c_str());
+    std::exit(1);
+  }
+  ::close(fd);
+}
+
+double seconds_of(const std::function<void()>& fn) {
+  auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double gib = 1;
-  int runs = 5, buffers = 4, threads = 0;
-  uint64_t staging_mib = 256;
-  std::string dir = "/dev/shm";
+  const DeviceOptions defaults;
+  int runs = 5, buffers = defaults.staging_buffers, threads = 0;
+  uint64_t staging_mib = defaults.staging_bytes >> 20;
+  std::string dir = "/dev/shm", direct = "auto", only = "all";
+  bool cold = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--gib") gib = std::atof(argv[i + 1]);
@@ -56,6 +82,9 @@ int main(int argc, char** argv) {
     else if (a == "--staging-mib") staging_mib = std::strtoull(argv[i + 1], nullptr, 10);
     else if (a == "--buffers") buffers = std::atoi(argv[i + 1]);
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--direct") direct = argv[i + 1];
+    else if (a == "--cold") cold = std::string(argv[i + 1]) == "1";
+    else if (a == "--only") only = argv[i + 1];
     else {
       std::fprintf(stderr, "bench_device: unknown option %s\n", a.c_str());
       return 2;
@@ -70,9 +99,17 @@ int main(int argc, char** argv) {
   constexpr int kLeaves = 16;
   const uint64_t per_leaf = static_cast<uint64_t>(gib * (1ull << 30)) / kLeaves / 2 * 2;
   const uint64_t total = per_leaf * kLeaves;
-  std::printf("device: %s; %d leaves, %.2f GiB; staging %llu MiB in %d buffers; dir %s\n",
+  if (direct != "auto" && direct != "on" && direct != "off") {
+    std::fprintf(stderr, "bench_device: --direct is auto, on or off\n");
+    return 2;
+  }
+  const DirectIo direct_io = direct == "on" ? DirectIo::kOn
+                             : direct == "off" ? DirectIo::kOff : DirectIo::kAuto;
+  std::printf("device: %s; %d leaves, %.2f GiB; staging %llu MiB in %d buffers; dir %s; "
+              "direct_io %s; page cache %s\n",
               prop.name, kLeaves, total / double(1ull << 30),
-              static_cast<unsigned long long>(staging_mib), buffers, dir.c_str());
+              static_cast<unsigned long long>(staging_mib), buffers, dir.c_str(), direct.c_str(),
+              cold ? "dropped before each device load" : "warm");
 
   // The source and the files.
   std::vector<std::vector<std::byte>> src;
@@ -123,15 +160,20 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::byte> host(total);
+  bool first_in_process = true;
   for (const auto& [label, path] : {std::pair{"raw", raw_path}, {"zstd", zstd_path}}) {
+    if (only != "all" && only != label) continue;
     auto reader = Reader::open(path);
     check(reader.status());
     for (bool verify : {true, false}) {
       DeviceOptions o;
+      DeviceStats stats;
       o.staging_bytes = staging_mib << 20;
       o.staging_buffers = buffers;
       o.read.threads = threads;
       o.read.verify_checksums = verify;
+      o.direct_io = direct_io;
+      o.stats = &stats;
       std::vector<DeviceRequest> reqs;
       std::vector<ReadRequest> host_reqs;
       for (int i = 0; i < kLeaves; ++i) {
@@ -140,7 +182,16 @@ int main(int argc, char** argv) {
                              std::span(host).subspan(i * per_leaf, per_leaf)});
       }
       check_cuda(cudaMemset(dev[0], 0, per_leaf), "cudaMemset");
-      check(read_many_to_device(**reader, reqs, o));
+      if (cold) evict(path);
+      const double first = seconds_of([&] { check(read_many_to_device(**reader, reqs, o)); });
+      const std::string v = verify ? "verified" : "unverified";
+      std::printf("%-44s %.2f GB/s (%.1f ms; %s; O_DIRECT %.0f%%%s%s)\n",
+                  (std::string(label) + " -> device, FIRST load, " + v).c_str(),
+                  total / first / 1e9, first * 1e3,
+                  first_in_process ? "pins its buffers" : "buffers from the cache",
+                  100.0 * stats.direct_bytes / std::max<uint64_t>(1, total),
+                  stats.direct_io_note.empty() ? "" : "; ", stats.direct_io_note.c_str());
+      first_in_process = false;
       std::vector<std::byte> back(per_leaf);
       for (int i = 0; i < kLeaves; ++i) {
         check_cuda(cudaMemcpy(back.data(), dev[i], per_leaf, cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -149,14 +200,48 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
-      const std::string v = verify ? "verified" : "unverified";
-      Stat d = measure(runs, [&] { check(read_many_to_device(**reader, reqs, o)); });
+      Stat d = measure(runs, [&] {
+        if (cold) evict(path);  // (timed: about a millisecond)
+        check(read_many_to_device(**reader, reqs, o));
+      });
       std::printf("%-44s %s\n", (std::string(label) + " file -> device, " + v).c_str(),
                   gbps(total, d).c_str());
       Stat h = measure(runs, [&] { check((*reader)->read_many(host_reqs, o.read)); });
       std::printf("%-44s %s\n", (std::string(label) + " file -> host memory, " + v).c_str(),
                   gbps(total, h).c_str());
     }
+  }
+  // What pinning costs here, and pageable copies (what a plain tensor.to("cuda") uses).
+  release_pinned_memory();
+  for (uint64_t mib : {16, 64, 256}) {
+    void* p = nullptr;
+    const double t = seconds_of([&] {
+      check_cuda(cudaHostAlloc(&p, mib << 20, cudaHostAllocPortable), "cudaHostAlloc");
+    });
+    const double f = seconds_of([&] { check_cuda(cudaFreeHost(p), "cudaFreeHost"); });
+    std::printf("cudaHostAlloc %4llu MiB: %.1f ms (%.2f GB/s), cudaFreeHost %.1f ms\n",
+                static_cast<unsigned long long>(mib), t * 1e3, (mib << 20) / t / 1e9, f * 1e3);
+  }
+  {
+    const size_t bytes = 256ull << 20;
+    void* p = nullptr;
+    const double fault = seconds_of([&] {
+      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+    });
+    const double reg = seconds_of([&] {
+      check_cuda(cudaHostRegister(p, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+    });
+    std::printf("mmap+MAP_POPULATE 256 MiB: %.1f ms; then cudaHostRegister: %.1f ms (%.2f GB/s)\n",
+                fault * 1e3, reg * 1e3, bytes / reg / 1e9);
+    (void)cudaHostUnregister(p);
+    ::munmap(p, bytes);
+    std::vector<std::byte> pageable(per_leaf, std::byte{1});
+    Stat st = measure(runs, [&] {
+      check_cuda(cudaMemcpy(dev[0], pageable.data(), per_leaf, cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+    });
+    std::printf("%-44s %s\n", "pageable host->device (cudaMemcpy)", gbps(per_leaf, st).c_str());
   }
   for (auto* p : dev) (void)cudaFree(p);
   std::remove(raw_path.c_str());

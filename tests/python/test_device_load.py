@@ -249,7 +249,7 @@ def test_gpu_load_is_bit_exact_and_direct(torch, path, compression):
     jtree.save(tree, path, compression=compression, chunk_bytes=64 << 10)
     assert _device.direct(torch.device("cuda:0"))
     got = jtree.load(path, device="cuda:0")
-    host = jtree.load(path)
+    host = jtree.load(path, framework="torch")
     for k, v in host.items():
         if isinstance(v, torch.Tensor):
             assert got[k].device == torch.device("cuda:0"), k

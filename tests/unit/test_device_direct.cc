@@ -194,7 +194,27 @@ struct SubDir {
   }
 };
 
+// Drops the file's pages from the page cache (written back first), as after a reboot.
+void evict(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  ::close(fd);
+}
+
+// The share of the file in the page cache, as DirectIo::kAuto sees it (-1: unknown).
+double cached(const File& f) { return io::cached_fraction(*f.reader->source()).value_or(-1); }
+
+// A load from a cold page cache (DirectIo::kAuto reads a warm file buffered: see the test of
+// that below), through the host stand-in engine.
 DeviceStats load(const File& f, Load& l, DeviceOptions o, Status* status = nullptr) {
+  evict(f.path);
+  if (o.direct_io == DirectIo::kAuto && cached(f) >= 0.5) {
+    // (tmpfs keeps every page: there Auto reads buffered, which its own test checks.)
+    MESSAGE("the page cache still holds " << cached(f) * 100 << "% of " << f.path
+                                          << " after POSIX_FADV_DONTNEED");
+  }
   DeviceStats stats;
   o.stats = &stats;
   HostCopyEngine engine;
@@ -345,6 +365,7 @@ TEST_CASE("O_DIRECT: which pieces qualify") {
     DeviceOptions o;
     o.stats = &stats;
     HostCopyEngine engine;
+    evict(f.path);
     Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
     REQUIRE_MESSAGE(st.ok(), st.to_string());
     CHECK(dst == reference(f.data[i], sp.shape, b, dtype_info(sp.dtype)->item_size));
@@ -459,6 +480,7 @@ TEST_CASE("O_DIRECT: a damaged raw chunk is Corruption naming the key") {
   o.read.verify_checksums = false;
   o.stats = &stats;
   HostCopyEngine engine;
+  evict(f.path);
   REQUIRE(read_many_staged(*f.reader, std::span(&r, 1), engine, o).ok());
   CHECK(stats.direct_bytes == 200003);
   CHECK(dst != f.data[1]);
@@ -492,6 +514,49 @@ TEST_CASE("O_DIRECT refused by the file system: buffered fallback, or an error w
   CHECK(st.message().find("does not support O_DIRECT") != std::string::npos);
 }
 
+TEST_CASE("O_DIRECT Auto: a file in the page cache is read buffered, a cold one directly") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  evict(f.path);
+  const double cold = cached(f);
+  MESSAGE("after POSIX_FADV_DONTNEED: " << cold * 100 << "% of the file in the page cache");
+  if (cold < 0 || cold >= 0.5) {
+    MESSAGE("!!!! the page cache of " << f.path << " cannot be dropped or measured here: "
+            "Auto's choice between O_DIRECT and buffered reads is NOT tested");
+    if (require_all()) FAIL("JTREE_TEST_REQUIRE_ALL=1 and the page cache cannot be dropped");
+    return;
+  }
+  // Warm: read the whole file once through the page cache.
+  {
+    const int fd = ::open(f.path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    std::vector<char> buf(1 << 16);
+    while (::read(fd, buf.data(), buf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  REQUIRE(cached(f) >= 0.9);
+  DeviceOptions o;
+  DeviceStats warm;
+  o.stats = &warm;
+  Load l(f);
+  HostCopyEngine engine;
+  REQUIRE(read_many_staged(*f.reader, l.reqs, engine, o).ok());
+  l.check();
+  CHECK(warm.direct_bytes == 0);
+  CHECK(warm.buffered_bytes == l.total);
+  CHECK(warm.direct_io_note.find("no O_DIRECT: the file is in the page cache (") !=
+        std::string::npos);
+  // Cold again: the raw chunks go with O_DIRECT.
+  Load l2(f);
+  const DeviceStats cold_load = load(f, l2, DeviceOptions{});
+  l2.check();
+  CHECK(cold_load.direct_bytes > 0);
+  CHECK(cold_load.direct_io_note.empty());
+}
+
 TEST_CASE("O_DIRECT on /dev/shm (tmpfs): used where the kernel accepts it, else the fallback") {
   const std::filesystem::path shm("/dev/shm");
   std::error_code ec;
@@ -509,7 +574,15 @@ TEST_CASE("O_DIRECT on /dev/shm (tmpfs): used where the kernel accepts it, else 
   const DeviceStats st = load(f, l, DeviceOptions{});
   l.check();
   if (accepts) {
-    CHECK(st.direct_bytes > 0);
+    // Auto: tmpfs files are in memory, read buffered; On reads them with O_DIRECT.
+    CHECK(st.direct_bytes == 0);
+    CHECK(st.direct_io_note.find("the file is in the page cache (100%") != std::string::npos);
+    Load l2(f);
+    DeviceOptions o;
+    o.direct_io = DirectIo::kOn;
+    const DeviceStats on = load(f, l2, o);
+    l2.check();
+    CHECK(on.direct_bytes > 0);
   } else {
     CHECK(st.direct_bytes == 0);
     CHECK(st.buffered_bytes == l.total);
@@ -622,6 +695,7 @@ TEST_CASE("O_DIRECT: pinned buffers not aligned for it are filled buffered") {
   DeviceOptions o;
   o.stats = &stats;
   OffsetEngine engine;
+  evict(f.path);
   Status st = read_many_staged(*f.reader, l.reqs, engine, o);
   REQUIRE_MESSAGE(st.ok(), st.to_string());
   l.check();
@@ -651,6 +725,7 @@ TEST_CASE("O_DIRECT: concurrent loads from one fresh reader (the descriptor open
     threads.emplace_back([&, t] {
       DeviceOptions o;
       o.stats = &stats[t];
+      o.direct_io = DirectIo::kOn;  // (Auto: one load's buffered reads may warm the file)
       o.staging_bytes = 1 << 20;
       o.read.threads = 2;
       HostCopyEngine engine;

@@ -18,8 +18,8 @@
 // freed, and the first error is returned. The destination then holds partial data.
 //
 // Thread safety: read_many_staged / read_many_to_device may run on many threads at once (each
-// call uses its own buffers and streams). A load fills its buffers from two threads (the
-// caller's and one it starts), so a CopyEngine's functions must be thread-safe for calls on
+// call uses its own buffers and streams). A load fills its buffers from up to four threads
+// (the caller's and ones it starts), so a CopyEngine's functions must be thread-safe for calls on
 // different streams; the CUDA engine is, and may also be shared by concurrent loads.
 //
 // O_DIRECT (DeviceOptions::direct_io): pieces that are runs of whole raw chunks stored back to
@@ -66,13 +66,15 @@ struct JTREE_API DeviceRequest {
 enum class DirectIo {
   /// Where possible: a local file on a file system that accepts O_DIRECT, buffers of at least
   /// 4 x (2 x the file offset alignment + the memory alignment), pieces of 32 KiB or more that
-  /// are runs of whole raw chunks. Otherwise buffered, the reason in DeviceStats. Note that
-  /// O_DIRECT bypasses a warm page cache too: for a file read again and again, Off is faster.
+  /// are runs of whole raw chunks, and a file less than half of whose pages are in the page
+  /// cache (cachestat(2), else mincore(2): a warm file is copied out of memory faster than
+  /// O_DIRECT reads it from the disk again). Otherwise buffered, the reason in DeviceStats.
   kAuto,
-  /// As kAuto, but a file that cannot be read with O_DIRECT at all (remote, a file system
-  /// that refuses it, staging buffers too small for its alignment) is an error
-  /// (NotSupported, naming the file and the reason) instead of a buffered load; pieces that
-  /// do not qualify (compressed, slices of chunks) are still read buffered.
+  /// As kAuto, but whatever the page cache holds (O_DIRECT bypasses it), and a file that
+  /// cannot be read with O_DIRECT at all (remote, a file system that refuses it, staging
+  /// buffers too small for its alignment) is an error (NotSupported, naming the file and the
+  /// reason) instead of a buffered load; pieces that do not qualify (compressed, slices of
+  /// chunks) are still read buffered.
   kOn,
   /// Never: everything through Reader::read_many (the page cache).
   kOff,
@@ -98,12 +100,14 @@ struct JTREE_API DeviceOptions {
   /// concurrently with itself; returning false cancels the load (Aborted).
   ReadOptions read;
   /// Pinned host memory for staging, all buffers together: the most the load pins at once.
-  /// Smaller loads pin less (no buffer is larger than the bytes it has to carry).
-  uint64_t staging_bytes = 256ull << 20;
+  /// Smaller loads pin less (no buffer is larger than the bytes it has to carry). Buffers are
+  /// allocated as the load first needs them (the first buffer load starts after one
+  /// allocation); the CUDA engine keeps them for the next load (kPinnedCacheBytes).
+  uint64_t staging_bytes = 128ull << 20;
   /// Number of staging buffers (each staging_bytes / staging_buffers bytes, each with its own
   /// stream): 2 is enough to overlap reading with copying; more keep the copy engine busy when
   /// reads come in bursts. 1 to 64.
-  int staging_buffers = 4;
+  int staging_buffers = 8;
   /// CUDA device ordinal for read_many_to_device (the destinations must be on it, or
   /// reachable from it).
   int device = 0;
@@ -151,14 +155,25 @@ JTREE_API Status read_many_to_device(const Reader& reader,
                                      std::span<const DeviceRequest> requests,
                                      const DeviceOptions& options = {});
 
+/// Pinned host memory the CUDA copy engine keeps between loads (at most this much; see
+/// release_pinned_memory).
+inline constexpr uint64_t kPinnedCacheBytes = 256ull << 20;
+
 /// The CUDA copy engine for device `device`: pinned buffers from cudaHostAlloc (portable),
-/// cudaMemcpyAsync on non-blocking streams. The calling thread's current device is left as it
+/// cudaMemcpyAsync on non-blocking streams. Pinning memory is slow (about 2-3 GB/s), so the
+/// buffers a load frees are kept for the next load of the process, up to kPinnedCacheBytes
+/// in all, shared by every engine and device. The calling thread's current device is left as it
 /// was. Thread-safe. NotSupported without CUDA support or without a device; InvalidArgument
 /// for a device number out of range.
 JTREE_API Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device = 0);
 
 /// True when this build of the library has CUDA support (JTREE_CUDA found the toolkit).
 JTREE_API bool cuda_built();
+
+/// Frees the pinned staging buffers the CUDA engine keeps between loads (make_cuda_copy_engine)
+/// and returns how many bytes that gave back; loads running meanwhile keep theirs. 0 in
+/// builds without CUDA. Thread-safe.
+JTREE_API uint64_t release_pinned_memory();
 
 /// The number of CUDA devices this process can use: 0 in builds without CUDA, without a driver
 /// or without a device (never an error).

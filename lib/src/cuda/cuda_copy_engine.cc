@@ -3,14 +3,28 @@
 // the driver, which the runtime loads itself when a device is first used.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
+#include "cuda/pinned_cache.h"
 #include "jtree/device.h"
 
 namespace jtree {
 
 namespace {
+
+// Pinned staging buffers kept between loads, shared by every engine of the process (pinned
+// memory is portable: one block serves every device). Never destroyed: at exit the CUDA
+// runtime may already be gone, and the process's memory goes back to the system anyway.
+struct SharedPinnedCache {
+  std::mutex mu;
+  staging::PinnedCache cache{kPinnedCacheBytes};
+};
+SharedPinnedCache& pinned_cache() {
+  static SharedPinnedCache* const c = new SharedPinnedCache;
+  return *c;
+}
 
 Status cuda_error(std::string_view what, cudaError_t e, std::string_view where) {
   return Status::io_error(std::string(where) + ": " + std::string(what) + ": " +
@@ -54,21 +68,36 @@ class CudaCopyEngine final : public CopyEngine {
   std::string name() const override { return name_; }
 
   Result<std::span<std::byte>> allocate_pinned(size_t bytes) override {
+    bytes = std::max<size_t>(bytes, 1);
+    {
+      SharedPinnedCache& c = pinned_cache();
+      std::lock_guard<std::mutex> lock(c.mu);
+      std::span<std::byte> kept = c.cache.take(bytes);
+      if (!kept.empty()) return kept;
+    }
     DeviceScope scope(device_);
     if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
     void* p = nullptr;
     // Portable: pinned for every device, whichever is current in the thread that copies.
-    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
       const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name_);
       return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(st.message()) : st;
     }
+    SharedPinnedCache& c = pinned_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.cache.lend(static_cast<std::byte*>(p), bytes);
     return std::span<std::byte>(static_cast<std::byte*>(p), bytes);
   }
 
+  // Back into the process's cache, or freed when the cache is full.
   void free_pinned(std::span<std::byte> buffer) override {
-    if (buffer.data() != nullptr) (void)cudaFreeHost(buffer.data());
+    if (buffer.data() == nullptr) return;
+    SharedPinnedCache& c = pinned_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    size_t size = buffer.size();
+    if (!c.cache.give(buffer.data(), size)) (void)cudaFreeHost(buffer.data());
   }
 
   Result<int> create_stream() override {
@@ -137,6 +166,14 @@ class CudaCopyEngine final : public CopyEngine {
 }  // namespace
 
 bool cuda_built() { return true; }
+
+uint64_t release_pinned_memory() {
+  SharedPinnedCache& c = pinned_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const uint64_t bytes = c.cache.cached_bytes();
+  for (std::byte* p : c.cache.drain()) (void)cudaFreeHost(p);
+  return bytes;
+}
 
 int cuda_device_count() {
   int n = 0;

@@ -8,6 +8,8 @@ bool cuda_built() { return false; }
 
 int cuda_device_count() { return 0; }
 
+uint64_t release_pinned_memory() { return 0; }
+
 Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device) {
   return Status::not_supported(
       "jtree: this build has no CUDA support (configure with -DJTREE_CUDA=ON and the CUDA "

@@ -37,6 +37,10 @@ constexpr uint64_t kMinDirectBytes = 32 << 10;
 // that one large piece keeps several requests in flight at the device.
 constexpr uint64_t kDirectPartBytes = 8 << 20;
 
+// DirectIo::kAuto reads a file buffered when at least this share of its pages is in the page
+// cache (a warm file: copying out of memory beats reading the disk again).
+constexpr double kCachedEnough = 0.5;
+
 // How a load uses O_DIRECT, decided once before its buffers are planned.
 struct DirectPlan {
   bool on = false;
@@ -55,6 +59,16 @@ Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t
     return p;
   }
   p.support = io::direct_read_support(*r.source());
+  if (p.support.available && o.direct_io == DirectIo::kAuto) {
+    // A file mostly in the page cache is read faster from there than from the disk again.
+    const std::optional<double> cached = io::cached_fraction(*r.source());
+    if (cached && *cached >= kCachedEnough) {
+      note = "no O_DIRECT: the file is in the page cache (" +
+             std::to_string(static_cast<int>(*cached * 100 + 0.5)) +
+             "% of its pages): buffered reads are faster";
+      return p;
+    }
+  }
   if (p.support.available) {
     p.on = true;
     if (per_buffer < 4 * p.slack()) {
@@ -101,7 +115,10 @@ class StagingRing {
     size_t batch = 0;           // the batch whose copies are queued (for messages)
   };
 
-  explicit StagingRing(CopyEngine& engine) : engine_(engine) {}
+  // `slots` slots, whose buffers and streams are made on first use (ensure): the first buffer
+  // load starts after one allocation, not after all of them (pinning memory is slow: about
+  // 2-3 GB/s with cudaHostAlloc), and the others are allocated by the fillers meanwhile.
+  StagingRing(CopyEngine& engine, size_t slots) : engine_(engine), slots_(slots) {}
   StagingRing(const StagingRing&) = delete;
   StagingRing& operator=(const StagingRing&) = delete;
   ~StagingRing() {
@@ -112,9 +129,14 @@ class StagingRing {
     }
   }
 
-  Status add(uint64_t bytes) {
-    Slot& s = slots_.emplace_back();
-    JTREE_ASSIGN_OR_RETURN(s.buffer, engine_.allocate_pinned(bytes));
+  // Gives slot i its buffer of `bytes` and its stream, unless it has them. Called only by the
+  // filler whose turn slot i is (the slots vector itself never changes size).
+  Status ensure(size_t i, uint64_t bytes) {
+    Slot& s = slots_[i];
+    if (s.has_stream) return Status::success();
+    if (s.buffer.empty()) {
+      JTREE_ASSIGN_OR_RETURN(s.buffer, engine_.allocate_pinned(bytes));
+    }
     if (s.buffer.size() < bytes) {
       return Status::io_error(engine_.name() + ": pinned buffer of " +
                              std::to_string(s.buffer.size()) + " bytes; asked for " +
@@ -261,15 +283,15 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     return s + ": copy to " + engine.name();
   };
 
-  StagingRing ring(engine);
-  for (size_t i = 0; i < num_slots; ++i) JTREE_RETURN_IF_ERROR(ring.add(buffer_bytes));
+  StagingRing ring(engine, num_slots);
 
   ReadOptions ro = options.read;
   ro.progress = nullptr;  // (progress is reported per buffer, below)
 
-  // Buffer loads are claimed in order by kFillers threads (the caller and a helper), so that
-  // one buffer is read while another's read finishes its last chunks: each read_many ends
-  // with its slowest chunk, and a second filler keeps the workers busy meanwhile. Batch b uses
+  // Buffer loads are claimed in order by kFillers threads (the caller and helpers), so that
+  // some buffers are read while another's read finishes its last chunks: each read_many ends
+  // with its slowest chunk, and the other fillers keep the workers busy meanwhile (a buffer
+  // holds only a few chunks, too few to occupy every worker alone). Batch b uses
   // slot b % num_slots and waits for its turn there: the slot's previous batch has queued its
   // copies (then the stream is synced, so the buffer is no longer read by a copy).
   std::mutex mu;
@@ -340,6 +362,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   // Fills one buffer load and queues its copies; the slot is this thread's alone meanwhile.
   auto fill = [&](size_t b, std::vector<ReadRequest>& reads) -> Status {
     const Batch& batch = batches[b];
+    JTREE_RETURN_IF_ERROR(ring.ensure(b % num_slots, buffer_bytes));
     StagingRing::Slot& slot = ring.slot(b % num_slots);
     // Backpressure: the buffer is refilled only once its previous copies have completed.
     if (slot.pending) {
@@ -434,7 +457,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     }
   };
 
-  constexpr size_t kFillers = 2;
+  constexpr size_t kFillers = 4;
   std::vector<std::thread> helpers;
   try {
     for (size_t i = 1; i < std::min(kFillers, num_slots); ++i) helpers.emplace_back(filler);

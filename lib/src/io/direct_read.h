@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -45,6 +46,12 @@ DirectReadSupport direct_read_support(const Source& source);
 /// reported) is NotSupported, so that the caller may read those bytes buffered instead.
 /// Counted in the Source's IoStats like its other reads.
 Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<std::byte> dst);
+
+/// The share of a local file's pages that are in the page cache (0 to 1), for DirectIo::kAuto:
+/// a file read from memory is read faster buffered than with O_DIRECT, which would fetch it
+/// from the disk again. nullopt for other Sources, or where the kernel answers neither
+/// cachestat(2) nor mincore(2).
+std::optional<double> cached_fraction(const Source& source);
 
 /// Tests only: while set, opening the O_DIRECT descriptor fails as on a file system without
 /// O_DIRECT (EINVAL), for Sources that have not opened it yet. Kernels since 6.6 accept

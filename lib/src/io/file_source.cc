@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "io/direct_read.h"
 #include "io/posix_file.h"
@@ -120,6 +122,35 @@ class FileSource final : public Source {
   const io::DirectReadSupport& direct_support() const {
     std::call_once(direct_once_, [this] { open_direct(); });
     return direct_;
+  }
+
+  // The share of the file's pages in the page cache: cachestat(2) (Linux 6.5+), else
+  // mincore(2) over a mapping of the file; nullopt when neither answers.
+  std::optional<double> cached_fraction() const {
+    if (size_ == 0) return 1.0;
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const double pages = static_cast<double>((size_ + page - 1) / page);
+    // (The kernel's uapi structs, spelled out: Debian 12's headers predate cachestat.)
+    struct CachestatRange {
+      uint64_t off, len;
+    } range{0, 0};  // len 0: to the end of the file
+    struct Cachestat {
+      uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+    } cs{};
+    constexpr long kSysCachestat = 451;  // the same number on every architecture
+    if (::syscall(kSysCachestat, fd_.get(), &range, &cs, 0) == 0) {
+      return std::min(1.0, static_cast<double>(cs.nr_cache) / pages);
+    }
+    if (size_ > SIZE_MAX) return std::nullopt;
+    void* addr = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_SHARED, fd_.get(), 0);
+    if (addr == MAP_FAILED) return std::nullopt;
+    std::vector<unsigned char> resident(static_cast<size_t>(pages));
+    const int rc = ::mincore(addr, static_cast<size_t>(size_), resident.data());
+    ::munmap(addr, static_cast<size_t>(size_));
+    if (rc != 0) return std::nullopt;
+    uint64_t n = 0;
+    for (unsigned char r : resident) n += r & 1;
+    return static_cast<double>(n) / pages;
   }
 
   Result<uint64_t> read_direct(uint64_t offset, std::span<std::byte> dst) const {
@@ -293,6 +324,12 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
   const auto* file = dynamic_cast<const FileSource*>(&source);
   if (file == nullptr) return Status::not_supported(source.name() + ": O_DIRECT read: not a local file");
   return file->read_direct(offset, dst);
+}
+
+std::optional<double> cached_fraction(const Source& source) {
+  const auto* file = dynamic_cast<const FileSource*>(&source);
+  if (file == nullptr) return std::nullopt;
+  return file->cached_fraction();
 }
 
 void set_refuse_direct_open_for_testing(bool refuse) { g_refuse_direct_open.store(refuse); }

@@ -1,0 +1,71 @@
+// Pinned host buffers kept between loads to a device (the CUDA copy engine's, process-wide).
+//
+// Why: pinning memory is slow (cudaHostAlloc runs at about 2-3 GB/s: the pages are zeroed,
+// locked and mapped for the device), so a load that pinned its staging buffers afresh spent
+// more time allocating than copying. A process that loads several files (the shards of a
+// checkpoint, a model swapped in later) pays for its staging buffers once; the cache holds at
+// most `capacity` bytes, and release_pinned_memory() gives them back.
+//
+// Not thread-safe by itself: the engine guards it with a mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace jtree::staging {
+
+class PinnedCache {
+ public:
+  explicit PinnedCache(uint64_t capacity) : capacity_(capacity) {}
+
+  /// A cached block of at least `bytes` and at most twice that (so that a small load does
+  /// not hold a large block), the smallest such; an empty span when there is none. The
+  /// block's own size is remembered for give().
+  std::span<std::byte> take(size_t bytes) {
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > 2 * static_cast<uint64_t>(bytes)) return {};
+    std::byte* p = it->second;
+    const size_t size = it->first;
+    free_.erase(it);
+    cached_ -= size;
+    lent_[p] = size;
+    return {p, bytes};
+  }
+
+  /// Remembers a block allocated outside the cache, of `size` bytes, as lent out.
+  void lend(std::byte* p, size_t size) { lent_[p] = size; }
+
+  /// Takes back a block from take() or lend(): kept when it fits within the capacity (true);
+  /// otherwise the caller frees it (false; `size` then says how large it really is).
+  bool give(std::byte* p, size_t& size) {
+    auto it = lent_.find(p);
+    size = it == lent_.end() ? size : it->second;
+    if (it != lent_.end()) lent_.erase(it);
+    if (cached_ + size > capacity_) return false;
+    free_.emplace(size, p);
+    cached_ += size;
+    return true;
+  }
+
+  /// Every cached block, removed from the cache (for the caller to free).
+  std::vector<std::byte*> drain() {
+    std::vector<std::byte*> out;
+    for (auto& [size, p] : free_) out.push_back(p);
+    free_.clear();
+    cached_ = 0;
+    return out;
+  }
+
+  uint64_t cached_bytes() const { return cached_; }
+
+ private:
+  const uint64_t capacity_;
+  uint64_t cached_ = 0;
+  std::multimap<uint64_t, std::byte*> free_;  // size -> block
+  std::map<std::byte*, size_t> lent_;         // block -> its real size
+};
+
+}  // namespace jtree::staging
