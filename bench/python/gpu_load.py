@@ -1,15 +1,26 @@
-"""Loading a whole tree into GPU memory: jtree against safetensors and torch (issue 6).
+"""Loading a whole tree into GPU memory: jtree against safetensors, fastsafetensors and torch
+(issues 6 and 22).
 
-    .venv/bin/python bench/python/gpu_load.py --scale 1 --runs 5 --device cuda \\
+    .venv/bin/python bench/python/gpu_load.py --scale 1 --runs 3 --device cuda \\
+        --cache-state warm,cold --cold-workdir /var/tmp/jtree-gpu-cold --time-budget 600 \\
         --out /tmp/gpu-load.json --md /tmp/gpu-load.md
 
 For each workload of workloads.py (generated, or found in the cache that run.py also uses) the
 files are written once into the work directory (tmpfs /dev/shm when it has room): jtree with
 its default compression (zstd), jtree raw (compression=None), safetensors and torch.save. Then
 every system below loads the whole tree into the device's memory --runs times, each run in a
-fresh Python process. The clock runs from the call until the tree is on the device and the
-device is done (torch.cuda.synchronize / block_until_ready); imports and the start of CUDA or
-of JAX's backend happen before it. The first run of each system is checked byte for byte
+fresh Python process, per cache state (--cache-state): warm (the file read into the page cache
+just before the run) and cold (copies on a disk file system, --cold-workdir, evicted just
+before the run: fsync + POSIX_FADV_DONTNEED, and as root drop_caches; a tmpfs is refused).
+Each record says how much of the file was in the page cache before it (mincore). Before the
+systems, a child measures the bound of issue 22 in the same run: pinned (and pageable) host to
+device copies of the workload's size (capped at 1 GiB), median of 5; each row gets its "% of
+pinned". --time-budget stops starting children after that many seconds; the JSON and the
+markdown are rewritten after each system, so a kill leaves what was measured.
+
+The clock runs from the call until the tree is on the device and the device is done
+(torch.cuda.synchronize / block_until_ready); imports and the start of CUDA or of JAX's
+backend happen before it. The first run of each system and cache state is checked byte for byte
 against the source (every array copied back to the host), and every run checks that each
 array is on the device asked for. Each run records its time, the host's peak RSS and the
 device allocator's peak (torch.cuda.max_memory_allocated; JAX's peak_bytes_in_use).
@@ -28,6 +39,9 @@ Systems (--systems):
                                           SingleDeviceSharding(device)); skipped, with the
                                           reason, when JAX sees no GPU
     safetensors                           safetensors.torch.load_file(path, device=...)
+    fastsafetensors                       SafeTensorsFileLoader(SingleGroup(), device,
+                                          nogds=True).copy_files_to_device(); skipped, with the
+                                          reason, when it is not installed
     torch                                 torch.load(path, map_location=device)
     torch-mmap                            torch.load(path, mmap=True), then .to(device)
 
