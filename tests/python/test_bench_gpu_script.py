@@ -1,14 +1,19 @@
-"""bench/python/gpu_load.py, the benchmark of loads into GPU memory (issue 6), runs end to end.
+"""bench/python/gpu_load.py, the benchmark of loads into GPU memory (issues 6 and 22), runs end
+to end.
 
 The benchmark itself needs a GPU; these tests run its very code with --device cpu at a tiny
-scale (every system writes a table row whose byte check passed), check that --device cuda
-without a GPU stops with a message rather than a traceback, and run it on the GPU where torch
-sees one (skipped loudly elsewhere). They test the script, not speed.
+scale (every system writes a table row whose byte check passed, warm and cold; the copy bound
+and the "% of pinned" column; --time-budget cutting the run short), check that --device cuda
+without a GPU stops with a message rather than a traceback, that a cold run refuses a tmpfs,
+and run it on the GPU where torch sees one (skipped loudly elsewhere). They test the script,
+not speed.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -20,39 +25,53 @@ SCRIPT = os.path.join(ROOT, "bench", "python", "gpu_load.py")
 
 # Every system of gpu_load.py (its SYSTEMS), in its order.
 SYSTEMS = ["jtree-torch", "jtree-torch-out", "jtree-jax", "jtree-raw-torch", "jtree-raw-torch-out",
-           "jtree-raw-jax", "jtree-torch-host", "jtree-raw-torch-host", "safetensors", "torch",
-           "torch-mmap"]
+           "jtree-raw-jax", "jtree-torch-host", "jtree-raw-torch-host", "safetensors",
+           "fastsafetensors", "torch", "torch-mmap"]
 
 
-def _run(tmp_path, device, workloads, systems=None, timeout=600):
+def _run(tmp_path, device, workloads, systems=None, timeout=600, extra=(), workdir=None):
     out, md = tmp_path / "gpu.json", tmp_path / "gpu.md"
     cmd = [sys.executable, SCRIPT, "--device", device, "--scale", "0.002", "--runs", "1",
            "--workloads", workloads, "--cache", str(tmp_path / "cache"),
-           "--workdir", str(tmp_path / "work"), "--out", str(out), "--md", str(md)]
+           "--workdir", str(workdir or tmp_path / "work"), "--out", str(out), "--md", str(md), *extra]
     if systems:
         cmd += ["--systems", ",".join(systems)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     return p, out, md
 
 
-def _rows_ok(res, md_text, systems, workloads):
-    """Every (workload, system): a JSON record with a passed byte check, on the device, and a
-    markdown row saying ok."""
+def _section(lines, wl, state):
+    """The table lines of one workload's warm or cold table."""
+    start = lines.index(f"## Workload `{wl}`")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    sub = lines.index(f"### {state.capitalize()} page cache", start, end)
+    stop = next((i for i in range(sub + 1, end) if lines[i].startswith("### ")), end)
+    return [ln for ln in lines[sub:stop] if ln.startswith("| ")]
+
+
+def _rows_ok(res, md_text, systems, workloads, states=("warm",)):
+    """Every (workload, system, cache state): a JSON record with a passed byte check, on the
+    device, and a markdown row saying ok, with a "% of pinned" figure."""
     lines = md_text.splitlines()
     for wl in workloads:
-        for s in systems:
-            recs = [r for r in res["records"] if r["workload"] == wl and r["system"] == s]
-            assert recs, f"{wl}/{s}: no record"
-            assert all("error" not in r for r in recs), f"{wl}/{s}: {recs}"
-            assert recs[0].get("check") == "ok", f"{wl}/{s}: byte check {recs[0].get('check')!r}"
-            assert all(r["on_device"] == "ok" for r in recs), f"{wl}/{s}: {recs}"
-        section = lines.index(f"## Workload `{wl}`")
-        end = next((i for i in range(section + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        rows = [ln for ln in lines[section:end] if ln.startswith("| ")]
-        for s in systems:
-            mine = [ln for ln in rows if ln.split(" | ")[0].endswith(f"(`{s}`)")]
-            assert len(mine) == 1, f"{wl}/{s}: {len(mine)} rows"
-            assert mine[0].endswith("| ok |"), mine[0]
+        for state in states:
+            for s in systems:
+                recs = [r for r in res["records"]
+                        if r["workload"] == wl and r["system"] == s and r["cache"] == state]
+                assert recs, f"{wl}/{s}/{state}: no record"
+                assert all("error" not in r for r in recs), f"{wl}/{s}/{state}: {recs}"
+                assert recs[0].get("check") == "ok", f"{wl}/{s}/{state}: byte check {recs[0].get('check')!r}"
+                assert all(r["on_device"] == "ok" for r in recs), f"{wl}/{s}/{state}: {recs}"
+                if s.startswith("jtree"):
+                    assert all(r["jtree_path"] in ("direct", "host") for r in recs), recs
+            rows = _section(lines, wl, state)
+            header = rows[0].split(" | ")
+            pct = header.index("% of pinned")
+            for s in systems:
+                mine = [ln for ln in rows if ln.split(" | ")[0].endswith(f"(`{s}`)")]
+                assert len(mine) == 1, f"{wl}/{s}/{state}: {len(mine)} rows"
+                assert mine[0].endswith("| ok |"), mine[0]
+                assert mine[0].split(" | ")[pct].rstrip("%").isdigit(), mine[0]
 
 
 def test_cpu_mode_writes_a_checked_row_for_every_system(tmp_path):
@@ -71,6 +90,77 @@ def test_cpu_mode_writes_a_checked_row_for_every_system(tmp_path):
     _rows_ok(res, text, SYSTEMS, workloads)
     assert "--device cpu" in text  # the exact command
     assert not os.listdir(tmp_path / "work")  # the files are removed after each workload
+    # The copy bound of the same run: host to host here, and said so.
+    bl = res["baseline"]["small"]
+    assert bl["gpu"] is False and bl["pinned"]["gb_per_s"] > 0 and bl["pageable"]["gb_per_s"] > 0
+    assert "not a GPU figure" in text
+    # Warm: every run found its whole file in the page cache (read in just before).
+    assert all(r["resident_before"] == 1.0 for r in res["records"]), res["records"]
+
+
+@pytest.fixture
+def disk_dir():
+    """A directory on a disk file system (/var/tmp): a cold run cannot use a tmpfs."""
+    d = tempfile.mkdtemp(prefix="jtree-gpu-cold-test-", dir="/var/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_cpu_mode_cold_and_warm_fastsafetensors(tmp_path, disk_dir):
+    for m in ("torch", "safetensors", "fastsafetensors", "ml_dtypes"):
+        require(m)
+    fs = subprocess.run(["stat", "-f", "-c", "%T", disk_dir], capture_output=True, text=True).stdout.strip()
+    if fs in ("tmpfs", "ramfs"):
+        pytest.fail(f"/var/tmp is on {fs} here: no disk directory for the cold test")
+    systems = ["jtree-raw-torch-out", "safetensors", "fastsafetensors"]
+    p, out, md = _run(tmp_path, "cpu", "llm", systems, workdir=disk_dir,
+                      extra=["--cache-state", "warm,cold"])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    res = json.loads(out.read_text())
+    text = md.read_text()
+    assert not res["skipped"], res["skipped"]
+    _rows_ok(res, text, systems, ["llm"], states=("warm", "cold"))
+    for r in res["records"]:
+        if r["cache"] == "cold":
+            # Evicted: fsync + fadvise (and drop_caches as root); mincore then finds no page of it.
+            assert r["evicted_with"].startswith("fadvise"), r
+            assert r["resident_before"] is not None and r["resident_before"] < 0.05, r
+        else:
+            assert r["resident_before"] == 1.0, r
+    assert "--cache-state warm,cold" in text
+    assert not os.listdir(disk_dir)  # the files are removed after the workload
+
+
+def test_cold_refuses_a_tmpfs(tmp_path):
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    fs = subprocess.run(["stat", "-f", "-c", "%T", "/dev/shm"], capture_output=True, text=True).stdout.strip()
+    if fs != "tmpfs":
+        pytest.skip(f"/dev/shm is on {fs}, not a tmpfs")
+    shm = tempfile.mkdtemp(prefix="jtree-gpu-cold-test-", dir="/dev/shm")
+    try:
+        p, out, _md = _run(tmp_path, "cpu", "small", ["safetensors"], timeout=300,
+                           extra=["--cache-state", "cold", "--cold-workdir", shm])
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+    assert p.returncode != 0
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert "cold needs its files on a disk file system" in p.stderr and "tmpfs" in p.stderr, p.stderr
+
+
+def test_time_budget_cuts_and_still_writes(tmp_path):
+    for m in ("torch", "safetensors"):
+        require(m)
+    # A budget of 0.001 s is spent before the first child: the workload is cut, and the JSON and
+    # the markdown still say so.
+    p, out, md = _run(tmp_path, "cpu", "small,llm", ["safetensors"], timeout=300,
+                      extra=["--time-budget", "0.001"])
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["cut"] == ["workload small", "workload llm"], res["cut"]
+    assert not res["records"]
+    text = md.read_text()
+    assert "Cut by --time-budget" in text and "workload llm" in text
 
 
 def test_cuda_without_a_gpu_stops_with_a_message(tmp_path):
