@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "host_copy_engine.h"  // (lib/src/cuda: internal to the library, used by the test hook)
+#include "io/direct_read.h"     // (lib/src: set_refuse_direct_open_for_testing, a test hook)
 #include "jtree/device.h"
 #include "py_progress.h"
 
@@ -135,6 +136,10 @@ void register_device(nb::module_& m) {
       nb::arg("direct_io") = "auto",
       "Checks the settings of a load to a device (jtree::DeviceOptions::check, "
       "jtree::parse_direct_io; None: the default): InvalidArgumentError naming the setting.");
+  m.def("_refuse_direct_open_for_tests", &jtree::io::set_refuse_direct_open_for_testing,
+        nb::arg("refuse"),
+        "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "
+        "without it does (EINVAL), as tmpfs did before Linux 6.6. Not a public API.");
 }
 
 }  // namespace jtpy

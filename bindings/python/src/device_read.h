@@ -39,7 +39,8 @@ nb::dict read_to_device(const jtree::Reader& reader, nb::list requests,
 nb::dict read_staged_host_for_tests(const jtree::Reader& reader, nb::list requests,
                                     const DeviceReadArgs& args);
 
-/// Registers cuda_built(), cuda_device_count() and check_device_options() on the module.
+/// Registers cuda_built(), cuda_device_count(), check_device_options() and the test hook
+/// _refuse_direct_open_for_tests() on the module.
 void register_device(nb::module_& m);
 
 }  // namespace jtpy
