@@ -71,7 +71,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     if direct is not None:
         return direct
     loader.note_host_path(lambda: any(_device.is_jax_device_target(d) for d, _ in per_device),
-                          lambda: _why_host(fl, shape, per_device, path))
+                          lambda: _why_host(fl, per_device, path))
     boxes: Dict[Tuple[Tuple[int, int], ...], Thunk] = {}
     for _dev, box in per_device:
         if box not in boxes:
@@ -130,8 +130,7 @@ def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ..
     return build
 
 
-def _why_host(fl: FileLeaf, shape: Tuple[int, ...],
-              per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
+def _why_host(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
               path: Tuple[Any, ...]) -> str:
     """Why direct_to_devices did not take a sharded leaf (for device_options' messages)."""
     where = kp.join(path)

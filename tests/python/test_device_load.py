@@ -493,6 +493,25 @@ def test_device_options_with_jax_shardings_through_the_stand_in(torch, jax, disk
     assert opts.last_stats.direct_bytes > 0
 
 
+def test_device_options_jax_leaves_that_cannot_go_direct_warn(jax, ml_dtypes, path):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    require("torch")
+    devices = jax.devices()
+    if len(devices) < 2:
+        _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = (np.arange(64 * 8, dtype=np.float32).reshape(64, 8) % 16).astype(ml_dtypes.float8_e4m3fn)
+    jtree.save({"x": x}, path)
+    sharding = NamedSharding(Mesh(np.array(devices[:2]), ("a",)), PartitionSpec("a"))
+    with _device.host_stand_in_for_tests():
+        with pytest.warns(RuntimeWarning, match="float8_e4m3fn JAX arrays are read through host"):
+            got = jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
+    assert np.array_equal(np.asarray(got["x"]).astype(np.float32), x.astype(np.float32))
+    # Without the stand-in, JAX's CPU devices are host memory: the options are refused.
+    with pytest.raises(jtree.InvalidArgumentError, match="device_options= applies"):
+        jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
+
+
 # ---- on a CUDA GPU ------------------------------------------------------------------------
 
 def _need_gpu(torch):
