@@ -498,7 +498,8 @@ static void bad_device_options(void) {
   CHECK(d != NULL);
   if (d == NULL) return;
   INVALID(jtree_device_options_set_device(NULL, 0, &jt_err));
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "device is -1", jtree_device_options_set_device(d, -1, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "device is -1",
+             jtree_device_options_set_device(d, -1, &jt_err));
   CHECK_OK(jtree_device_options_set_device(d, 3, &jt_err));
   INVALID(jtree_device_options_set_staging(NULL, 1 << 20, 2, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "staging_buffers is 0; it must be from 1 to 64",
@@ -532,7 +533,8 @@ static void bad_device_options(void) {
   CHECK(mode == JTREE_DIRECT_IO_OFF);
   CHECK_OK(jtree_direct_io_parse("auto", &mode, &jt_err));
   CHECK(mode == JTREE_DIRECT_IO_AUTO);
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "direct_io must be \"auto\", \"on\" or \"off\", not \"sometimes\"",
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT,
+             "direct_io must be \"auto\", \"on\" or \"off\", not \"sometimes\"",
              jtree_direct_io_parse("sometimes", &mode, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "not \"ON\"", jtree_direct_io_parse("ON", &mode, &jt_err));
   CHECK(mode == JTREE_DIRECT_IO_AUTO); /* (left as it was) */
