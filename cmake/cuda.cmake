@@ -65,7 +65,8 @@ target_sources(jtree PRIVATE
   ${_jt_cuda_src}/staging_plan.cc
   ${_jt_cuda_src}/direct_plan.cc
   ${_jt_cuda_src}/host_copy_engine.cc
-  ${_jt_cuda_src}/device.cc)
+  ${_jt_cuda_src}/device.cc
+  ${_jt_cuda_src}/device_options.cc)
 if(JTREE_HAVE_CUDA)
   target_sources(jtree PRIVATE ${_jt_cuda_src}/cuda_copy_engine.cc)
   # (PRIVATE: libjtree.so carries it; libjtree.a's users get it as a link-only dependency, and

@@ -15,6 +15,7 @@ from . import _jtree
 from ._errors import (AlreadyExistsError, CorruptionError, InvalidArgumentError,
                       NotFoundError, NotSupportedError, error)
 from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
+from ._device_options import DeviceOptions
 from . import _fileobj
 from ._file import File
 from ._multi_process import collective_save
@@ -407,7 +408,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          verify: Optional[bool] = None, threads: Optional[int] = None,
          device: Any = None, map_location: Any = None,
          shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
-         progress: Any = False, allow_full_download: bool = False) -> Any:
+         progress: Any = False, allow_full_download: bool = False,
+         device_options: Optional[DeviceOptions] = None) -> Any:
     """Loads a .jtree file (a path, a URL, a :class:`File` from :func:`jtree.open`, a seekable
     binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`).
 
@@ -467,6 +469,13 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     device give only shape and dtype: their data is created on ``device`` (default the
     CPU), never returned as meta, also as ``out`` (the result then holds new tensors).
 
+    ``device_options``: a :class:`jtree.DeviceOptions` (pinned staging memory and buffers,
+    O_DIRECT reads) for the arrays read straight into device memory (torch on a CUDA device,
+    JAX shardings over GPUs); its ``last_stats`` then says what the load did. Given to a load
+    whose arrays all go to host memory it is an :class:`InvalidArgumentError`; to a load bound
+    for a device that cannot take the direct path, a warning (with ``direct_io="on"`` a
+    :class:`NotSupportedError`): see :class:`jtree.DeviceOptions`.
+
     These five default to the :class:`File`'s settings (from :func:`jtree.open`), else to
     allow_pickle=False, strict=True, verify=True, threads=0, mmap=True.
 
@@ -479,7 +488,7 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
                            pad_truncate=pad_truncate, allow_pickle=allow_pickle, strict=strict,
                            verify=verify, threads=threads, device=device,
                            map_location=map_location, shardings=shardings, mmap=mmap,
-                           prune=prune, progress=progress)
+                           prune=prune, progress=progress, device_options=device_options)
     with paused_gc():
         return _open_and_load(path, out if out is not None else pytree, out is not None,
                               options, allow_full_download)

@@ -114,13 +114,48 @@ def usable_out(out: Any, device: Any, dtype: Any, shape: Tuple[int, ...]) -> boo
             and tuple(out.shape) == tuple(shape) and out.is_contiguous())
 
 
+def why_not_direct(device: Any) -> str:
+    """Why a load to the non-CPU torch.device ``device`` does not take the direct path (for
+    messages; call it where :func:`direct` is False)."""
+    if device.type != "cuda":
+        return f"the direct path serves CUDA devices, not {device.type!r}"
+    if os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
+        return "JTREE_DIRECT_DEVICE_LOAD=0 turns the direct path off"
+    if not cuda_built():
+        return "this build of jtree has no CUDA support"
+    if cuda_device_count() == 0:
+        return "jtree's CUDA runtime sees no device"
+    return "torch sees no CUDA device"
+
+
+def is_device_target(device: Any) -> bool:
+    """Whether arrays for the torch.device ``device`` are bound for device memory (what a
+    DeviceOptions applies to): a device other than the CPU (and meta); under the test hook,
+    the CPU too (it then stands for a GPU)."""
+    if device is None:
+        return False
+    if _stand_in is not None:
+        return device.type == "cpu"
+    return device.type not in ("cpu", "meta")
+
+
+def is_jax_device_target(d: Any) -> bool:
+    """Whether JAX device ``d`` is device memory for a DeviceOptions (as is_device_target):
+    anything but a CPU device, or under the test hook, the CPU too."""
+    return _stand_in is not None or d.platform != "cpu"
+
+
 def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threads: int = 0,
-         staging_bytes: int = 0, staging_buffers: int = 0, progress: Any = None) -> None:
+         options: Any = None, progress: Any = None) -> Any:
     """Fills the requests' tensors in one native call per device (one in the usual case of a
-    single device), the GIL released. Before it, torch's current stream of each device is
-    synchronized: the tensors were allocated (and maybe written, for out=) in that stream's
+    single device), the GIL released, with the settings of ``options`` (a
+    jtree.DeviceOptions; None: the defaults). Before it, torch's current stream of each device
+    is synchronized: the tensors were allocated (and maybe written, for out=) in that stream's
     order, and jtree copies on streams of its own. When it returns the data is on the device.
-    ``progress(done, total)`` sees bytes queued for copying, over all devices."""
+    ``progress(done, total)`` sees bytes queued for copying, over all devices. Returns the
+    load's DeviceStats (summed over the devices), also stored in ``options.last_stats``."""
+    from ._device_options import combined  # noqa: PLC0415
+
     by_device: dict = {}
     for leaf, box, t in requests:
         if t.numel() == 0:
@@ -130,21 +165,30 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
         by_device.setdefault(t.device, []).append((leaf, box, t.data_ptr(), nbytes(t)))
     total = sum(n for reqs in by_device.values() for _, _, _, n in reqs)
     done_before = 0
+    parts: List[dict] = []
+    settings = options._native_kwargs() if options is not None else {}
+    if options is not None:
+        options.last_stats = None
     for dev, reqs in by_device.items():
         mine = sum(n for _, _, _, n in reqs)
         report = None
         if progress is not None:
             base = done_before
             report = (lambda done, _t, base=base: progress(base + done, total))  # noqa: E731
-        kw = dict(staging_bytes=staging_bytes, staging_buffers=staging_buffers, verify=verify,
-                  threads=threads, progress=report)
+        kw = dict(settings, verify=verify, threads=threads, progress=report)
         if _stand_in is not None:
             _stand_in.clear()
-            _stand_in.update(reader._read_staged_host_for_tests(reqs, **kw))
+            got = reader._read_staged_host_for_tests(reqs, **kw)
+            _stand_in.update(got)
         else:
             import torch  # noqa: PLC0415
 
             torch.cuda.current_stream(dev).synchronize()
-            reader.read_to_device(reqs, device=dev.index if dev.index is not None
-                                  else torch.cuda.current_device(), **kw)
+            got = reader.read_to_device(reqs, device=dev.index if dev.index is not None
+                                        else torch.cuda.current_device(), **kw)
+        parts.append(got)
         done_before += mine
+    stats = combined(parts)
+    if options is not None:
+        options.last_stats = stats
+    return stats

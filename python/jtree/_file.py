@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _device, _dtypes, _jtree, _progress
+from . import _device, _device_options, _dtypes, _jtree, _progress
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
                       NotSupportedError, ResourceExhaustedError, error)
@@ -339,7 +339,7 @@ class LazyArray:
         return self.get(index, self._f.framework, self._f.device)
 
     def get(self, index: Any, framework: str = "numpy", device: Any = None,
-            map_location: Any = None) -> Any:
+            map_location: Any = None, device_options: Any = None) -> Any:
         """The elements a basic index selects, reading only their chunks, as a NumPy array
         (``framework="numpy"``), a torch tensor (``"torch"``: bfloat16 and float8 need no
         ml_dtypes) or a JAX array (``"jax"``). ``device`` (alias ``map_location``) places the
@@ -347,10 +347,17 @@ class LazyArray:
         slice's chunks are read straight into device memory through pinned staging buffers
         when jtree has CUDA support and a device (see jtree._device); otherwise, and for
         negative steps or dtypes torch lacks, the slice is read into host memory and then
-        moved there."""
+        moved there. ``device_options`` (a :class:`jtree.DeviceOptions`: staging memory,
+        O_DIRECT) applies to the direct path; with a ``device`` that is the CPU, or without
+        one, it is an :class:`InvalidArgumentError`, and where the slice cannot take the
+        direct path a warning (with ``direct_io="on"`` a :class:`NotSupportedError`)."""
         if framework not in ("numpy", "torch", "jax"):
             raise error(InvalidArgumentError, self._f.name, self.path,
                         f"framework must be 'numpy', 'torch' or 'jax', not {framework!r}")
+        opts = _device_options.checked(device_options)
+        where = f"{self._f.name}: {self.path}"
+        if opts is not None and device is None and map_location is None:
+            raise _device_options.not_a_device_load(where)
         if device is not None or map_location is not None:
             from ._torch_values import load_device  # noqa: PLC0415
 
@@ -359,9 +366,18 @@ class LazyArray:
                 raise error(InvalidArgumentError, self._f.name, self.path,
                             "device= places torch tensors; it cannot be used with "
                             "framework='jax'")
-            t = self._device_slice(index, dev) if _device.direct(dev) else None
+            t = self._device_slice(index, dev, opts) if _device.direct(dev) else None
             if t is not None:
                 return t
+            if opts is not None:
+                if not _device.is_device_target(dev):
+                    raise _device_options.not_a_device_load(where)
+                why = (_device.why_not_direct(dev) if not _device.direct(dev)
+                       else f"torch has no {self._leaf.dtype}"
+                       if self._leaf.dtype in _dtypes.TORCH_MISSING
+                       else "a slice with a negative step is read on the host (torch takes "
+                            "none)")
+                _device_options.not_used(opts, where, why)
             t = self._torch_slice(index)
             return t if dev.type == "cpu" else t.to(dev)
         if framework == "torch":
@@ -390,7 +406,7 @@ class LazyArray:
         t = torch.from_numpy(a)
         return t if t.dtype == stored_t else t.view(stored_t)
 
-    def _device_slice(self, index: Any, dev: Any) -> Any:
+    def _device_slice(self, index: Any, dev: Any, options: Any = None) -> Any:
         """The slice as a tensor on ``dev`` whose box of chunks was read straight into device
         memory (jtree._device); None where that path does not apply (negative steps, which
         torch cannot index, and dtypes torch lacks)."""
@@ -407,7 +423,7 @@ class LazyArray:
         self._check_slice_size(shape, torch.empty((), dtype=stored_t).element_size())
         t = torch.empty(shape, dtype=stored_t, device=dev)
         _device.read(self._f._reader, [(self._leaf.index, (begin, end), t)],
-                     verify=self._f.verify_checksums, threads=self._f.threads)
+                     verify=self._f.verify_checksums, threads=self._f.threads, options=options)
         return t[post].contiguous()
 
     def _check_slice_size(self, shape: Tuple[int, ...], itemsize: int) -> None:

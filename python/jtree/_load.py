@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _device, _dtypes, _jtree, _registry
+from . import _device, _device_options, _dtypes, _jtree, _registry
 from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
@@ -156,7 +156,7 @@ class LoadOptions:
                  threads: int = 0, shardings: Any = None, keys: Any = None,
                  device: Any = None, map_location: Any = None,
                  fill_out: bool = False, mmap: Any = True, prune: bool = False,
-                 progress: Any = None):
+                 progress: Any = None, device_options: Any = None):
         if framework not in FRAMEWORKS:
             raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
         if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
@@ -195,6 +195,8 @@ class LoadOptions:
         # prune: dicts drop the entries not loaded (no skeleton of Nones); see Loader.plan.
         self.prune = bool(prune)
         self.progress = progress_callback(progress, "load")
+        # Settings of the loads into device memory (jtree.DeviceOptions), or None.
+        self.device_options = _device_options.checked(device_options)
 
 
 class Loader:
@@ -214,6 +216,9 @@ class Loader:
         self.cache: Dict[Any, Thunk] = {}
         # Tensors to fill straight in device memory (jtree._device): (leaf, box, tensor).
         self.device_requests: List[_device.Request] = []
+        # Why the first array bound for a device went through host memory instead (when
+        # device_options are given: see check_device_options).
+        self.host_path_reason: Optional[str] = None
         self.budget: Any = None  # this load's _jtree.MemoryBudget, made on first use (reserve)
         # Reservations not yet asked of the budget, in plan order: (bytes, path, allocate or
         # None). Asked in one native call (flush_reservations) before anything of them is
@@ -376,7 +381,27 @@ class Loader:
             for slot, made in unmapped:
                 slot.append(made())
 
+    def note_host_path(self, bound: Callable[[], bool], why: Callable[[], str]) -> None:
+        """An array is read through host memory: when ``bound()`` (it was for device memory)
+        and device_options are given, ``why()`` is kept (the first) for check_device_options.
+        (Functions: a load without device_options pays nothing.)"""
+        if self.o.device_options is not None and self.host_path_reason is None and bound():
+            self.host_path_reason = why()
+
+    def check_device_options(self) -> None:
+        """Before anything is read: device_options given to a load that cannot use them is
+        an error or a warning (jtree.DeviceOptions says which), never silently ignored."""
+        opts = self.o.device_options
+        if opts is None or self.device_requests:
+            return
+        opts.last_stats = None
+        if self.host_path_reason is not None:
+            _device_options.not_used(opts, self.name, self.host_path_reason)
+        elif self.requests or self.to_map:
+            raise _device_options.not_a_device_load(self.name)
+
     def read(self) -> None:
+        self.check_device_options()
         # progress: (bytes of the loaded leaves done, in all): the mapped leaves first, then
         # the leaves read (reported by the native reader in fetched bytes, scaled).
         phases = None
@@ -395,7 +420,8 @@ class Loader:
             size = sum(_device.nbytes(t) for _, _, t in self.device_requests)
             report = phases.phase(size) if phases is not None else None
             _device.read(self.file._reader, self.device_requests, verify=self.o.verify,
-                         threads=self.o.threads, progress=report)
+                         threads=self.o.threads, options=self.o.device_options,
+                         progress=report)
             self.device_requests = []
         if phases is not None:
             finish(self.o.progress, phases.total)

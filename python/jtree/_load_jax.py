@@ -56,6 +56,9 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     stored = fl.dtype
     if sharding is None:
+        loader.note_host_path(lambda: _device.is_jax_device_target(jax.devices()[0]),
+                              lambda: "JAX arrays without shardings= are placed by "
+                                      "jax.device_put (give shardings= for the direct path)")
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
         return lambda: _dtypes.jax_device_put(loader.numpy_cast(get(), stored, want, path),
                                               None, loader.name, kp.join(path))
@@ -67,6 +70,8 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     direct = direct_to_devices(loader, fl, want, shape, sharding, per_device, path)
     if direct is not None:
         return direct
+    loader.note_host_path(lambda: any(_device.is_jax_device_target(d) for d, _ in per_device),
+                          lambda: _why_host(fl, per_device, path))
     boxes: Dict[Tuple[Tuple[int, int], ...], Thunk] = {}
     for _dev, box in per_device:
         if box not in boxes:
@@ -123,6 +128,26 @@ def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ..
         return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     return build
+
+
+def _why_host(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
+              path: Tuple[Any, ...]) -> str:
+    """Why direct_to_devices did not take a sharded leaf (for device_options' messages)."""
+    where = kp.join(path)
+    if fl.dtype in _dtypes.TORCH_MISSING or fl.dtype.startswith("float8"):
+        return f"{fl.dtype} JAX arrays are read through host memory ({where})"
+    if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
+        return f"pad_truncate pads {where}"
+    for d, _ in per_device:
+        if _device.torch_device_of_jax(d) is None and _device.is_jax_device_target(d):
+            if d.platform != "gpu":
+                return f"the direct path serves CUDA GPUs, not JAX's {d.platform!r} devices"
+            try:
+                import torch  # noqa: PLC0415
+            except ImportError:
+                return "torch is not installed (the direct path fills torch tensors for JAX)"
+            return _device.why_not_direct(torch.device("cuda", d.local_hardware_id))
+    return f"the direct path does not take {where}"
 
 
 def is_sharding(x: Any) -> bool:

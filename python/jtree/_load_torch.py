@@ -95,12 +95,17 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
         return t
 
     box = tuple((0, n) for n in shape)
+    bound = lambda: _device.is_device_target(device)  # noqa: E731
     if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
+        loader.note_host_path(bound, lambda: f"torch has no {fl.dtype} ({where})")
         get = block(loader, fl, box, want, path)
         return lambda: finish(get())
     stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
     inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
     zeros = (0,) * len(shape)
+    if not (inner == shape and _device.direct(device)):
+        loader.note_host_path(bound, lambda: _device.why_not_direct(device)
+                              if not _device.direct(device) else f"pad_truncate pads {where}")
     if inner == shape and _device.direct(device):
         # Straight into device memory (jtree._device): no host copy of the leaf first.
         if _device.usable_out(out, device, stored_t, shape):

@@ -1,6 +1,8 @@
 /* tests/c/test_device.c — jtree_reader_read_many_to_device: argument checks, NotSupported
  * where there is no CUDA device, and (with one) the model's f32 array and a box of it through
- * the CUDA staging path into host memory (cudaMemcpyDefault takes any address), bit-exact.
+ * the CUDA staging path into host memory (cudaMemcpyDefault takes any address), bit-exact,
+ * with device options (staging, direct I/O) and the stats out. (The options' own misuse is
+ * test_misuse.c's.)
  * Runs after test_roundtrip, which wrote model_zstd.jtree. */
 #include <stdlib.h>
 
@@ -30,27 +32,66 @@ void test_device(const char* dir) {
       {leaf, 2, begin, end, rows, 4 * MODEL_F32_COLS * sizeof(float)},
   };
 
+  jtree_device_options_t* opts = jtree_device_options_create();
+  CHECK(opts != NULL);
+  CHECK_OK(jtree_device_options_set_staging(opts, 1 << 16, 2, &jt_err));
+  CHECK_OK(jtree_device_options_set_direct_io(opts, JTREE_DIRECT_IO_AUTO, &jt_err));
+  jtree_device_stats_t stats = {7, 7, NULL};
+
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "jtree_reader_read_many_to_device",
-             jtree_reader_read_many_to_device(NULL, req, 2, 0, 0, &jt_err));
+             jtree_reader_read_many_to_device(NULL, req, 2, opts, &stats, &jt_err));
+  /* (stats written however the call ends: here it never started.) */
+  CHECK(stats.direct_bytes == 0 && stats.buffered_bytes == 0 && stats.direct_io_note == NULL);
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "requests is NULL",
-             jtree_reader_read_many_to_device(r, NULL, 2, 0, 0, &jt_err));
-  CHECK_OK(jtree_reader_read_many_to_device(r, NULL, 0, 0, 0, &jt_err));
+             jtree_reader_read_many_to_device(r, NULL, 2, NULL, NULL, &jt_err));
+  CHECK_OK(jtree_reader_read_many_to_device(r, NULL, 0, NULL, NULL, &jt_err));
   jtree_read_request_t bad = {leaf, 0, NULL, NULL, NULL, bytes};
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "request 0: dst is NULL",
-             jtree_reader_read_many_to_device(r, &bad, 1, 0, 0, &jt_err));
+             jtree_reader_read_many_to_device(r, &bad, 1, opts, NULL, &jt_err));
 
   if (jtree_cuda_device_count() == 0) {
+    /* No device (or no CUDA in this build): NotSupported, cleanly, with or without options. */
     CHECK_FAIL(JTREE_NOT_SUPPORTED, "CUDA",
-               jtree_reader_read_many_to_device(r, req, 2, 0, 0, &jt_err));
+               jtree_reader_read_many_to_device(r, req, 2, NULL, NULL, &jt_err));
+    CHECK_FAIL(JTREE_NOT_SUPPORTED, "CUDA",
+               jtree_reader_read_many_to_device(r, req, 2, opts, &stats, &jt_err));
+    CHECK(stats.direct_bytes == 0 && stats.buffered_bytes == 0 && stats.direct_io_note == NULL);
   } else {
-    CHECK_OK(jtree_reader_read_many_to_device(r, req, 2, 0, 1 << 16, &jt_err));
+    CHECK_OK(jtree_reader_read_many_to_device(r, req, 2, opts, &stats, &jt_err));
     CHECK(memcmp(whole, model_f32(), bytes) == 0);
     CHECK(memcmp(rows, model_f32() + 5 * MODEL_F32_COLS, 4 * MODEL_F32_COLS * sizeof(float)) ==
           0);
+    /* Every destination byte counted once, by the path that read it. */
+    CHECK(stats.direct_bytes + stats.buffered_bytes == bytes + 4 * MODEL_F32_COLS * sizeof(float));
+    jtree_free(stats.direct_io_note);
+    stats.direct_io_note = NULL;
+    /* The raw file (test_roundtrip's): its whole f32 leaf is whole raw chunks, read with
+     * O_DIRECT where the scratch directory's file system allows it, else buffered with the
+     * reason in the note; the bytes are the same either way. */
+    jtree_reader_t* raw = NULL;
+    CHECK_OK(jtree_reader_open(test_path(dir, "model_raw.jtree", 0), NULL, &raw, &jt_err));
+    uint32_t raw_leaf = 0;
+    if (raw != NULL) {
+      CHECK_OK(jtree_reader_find_leaf(raw, f32_path ? f32_path : "", &raw_leaf, &jt_err));
+      jtree_read_request_t raw_req = {raw_leaf, 0, NULL, NULL, whole, bytes};
+      memset(whole, 0, bytes);
+      /* (Buffers large enough for O_DIRECT's alignment slack.) */
+      CHECK_OK(jtree_device_options_set_staging(opts, 4 << 20, 2, &jt_err));
+      CHECK_OK(jtree_reader_read_many_to_device(raw, &raw_req, 1, opts, &stats, &jt_err));
+      CHECK(memcmp(whole, model_f32(), bytes) == 0);
+      CHECK(stats.direct_bytes + stats.buffered_bytes == bytes);
+      CHECK(stats.direct_bytes > 0 || stats.direct_io_note != NULL);
+      jtree_free(stats.direct_io_note);
+      stats.direct_io_note = NULL;
+      jtree_reader_close(raw);
+    }
+    jtree_device_options_t* far = jtree_device_options_create();
+    CHECK_OK(jtree_device_options_set_device(far, jtree_cuda_device_count(), &jt_err));
     CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out of range",
-               jtree_reader_read_many_to_device(r, req, 2, jtree_cuda_device_count(), 0,
-                                                &jt_err));
+               jtree_reader_read_many_to_device(r, req, 2, far, NULL, &jt_err));
+    jtree_device_options_free(far);
   }
+  jtree_device_options_free(opts);
   free(whole);
   free(rows);
   jtree_reader_close(r);

@@ -490,8 +490,65 @@ static void good_options(const char* path) {
   jtree_open_options_free(oo);
 }
 
+/* The device options (jtree_device_options_t): NULL handles, values out of range refused at
+ * once with the library's message (DeviceOptions::check), the handle left as it was; the
+ * DirectIo names parsed by the library (jtree::parse_direct_io). */
+static void bad_device_options(void) {
+  jtree_device_options_t* d = jtree_device_options_create();
+  CHECK(d != NULL);
+  if (d == NULL) return;
+  INVALID(jtree_device_options_set_device(NULL, 0, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "device is -1",
+             jtree_device_options_set_device(d, -1, &jt_err));
+  CHECK_OK(jtree_device_options_set_device(d, 3, &jt_err));
+  INVALID(jtree_device_options_set_staging(NULL, 1 << 20, 2, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "staging_buffers is 0; it must be from 1 to 64",
+             jtree_device_options_set_staging(d, 1 << 20, 0, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "staging_buffers is 65",
+             jtree_device_options_set_staging(d, 1 << 20, 65, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "staging_buffers is -1",
+             jtree_device_options_set_staging(d, 1 << 20, -1, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "below the minimum of 4096 bytes per buffer",
+             jtree_device_options_set_staging(d, 8192, 4, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "below the minimum",
+             jtree_device_options_set_staging(d, 0, 4, &jt_err));
+  /* A wrapped-around negative size (a C caller's (uint64_t)-1) is refused, not pinned. */
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "staging_bytes is 18446744073709551615",
+             jtree_device_options_set_staging(d, UINT64_MAX, 4, &jt_err));
+  CHECK_OK(jtree_device_options_set_staging(d, 4096 * 64, 64, &jt_err));
+  CHECK_OK(jtree_device_options_set_staging(d, 4096, 1, &jt_err));
+  INVALID(jtree_device_options_set_direct_io(NULL, JTREE_DIRECT_IO_ON, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "direct_io is 7",
+             jtree_device_options_set_direct_io(d, (jtree_direct_io_t)7, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "direct_io is -1",
+             jtree_device_options_set_direct_io(d, (jtree_direct_io_t)-1, &jt_err));
+  CHECK_OK(jtree_device_options_set_direct_io(d, JTREE_DIRECT_IO_OFF, &jt_err));
+  jtree_device_options_free(d);
+  jtree_device_options_free(NULL);
+
+  jtree_direct_io_t mode = JTREE_DIRECT_IO_AUTO;
+  CHECK_OK(jtree_direct_io_parse("on", &mode, &jt_err));
+  CHECK(mode == JTREE_DIRECT_IO_ON);
+  CHECK_OK(jtree_direct_io_parse("off", &mode, &jt_err));
+  CHECK(mode == JTREE_DIRECT_IO_OFF);
+  CHECK_OK(jtree_direct_io_parse("auto", &mode, &jt_err));
+  CHECK(mode == JTREE_DIRECT_IO_AUTO);
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT,
+             "direct_io must be \"auto\", \"on\" or \"off\", not \"sometimes\"",
+             jtree_direct_io_parse("sometimes", &mode, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "not \"ON\"", jtree_direct_io_parse("ON", &mode, &jt_err));
+  CHECK(mode == JTREE_DIRECT_IO_AUTO); /* (left as it was) */
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "name is NULL", jtree_direct_io_parse(NULL, &mode, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out is NULL", jtree_direct_io_parse("on", NULL, &jt_err));
+  CHECK(strcmp(jtree_direct_io_name(JTREE_DIRECT_IO_AUTO), "auto") == 0);
+  CHECK(strcmp(jtree_direct_io_name(JTREE_DIRECT_IO_ON), "on") == 0);
+  CHECK(strcmp(jtree_direct_io_name(JTREE_DIRECT_IO_OFF), "off") == 0);
+  CHECK(jtree_direct_io_name((jtree_direct_io_t)3) == NULL);
+}
+
 void test_misuse(const char* dir) {
   null_reader();
+  bad_device_options();
 
   jtree_reader_t* r = NULL;
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "path_or_url is NULL",

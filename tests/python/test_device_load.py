@@ -6,6 +6,11 @@ tensors for destinations), so the Python planning, the native binding and the C+
 pipeline run end to end: bit-exact leaves, boxes, out= tensors filled in place, one native call
 per load, bounded pinned memory, errors. The tests that need a CUDA GPU skip loudly without one.
 """
+import os
+import re
+import shutil
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -232,6 +237,281 @@ def test_without_cuda_device_cuda_is_not_supported_or_falls_back(torch, path):
     assert isinstance(_device.cuda_built(), bool)
 
 
+# ---- device_options (jtree.DeviceOptions) through the stand-in ----------------------------
+
+def _skip_loudly(msg):
+    msg = "!!! SKIPPED: " + msg
+    if os.environ.get("JTREE_TEST_REQUIRE_ALL") == "1":
+        pytest.fail(msg + " -- and JTREE_TEST_REQUIRE_ALL=1 forbids skipping")
+    print(msg)
+    pytest.skip(msg)
+
+
+def _accepts_o_direct(directory):
+    probe = os.path.join(directory, "probe")
+    with open(probe, "wb") as fh:
+        fh.write(b"\0" * 4096)
+    try:
+        fd = os.open(probe, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    except OSError:
+        return False
+    finally:
+        os.unlink(probe)
+    os.close(fd)
+    return True
+
+
+@pytest.fixture
+def disk_path():
+    """A .jtree path on a disk file system (/var/tmp: not tmpfs, which refuses O_DIRECT)."""
+    d = tempfile.mkdtemp(prefix="jtree-devopts-", dir="/var/tmp")
+    try:
+        if not hasattr(os, "O_DIRECT") or not _accepts_o_direct(d):
+            _skip_loudly(f"{d} does not accept O_DIRECT: the direct reads were not exercised")
+        yield os.path.join(d, "t.jtree")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def tmpfs_path():
+    """A .jtree path on tmpfs (/dev/shm): it refuses O_DIRECT before Linux 6.6, accepts it
+    since."""
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        _skip_loudly("no writable /dev/shm: the tmpfs case was not exercised")
+    d = tempfile.mkdtemp(prefix="jtree-devopts-", dir="/dev/shm")
+    try:
+        yield os.path.join(d, "t.jtree")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _raw_tree(torch):
+    # Two 1 MiB leaves of 64 KiB chunks, saved raw: runs of whole raw chunks, O_DIRECT's pieces.
+    return {"a": torch.arange(1 << 18, dtype=torch.float32),
+            "b": torch.arange(1 << 18, dtype=torch.int32).reshape(512, 512)}
+
+
+@pytest.mark.parametrize("direct_io", ["auto", "on"])
+def test_device_options_raw_file_on_disk_reads_with_o_direct(torch, disk_path, direct_io):
+    tree = _raw_tree(torch)
+    jtree.save(tree, disk_path, compression=None, chunk_bytes=64 << 10)
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=2, direct_io=direct_io)
+    assert opts.last_stats is None
+    with _device.host_stand_in_for_tests() as engine:
+        got = jtree.load(disk_path, device="cpu", device_options=opts)
+    _same(tree, got)
+    st = opts.last_stats
+    assert isinstance(st, jtree.DeviceStats)
+    total = sum(t.numel() * t.element_size() for t in tree.values())
+    assert st.direct_bytes > 0, st
+    assert st.direct_bytes + st.buffered_bytes == total, st
+    assert st.direct_io_note == "", st
+    # The staging settings were the ones given: never more than 1 MiB pinned.
+    assert 0 < engine["peak_pinned_bytes"] <= 1 << 20
+    assert engine["direct_bytes"] == st.direct_bytes  # (the stand-in's dict has them too)
+    # direct_io="off": the same load, all through the page cache, saying why.
+    off = jtree.DeviceOptions(staging_bytes=1 << 20, direct_io="off")
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.load(disk_path, device="cpu", device_options=off))
+    assert off.last_stats == (0, total, "direct_io is Off")
+
+
+def test_device_options_on_a_slice_through_the_stand_in(torch, disk_path):
+    tree = _raw_tree(torch)
+    jtree.save(tree, disk_path, compression=None, chunk_bytes=64 << 10)
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, direct_io="on")
+    with _device.host_stand_in_for_tests():
+        with jtree.open(disk_path) as f:
+            # Rows 128..384 of b: whole 64 KiB chunks (32 rows of 512 int32 each).
+            got = f["b"].get((slice(128, 384),), device="cpu", device_options=opts)
+    assert torch.equal(got, tree["b"][128:384])
+    assert opts.last_stats.direct_bytes > 0
+    assert opts.last_stats.direct_bytes + opts.last_stats.buffered_bytes == 256 * 512 * 4
+
+
+def _check_refused(torch, tree, path):
+    """A load of the raw ``tree`` saved at ``path``, where the file system refuses O_DIRECT:
+    "auto" reads it all buffered and says why; "on" is NotSupportedError naming the file."""
+    auto = jtree.DeviceOptions(staging_bytes=1 << 20)
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.load(path, device="cpu", device_options=auto))
+        assert auto.last_stats.direct_bytes == 0
+        assert auto.last_stats.buffered_bytes == sum(t.numel() * t.element_size()
+                                                     for t in tree.values())
+        assert "O_DIRECT" in auto.last_stats.direct_io_note, auto.last_stats
+        on = jtree.DeviceOptions(staging_bytes=1 << 20, direct_io="on")
+        with pytest.raises(jtree.NotSupportedError,
+                           match=re.escape(path) + ".*direct_io is On.*O_DIRECT"):
+            jtree.load(path, device="cpu", device_options=on)
+        assert on.last_stats is None
+
+
+def test_device_options_a_file_system_refusing_o_direct(torch, disk_path):
+    # (Simulated, as tests/unit/test_device_direct.cc does: tmpfs accepts O_DIRECT since
+    # Linux 6.6, and no other such file system is at hand.)
+    tree = _raw_tree(torch)
+    jtree.save(tree, disk_path, compression=None, chunk_bytes=64 << 10)
+    jtree._jtree._refuse_direct_open_for_tests(True)
+    try:
+        _check_refused(torch, tree, disk_path)
+    finally:
+        jtree._jtree._refuse_direct_open_for_tests(False)
+
+
+def test_device_options_on_tmpfs(torch, tmpfs_path):
+    tree = _raw_tree(torch)
+    jtree.save(tree, tmpfs_path, compression=None, chunk_bytes=64 << 10)
+    if not _accepts_o_direct(os.path.dirname(tmpfs_path)):  # (before Linux 6.6)
+        _check_refused(torch, tree, tmpfs_path)
+        return
+    print(f"(tmpfs accepts O_DIRECT on this kernel, {os.uname().release}: the refusal is "
+          f"test_device_options_a_file_system_refusing_o_direct's)")
+    on = jtree.DeviceOptions(staging_bytes=1 << 20, direct_io="on")
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.load(tmpfs_path, device="cpu", device_options=on))
+    assert on.last_stats.direct_bytes > 0 and on.last_stats.direct_io_note == ""
+
+
+def test_device_options_compressed_file_is_all_buffered(torch, path):
+    tree = _raw_tree(torch)
+    jtree.save(tree, path, compression="zstd", chunk_bytes=64 << 10)
+    opts = jtree.DeviceOptions()
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.load(path, device="cpu", device_options=opts))
+    total = sum(t.numel() * t.element_size() for t in tree.values())
+    assert opts.last_stats.direct_bytes == 0 and opts.last_stats.buffered_bytes == total
+    # nonblocking_load and File.load take them too.
+    opts.last_stats = None
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.nonblocking_load(path, device="cpu", device_options=opts).result())
+        assert opts.last_stats.buffered_bytes == total
+        with jtree.open(path) as f:
+            other = jtree.DeviceOptions(staging_buffers=2)
+            _same(tree, f.load(device="cpu", device_options=other))
+            assert other.last_stats.buffered_bytes == total
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(staging_buffers=0), "staging_buffers is 0; it must be from 1 to 64"),
+    (dict(staging_buffers=65), "staging_buffers is 65; it must be from 1 to 64"),
+    (dict(staging_buffers=-3), "staging_buffers is -3"),
+    (dict(direct_io="sometimes"), 'direct_io must be "auto", "on" or "off", not "sometimes"'),
+    (dict(direct_io="ON"), 'not "ON"'),
+    (dict(direct_io=True), "direct_io must be 'auto', 'on' or 'off', not bool"),
+    (dict(staging_bytes=-1), "staging_bytes is -1; it must be positive"),
+    (dict(staging_bytes=0), "below the minimum of 4096 bytes per buffer"),
+    (dict(staging_bytes=1 << 16, staging_buffers=64), "below the minimum"),
+    (dict(staging_bytes=1 << 41), "it must be at most"),
+    (dict(staging_bytes=1.5e6), "staging_bytes must be an int"),
+    (dict(staging_buffers=True), "staging_buffers must be an int"),
+])
+def test_bad_device_options_are_clear_errors(kwargs, words):
+    with pytest.raises(jtree.InvalidArgumentError, match=re.escape(words)):
+        jtree.DeviceOptions(**kwargs)
+
+
+def test_device_options_are_refused_where_nothing_goes_to_a_device(torch, path):
+    jtree.save({"w": torch.ones(4, 4), "n": 3}, path)
+    opts = jtree.DeviceOptions()
+    for kw in (dict(), dict(framework="torch"), dict(device="cpu")):
+        with pytest.raises(jtree.InvalidArgumentError,
+                           match=re.escape(path) + ".*device_options= applies to loads into "
+                                                   "device memory"):
+            jtree.load(path, device_options=opts, **kw)
+    with pytest.raises(jtree.InvalidArgumentError, match="must be a jtree.DeviceOptions"):
+        jtree.load(path, device="cpu", device_options={"staging_buffers": 2})
+    with jtree.open(path) as f:
+        with pytest.raises(jtree.InvalidArgumentError, match="w.*device_options= applies"):
+            f["w"].get(slice(0, 2), device_options=opts)
+        with pytest.raises(jtree.InvalidArgumentError, match="device_options= applies"):
+            f["w"].get(slice(0, 2), device="cpu", device_options=opts)
+    # A load with no array at all has nothing to carry: nothing to refuse.
+    assert jtree.load(path, keys="n", device="cpu", device_options=opts)["n"] == 3
+
+
+def test_device_options_host_path_fallback_warns_or_fails_with_on(torch, path):
+    # Under the stand-in, the CPU stands for a GPU. pad_truncate makes the leaf's tensor
+    # larger than the stored array: it is read through host memory (then padded), so a load
+    # of only such leaves "to the device" cannot use the options.
+    w = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    jtree.save({"w": w}, path)
+    want = torch.zeros(5, 4)
+    want[:3] = w
+    with _device.host_stand_in_for_tests():
+        auto = jtree.DeviceOptions()
+        with pytest.warns(RuntimeWarning, match="device_options not used: pad_truncate pads w"):
+            got = jtree.load(path, {"w": torch.empty(5, 4)}, pad_truncate=True,
+                             device_options=auto)
+        assert torch.equal(got["w"], want)
+        assert auto.last_stats is None
+        on = jtree.DeviceOptions(direct_io="on")
+        with pytest.raises(jtree.NotSupportedError, match="pad_truncate pads w.*direct_io='on'"):
+            jtree.load(path, {"w": torch.empty(5, 4)}, pad_truncate=True, device_options=on)
+        with jtree.open(path) as f:
+            # A negative step: torch cannot index it, the slice is read on the host.
+            with pytest.warns(RuntimeWarning, match="negative step"):
+                got = f["w"].get((slice(None, None, -1),), device="cpu", device_options=auto)
+            assert torch.equal(got, w.flip(0))
+        # The warning points at the caller's line, not into jtree.
+        with pytest.warns(RuntimeWarning) as rec:
+            jtree.load(path, {"w": torch.empty(5, 4)}, pad_truncate=True, device_options=auto)
+        assert rec[0].filename == __file__
+    # jtree's direct path turned off (JTREE_DIRECT_DEVICE_LOAD=0) is said, by name.
+    assert "JTREE_DIRECT_DEVICE_LOAD=0" in _why_off(torch)
+
+
+def _why_off(torch):
+    old = os.environ.get("JTREE_DIRECT_DEVICE_LOAD")
+    os.environ["JTREE_DIRECT_DEVICE_LOAD"] = "0"
+    try:
+        if _device.cuda_built() and _device.cuda_device_count() > 0:
+            return _device.why_not_direct(torch.device("cuda:0"))
+        return "JTREE_DIRECT_DEVICE_LOAD=0" if not _device.direct(torch.device("cuda:0")) else ""
+    finally:
+        if old is None:
+            del os.environ["JTREE_DIRECT_DEVICE_LOAD"]
+        else:
+            os.environ["JTREE_DIRECT_DEVICE_LOAD"] = old
+
+
+def test_device_options_with_jax_shardings_through_the_stand_in(torch, jax, disk_path):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    if len(devices) < 4:
+        _skip_loudly("needs 4 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = np.arange(256 * 128, dtype=np.float32).reshape(256, 128)  # 128 KiB
+    jtree.save({"x": x}, disk_path, compression=None, chunk_bytes=32 << 10)
+    sharding = NamedSharding(Mesh(np.array(devices[:4]), ("a",)), PartitionSpec("a"))
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, direct_io="on")
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(disk_path, shardings=sharding, device_options=opts)
+    assert np.array_equal(np.asarray(got["x"]), x)
+    # Four devices, one native load each: the stats are their sum.
+    assert opts.last_stats.direct_bytes + opts.last_stats.buffered_bytes == x.nbytes
+    assert opts.last_stats.direct_bytes > 0
+
+
+def test_device_options_jax_leaves_that_cannot_go_direct_warn(jax, ml_dtypes, path):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    require("torch")
+    devices = jax.devices()
+    if len(devices) < 2:
+        _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = (np.arange(64 * 8, dtype=np.float32).reshape(64, 8) % 16).astype(ml_dtypes.float8_e4m3fn)
+    jtree.save({"x": x}, path)
+    sharding = NamedSharding(Mesh(np.array(devices[:2]), ("a",)), PartitionSpec("a"))
+    with _device.host_stand_in_for_tests():
+        with pytest.warns(RuntimeWarning, match="float8_e4m3fn JAX arrays are read through host"):
+            got = jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
+    assert np.array_equal(np.asarray(got["x"]).astype(np.float32), x.astype(np.float32))
+    # Without the stand-in, JAX's CPU devices are host memory: the options are refused.
+    with pytest.raises(jtree.InvalidArgumentError, match="device_options= applies"):
+        jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
+
+
 # ---- on a CUDA GPU ------------------------------------------------------------------------
 
 def _need_gpu(torch):
@@ -280,3 +560,26 @@ def test_gpu_jax_shardings(torch, jax, path):
     sharding = NamedSharding(Mesh(np.array(gpus), ("a",)), PartitionSpec("a"))
     got = jtree.load(path, shardings=sharding)
     assert got["x"].sharding == sharding and np.array_equal(np.asarray(got["x"]), x)
+
+
+def test_gpu_load_with_device_options_reports_what_it_did(torch, path):
+    _need_gpu(torch)
+    tree = _raw_tree(torch)
+    # (pytest's tmp_path: a disk or tmpfs, whichever; the stats must agree with either.)
+    jtree.save(tree, path, compression=None, chunk_bytes=64 << 10)
+    total = sum(t.numel() * t.element_size() for t in tree.values())
+    opts = jtree.DeviceOptions(staging_bytes=4 << 20, staging_buffers=2, direct_io="auto")
+    got = jtree.load(path, device="cuda:0", device_options=opts)
+    for k, v in tree.items():
+        assert got[k].device == torch.device("cuda:0") and torch.equal(got[k].cpu(), v), k
+    st = opts.last_stats
+    assert st.direct_bytes + st.buffered_bytes == total, st
+    assert st.direct_bytes > 0 or st.direct_io_note, st
+    with jtree.open(path) as f:
+        s = f["b"].get((slice(64, 128),), device="cuda:0", device_options=opts)
+        assert torch.equal(s.cpu(), tree["b"][64:128])
+    off = jtree.DeviceOptions(direct_io="off")
+    jtree.load(path, device="cuda:0", device_options=off)
+    assert off.last_stats == (0, total, "direct_io is Off")
+    with pytest.raises(jtree.InvalidArgumentError, match="staging_buffers is 65"):
+        jtree.DeviceOptions(staging_buffers=65)

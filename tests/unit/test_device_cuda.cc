@@ -107,6 +107,46 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
   }
 }
 
+TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between loads") {
+  TempDir dir;
+  auto data = random_array(DType::kFloat32, 4096 * 512, 11);  // 8 MiB
+  TreeBuilder b;
+  b.dict();
+  LeafOptions lo;
+  lo.chunk_shape = {256, 512};  // 512 KiB raw chunks
+  lo.codec = Codec::kRaw;
+  b.key("w").array(DType::kFloat32, {4096, 512}, ArrayView{data.data()}, lo);
+  b.end();
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("d.jtree")).ok());
+  auto r = *Reader::open(dir.file("d.jtree"));
+  DeviceBuffer dev(data.size());
+  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
+  (void)release_pinned_memory();
+  for (DirectIo mode : {DirectIo::kOn, DirectIo::kOff, DirectIo::kAuto}) {
+    CAPTURE(static_cast<int>(mode));
+    DeviceStats stats;
+    DeviceOptions o;
+    o.staging_bytes = 4 << 20;
+    o.staging_buffers = 4;
+    o.direct_io = mode;
+    o.stats = &stats;
+    Status st = read_many_to_device(*r, std::span(&req, 1), o);
+    if (mode == DirectIo::kOn && st.is_not_supported()) {
+      MESSAGE("!!!! O_DIRECT is not available for " << dir.file("d.jtree") << ": " << st.message());
+      continue;
+    }
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(dev.to_host() == data);
+    if (mode == DirectIo::kOn) CHECK(stats.direct_bytes == data.size());
+    if (mode == DirectIo::kOff) CHECK(stats.direct_bytes == 0);
+    MESSAGE("direct_io " << static_cast<int>(mode) << ": " << stats.direct_bytes
+                         << " bytes O_DIRECT; " << stats.direct_io_note);
+  }
+  // The four 1 MiB buffers stayed pinned for the next load; released on demand, once.
+  CHECK(release_pinned_memory() == uint64_t{4} << 20);
+  CHECK(release_pinned_memory() == 0);
+}
+
 TEST_CASE("CUDA: a damaged chunk in the middle of a load is Corruption naming it; loads go on") {
   TempDir dir;
   auto data = random_array(DType::kFloat32, 2048 * 512, 9);

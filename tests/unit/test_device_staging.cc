@@ -505,3 +505,74 @@ TEST_CASE("the pinned cache: reuses blocks of a fitting size, holds at most its 
   CHECK(cache.cached_bytes() == 0);
   CHECK(cache.take(1).empty());
 }
+
+TEST_CASE("DeviceOptions::check: each setting out of range refused, naming it; never clamped") {
+  auto refused = [](const DeviceOptions& o, const std::string& words) {
+    const Status st = o.check();
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(st.message().find(words) != std::string::npos, st.message());
+  };
+  CHECK(DeviceOptions{}.check().ok());
+  DeviceOptions o;
+  o.staging_buffers = 0;
+  refused(o, "staging_buffers is 0; it must be from 1 to 64");
+  o.staging_buffers = 65;
+  refused(o, "staging_buffers is 65");
+  o.staging_buffers = 64;
+  o.staging_bytes = 64 * DeviceOptions::kMinBufferBytes;
+  CHECK(o.check().ok());
+  o.staging_bytes -= 1;
+  refused(o, "below the minimum of 4096 bytes per buffer");
+  o.staging_bytes = 0;
+  refused(o, "staging_bytes 0 over 64 buffers");
+  o.staging_bytes = DeviceOptions::kMaxStagingBytes;
+  CHECK(o.check().ok());
+  o.staging_bytes = ~uint64_t{0};  // (a C caller's -1)
+  refused(o, "staging_bytes is 18446744073709551615; it must be at most");
+  o = {};
+  o.device = -1;
+  refused(o, "device is -1");
+  o = {};
+  o.direct_io = static_cast<DirectIo>(7);
+  refused(o, "direct_io is 7");
+  o = {};
+  o.read.max_bytes_in_flight = 0;  // (read.check() is part of it)
+  refused(o, "max_bytes_in_flight");
+}
+
+TEST_CASE("DirectIo names: parse_direct_io and direct_io_name agree; anything else refused") {
+  for (DirectIo m : {DirectIo::kAuto, DirectIo::kOn, DirectIo::kOff}) {
+    auto back = parse_direct_io(direct_io_name(m));
+    REQUIRE(back.ok());
+    CHECK(*back == m);
+  }
+  CHECK(direct_io_name(DirectIo::kAuto) == "auto");
+  CHECK(direct_io_name(DirectIo::kOn) == "on");
+  CHECK(direct_io_name(DirectIo::kOff) == "off");
+  for (std::string_view bad : {"sometimes", "ON", "", "auto "}) {
+    auto r = parse_direct_io(bad);
+    REQUIRE(!r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK(r.status().message().find("direct_io must be \"auto\", \"on\" or \"off\", not \"" +
+                                    std::string(bad) + "\"") != std::string::npos);
+  }
+}
+
+TEST_CASE("bad device options are InvalidArgument before the engine: also without CUDA") {
+  // read_many_to_device checks the options before it asks for the CUDA engine, so a caller's
+  // mistake is reported as one (naming the file) on every machine, not as NotSupported.
+  Fixture f;
+  Dest d(10);
+  DeviceRequest r{f.leaf("small"), std::nullopt, d.bytes.data(), 10};
+  DeviceOptions o;
+  o.staging_buffers = 65;
+  Status st = read_many_to_device(*f.reader, std::span(&r, 1), o);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find(f.reader->name()) != std::string::npos);
+  CHECK(st.message().find("staging_buffers is 65") != std::string::npos);
+  o = {};
+  o.device = -2;
+  st = read_many_to_device(*f.reader, std::span(&r, 1), o);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK(st.message().find("device is -2") != std::string::npos);
+}

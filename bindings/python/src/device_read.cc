@@ -6,12 +6,18 @@
 // that count against the leaf before pinning anything (InvalidArgument naming the leaf).
 #include "device_read.h"
 
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <limits>
 
 #include <vector>
 
 #include "common.h"
 #include "host_copy_engine.h"  // (lib/src/cuda: internal to the library, used by the test hook)
+#include "io/direct_read.h"     // (lib/src: set_refuse_direct_open_for_testing, a test hook)
 #include "jtree/device.h"
 #include "py_progress.h"
 
@@ -43,21 +49,41 @@ std::vector<jtree::DeviceRequest> device_requests(const jtree::Reader& reader, n
   return reqs;
 }
 
+// The C++ options of a load: the library's defaults where a setting is not given, the
+// direct_io name parsed and every value checked by the library (InvalidArgumentError naming
+// the setting), so that bad values are refused before anything is read, on any machine.
 jtree::DeviceOptions device_options(const DeviceReadArgs& a) {
   jtree::DeviceOptions o;
   o.device = a.device;
-  if (a.staging_bytes > 0) o.staging_bytes = a.staging_bytes;
-  if (a.staging_buffers > 0) o.staging_buffers = a.staging_buffers;
+  if (a.staging_bytes) o.staging_bytes = *a.staging_bytes;
+  if (a.staging_buffers) {
+    // (Outside int's range: saturated, which check() refuses like any value past 64.)
+    o.staging_buffers = static_cast<int>(std::clamp<int64_t>(
+        *a.staging_buffers, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+  }
+  o.direct_io = value_or_raise(jtree::parse_direct_io(a.direct_io));
   o.read.verify_checksums = a.verify;
   o.read.threads = a.threads;
+  check(o.check());
   return o;
 }
 
+nb::dict stats_dict(const jtree::DeviceStats& s) {
+  nb::dict d;
+  d["direct_bytes"] = s.direct_bytes;
+  d["buffered_bytes"] = s.buffered_bytes;
+  d["direct_io_note"] = decode_utf8(s.direct_io_note);  // (it may quote a file's path)
+  return d;
+}
+
 // Runs a load through `engine` (null: read_many_to_device on args.device), the GIL released.
-void run(const jtree::Reader& reader, nb::list requests, const DeviceReadArgs& args,
-         jtree::CopyEngine* engine) {
-  std::vector<jtree::DeviceRequest> reqs = device_requests(reader, requests);
+// Returns its stats.
+nb::dict run(const jtree::Reader& reader, nb::list requests, const DeviceReadArgs& args,
+             jtree::CopyEngine* engine) {
   jtree::DeviceOptions o = device_options(args);
+  std::vector<jtree::DeviceRequest> reqs = device_requests(reader, requests);
+  jtree::DeviceStats stats;
+  o.stats = &stats;
   PyProgress report(args.progress);
   o.read.progress = report.fn();
   const jtree::Status st = without_gil([&] {
@@ -66,20 +92,21 @@ void run(const jtree::Reader& reader, nb::list requests, const DeviceReadArgs& a
   });
   report.rethrow();
   check(st);
+  return stats_dict(stats);
 }
 
 }  // namespace
 
-void read_to_device(const jtree::Reader& reader, nb::list requests, const DeviceReadArgs& args) {
-  run(reader, requests, args, nullptr);
+nb::dict read_to_device(const jtree::Reader& reader, nb::list requests,
+                        const DeviceReadArgs& args) {
+  return run(reader, requests, args, nullptr);
 }
 
 nb::dict read_staged_host_for_tests(const jtree::Reader& reader, nb::list requests,
                                     const DeviceReadArgs& args) {
   jtree::staging::HostCopyEngine engine;
-  run(reader, requests, args, &engine);
+  nb::dict d = run(reader, requests, args, &engine);
   const auto s = engine.stats();
-  nb::dict d;
   d["peak_pinned_bytes"] = s.peak_pinned_bytes;
   d["pinned_bytes"] = s.pinned_bytes;
   d["allocations"] = s.allocations;
@@ -95,6 +122,24 @@ void register_device(nb::module_& m) {
         "True when this build of jtree has CUDA support (loads straight into GPU memory).");
   m.def("cuda_device_count", &jtree::cuda_device_count,
         "The CUDA devices this process can use (0 without CUDA support, driver or device).");
+  m.def(
+      "check_device_options",
+      [](std::optional<uint64_t> staging_bytes, std::optional<int64_t> staging_buffers,
+         const std::string& direct_io) {
+        DeviceReadArgs a;
+        a.staging_bytes = staging_bytes;
+        a.staging_buffers = staging_buffers;
+        a.direct_io = direct_io;
+        (void)device_options(a);
+      },
+      nb::arg("staging_bytes").none() = nb::none(), nb::arg("staging_buffers").none() = nb::none(),
+      nb::arg("direct_io") = "auto",
+      "Checks the settings of a load to a device (jtree::DeviceOptions::check, "
+      "jtree::parse_direct_io; None: the default): InvalidArgumentError naming the setting.");
+  m.def("_refuse_direct_open_for_tests", &jtree::io::set_refuse_direct_open_for_testing,
+        nb::arg("refuse"),
+        "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "
+        "without it does (EINVAL), as tmpfs did before Linux 6.6. Not a public API.");
 }
 
 }  // namespace jtpy

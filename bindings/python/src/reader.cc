@@ -348,8 +348,8 @@ class PyReader {
   }
 
   // Loads to device memory (device_read.cc): [(leaf, box | None, dst_address, nbytes)].
-  void read_to_device(nb::list requests, const DeviceReadArgs& a) const {
-    jtpy::read_to_device(*r_, requests, a);
+  nb::dict read_to_device(nb::list requests, const DeviceReadArgs& a) const {
+    return jtpy::read_to_device(*r_, requests, a);
   }
   nb::dict read_staged_host_for_tests(nb::list requests, const DeviceReadArgs& a) const {
     return jtpy::read_staged_host_for_tests(*r_, requests, a);
@@ -460,31 +460,40 @@ void register_reader(nb::module_& m) {
            "chunks the box overlaps are verified.")
       .def(
           "read_to_device",
-          [](const PyReader& r, nb::list requests, int device, uint64_t staging_bytes,
-             int staging_buffers, bool verify, int threads, std::optional<nb::object> progress) {
-            r.read_to_device(requests, {device, staging_bytes, staging_buffers, verify, threads,
-                                        std::move(progress)});
+          [](const PyReader& r, nb::list requests, int device,
+             std::optional<uint64_t> staging_bytes, std::optional<int64_t> staging_buffers,
+             std::string direct_io, bool verify, int threads,
+             std::optional<nb::object> progress) {
+            return r.read_to_device(requests, {device, staging_bytes, staging_buffers,
+                                               std::move(direct_io), verify, threads,
+                                               std::move(progress)});
           },
           nb::arg("requests"), nb::kw_only(), nb::arg("device") = 0,
-          nb::arg("staging_bytes") = 0, nb::arg("staging_buffers") = 0,
+          nb::arg("staging_bytes").none() = nb::none(),
+          nb::arg("staging_buffers").none() = nb::none(), nb::arg("direct_io") = "auto",
           nb::arg("verify") = true, nb::arg("threads") = 0,
           nb::arg("progress").none() = nb::none(),
           "Reads [(leaf, (begin, end) | None, dst_address, nbytes)] straight into CUDA device "
-          "memory (jtree::read_many_to_device), the GIL released; staging_bytes/buffers 0: the "
-          "defaults. NotSupported without CUDA support or without a device.")
+          "memory (jtree::read_many_to_device), the GIL released; staging_bytes/buffers None: "
+          "the defaults; direct_io 'auto', 'on' or 'off'. Returns the load's stats "
+          "{direct_bytes, buffered_bytes, direct_io_note}. NotSupported without CUDA support "
+          "or without a device.")
       .def(
           "_read_staged_host_for_tests",
-          [](const PyReader& r, nb::list requests, uint64_t staging_bytes, int staging_buffers,
-             bool verify, int threads, std::optional<nb::object> progress) {
+          [](const PyReader& r, nb::list requests, std::optional<uint64_t> staging_bytes,
+             std::optional<int64_t> staging_buffers, std::string direct_io, bool verify,
+             int threads, std::optional<nb::object> progress) {
             return r.read_staged_host_for_tests(
-                requests, {0, staging_bytes, staging_buffers, verify, threads,
-                           std::move(progress)});
+                requests, {0, staging_bytes, staging_buffers, std::move(direct_io), verify,
+                           threads, std::move(progress)});
           },
-          nb::arg("requests"), nb::kw_only(), nb::arg("staging_bytes") = 0,
-          nb::arg("staging_buffers") = 0, nb::arg("verify") = true, nb::arg("threads") = 0,
+          nb::arg("requests"), nb::kw_only(), nb::arg("staging_bytes").none() = nb::none(),
+          nb::arg("staging_buffers").none() = nb::none(), nb::arg("direct_io") = "auto",
+          nb::arg("verify") = true, nb::arg("threads") = 0,
           nb::arg("progress").none() = nb::none(),
           "TESTS ONLY: read_to_device through jtree's host-memory stand-in copy engine, every "
-          "dst_address a host address; returns the engine's counters. Not a public API.")
+          "dst_address a host address; returns the engine's counters and the load's stats. "
+          "Not a public API.")
       .def("verify", &PyReader::verify, nb::arg("threads") = 0,
            nb::arg("progress").none() = nb::none(),
            "Checks every checksum and decodes every chunk (jtree::Reader::verify); "

@@ -58,7 +58,8 @@
  * that the caller must lock.
  *
  * ABI. Handles are opaque; the few structs (jtree_io_stats_t, jtree_read_request_t,
- * jtree_write_stats_t) and the enums' values change only with the major version.
+ * jtree_write_stats_t, jtree_device_stats_t) and the enums' values change only with the
+ * major version.
  *
  * Untrusted files. Opening and reading validate every structure of the file against its size
  * and the limits (jtree_open_options_set_limit): a damaged or hostile file gives
@@ -537,17 +538,84 @@ JTREE_C_API jtree_status_t jtree_reader_read_many(const jtree_reader_t* reader,
                                                   const jtree_read_request_t* requests,
                                                   size_t count, jtree_error_t** err);
 
-/* Loads into GPU memory (<jtree/device.h>, docs/gpu.md): jtree_reader_read_many() with each
- * request's `dst` a CUDA device address (cudaMalloc; managed or mapped memory works too) on
- * CUDA device `device`. Chunks are read and decoded into at most `staging_bytes` of pinned
- * host memory (0: 256 MiB) and copied with cudaMemcpyAsync while the next ones are read. The
- * data is on the device when the call returns. The reader's read options apply. Errors name
- * the file and the leaf; after one, nothing stays pinned. NotSupported in builds without CUDA
- * and on machines without a CUDA device. Thread-safe. */
+/* ---- loads into GPU memory (<jtree/device.h>, docs/gpu.md) ---- */
+
+/* Whether a load to a device reads raw chunks with O_DIRECT (jtree::DirectIo): AUTO where the
+ * file and its file system allow it (else buffered, the reason in jtree_device_stats_t), ON
+ * the same but a file that cannot be read with O_DIRECT at all is NotSupported (naming the
+ * file and why) instead of a buffered load, OFF never (everything through the page cache:
+ * faster for a file read again and again, whose pages are already cached). */
+typedef enum jtree_direct_io_t {
+  JTREE_DIRECT_IO_AUTO = 0,
+  JTREE_DIRECT_IO_ON = 1,
+  JTREE_DIRECT_IO_OFF = 2
+} jtree_direct_io_t;
+
+/* The mode named "auto", "on" or "off" (exactly these: jtree::parse_direct_io), e.g. from a
+ * command line or an environment variable. InvalidArgument naming the value otherwise. */
+JTREE_C_API jtree_status_t jtree_direct_io_parse(const char* name, jtree_direct_io_t* out,
+                                                 jtree_error_t** err);
+/* The name of a mode ("auto", "on", "off"), a static string; NULL for a value that is none. */
+JTREE_C_API const char* jtree_direct_io_name(jtree_direct_io_t mode);
+
+/* Options of a load to a device (jtree::DeviceOptions, less the read options, which are the
+ * reader's). Not copied: pass the handle to any number of loads, free it whenever convenient
+ * after them. */
+typedef struct jtree_device_options_t jtree_device_options_t;
+
+/* A new handle with the defaults (device 0, 256 MiB of staging in 4 buffers, direct I/O
+ * AUTO); NULL only when out of memory. Free with jtree_device_options_free(). */
+JTREE_C_API jtree_device_options_t* jtree_device_options_create(void);
+JTREE_C_API void jtree_device_options_free(jtree_device_options_t* opts);
+
+/* The CUDA device ordinal the destinations are on (or reachable from); default 0.
+ * InvalidArgument for a negative number (one past the machine's devices is InvalidArgument
+ * from the load). */
+JTREE_C_API jtree_status_t jtree_device_options_set_device(jtree_device_options_t* opts,
+                                                           int device, jtree_error_t** err);
+/* The pinned host memory of a load, all buffers together (`staging_bytes`: the most it pins
+ * at once; smaller loads pin less), in `staging_buffers` buffers of equal size, each copied on
+ * its own stream: 2 overlap reading with copying, more keep the copies busy when reads come
+ * in bursts. Defaults 256 MiB and 4. InvalidArgument (nothing changed) unless staging_buffers
+ * is 1 to 64, staging_bytes at most 1 TiB and each buffer at least 4096 bytes. */
+JTREE_C_API jtree_status_t jtree_device_options_set_staging(jtree_device_options_t* opts,
+                                                            uint64_t staging_bytes,
+                                                            int staging_buffers,
+                                                            jtree_error_t** err);
+/* O_DIRECT reads of raw chunks (see jtree_direct_io_t); default AUTO. InvalidArgument for a
+ * value that is none of the enum's. */
+JTREE_C_API jtree_status_t jtree_device_options_set_direct_io(jtree_device_options_t* opts,
+                                                              jtree_direct_io_t mode,
+                                                              jtree_error_t** err);
+
+/* What a load to a device did (jtree::DeviceStats): destination bytes read with O_DIRECT
+ * into the staging buffers, destination bytes read through the page cache (buffered reads,
+ * decoded chunks, inline leaves), and why O_DIRECT was not used (or stopped being used
+ * mid-load): a NUL-terminated string allocated for the caller (free it with jtree_free()),
+ * NULL when O_DIRECT served every piece that qualifies. */
+typedef struct jtree_device_stats_t {
+  uint64_t direct_bytes;
+  uint64_t buffered_bytes;
+  char* direct_io_note;
+} jtree_device_stats_t;
+
+/* Loads into GPU memory: jtree_reader_read_many() with each request's `dst` a CUDA device
+ * address (cudaMalloc; managed or mapped memory works too) on the options' device. Chunks are
+ * read and decoded into pinned host buffers (jtree_device_options_set_staging) and copied with
+ * cudaMemcpyAsync while the next ones are read; raw chunks are read from local files with
+ * O_DIRECT where allowed (jtree_device_options_set_direct_io). The data is on the device when
+ * the call returns. `options` may be NULL (the defaults); the reader's read options apply.
+ * `stats` may be NULL; when it is not, it is written however the call ends (an exception to
+ * the Conventions: on failure it says what the load did before it stopped; zeros and a NULL
+ * note when it did not start): free its direct_io_note before passing it again. Errors name
+ * the file and the leaf; after one, nothing stays pinned. InvalidArgument (bad requests),
+ * NotSupported in builds without CUDA and on machines without a CUDA device (and, with direct
+ * I/O ON, for a file O_DIRECT cannot read). Thread-safe. */
 JTREE_C_API jtree_status_t jtree_reader_read_many_to_device(const jtree_reader_t* reader,
                                                             const jtree_read_request_t* requests,
-                                                            size_t count, int device,
-                                                            uint64_t staging_bytes,
+                                                            size_t count,
+                                                            const jtree_device_options_t* options,
+                                                            jtree_device_stats_t* stats,
                                                             jtree_error_t** err);
 /* CUDA devices this process can use: 0 in builds without CUDA, without a driver or a device. */
 JTREE_C_API int jtree_cuda_device_count(void);

@@ -43,6 +43,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "jtree/export.h"
 #include "jtree/options.h"
@@ -80,6 +81,14 @@ enum class DirectIo {
   kOff,
 };
 
+/// The name of a DirectIo setting: "auto", "on" or "off" (what the Python binding's
+/// direct_io= and the C API's jtree_direct_io_parse() take).
+JTREE_API std::string_view direct_io_name(DirectIo mode);
+
+/// The DirectIo setting named `name` ("auto", "on", "off"; exactly these, lower case).
+/// InvalidArgument naming the value and the accepted names otherwise.
+JTREE_API Result<DirectIo> parse_direct_io(std::string_view name);
+
 /// What a load to a device did (DeviceOptions::stats), filled whether it succeeds or fails.
 struct JTREE_API DeviceStats {
   /// Destination bytes read with O_DIRECT into the staging buffers.
@@ -115,6 +124,20 @@ struct JTREE_API DeviceOptions {
   DirectIo direct_io = DirectIo::kAuto;
   /// When set, receives what the load did (which path read how many bytes).
   DeviceStats* stats = nullptr;
+
+  /// The largest staging_bytes accepted (1 TiB): far above any host's pinnable memory, low
+  /// enough that a wrapped-around negative number (a C caller's -1) is refused, not pinned.
+  static constexpr uint64_t kMaxStagingBytes = 1ull << 40;
+  /// The smallest staging buffer accepted (staging_bytes / staging_buffers): smaller ones
+  /// would make a call per few elements.
+  static constexpr uint64_t kMinBufferBytes = 4096;
+
+  /// What every load to a device checks first (read_many_staged, read_many_to_device; the
+  /// Python binding and the C API's setters at once): read.check(), staging_buffers from 1 to
+  /// 64, staging_bytes at most kMaxStagingBytes and at least kMinBufferBytes per buffer,
+  /// device >= 0, direct_io one of the DirectIo values. InvalidArgument naming the setting and
+  /// its value otherwise: never silently clamped.
+  Status check() const;
 };
 
 /// What a load to a device copies through: pinned host buffers, streams, asynchronous copies.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "jtree/c.h"
+#include "jtree/device.h"
 #include "jtree/jtree.h"
 
 struct jtree_error_t {
@@ -56,6 +57,10 @@ struct jtree_builder_t {
 
 struct jtree_write_options_t {
   jtree::WriteOptions write;
+};
+
+struct jtree_device_options_t {
+  jtree::DeviceOptions device;  // (its read options unused: a load takes the reader's)
 };
 
 namespace jtree::capi {

@@ -26,9 +26,6 @@ CopyEngine::~CopyEngine() = default;
 
 namespace {
 
-// Smallest staging buffer accepted: smaller ones would make a call per few elements.
-constexpr uint64_t kMinBufferBytes = 4096;
-
 // Pieces smaller than this are read buffered even where O_DIRECT works: the alignment slack
 // would be a large part of the read, and the page cache costs little for them.
 constexpr uint64_t kMinDirectBytes = 32 << 10;
@@ -161,19 +158,9 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
                         CopyEngine& engine, const DeviceOptions& options) {
   using staging::Batch;
   using staging::Piece;
-  JTREE_RETURN_IF_ERROR(check_read_options(reader, options.read));  // (as host reads do)
-  if (options.staging_buffers < 1 || options.staging_buffers > 64) {
-    return Status::invalid_argument("jtree: staging_buffers is " +
-                                   std::to_string(options.staging_buffers) +
-                                   "; it must be from 1 to 64");
-  }
+  // (read.check() included, as host reads make it; the error names the file.)
+  if (Status st = options.check(); !st.ok()) return st.with_prefix(reader.name());
   const uint64_t per_buffer = options.staging_bytes / options.staging_buffers;
-  if (per_buffer < kMinBufferBytes) {
-    return Status::invalid_argument("jtree: staging_bytes " + std::to_string(options.staging_bytes) +
-                                   " over " + std::to_string(options.staging_buffers) +
-                                   " buffers is below the minimum of " +
-                                   std::to_string(kMinBufferBytes) + " bytes per buffer");
-  }
   // The stats are written however the load ends (the counters are the fillers').
   std::atomic<uint64_t> direct_bytes{0}, buffered_bytes{0};
   std::string note;

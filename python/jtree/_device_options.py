@@ -1,0 +1,179 @@
+"""The settings of loads into GPU memory (``jtree.DeviceOptions``) and what such a load did
+(``jtree.DeviceStats``): the Python face of ``jtree::DeviceOptions`` / ``jtree::DeviceStats``
+(lib/include/jtree/device.h). The values are checked by the C++ library
+(``DeviceOptions::check``, ``parse_direct_io``), when the options are made: this module only
+translates.
+
+Options given to a load that does not go to a device are never silently dropped
+(:func:`not_used`): a load whose arrays all go to host memory refuses them
+(InvalidArgumentError); a load bound for a device that cannot take the direct path (jtree
+without CUDA, ``JTREE_DIRECT_DEVICE_LOAD=0``, dtypes torch lacks...) warns, or with
+``direct_io="on"`` fails (NotSupportedError), since the arrays then come through the page cache.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Any, Dict, Iterable, NamedTuple, Optional
+
+from ._errors import InvalidArgumentError, NotSupportedError
+
+DIRECT_IO_MODES = ("auto", "on", "off")
+
+# What a device_options= that no device load can use is refused with (the load's arrays all
+# go to host memory).
+WHERE_IT_APPLIES = ("device_options= applies to loads into device memory: torch tensors on a "
+                    "CUDA device (device='cuda:N', or out=/pytree tensors on one) or JAX arrays "
+                    "sharded over GPUs (shardings=)")
+
+
+class DeviceStats(NamedTuple):
+    """What a load into device memory did (``jtree::DeviceStats``), over all its native loads
+    (one per device): ``direct_bytes`` read with O_DIRECT straight into the pinned staging
+    buffers, ``buffered_bytes`` read through the page cache (compressed chunks, slices of
+    chunks, small leaves, files O_DIRECT cannot read), and ``direct_io_note``, why O_DIRECT
+    was not used (or stopped being used mid-load): "" when it served every piece that
+    qualifies."""
+
+    direct_bytes: int
+    buffered_bytes: int
+    direct_io_note: str
+
+
+class DeviceOptions:
+    """Settings of loads straight into GPU memory (``jtree::DeviceOptions``, docs/gpu.md),
+    for :func:`jtree.load` (and ``File.load``, ``nonblocking_load``, ``LazyArray.read``) and
+    ``LazyArray.get(..., device=...)``::
+
+        opts = jtree.DeviceOptions(staging_bytes=1 << 30, staging_buffers=8, direct_io="on")
+        model = jtree.load("ckpt.jtree", device="cuda:0", device_options=opts)
+        print(opts.last_stats)   # DeviceStats(direct_bytes=..., buffered_bytes=..., ...)
+
+    ``staging_bytes``: the pinned host memory a load may use, all buffers together (default
+    256 MiB; smaller loads pin less). ``staging_buffers``: how many buffers it is cut into,
+    each copied on its own stream, 1 to 64 (default 4: 2 overlap reading with copying, more
+    keep the copies busy when reads come in bursts); each buffer at least 4096 bytes,
+    ``staging_bytes`` at most 1 TiB. ``direct_io``: whether chunks stored raw
+    (``compression=None``) are read from a local file with O_DIRECT straight into the pinned
+    buffers (no page-cache copy, and the page cache is not filled with the checkpoint):
+    ``"auto"`` (default) where the file system allows it, else through the page cache, the
+    reason in ``last_stats.direct_io_note``; ``"on"`` the same, but a file O_DIRECT cannot read
+    (tmpfs, a remote file, buffers too small for its alignment) is a
+    :class:`NotSupportedError` naming the file; ``"off"`` never (faster for a file read again
+    and again, whose pages are cached). Bad values are an :class:`InvalidArgumentError` naming
+    the setting, raised here (the C++ library's check).
+
+    ``last_stats``: the :class:`DeviceStats` of the last load made with these options
+    (summed over its devices); ``None`` before the first, after a load that failed, and
+    after a load that took no direct device path. Sharing one DeviceOptions
+    between loads running at once is safe, but ``last_stats`` is then the last one's.
+
+    A load given ``device_options`` must go to a device: one whose arrays all go to host
+    memory (NumPy, CPU tensors, JAX without GPU shardings) is an
+    :class:`InvalidArgumentError`. One bound for a device that cannot take the direct path
+    (this jtree without CUDA, no device jtree sees, ``JTREE_DIRECT_DEVICE_LOAD=0``; and for
+    a slice ``LazyArray.get``, a dtype torch lacks or a negative step) reads through host
+    memory and ``Tensor.to``: with ``direct_io="on"`` that is a :class:`NotSupportedError`
+    (O_DIRECT was asked for), else a ``RuntimeWarning`` saying why. In a load where some
+    arrays take the direct path and others cannot (a dtype torch lacks, ``pad_truncate``),
+    the options apply to the first and the others are read as without them.
+    """
+
+    __slots__ = ("_staging_bytes", "_staging_buffers", "_direct_io", "last_stats")
+
+    def __init__(self, *, staging_bytes: Optional[int] = None,
+                 staging_buffers: Optional[int] = None, direct_io: str = "auto"):
+        for name, v in (("staging_bytes", staging_bytes), ("staging_buffers", staging_buffers)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise InvalidArgumentError(f"{name} must be an int (or None for the default), "
+                                           f"not {type(v).__name__} {v!r}")
+        if staging_bytes is not None and staging_bytes < 0:
+            # (The native setting is unsigned: a negative number would wrap around.)
+            raise InvalidArgumentError(f"staging_bytes is {staging_bytes}; it must be positive")
+        if not isinstance(direct_io, str):
+            raise InvalidArgumentError(f"direct_io must be 'auto', 'on' or 'off', not "
+                                       f"{type(direct_io).__name__} {direct_io!r}")
+        from . import _jtree  # noqa: PLC0415
+
+        # The library's checks (DeviceOptions::check, parse_direct_io), at once.
+        _jtree.check_device_options(staging_bytes, staging_buffers, direct_io)
+        self._staging_bytes = staging_bytes
+        self._staging_buffers = staging_buffers
+        self._direct_io = direct_io
+        self.last_stats: Optional[DeviceStats] = None
+
+    @property
+    def staging_bytes(self) -> Optional[int]:
+        """Pinned host memory of a load, all buffers together (None: the default, 256 MiB)."""
+        return self._staging_bytes
+
+    @property
+    def staging_buffers(self) -> Optional[int]:
+        """Number of staging buffers, 1 to 64 (None: the default, 4)."""
+        return self._staging_buffers
+
+    @property
+    def direct_io(self) -> str:
+        """O_DIRECT reads of raw chunks: "auto", "on" or "off"."""
+        return self._direct_io
+
+    def _native_kwargs(self) -> Dict[str, Any]:
+        """The keyword arguments of the native ``Reader.read_to_device`` these options give."""
+        return dict(staging_bytes=self._staging_bytes, staging_buffers=self._staging_buffers,
+                    direct_io=self._direct_io)
+
+    def __repr__(self) -> str:
+        return (f"jtree.DeviceOptions(staging_bytes={self._staging_bytes!r}, "
+                f"staging_buffers={self._staging_buffers!r}, direct_io={self._direct_io!r})")
+
+
+def checked(options: Any) -> Optional[DeviceOptions]:
+    """``device_options=`` as given to a load: None or a DeviceOptions."""
+    if options is None or isinstance(options, DeviceOptions):
+        return options
+    raise InvalidArgumentError(f"device_options must be a jtree.DeviceOptions, not "
+                               f"{type(options).__qualname__}")
+
+
+def combined(parts: Iterable[Dict[str, Any]]) -> DeviceStats:
+    """The stats of one load made of several native loads (one per device): bytes summed, the
+    distinct notes joined."""
+    direct = buffered = 0
+    notes: list = []
+    for p in parts:
+        direct += int(p["direct_bytes"])
+        buffered += int(p["buffered_bytes"])
+        if p["direct_io_note"] and p["direct_io_note"] not in notes:
+            notes.append(p["direct_io_note"])
+    return DeviceStats(direct, buffered, "; ".join(notes))
+
+
+def _caller_stacklevel() -> int:
+    """The warnings.warn stacklevel of the first frame outside the jtree package (the user's
+    call), however deep the load's call chain is."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.dirname(
+            os.path.abspath(frame.f_code.co_filename)).startswith(package):
+        level += 1
+        frame = frame.f_back
+    return level
+
+
+def not_used(options: DeviceOptions, where: str, why: str) -> None:
+    """A load bound for a device went through host memory (``why``), its ``options`` unused:
+    NotSupportedError with direct_io="on" (O_DIRECT was asked for), else a RuntimeWarning."""
+    options.last_stats = None
+    msg = (f"{where}: device_options not used: {why}; the arrays were read into host memory "
+           f"(through the page cache) and copied to the device")
+    if options.direct_io == "on":
+        raise NotSupportedError(msg + " (direct_io='on' asks for O_DIRECT reads into the "
+                                      "staging buffers)")
+    warnings.warn(msg, RuntimeWarning, stacklevel=_caller_stacklevel())
+
+
+def not_a_device_load(where: str) -> InvalidArgumentError:
+    """The error for device_options given to a load whose arrays all go to host memory."""
+    return InvalidArgumentError(f"{where}: {WHERE_IT_APPLIES}; this load reads its arrays into "
+                                f"host memory")
