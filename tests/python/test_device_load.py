@@ -292,10 +292,21 @@ def _raw_tree(torch):
             "b": torch.arange(1 << 18, dtype=torch.int32).reshape(512, 512)}
 
 
+def _evict(path):
+    """Drops the file from the page cache (written back first), as after a reboot."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.parametrize("direct_io", ["auto", "on"])
 def test_device_options_raw_file_on_disk_reads_with_o_direct(torch, disk_path, direct_io):
     tree = _raw_tree(torch)
     jtree.save(tree, disk_path, compression=None, chunk_bytes=64 << 10)
+    _evict(disk_path)  # (auto reads a file in the page cache buffered: see the next test)
     opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=2, direct_io=direct_io)
     assert opts.last_stats is None
     with _device.host_stand_in_for_tests() as engine:
@@ -315,6 +326,19 @@ def test_device_options_raw_file_on_disk_reads_with_o_direct(torch, disk_path, d
     with _device.host_stand_in_for_tests():
         _same(tree, jtree.load(disk_path, device="cpu", device_options=off))
     assert off.last_stats == (0, total, "direct_io is Off")
+
+
+def test_device_options_auto_reads_a_file_in_the_page_cache_buffered(torch, disk_path):
+    tree = _raw_tree(torch)
+    jtree.save(tree, disk_path, compression=None, chunk_bytes=64 << 10)
+    with open(disk_path, "rb") as fh:  # (all of it in the page cache)
+        fh.read()
+    total = sum(t.numel() * t.element_size() for t in tree.values())
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20)
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.load(disk_path, device="cpu", device_options=opts))
+    assert opts.last_stats.direct_bytes == 0 and opts.last_stats.buffered_bytes == total
+    assert "the file is in the page cache (100% of its pages)" in opts.last_stats.direct_io_note
 
 
 def test_device_options_on_a_slice_through_the_stand_in(torch, disk_path):

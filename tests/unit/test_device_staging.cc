@@ -3,7 +3,11 @@
 // backpressure (pinned memory and queued copies never above the bound, however slow the
 // copies), failures in the middle of a load (clear error, every buffer and stream freed, no
 // copy issued after it, no hang), cancellation, bad requests.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include <doctest/doctest.h>
@@ -14,6 +18,7 @@
 #include "jtree/device.h"
 #include "test_util.h"
 #include "util/box_copy.h"
+#include "util/populated_memory.h"
 
 using namespace jtree;
 using namespace jtree::testing;
@@ -500,8 +505,9 @@ TEST_CASE("the pinned cache: reuses blocks of a fitting size, holds at most its 
   CHECK(size == 100);
   CHECK(cache.give(a.data(), size));
   CHECK(cache.cached_bytes() == 300);
-  const std::vector<std::byte*> drained = cache.drain();
+  const auto drained = cache.drain();
   CHECK(drained.size() == 2);
+  CHECK(drained[0].second + drained[1].second == 300);
   CHECK(cache.cached_bytes() == 0);
   CHECK(cache.take(1).empty());
 }
@@ -575,4 +581,26 @@ TEST_CASE("bad device options are InvalidArgument before the engine: also withou
   st = read_many_to_device(*f.reader, std::span(&r, 1), o);
   CHECK(st.code() == StatusCode::kInvalidArgument);
   CHECK(st.message().find("device is -2") != std::string::npos);
+}
+
+TEST_CASE("map_populated: zeroed, page-aligned, writable memory, every page resident") {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (size_t bytes : {size_t{1}, page + 3, size_t{9} << 20, (size_t{33} << 20) + 5}) {
+    for (int threads : {1, 4}) {
+      CAPTURE(bytes);
+      CAPTURE(threads);
+      auto mem = map_populated(bytes, threads);
+      REQUIRE(mem.ok());
+      CHECK(mem->size() == bytes);
+      CHECK(reinterpret_cast<uintptr_t>(mem->data()) % page == 0);
+      std::vector<unsigned char> resident((bytes + page - 1) / page);
+      REQUIRE(::mincore(mem->data(), bytes, resident.data()) == 0);
+      CHECK(std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }));
+      CHECK(std::all_of(mem->begin(), mem->end(), [](std::byte b) { return b == std::byte{0}; }));
+      std::memset(mem->data(), 0xAB, bytes);
+      CHECK((*mem)[bytes - 1] == std::byte{0xAB});
+      unmap_populated(*mem);
+    }
+  }
+  CHECK(map_populated(0, 1).status().code() == StatusCode::kInvalidArgument);
 }

@@ -182,10 +182,11 @@ JTREE_API Status read_many_to_device(const Reader& reader,
 /// release_pinned_memory).
 inline constexpr uint64_t kPinnedCacheBytes = 256ull << 20;
 
-/// The CUDA copy engine for device `device`: pinned buffers from cudaHostAlloc (portable),
-/// cudaMemcpyAsync on non-blocking streams. Pinning memory is slow (about 2-3 GB/s), so the
-/// buffers a load frees are kept for the next load of the process, up to kPinnedCacheBytes
-/// in all, shared by every engine and device. The calling thread's current device is left as it
+/// The CUDA copy engine for device `device`: pinned buffers (anonymous memory faulted in by
+/// several threads, then cudaHostRegister'ed, portable; cudaHostAlloc where registering
+/// fails), cudaMemcpyAsync on non-blocking streams. Pinning memory is slow, so the buffers a
+/// load frees are kept for the next load of the process, up to kPinnedCacheBytes in all,
+/// shared by every engine and device. The calling thread's current device is left as it
 /// was. Thread-safe. NotSupported without CUDA support or without a device; InvalidArgument
 /// for a device number out of range.
 JTREE_API Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device = 0);

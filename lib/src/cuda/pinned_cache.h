@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace jtree::staging {
@@ -50,10 +51,10 @@ class PinnedCache {
     return true;
   }
 
-  /// Every cached block, removed from the cache (for the caller to free).
-  std::vector<std::byte*> drain() {
-    std::vector<std::byte*> out;
-    for (auto& [size, p] : free_) out.push_back(p);
+  /// Every cached block and its size, removed from the cache (for the caller to free).
+  std::vector<std::pair<std::byte*, size_t>> drain() {
+    std::vector<std::pair<std::byte*, size_t>> out;
+    for (auto& [size, p] : free_) out.push_back({p, static_cast<size_t>(size)});
     free_.clear();
     cached_ = 0;
     return out;

@@ -1,0 +1,69 @@
+// See populated_memory.h.
+#include "util/populated_memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace jtree {
+
+namespace {
+
+// Faults in [p, p + n) (page-aligned p): MADV_POPULATE_WRITE (Linux 5.14+) in one call, else
+// a write per page (the memory is fresh and zero: writing a zero changes nothing).
+void populate(std::byte* p, size_t n, size_t page) {
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  for (size_t at = 0; at < n; at += page) {
+    *reinterpret_cast<volatile std::byte*>(p + at) = std::byte{0};
+  }
+}
+
+}  // namespace
+
+Result<std::span<std::byte>> map_populated(size_t bytes, int threads) {
+  if (bytes == 0) return Status::invalid_argument("map_populated: 0 bytes");
+  void* addr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED) {
+    return Status::resource_exhausted("mmap of " + std::to_string(bytes) +
+                                      " bytes: " + std::strerror(errno));
+  }
+  auto* p = static_cast<std::byte*>(addr);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = (bytes + page - 1) / page;
+  // Parts of at least 4 MiB: thread start-up is worth it only above that.
+  const size_t min_part_pages = std::max<size_t>(1, (4u << 20) / page);
+  const size_t parts = std::clamp<size_t>(pages / min_part_pages, 1,
+                                          static_cast<size_t>(std::max(1, threads)));
+  const size_t per = (pages + parts - 1) / parts;
+  auto part = [&](size_t i) {
+    const size_t first = i * per;
+    if (first >= pages) return;
+    const size_t n = std::min(per, pages - first);
+    populate(p + first * page, std::min(n * page, bytes - first * page), page);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < parts; ++i) {
+    try {
+      helpers.emplace_back(part, i);
+    } catch (const std::system_error&) {
+      part(i);  // (no thread to be had: this one does that part too)
+    }
+  }
+  part(0);
+  for (std::thread& t : helpers) t.join();
+  return std::span<std::byte>(p, bytes);
+}
+
+void unmap_populated(std::span<std::byte> memory) {
+  if (!memory.empty()) ::munmap(memory.data(), memory.size());
+}
+
+}  // namespace jtree
