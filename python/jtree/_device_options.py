@@ -51,17 +51,19 @@ class DeviceOptions:
         print(opts.last_stats)   # DeviceStats(direct_bytes=..., buffered_bytes=..., ...)
 
     ``staging_bytes``: the pinned host memory a load may use, all buffers together (default
-    256 MiB; smaller loads pin less). ``staging_buffers``: how many buffers it is cut into,
-    each copied on its own stream, 1 to 64 (default 4: 2 overlap reading with copying, more
+    128 MiB; smaller loads pin less; the buffers are pinned as a load first needs them and
+    kept for the process's next load). ``staging_buffers``: how many buffers it is cut into,
+    each copied on its own stream, 1 to 64 (default 8: 2 overlap reading with copying, more
     keep the copies busy when reads come in bursts); each buffer at least 4096 bytes,
     ``staging_bytes`` at most 1 TiB. ``direct_io``: whether chunks stored raw
     (``compression=None``) are read from a local file with O_DIRECT straight into the pinned
     buffers (no page-cache copy, and the page cache is not filled with the checkpoint):
-    ``"auto"`` (default) where the file system allows it, else through the page cache, the
-    reason in ``last_stats.direct_io_note``; ``"on"`` the same, but a file O_DIRECT cannot read
-    (tmpfs, a remote file, buffers too small for its alignment) is a
-    :class:`NotSupportedError` naming the file; ``"off"`` never (faster for a file read again
-    and again, whose pages are cached). Bad values are an :class:`InvalidArgumentError` naming
+    ``"auto"`` (default) where the file system allows it and less than half of the file is
+    in the page cache (a warm file is copied out of memory faster), else through the page
+    cache, the reason in ``last_stats.direct_io_note``; ``"on"`` whatever the page cache
+    holds, and a file O_DIRECT cannot read (a remote file, a file system refusing it, buffers
+    too small for its alignment) is a :class:`NotSupportedError` naming the file; ``"off"``
+    never. Bad values are an :class:`InvalidArgumentError` naming
     the setting, raised here (the C++ library's check).
 
     ``last_stats``: the :class:`DeviceStats` of the last load made with these options
@@ -105,12 +107,12 @@ class DeviceOptions:
 
     @property
     def staging_bytes(self) -> Optional[int]:
-        """Pinned host memory of a load, all buffers together (None: the default, 256 MiB)."""
+        """Pinned host memory of a load, all buffers together (None: the default, 128 MiB)."""
         return self._staging_bytes
 
     @property
     def staging_buffers(self) -> Optional[int]:
-        """Number of staging buffers, 1 to 64 (None: the default, 4)."""
+        """Number of staging buffers, 1 to 64 (None: the default, 8)."""
         return self._staging_buffers
 
     @property

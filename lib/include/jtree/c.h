@@ -541,10 +541,10 @@ JTREE_C_API jtree_status_t jtree_reader_read_many(const jtree_reader_t* reader,
 /* ---- loads into GPU memory (<jtree/device.h>, docs/gpu.md) ---- */
 
 /* Whether a load to a device reads raw chunks with O_DIRECT (jtree::DirectIo): AUTO where the
- * file and its file system allow it (else buffered, the reason in jtree_device_stats_t), ON
- * the same but a file that cannot be read with O_DIRECT at all is NotSupported (naming the
- * file and why) instead of a buffered load, OFF never (everything through the page cache:
- * faster for a file read again and again, whose pages are already cached). */
+ * file and its file system allow it and less than half of the file is in the page cache
+ * (else buffered, the reason in jtree_device_stats_t), ON whatever the page cache holds, and
+ * a file that cannot be read with O_DIRECT at all is NotSupported (naming the file and why)
+ * instead of a buffered load, OFF never (everything through the page cache). */
 typedef enum jtree_direct_io_t {
   JTREE_DIRECT_IO_AUTO = 0,
   JTREE_DIRECT_IO_ON = 1,
@@ -563,7 +563,7 @@ JTREE_C_API const char* jtree_direct_io_name(jtree_direct_io_t mode);
  * after them. */
 typedef struct jtree_device_options_t jtree_device_options_t;
 
-/* A new handle with the defaults (device 0, 256 MiB of staging in 4 buffers, direct I/O
+/* A new handle with the defaults (device 0, 128 MiB of staging in 8 buffers, direct I/O
  * AUTO); NULL only when out of memory. Free with jtree_device_options_free(). */
 JTREE_C_API jtree_device_options_t* jtree_device_options_create(void);
 JTREE_C_API void jtree_device_options_free(jtree_device_options_t* opts);
@@ -576,7 +576,7 @@ JTREE_C_API jtree_status_t jtree_device_options_set_device(jtree_device_options_
 /* The pinned host memory of a load, all buffers together (`staging_bytes`: the most it pins
  * at once; smaller loads pin less), in `staging_buffers` buffers of equal size, each copied on
  * its own stream: 2 overlap reading with copying, more keep the copies busy when reads come
- * in bursts. Defaults 256 MiB and 4. InvalidArgument (nothing changed) unless staging_buffers
+ * in bursts. Defaults 128 MiB and 8. InvalidArgument (nothing changed) unless staging_buffers
  * is 1 to 64, staging_bytes at most 1 TiB and each buffer at least 4096 bytes. */
 JTREE_C_API jtree_status_t jtree_device_options_set_staging(jtree_device_options_t* opts,
                                                             uint64_t staging_bytes,
