@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs jtree's GPU tests and benchmarks on a GPU machine, from a checkout of the commit a
+# bundle was built from (scripts/gpu_bundle.sh), with that machine's python3 (torch with CUDA;
+# JAX with CUDA for the JAX rows; safetensors; fastsafetensors from its wheel for its row):
+#   bench/gpu_checks.sh BUNDLE_DIR OUT_DIR [SECONDS]
+# Stages, most important first, each bounded by `timeout` and never stopping the next:
+#   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1)
+#   2. bench_device with the defaults (page cache), then its first load with 256/4 buffers
+#   3. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
+#   4. the Python GPU tests (test_device_load.py)
+#   5. bench_device variants: staging sizes, and cold loads with and without O_DIRECT
+# Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
+# SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-2 leave minus
+# 120 s for stages 4-5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
+# installed with the jtree wheel.
+set -u
+[ $# -ge 2 ] || { sed -n 2,15p "$0" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+root=$PWD
+bundle=$(cd "$1" && pwd)
+out=$(mkdir -p "$2" && cd "$2" && pwd)
+total=${3:-400}
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false JTREE_TEST_REQUIRE_ALL=1
+exec > >(tee -a "$out/log.txt") 2>&1
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+stage() { echo; echo "=== [$(elapsed)s] $*"; }
+# run SECONDS CMD...: one bounded step; its exit status is printed, never fatal.
+run() { local s=$1; shift; timeout -k 5 "$s" "$@"; echo "--- rc=$? ($*)"; }
+
+stage machine
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+nproc; python3 --version
+
+stage install
+site=$(mktemp -d /tmp/jtree-gpu-site.XXXXXX)
+python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+  "$bundle"/jtree_arrays-*.whl $(ls "$bundle"/wheels/*.whl 2>/dev/null) || exit 1
+export PYTHONPATH=$site
+python3 -c "import jtree._device as d; print('jtree CUDA support:', d.cuda_built(), '- devices:', d.cuda_device_count())"
+
+stage "C++ GPU tests"
+export LD_LIBRARY_PATH=$bundle/lib
+work=$(mktemp -d /var/tmp/jtree-gpu-work.XXXXXX)  # (a disk file system: O_DIRECT cases)
+for t in test_device_cuda test_device_direct test_device_staging; do
+  (cd "$work" && run 120 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
+done
+
+stage "bench_device: defaults, page cache (tmpfs)"
+run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
+unset LD_LIBRARY_PATH
+
+left=$(( total - $(elapsed) - 120 ))
+stage "gpu_load.py: llm, warm and cold ($left s)"
+if [ "$left" -gt 60 ]; then
+  run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
+    --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
+    --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget "$left" \
+    --systems jtree-raw-torch-out,jtree-torch-out,safetensors,fastsafetensors,torch,jtree-raw-torch,jtree-raw-jax \
+    --out "$out/gpu-load.json" --md "$out/gpu-load.md"
+else
+  echo "no time left for gpu_load.py"
+fi
+
+stage "Python GPU tests"
+(cd tests/python && run 90 python3 -m pytest -q -p no:cacheprovider -rs test_device_load.py \
+   -k "gpu or cuda" 2>&1 | tail -15)
+
+stage "bench_device variants"
+export LD_LIBRARY_PATH=$bundle/lib
+for v in "--staging-mib 256 --buffers 4" "--staging-mib 32 --buffers 4"; do
+  run 30 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm --only raw $v \
+    | tee -a "$out/bench_device_variants.txt"
+done
+for d in auto off; do
+  run 45 "$bundle/bin/bench_device" --gib 1 --runs 2 --dir "$work" --only raw --cold 1 \
+    --direct $d | tee -a "$out/bench_device_cold.txt"
+done
+rm -rf "$work" "$site"
+stage "done in $(elapsed) s"
