@@ -20,12 +20,13 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 base=(numpy ml_dtypes nanobind scikit-build-core)
 declare -A groups
 # torch==2.13.0 is pinned: this version's CPU build is what these machines provide.
-# safetensors and psutil: tests/python/test_bench_gpu_script.py runs bench/python/gpu_load.py,
-# which compares with safetensors (psutil: its memory sampling where clear_refs is refused).
+# safetensors, fastsafetensors and psutil: tests/python/test_bench_gpu_script.py runs
+# bench/python/gpu_load.py, which compares with safetensors and fastsafetensors (0.5.0 or later:
+# its tensors outlive the loader's buffer; psutil: memory sampling where clear_refs is refused).
 # gguf, orbax-checkpoint (+ tensorstore), flax (+ msgpack) and flatbuffers (JAX's
 # pytree_serialization imports it): the peers whose files `jtree convert` reads and writes
 # (tests/python/test_convert_gguf.py, test_convert_orbax_flax.py).
-groups[test]="pytest jax jaxlib torch==2.13.0 safetensors psutil gguf orbax-checkpoint tensorstore flax msgpack flatbuffers"
+groups[test]="pytest jax jaxlib torch==2.13.0 safetensors fastsafetensors>=0.5.0 psutil gguf orbax-checkpoint tensorstore flax msgpack flatbuffers"
 groups[remote]="boto3 pytest"
 # The multi-process tests: mpi4py (builds against Debian's OpenMPI when no wheel fits), torch for
 # torch.distributed, boto3 for the S3 variant.
