@@ -107,17 +107,27 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
   }
 }
 
-TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between loads") {
-  TempDir dir;
-  auto data = random_array(DType::kFloat32, 4096 * 512, 11);  // 8 MiB
+namespace {
+
+// Saves {"w": `rows` x 512 random float32, raw, in 512 KiB chunks} at `path`; returns its bytes.
+std::vector<std::byte> save_raw_rows(const std::string& path, uint64_t rows, uint64_t seed) {
+  auto data = random_array(DType::kFloat32, rows * 512, seed);
   TreeBuilder b;
   b.dict();
   LeafOptions lo;
-  lo.chunk_shape = {256, 512};  // 512 KiB raw chunks
+  lo.chunk_shape = {256, 512};
   lo.codec = Codec::kRaw;
-  b.key("w").array(DType::kFloat32, {4096, 512}, ArrayView{data.data()}, lo);
+  b.key("w").array(DType::kFloat32, {rows, 512}, ArrayView{data.data()}, lo);
   b.end();
-  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("d.jtree")).ok());
+  REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
+  return data;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between loads") {
+  TempDir dir;
+  const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 11);  // 8 MiB
   auto r = *Reader::open(dir.file("d.jtree"));
   DeviceBuffer dev(data.size());
   DeviceRequest req{0, std::nullopt, dev.p, data.size()};
@@ -149,15 +159,7 @@ TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between load
 
 TEST_CASE("CUDA: a damaged chunk in the middle of a load is Corruption naming it; loads go on") {
   TempDir dir;
-  auto data = random_array(DType::kFloat32, 2048 * 512, 9);
-  TreeBuilder b;
-  b.dict();
-  LeafOptions lo;
-  lo.chunk_shape = {256, 512};  // 512 KiB raw chunks
-  lo.codec = Codec::kRaw;
-  b.key("w").array(DType::kFloat32, {2048, 512}, ArrayView{data.data()}, lo);
-  b.end();
-  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("c.jtree")).ok());
+  const auto data = save_raw_rows(dir.file("c.jtree"), 2048, 9);
   DeviceBuffer dev(data.size());
   DeviceOptions o;
   o.staging_bytes = 1 << 20;
