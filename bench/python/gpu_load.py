@@ -409,6 +409,8 @@ def evict(path: str, drop_caches: bool) -> Dict[str, Any]:
     POSIX_FADV_DONTNEED on every file; as root, also sync + drop_caches (1: the page cache).
     Returns how, and the share of its pages still resident afterwards."""
     how = ["fadvise"]
+    # (Not child.drop_from_page_cache: importing child.py sets JAX_PLATFORMS=cpu in this
+    # process, which the children would inherit, and the JAX rows would leave the GPU.)
     for f in files_of(path):
         fd = os.open(f, os.O_RDONLY)
         try:
