@@ -254,7 +254,8 @@ def jtree_path(system: str, device: str) -> str:
     """"direct" when jtree loaded straight into device memory (jtree._device), else "host"."""
     from jtree import _device
     if is_jax(system):
-        return "direct" if _device.torch_device_of_jax(jax_device(device)) is not None else "host"
+        from jtree import _device_jax
+        return "direct" if _device_jax.why_not(jax_device(device), "float32") is None else "host"
     import torch
     return "direct" if _device.direct(torch.device(device)) else "host"
 

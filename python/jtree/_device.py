@@ -10,9 +10,13 @@ this build of jtree has CUDA support (:func:`cuda_built`), jtree's CUDA runtime 
 and ``Tensor.to(device)`` (what every load did before issue 22). ``device="cuda:N"`` where torch
 itself sees no CUDA device is a NotSupportedError, raised before anything is read.
 
+JAX arrays take the same pipeline without torch (jtree._device_jax: one allocation of JAX's own
+per device, leaves as views of it).
+
 Tests on machines without a GPU run the same planning through jtree's host-memory stand-in copy
-engine: inside :func:`host_stand_in_for_tests`, loads to ``device="cpu"`` take the direct path,
-their destinations being host tensors (see tests/python/test_device_load.py).
+engine: inside :func:`host_stand_in_for_tests`, loads to ``device="cpu"`` (and JAX's CPU
+devices) take the direct path, their destinations being host memory (see
+tests/python/test_device_load.py).
 """
 import contextlib
 import functools
@@ -23,7 +27,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 from ._errors import InvalidArgumentError
 
 # One queued part of a direct load: (leaf number, (begin, end) | None for the whole leaf, the
-# contiguous torch tensor it fills).
+# contiguous torch tensor or the JAX destination (jtree._device_jax.Dest) it fills).
 Request = Tuple[int, Optional[Tuple[List[int], List[int]]], Any]
 
 # Set by host_stand_in_for_tests(): the counters of the stand-in engine's last load, or None
@@ -68,26 +72,6 @@ def direct(device: Any) -> bool:
     return cuda_built() and cuda_device_count() > 0
 
 
-def torch_device_of_jax(d: Any) -> Any:
-    """The torch.device whose memory is JAX device ``d``'s, when the direct path serves it (a
-    CUDA GPU jtree and torch both see: its local ordinal; under the test hook, the CPU); else
-    None. Cheap checks first: torch is imported only for a GPU jtree can load to."""
-    if _stand_in is not None:
-        if d.platform != "cpu":
-            return None
-        import torch  # noqa: PLC0415
-
-        return torch.device("cpu")
-    if d.platform != "gpu" or not cuda_built() or cuda_device_count() == 0:
-        return None
-    try:
-        import torch  # noqa: PLC0415
-    except ImportError:
-        return None
-    dev = torch.device("cuda", d.local_hardware_id)
-    return dev if direct(dev) else None
-
-
 @contextlib.contextmanager
 def host_stand_in_for_tests() -> Iterator[dict]:
     """TESTS ONLY. Inside the ``with`` block, loads to ``device="cpu"`` take the direct path
@@ -103,8 +87,10 @@ def host_stand_in_for_tests() -> Iterator[dict]:
 
 
 def nbytes(t: Any) -> int:
-    """The bytes of a contiguous tensor's memory."""
-    return t.numel() * t.element_size()
+    """The bytes of a destination: a contiguous tensor's memory, or a JAX destination's
+    (jtree._device_jax.Dest)."""
+    n = getattr(t, "nbytes", None)
+    return n if type(n) is int else t.numel() * t.element_size()
 
 
 def usable_out(out: Any, device: Any, dtype: Any, shape: Tuple[int, ...]) -> bool:
@@ -147,22 +133,41 @@ def is_jax_device_target(d: Any) -> bool:
 
 def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threads: int = 0,
          options: Any = None, progress: Any = None) -> Any:
-    """Fills the requests' tensors in one native call per device (one in the usual case of a
-    single device), the GIL released, with the settings of ``options`` (a
+    """Fills the requests' destinations in one native call per device (one in the usual case
+    of a single device), the GIL released, with the settings of ``options`` (a
     jtree.DeviceOptions; None: the defaults). Before it, torch's current stream of each device
-    is synchronized: the tensors were allocated (and maybe written, for out=) in that stream's
-    order, and jtree copies on streams of its own. When it returns the data is on the device.
+    is synchronized (the tensors were allocated, and maybe written for out=, in that stream's
+    order, and jtree copies on streams of its own), and JAX destinations get their allocation
+    (jtree._device_jax.place). When it returns the data is on the device.
     ``progress(done, total)`` sees bytes queued for copying, over all devices. Returns the
     load's DeviceStats (summed over the devices), also stored in ``options.last_stats``."""
     from ._device_options import combined  # noqa: PLC0415
+    from ._device_jax import Dest, place  # noqa: PLC0415
 
+    # Grouped by the native target: a CUDA ordinal, or None for the host stand-in.
     by_device: dict = {}
+    torch_devices = set()
+    jax_dests = [t for _, _, t in requests if type(t) is Dest]
+    if jax_dests:
+        place(jax_dests)  # (JAX's allocations for them, ready)
     for leaf, box, t in requests:
+        if type(t) is Dest:
+            if t.nbytes:
+                by_device.setdefault(t.native_device(), []).append((leaf, box, t.address,
+                                                                    t.nbytes))
+            continue
         if t.numel() == 0:
             continue  # (nothing to read; and an empty tensor may have no address)
         if not t.is_contiguous():
             raise InvalidArgumentError("a direct device load needs contiguous destinations")
-        by_device.setdefault(t.device, []).append((leaf, box, t.data_ptr(), nbytes(t)))
+        torch_devices.add(t.device)
+        by_device.setdefault(_torch_native_device(t.device), []).append(
+            (leaf, box, t.data_ptr(), nbytes(t)))
+    if _stand_in is None:
+        for dev in torch_devices:
+            # (torch.cuda.current_stream: the tensors were allocated, maybe written for out=,
+            # in that stream's order; jtree copies on streams of its own.)
+            sys.modules["torch"].cuda.current_stream(dev).synchronize()
     total = sum(n for reqs in by_device.values() for _, _, _, n in reqs)
     done_before = 0
     parts: List[dict] = []
@@ -181,14 +186,17 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
             got = reader._read_staged_host_for_tests(reqs, **kw)
             _stand_in.update(got)
         else:
-            import torch  # noqa: PLC0415
-
-            torch.cuda.current_stream(dev).synchronize()
-            got = reader.read_to_device(reqs, device=dev.index if dev.index is not None
-                                        else torch.cuda.current_device(), **kw)
+            got = reader.read_to_device(reqs, device=dev, **kw)
         parts.append(got)
         done_before += mine
     stats = combined(parts)
     if options is not None:
         options.last_stats = stats
     return stats
+
+
+def _torch_native_device(dev: Any) -> Optional[int]:
+    """The CUDA ordinal of a torch device the direct path fills (None: the host stand-in)."""
+    if _stand_in is not None:
+        return None
+    return dev.index if dev.index is not None else sys.modules["torch"].cuda.current_device()

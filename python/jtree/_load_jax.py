@@ -1,13 +1,14 @@
 """The JAX adapter of the load planner (jtree._load_adapter describes adapters): arrays come
 back as jax.Arrays, on the default device or placed by a sharding (a target's, or the load's
 ``shardings=``), each device's slice read on its own -- straight into GPU memory through
-jtree._device where it can."""
+jtree._device_jax where it can."""
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import _device, _dtypes
+from . import _device, _device_jax, _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, dtype_name
@@ -56,9 +57,20 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     stored = fl.dtype
     if sharding is None:
-        loader.note_host_path(lambda: _device.is_jax_device_target(jax.devices()[0]),
-                              lambda: "JAX arrays without shardings= are placed by "
-                                      "jax.device_put (give shardings= for the direct path)")
+        only = _only_device()
+        whole = [(only, tuple((0, n) for n in shape))]
+        if only is not None:
+            # (Where jax.device_put would place it; committed there, which is the same
+            # placement where the process has one device.)
+            direct = direct_to_devices(loader, fl, want, shape,
+                                       jax.sharding.SingleDeviceSharding(only), whole, path)
+            if direct is not None:
+                return direct
+        loader.note_host_path(
+            lambda: _device.is_jax_device_target(jax.devices()[0]),
+            lambda: _why_host(fl, whole, path) if only is not None else
+            "JAX arrays without shardings= are placed by jax.device_put where the process has "
+            "several devices (give shardings= for the direct path)")
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
         return lambda: _dtypes.jax_device_put(loader.numpy_cast(get(), stored, want, path),
                                               None, loader.name, kp.join(path))
@@ -86,68 +98,76 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     return build
 
 
+def _only_device() -> Any:
+    """The process's one JAX device when a leaf without shardings= may go straight to it: it
+    has only one and no default device is configured. jax.device_put would place the array
+    there uncommitted, and the direct path gives committed arrays (jax.dlpack.from_dlpack's):
+    with one device that is the same placement; with several, an uncommitted array may still
+    move to where a computation runs, so those go through jax.device_put."""
+    import jax  # noqa: PLC0415
+
+    if jax.config.jax_default_device is not None or jax.process_count() != 1:
+        return None
+    devices = jax.local_devices()
+    return devices[0] if len(devices) == 1 else None
+
+
 def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
                       sharding: Any, per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
                       path: Tuple[Any, ...]) -> Optional[Thunk]:
-    """A sharded JAX leaf whose device slices are read straight into each device's memory:
-    a contiguous torch tensor per device filled by the staging pipeline (jtree._device),
-    handed to JAX through DLPack without a copy (replicas are read once per device).
-    None where that path does not apply: a device that is not a CUDA GPU jtree and torch
-    both see, a dtype torch lacks, float8 (older torch and JAX versions do not pass it
-    through DLPack alike), padding (pad_truncate)."""
-    if fl.dtype in _dtypes.TORCH_MISSING or fl.dtype.startswith("float8") or not per_device:
-        return None
-    if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
-        return None
-    devs = [_device.torch_device_of_jax(d) for d, _ in per_device]
-    if any(td is None for td in devs):
+    """A sharded JAX leaf whose device slices are read straight into each device's memory
+    (jtree._device_jax: an allocation of JAX's own per device and load, filled by the staging
+    pipeline, each slice a DLPack view of it; replicas are read once per device). None where
+    that path does not apply (_why_host says why): a device that is not a CUDA GPU jtree
+    sees, a dtype JAX's DLPack import lacks (4-bit and 6-bit types), padding (pad_truncate)."""
+    if not per_device or _why_direct_not(fl, per_device) is not None:
         return None
     import jax  # noqa: PLC0415
-    import torch  # noqa: PLC0415
 
-    stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, kp.join(path))
-    size = torch.empty((), dtype=stored_t).element_size()
+    item = _dtypes.numpy_dtype(fl.dtype, loader.name, path).itemsize
     cast = None if want == fl.dtype else _dtypes.numpy_dtype(want, loader.name, path)
-    tensors = []
-    for (_, box), td in zip(per_device, devs):
+    dests = []
+    for d, box in per_device:
         bshape = tuple(e - b for b, e in box)
-        loader.reserve_array(bshape, size, path)
-        t = torch.empty(bshape, dtype=stored_t, device=td)
+        loader.reserve_array(bshape, item, path)
+        dest = _device_jax.Dest(d, item * math.prod(bshape))
         whole = bshape == fl.shape
         loader.device_requests.append(
-            (fl.index, None if whole else ([b for b, _ in box], [e for _, e in box]), t))
-        tensors.append(t)
+            (fl.index, None if whole else ([b for b, _ in box], [e for _, e in box]), dest))
+        dests.append((bshape, dest))
+
+    single = isinstance(sharding, jax.sharding.SingleDeviceSharding)
 
     def build() -> Any:
         arrays = []
-        for (d, _), t in zip(per_device, tensors):
-            a = jax.dlpack.from_dlpack(t)
-            if a.devices() != {d}:  # (the stand-in's host tensors land on JAX's first CPU)
-                a = jax.device_put(a, d)
+        for bshape, dest in dests:
+            a = dest.array(bshape, fl.dtype)
             arrays.append(a if cast is None else a.astype(cast))
+        if single:  # (already that array: a third of the cost of a small leaf saved)
+            return arrays[0]
         return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     return build
 
 
+def _why_direct_not(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]]
+                    ) -> Optional[str]:
+    """None when every device slice of the leaf can be read straight into device memory;
+    else why not."""
+    if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
+        return "pad_truncate pads it"
+    for d, _ in per_device:
+        why = _device_jax.why_not(d, fl.dtype)
+        if why is not None:
+            return why
+    return None
+
+
 def _why_host(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
               path: Tuple[Any, ...]) -> str:
     """Why direct_to_devices did not take a sharded leaf (for device_options' messages)."""
-    where = kp.join(path)
-    if fl.dtype in _dtypes.TORCH_MISSING or fl.dtype.startswith("float8"):
-        return f"{fl.dtype} JAX arrays are read through host memory ({where})"
-    if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
-        return f"pad_truncate pads {where}"
-    for d, _ in per_device:
-        if _device.torch_device_of_jax(d) is None and _device.is_jax_device_target(d):
-            if d.platform != "gpu":
-                return f"the direct path serves CUDA GPUs, not JAX's {d.platform!r} devices"
-            try:
-                import torch  # noqa: PLC0415
-            except ImportError:
-                return "torch is not installed (the direct path fills torch tensors for JAX)"
-            return _device.why_not_direct(torch.device("cuda", d.local_hardware_id))
-    return f"the direct path does not take {where}"
+    why = _why_direct_not(fl, per_device)
+    return f"{kp.join(path)}: {why or 'the direct path does not take it'}"
 
 
 def is_sharding(x: Any) -> bool:

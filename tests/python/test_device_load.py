@@ -143,6 +143,105 @@ def test_jax_shardings_read_each_device_slice_through_the_stand_in(torch, jax, p
     assert stats["bytes_copied"] >= x.nbytes + 2 * x.size * 2
 
 
+# The JAX direct path without torch: one allocation of JAX's own per device, leaves as DLPack
+# views of it (jtree._device_jax), in a fresh process that never imports torch.
+_JAX_WITHOUT_TORCH = r"""
+import gc, sys
+import numpy as np, ml_dtypes, jax
+import jtree
+from jtree import _device
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+path = sys.argv[1]
+g = np.random.default_rng(3)
+tree = {
+    "w": g.standard_normal((64, 12)).astype(np.float32),
+    "bf": g.standard_normal((40, 6)).astype(ml_dtypes.bfloat16),
+    "f8": (g.standard_normal((32, 5)) * 4).astype(ml_dtypes.float8_e4m3fn),
+    "i64": g.integers(-1 << 40, 1 << 40, (9,)),
+    "flags": g.integers(0, 2, (33,)).astype(bool),
+    "c": (g.standard_normal(7) + 1j * g.standard_normal(7)).astype(np.complex128),
+    "d": g.standard_normal((5, 4)),
+    "s": np.float32(2.5),
+    "e": np.zeros((0, 3), np.float32),
+}
+jtree.save(tree, path, compression="zstd", chunk_bytes=256)
+devices = jax.devices()
+rows = NamedSharding(Mesh(np.array(devices[:4]), ("a",)), PartitionSpec("a"))
+one = SingleDeviceSharding(devices[5])
+pick = lambda k, s: rows if k in ("w", "f8") else one
+with _device.host_stand_in_for_tests() as stats:
+    got = jtree.load(path, shardings=pick, cast={"float64": "float32"})
+assert "torch" not in sys.modules, "the JAX direct path imported torch"
+assert stats["copies"] > 0 and stats["misuses"] == 0, stats
+# What the host path makes of each leaf (outside the test hook JAX's CPU devices are host
+# memory): the same dtypes (JAX without x64 holds int64 as int32), the same bytes.
+host = jtree.load(path, shardings=pick, cast={"float64": "float32"})
+for k, v in tree.items():
+    a, h = got[k], host[k]
+    assert isinstance(a, jax.Array) and a.sharding == pick(k, None), k
+    assert a.shape == v.shape and a.dtype == h.dtype, (k, a.dtype, h.dtype)
+    raw = lambda x: np.asarray(x).reshape(-1).view(np.uint8)
+    assert np.array_equal(raw(a), raw(h)), k
+    if v.dtype.itemsize == a.dtype.itemsize:
+        assert np.array_equal(raw(a), raw(v)), k
+assert got["d"].dtype == np.float32 and np.array_equal(np.asarray(got["d"]), tree["d"].astype(np.float32))
+for shard in got["w"].addressable_shards:
+    assert np.array_equal(np.asarray(shard.data), tree["w"][shard.index])
+# The leaves share one allocation per device: one kept alone still holds its bytes.
+keep = got["bf"]
+del got, host, a, h, shard
+gc.collect()
+jax.numpy.zeros((1 << 16,), np.uint8).block_until_ready()  # (reuse freed memory, if any)
+assert np.array_equal(raw(keep), raw(tree["bf"]))
+print("ok")
+"""
+
+
+def test_jax_direct_path_needs_no_torch_and_views_one_allocation(jax, ml_dtypes, path):
+    import subprocess
+    import sys
+
+    if len(jax.devices()) < 6:
+        _skip_loudly("needs 6 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8")
+    r = subprocess.run([sys.executable, "-c", _JAX_WITHOUT_TORCH, path], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
+
+
+# Without shardings=, a process with one JAX device gets the direct path too; one with
+# several, jax.device_put (which leaves arrays uncommitted, free to move to a computation).
+_JAX_ONE_DEVICE = r"""
+import sys
+import numpy as np, jax
+import jtree
+from jtree import _device
+
+path, want = sys.argv[1], int(sys.argv[2])
+assert len(jax.devices()) == want, jax.devices()
+x = np.arange(3000, dtype=np.float32).reshape(60, 50)
+jtree.save({"x": x, "n": 4}, path, chunk_bytes=1024)
+with _device.host_stand_in_for_tests() as stats:
+    got = jtree.load(path, framework="jax")
+assert np.array_equal(np.asarray(got["x"]), x) and got["n"] == 4
+assert got["x"].devices() == {jax.devices()[0]}
+print("direct" if stats else "host", got["x"].committed)
+"""
+
+
+@pytest.mark.parametrize("devices", [1, 8])
+def test_jax_without_shardings_is_direct_only_with_one_device(jax, path, devices):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    r = subprocess.run([sys.executable, "-c", _JAX_ONE_DEVICE, path, str(devices)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.split() == (["direct", "True"] if devices == 1 else ["host", "False"])
+
+
 def test_progress_covers_the_direct_path_and_can_cancel(torch, path):
     w = torch.arange(1 << 16, dtype=torch.float32)
     # Four leaves of one size: four staging buffer loads, each reported.
@@ -524,13 +623,13 @@ def test_device_options_jax_leaves_that_cannot_go_direct_warn(jax, ml_dtypes, pa
     devices = jax.devices()
     if len(devices) < 2:
         _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
-    x = (np.arange(64 * 8, dtype=np.float32).reshape(64, 8) % 16).astype(ml_dtypes.float8_e4m3fn)
+    x = (np.arange(64 * 8, dtype=np.int8).reshape(64, 8) % 8).astype(ml_dtypes.int4)
     jtree.save({"x": x}, path)
     sharding = NamedSharding(Mesh(np.array(devices[:2]), ("a",)), PartitionSpec("a"))
     with _device.host_stand_in_for_tests():
-        with pytest.warns(RuntimeWarning, match="float8_e4m3fn JAX arrays are read through host"):
+        with pytest.warns(RuntimeWarning, match="int4 JAX arrays are read through host"):
             got = jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
-    assert np.array_equal(np.asarray(got["x"]).astype(np.float32), x.astype(np.float32))
+    assert np.array_equal(np.asarray(got["x"]).astype(np.int8), x.astype(np.int8))
     # Without the stand-in, JAX's CPU devices are host memory: the options are refused.
     with pytest.raises(jtree.InvalidArgumentError, match="device_options= applies"):
         jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
@@ -570,20 +669,36 @@ def test_gpu_load_is_bit_exact_and_direct(torch, path, compression):
         assert s.device.type == "cuda" and torch.equal(s.cpu(), tree["w"][10:200:3, 5:60])
 
 
-def test_gpu_jax_shardings(torch, jax, path):
-    _need_gpu(torch)
+def test_gpu_jax_shardings(jax, ml_dtypes, path):
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
-    if not gpus:
-        msg = "!!! SKIPPED: JAX sees no GPU (a CPU build of jaxlib): direct JAX loads not exercised"
+    if not gpus or _device.cuda_device_count() == 0:
+        msg = (f"!!! SKIPPED: JAX sees {len(gpus)} GPUs, jtree's CUDA runtime "
+               f"{_device.cuda_device_count()} (cuda_built={_device.cuda_built()}): direct JAX "
+               f"loads not exercised")
         print(msg)
         pytest.skip(msg)
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
+    g = np.random.default_rng(5)
     x = np.arange(len(gpus) * 64 * 16, dtype=np.float32).reshape(len(gpus) * 64, 16)
-    jtree.save({"x": x}, path)
+    tree = {"x": x,
+            "bf": g.standard_normal((33, 7)).astype(ml_dtypes.bfloat16),
+            "f8": (g.standard_normal((16, 9)) * 4).astype(ml_dtypes.float8_e4m3fn)}
+    jtree.save(tree, path, chunk_bytes=4096)
     sharding = NamedSharding(Mesh(np.array(gpus), ("a",)), PartitionSpec("a"))
-    got = jtree.load(path, shardings=sharding)
+    one = SingleDeviceSharding(gpus[-1])
+    opts = jtree.DeviceOptions()
+    before = gpus[-1].memory_stats()["bytes_in_use"]
+    got = jtree.load(path, shardings=lambda k, s: sharding if k == "x" else one,
+                     device_options=opts)
     assert got["x"].sharding == sharding and np.array_equal(np.asarray(got["x"]), x)
+    for k in ("bf", "f8"):
+        assert got[k].sharding == one and got[k].dtype == tree[k].dtype, k
+        assert np.array_equal(np.asarray(got[k]).view(np.uint8), tree[k].view(np.uint8)), k
+    # Straight to the devices (the stats count every byte), in memory JAX's allocator holds.
+    total = sum(v.nbytes for v in tree.values())
+    assert opts.last_stats.direct_bytes + opts.last_stats.buffered_bytes == total
+    assert gpus[-1].memory_stats()["bytes_in_use"] - before >= tree["bf"].nbytes
 
 
 def test_gpu_load_with_device_options_reports_what_it_did(torch, path):

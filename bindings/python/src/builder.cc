@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "builder.h"
+#include "dlpack_dtype.h"
 #include "piece_copy.h"
 
 namespace jtpy {
@@ -24,58 +25,6 @@ using jtree::DType;
 using jtree::Shape;
 using jtree::Status;
 
-
-// The jtree dtype of a DLPack dtype (used for objects the Python layer has no dtype name for).
-std::optional<DType> dtype_from_dlpack(nb::dlpack::dtype t) {
-  using C = nb::dlpack::dtype_code;
-  if (t.lanes != 1) return std::nullopt;
-  switch (static_cast<C>(t.code)) {
-    case C::Bool:
-      return t.bits == 8 ? std::optional(DType::kBool) : std::nullopt;
-    case C::Int:
-      switch (t.bits) {
-        case 8: return DType::kInt8;
-        case 16: return DType::kInt16;
-        case 32: return DType::kInt32;
-        case 64: return DType::kInt64;
-      }
-      return std::nullopt;
-    case C::UInt:
-      switch (t.bits) {
-        case 8: return DType::kUInt8;
-        case 16: return DType::kUInt16;
-        case 32: return DType::kUInt32;
-        case 64: return DType::kUInt64;
-      }
-      return std::nullopt;
-    case C::Float:
-      switch (t.bits) {
-        case 16: return DType::kFloat16;
-        case 32: return DType::kFloat32;
-        case 64: return DType::kFloat64;
-      }
-      return std::nullopt;
-    case C::Bfloat:
-      return t.bits == 16 ? std::optional(DType::kBFloat16) : std::nullopt;
-    case C::Complex:
-      if (t.bits == 64) return DType::kComplex64;
-      if (t.bits == 128) return DType::kComplex128;
-      return std::nullopt;
-    case C::Float8_E4M3FN: return DType::kFloat8E4M3FN;
-    case C::Float8_E4M3FNUZ: return DType::kFloat8E4M3FNUZ;
-    case C::Float8_E5M2: return DType::kFloat8E5M2;
-    case C::Float8_E5M2FNUZ: return DType::kFloat8E5M2FNUZ;
-    case C::Float8_E8M0FNU: return DType::kFloat8E8M0FNU;
-    // Format version 2 (DLPack 1.1 codes; 6-bit types one element per byte).
-    case C::Float8_E4M3B11FNUZ: return DType::kFloat8E4M3B11FNUZ;
-    case C::Float8_E3M4: return DType::kFloat8E3M4;
-    case C::Float8_E4M3: return DType::kFloat8E4M3;
-    case C::Float6_E2M3FN: return DType::kFloat6E2M3FN;
-    case C::Float6_E3M2FN: return DType::kFloat6E3M2FN;
-    default:
-      return std::nullopt;
-  }
-}
 
 // Resolves the dtype (given by the Python layer, or from DLPack) and checks the element size.
 DType array_dtype(const AnyArray& a, int dtype_code) {

@@ -92,5 +92,6 @@ void register_reader(nb::module_& m);
 void register_writer(nb::module_& m);
 /// The decisions Python asks the library for (rules.cc): budgets, key paths, indices, URLs.
 void register_rules(nb::module_& m);
+void register_device_array(nb::module_& m);
 
 }  // namespace jtpy

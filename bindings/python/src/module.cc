@@ -37,6 +37,7 @@ NB_MODULE(_jtree, m) {
   jtpy::register_reader(m);
   jtpy::register_writer(m);
   jtpy::register_device(m);
+  jtpy::register_device_array(m);
   jtpy::register_rules(m);
   jtpy::register_specs(m);
 }

@@ -1,0 +1,160 @@
+"""Loads of JAX arrays straight into GPU memory (issue 22), without torch.
+
+JAX cannot wrap an address as an array, and an array of its own is immutable. So a load makes
+one allocation of JAX's own per device (``jax.lax.empty``: XLA's allocator, which holds most of
+the GPU's memory by default, so nothing is allocated beside it), the staging pipeline fills it
+like any destination (``jtree._device.read``), and each leaf comes back as a view of its bytes
+through DLPack (``_jtree.device_array``, which keeps the allocation alive) -- no copy on the
+device or the host. The allocation is freed when the last array of the load that views it is.
+
+Under ``jtree._device.host_stand_in_for_tests`` the same planning runs for JAX's CPU device,
+the allocation in host memory, through the host-memory stand-in engine.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _device, _dtypes
+
+# Each destination starts at a multiple of this in its allocation: what cudaMalloc guarantees,
+# and more than any dtype or DMA engine needs.
+ALIGN = 256
+
+# Dtypes JAX imports through DLPack (jax/_src/dlpack.py's SUPPORTED_DTYPES), and the 1-byte
+# dtypes read as uint8 and bitcast on the device (JAX's DLPack import takes no float8).
+VIEWED = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                    "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
+                    "complex128"})
+BITCAST = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                     "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu"})
+
+# DLPack device types.
+_DL_CPU, _DL_CUDA = 1, 2
+
+
+class Dest:
+    """The bytes of one device slice of a JAX leaf: ``nbytes`` at ``address`` in ``arena``, an
+    allocation made for the whole load on ``device`` when it runs (:func:`place`)."""
+
+    __slots__ = ("device", "nbytes", "arena", "address")
+
+    def __init__(self, device: Any, nbytes: int) -> None:
+        self.device = device
+        self.nbytes = nbytes
+        self.arena: Any = None
+        self.address = 0
+
+    def native_device(self) -> Optional[int]:
+        """The CUDA ordinal jtree copies to (None: the host stand-in)."""
+        return None if _device._stand_in is not None else self.device.local_hardware_id
+
+    def array(self, shape: Tuple[int, ...], dtype: str) -> Any:
+        """The filled bytes as a JAX array of ``shape`` and ``dtype`` on ``device`` (after the
+        load has run): a view of the allocation, bitcast on the device for float8."""
+        import jax  # noqa: PLC0415
+        import jax.numpy as jnp  # noqa: PLC0415
+
+        view = "uint8" if dtype in BITCAST else dtype
+        if self.nbytes == 0:
+            return jax.device_put(jnp.zeros(shape, _dtypes.numpy_dtype(dtype)), self.device)
+        from . import _jtree  # noqa: PLC0415
+
+        cpu = self.native_device() is None
+        a = jax.dlpack.from_dlpack(_jtree.device_array(
+            self.arena, self.address, list(shape), _dtypes.code_of_name(view),
+            _DL_CPU if cpu else _DL_CUDA, 0 if cpu else self.device.local_hardware_id))
+        if a.devices() != {self.device}:  # (the stand-in's arrays land on JAX's first CPU)
+            a = jax.device_put(a, self.device)
+        if view != dtype:
+            a = jax.lax.bitcast_convert_type(a, _dtypes.numpy_dtype(dtype))
+        return a
+
+
+def why_not(d: Any, dtype: str) -> Optional[str]:
+    """None when a slice of a ``dtype`` leaf for JAX device ``d`` can be read straight into its
+    memory; else why not (for device_options' messages)."""
+    if dtype not in VIEWED and dtype not in BITCAST:
+        return f"{dtype} JAX arrays are read through host memory"
+    if _device._stand_in is not None:
+        return None if d.platform == "cpu" else f"the test hook serves CPU devices, not {d.platform!r}"
+    if d.platform != "gpu":
+        return f"the direct path serves CUDA GPUs, not JAX's {d.platform!r} devices"
+    if "cuda" not in str(getattr(d.client, "platform_version", "")).lower():
+        return f"the direct path serves CUDA GPUs; JAX's GPU runs on {d.client.platform_version!r}"
+    if os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
+        return "JTREE_DIRECT_DEVICE_LOAD=0 turns the direct path off"
+    if not _device.cuda_built():
+        return "this build of jtree has no CUDA support"
+    if _device.cuda_device_count() == 0:
+        return "jtree's CUDA runtime sees no device"
+    return None
+
+
+def place(dests: List[Dest]) -> None:
+    """Makes one allocation per device for ``dests`` and gives each its address there (every
+    destination at a multiple of ALIGN). Waits until the allocations exist: jtree's copies run
+    on streams of their own."""
+    by_device: Dict[Any, List[Dest]] = {}
+    for d in dests:
+        if d.nbytes > 0:
+            by_device.setdefault(d.device, []).append(d)
+    for device, mine in by_device.items():
+        offsets = []
+        size = 0
+        for d in mine:
+            offsets.append(size)
+            size += -(-d.nbytes // ALIGN) * ALIGN
+        # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: the first
+        # destination starts at the first multiple of ALIGN.)
+        arena = allocate(device, size + ALIGN)
+        base = arena.unsafe_buffer_pointer()
+        base += -base % ALIGN
+        for d, off in zip(mine, offsets):
+            d.arena = arena
+            d.address = base + off
+
+
+_allocators: Dict[Any, Any] = {}
+
+
+def allocate(device: Any, size: int) -> Any:
+    """``size`` bytes of JAX's own memory on ``device``, ready: uninitialised where JAX can
+    (``jax.lax.empty``), else zeros (older JAX, or a backend that refuses it: a fill costs
+    microseconds on a GPU). One compiled allocation per device and size (a load's sizes repeat
+    when the same tree is loaded again)."""
+    import jax  # noqa: PLC0415
+
+    f = _allocators.get(device)
+    if f is not None:
+        arena = f(size)
+    else:
+        arena = None
+        for make in (getattr(jax.lax, "empty", None), _zeros):
+            if make is None:
+                continue
+            f = jax.jit(functools.partial(_bytes, make), static_argnums=0,
+                        out_shardings=jax.sharding.SingleDeviceSharding(device))
+            try:
+                arena = f(size)
+            except Exception:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
+                if make is _zeros:
+                    raise
+                continue
+            _allocators[device] = f
+            break
+    arena.block_until_ready()
+    return arena
+
+
+def _zeros(shape: Tuple[int, ...], dtype: Any) -> Any:
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    return jnp.zeros(shape, dtype)
+
+
+def _bytes(make: Any, n: int) -> Any:
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    return make((n,), jnp.uint8)
