@@ -112,6 +112,7 @@ class File:
     name: str
     verify_checksums: bool
     threads: int
+    device_options: Optional[DeviceOptions]
     allow_pickle: bool
     strict: bool
     def __init__(self, path: _PathLike, *, verify: bool = ..., threads: int = ...,
@@ -119,7 +120,8 @@ class File:
                  limits: Optional[Mapping[str, int]] = ...,
                  mmap: Union[bool, str] = ..., framework: _Framework = ...,
                  device: Any = ..., map_location: Any = ...,
-                 allow_full_download: bool = ...) -> None: ...
+                 allow_full_download: bool = ...,
+                 device_options: Optional[DeviceOptions] = ...) -> None: ...
     @property
     def root(self) -> Any: ...
     def __getitem__(self, key: Any) -> Any: ...
@@ -187,7 +189,8 @@ def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threa
          strict: bool = ..., use_mmap: bool = ...,
          limits: Optional[Mapping[str, int]] = ..., mmap: Union[bool, str] = ...,
          framework: _Framework = ..., device: Any = ...,
-         map_location: Any = ..., allow_full_download: bool = ...) -> File: ...
+         map_location: Any = ..., allow_full_download: bool = ...,
+         device_options: Optional[DeviceOptions] = ...) -> File: ...
 def compact(path: _PathLike, out_path: Optional[_PathLike] = ..., *, sync: bool = ...) -> WriteStats: ...
 
 class ConvertStats:

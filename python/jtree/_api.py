@@ -561,7 +561,7 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
          limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
          framework: str = "numpy", device: Any = None, map_location: Any = None,
-         allow_full_download: bool = False) -> File:
+         allow_full_download: bool = False, device_options: Any = None) -> File:
     """Opens a .jtree file lazily: reads its header and index only. ``path`` is a path, a URL,
     a seekable binary file object (kept open while the File is used; read with seek +
     readinto) or bytes-like data (read in place). Index the result like the saved tree
@@ -577,7 +577,9 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     slices of its arrays come back as (``f["w"][10:20]``; ``f["w"].get(index, framework=...)``
     asks for another); whole loads take theirs from :func:`load`'s ``framework``.
     ``device`` (alias ``map_location``) is where torch slices are placed (it implies
-    ``framework="torch"`` for slices; see :func:`load`).
+    ``framework="torch"`` for slices; see :func:`load`), and ``device_options`` (a
+    :class:`DeviceOptions`; it needs ``device``) the settings of those slices' loads (as
+    :meth:`LazyArray.get`'s).
     ``allow_full_download``: reads of ``http(s)://`` files are range requests; a server that
     ignores them (it answers with the whole file, as Python's ``http.server`` does) is
     refused with :class:`NotSupportedError` as soon as its answer's headers show it, without
@@ -585,7 +587,7 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     file (in ``$TMPDIR``, else /tmp; at most 16 GiB) and serves every read from it."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
                 use_mmap=use_mmap, limits=limits, mmap=mmap, framework=framework,
-                device=device, map_location=map_location,
+                device=device, map_location=map_location, device_options=device_options,
                 **({"allow_full_download": True} if allow_full_download else {}))
 
 

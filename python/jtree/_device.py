@@ -27,7 +27,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 from ._errors import InvalidArgumentError
 
 # One queued part of a direct load: (leaf number, (begin, end) | None for the whole leaf, the
-# contiguous torch tensor or the JAX destination (jtree._device_jax.Dest) it fills).
+# contiguous torch tensor or the Destination it fills).
 Request = Tuple[int, Optional[Tuple[List[int], List[int]]], Any]
 
 # Set by host_stand_in_for_tests(): the counters of the stand-in engine's last load, or None
@@ -86,11 +86,27 @@ def host_stand_in_for_tests() -> Iterator[dict]:
         _stand_in = prev
 
 
+class Destination:
+    """A destination other than a torch tensor, whose address is known only when the load
+    runs (jtree._device_jax.Dest: memory of JAX's own, allocated for the whole load at once).
+    ``read`` calls ``place`` of its class once with all of a load's destinations of that class;
+    then each has its ``address`` and ``native_device()`` (a CUDA ordinal; None for the host
+    stand-in)."""
+
+    nbytes: int
+    address: int
+
+    @staticmethod
+    def place(dests: List["Destination"]) -> None:
+        raise NotImplementedError
+
+    def native_device(self) -> Optional[int]:
+        raise NotImplementedError
+
+
 def nbytes(t: Any) -> int:
-    """The bytes of a destination: a contiguous tensor's memory, or a JAX destination's
-    (jtree._device_jax.Dest)."""
-    n = getattr(t, "nbytes", None)
-    return n if type(n) is int else t.numel() * t.element_size()
+    """The bytes of a destination: a contiguous tensor's memory, or a Destination's."""
+    return t.nbytes if isinstance(t, Destination) else t.numel() * t.element_size()
 
 
 def usable_out(out: Any, device: Any, dtype: Any, shape: Tuple[int, ...]) -> bool:
@@ -137,21 +153,23 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     of a single device), the GIL released, with the settings of ``options`` (a
     jtree.DeviceOptions; None: the defaults). Before it, torch's current stream of each device
     is synchronized (the tensors were allocated, and maybe written for out=, in that stream's
-    order, and jtree copies on streams of its own), and JAX destinations get their allocation
-    (jtree._device_jax.place). When it returns the data is on the device.
+    order, and jtree copies on streams of its own), and Destinations get their addresses
+    (``place``). When it returns the data is on the device.
     ``progress(done, total)`` sees bytes queued for copying, over all devices. Returns the
     load's DeviceStats (summed over the devices), also stored in ``options.last_stats``."""
     from ._device_options import combined  # noqa: PLC0415
-    from ._device_jax import Dest, place  # noqa: PLC0415
 
     # Grouped by the native target: a CUDA ordinal, or None for the host stand-in.
     by_device: dict = {}
     torch_devices = set()
-    jax_dests = [t for _, _, t in requests if type(t) is Dest]
-    if jax_dests:
-        place(jax_dests)  # (JAX's allocations for them, ready)
+    placed: dict = {}
+    for _, _, t in requests:
+        if isinstance(t, Destination):
+            placed.setdefault(type(t), []).append(t)
+    for cls, dests in placed.items():
+        cls.place(dests)  # (JAX's allocations for them, ready)
     for leaf, box, t in requests:
-        if type(t) is Dest:
+        if isinstance(t, Destination):
             if t.nbytes:
                 by_device.setdefault(t.native_device(), []).append((leaf, box, t.address,
                                                                     t.nbytes))

@@ -34,7 +34,7 @@ BITCAST = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_
 _DL_CPU, _DL_CUDA = 1, 2
 
 
-class Dest:
+class Dest(_device.Destination):
     """The bytes of one device slice of a JAX leaf: ``nbytes`` at ``address`` in ``arena``, an
     allocation made for the whole load on ``device`` when it runs (:func:`place`)."""
 
@@ -45,6 +45,10 @@ class Dest:
         self.nbytes = nbytes
         self.arena: Any = None
         self.address = 0
+
+    @staticmethod
+    def place(dests: List[Any]) -> None:
+        place(dests)
 
     def native_device(self) -> Optional[int]:
         """The CUDA ordinal jtree copies to (None: the host stand-in)."""

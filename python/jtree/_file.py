@@ -32,13 +32,18 @@ class File:
                  allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
                  framework: str = "numpy", device: Any = None, map_location: Any = None,
-                 allow_full_download: bool = False):
+                 allow_full_download: bool = False, device_options: Any = None):
         # A file object or bytes-like data (jtree._fileobj) is named by what it is.
         held = is_fileobj(path) or is_buffer(path)
         self.name: str = name_of(path) if held else os.fspath(path)
         # Bad values are reported before the file is opened.
         opts = LoadOptions(mmap=mmap, framework=framework, device=device,
                            map_location=map_location)
+        dev_opts = _device_options.checked(device_options)
+        if dev_opts is not None and opts.device is None:
+            raise error(InvalidArgumentError, self.name, "",
+                        "jtree.open(device_options=) sets the settings of its slices' loads "
+                        "to device=, and no device= was given (its slices go to host memory)")
         _jtree.check_read_options(threads, self.name)
         # The structure is made as it is visited: opening makes only the root. The tree holds
         # the native Reader (the one reference: close() swaps it).
@@ -54,6 +59,7 @@ class File:
         self.mmap = mmap
         self.framework = opts.framework  # what slices of its LazyArrays come back as
         self.device = opts.device  # and where torch slices go (None: the CPU)
+        self.device_options = dev_opts  # and with which settings (LazyArray.get's)
 
     # -- the structure --
 
@@ -336,7 +342,8 @@ class LazyArray:
     def __getitem__(self, index: Any) -> Any:
         """The elements a basic index selects (reads only their chunks), as the File's
         ``framework`` gives them (NumPy by default; see :meth:`get`)."""
-        return self.get(index, self._f.framework, self._f.device)
+        return self.get(index, self._f.framework, self._f.device,
+                        device_options=self._f.device_options)
 
     def get(self, index: Any, framework: str = "numpy", device: Any = None,
             map_location: Any = None, device_options: Any = None) -> Any:

@@ -118,6 +118,18 @@ def test_lazy_slices_read_their_box_through_the_stand_in(torch, path):
         with _device.host_stand_in_for_tests() as stats:
             assert torch.equal(f["a"][10:20], a[10:20])
             assert stats["copies"] > 0
+    # The File's device_options= for its slices (the settings LazyArray.get takes).
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20)
+    with jtree.open(path, device="cpu", device_options=opts) as f:
+        assert f.device_options is opts
+        with _device.host_stand_in_for_tests():
+            assert torch.equal(f["a"][10:20], a[10:20])
+        st = opts.last_stats
+        assert st.direct_bytes + st.buffered_bytes == a[10:20].numel() * a.element_size()
+    with pytest.raises(jtree.InvalidArgumentError, match="no device= was given"):
+        jtree.open(path, device_options=opts)
+    with pytest.raises(jtree.InvalidArgumentError, match="must be a jtree.DeviceOptions"):
+        jtree.open(path, device="cpu", device_options={"staging_bytes": 1})
 
 
 def test_jax_shardings_read_each_device_slice_through_the_stand_in(torch, jax, path):
