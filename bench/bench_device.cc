@@ -15,7 +15,8 @@
 // The first load of each file is checked byte for byte against the source. --cold 1 drops
 // the file from the page cache (fdatasync + POSIX_FADV_DONTNEED) before every device load
 // (use a --dir on a disk: tmpfs keeps its pages). At the end: what pinning memory costs here
-// (cudaHostAlloc, and cudaHostRegister of memory already faulted in) and pageable copies.
+// (cudaHostAlloc, and cudaHostRegister of memory already faulted in; eight staging buffers
+// pinned one after the other or from eight threads at once) and pageable copies.
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -26,9 +27,13 @@
 #include <memory>
 #include <string>
 
+#include <thread>
+#include <vector>
+
 #include "bench_util.h"
 #include "jtree/device.h"
 #include "jtree/jtree.h"
+#include "util/populated_memory.h"
 
 using namespace jtree;
 using namespace jtree::bench;
@@ -221,6 +226,64 @@ int main(int argc, char** argv) {
     const double f = seconds_of([&] { check_cuda(cudaFreeHost(p), "cudaFreeHost"); });
     std::printf("cudaHostAlloc %4llu MiB: %.1f ms (%.2f GB/s), cudaFreeHost %.1f ms\n",
                 static_cast<unsigned long long>(mib), t * 1e3, (mib << 20) / t / 1e9, f * 1e3);
+  }
+  // Eight 16 MiB buffers (the default staging), pinned the ways a load could: one after the
+  // other or from eight threads at once (does the driver serialize them?), with cudaHostAlloc
+  // or as populated memory registered (what the engine does), and as one 128 MiB block.
+  {
+    constexpr int kN = 8;
+    constexpr size_t kPiece = 16ull << 20;
+    auto alloc_host = [](void** p) {
+      check_cuda(cudaHostAlloc(p, kPiece, cudaHostAllocPortable), "cudaHostAlloc");
+    };
+    auto alloc_registered = [](void** p) {
+      Result<std::span<std::byte>> m = map_populated(kPiece, 1);
+      check(m.status());
+      check_cuda(cudaHostRegister(m->data(), kPiece, cudaHostRegisterPortable),
+                 "cudaHostRegister");
+      *p = m->data();
+    };
+    auto free_host = [](void* p) { check_cuda(cudaFreeHost(p), "cudaFreeHost"); };
+    auto free_registered = [](void* p) {
+      check_cuda(cudaHostUnregister(p), "cudaHostUnregister");
+      unmap_populated({static_cast<std::byte*>(p), kPiece});
+    };
+    struct Way {
+      const char* name;
+      std::function<void(void**)> alloc;
+      std::function<void(void*)> free;
+    };
+    for (const Way& w : {Way{"cudaHostAlloc", alloc_host, free_host},
+                         Way{"populate(1 thread)+cudaHostRegister", alloc_registered,
+                             free_registered}}) {
+      void* ptrs[kN] = {};
+      const double one_by_one = seconds_of([&] {
+        for (void*& p : ptrs) w.alloc(&p);
+      });
+      for (void* p : ptrs) w.free(p);
+      const double at_once = seconds_of([&] {
+        std::vector<std::thread> ts;
+        for (void*& p : ptrs) ts.emplace_back([&w, &p] { w.alloc(&p); });
+        for (std::thread& t : ts) t.join();
+      });
+      for (void* p : ptrs) w.free(p);
+      std::printf("%s 8 x 16 MiB: one after the other %.1f ms, from 8 threads at once %.1f ms\n",
+                  w.name, one_by_one * 1e3, at_once * 1e3);
+    }
+    std::span<std::byte> block;
+    const double populate = seconds_of([&] {
+      Result<std::span<std::byte>> m = map_populated(kN * kPiece, 8);
+      check(m.status());
+      block = *m;
+    });
+    const double reg = seconds_of([&] {
+      check_cuda(cudaHostRegister(block.data(), block.size(), cudaHostRegisterPortable),
+                 "cudaHostRegister");
+    });
+    check_cuda(cudaHostUnregister(block.data()), "cudaHostUnregister");
+    unmap_populated(block);
+    std::printf("populate(8 threads) 128 MiB: %.1f ms, then cudaHostRegister: %.1f ms\n",
+                populate * 1e3, reg * 1e3);
   }
   {
     const size_t bytes = 256ull << 20;
