@@ -1,8 +1,8 @@
 /* tests/c/test_device.c — jtree_reader_read_many_to_device: argument checks, NotSupported
  * where there is no CUDA device, and (with one) the model's f32 array and a box of it through
  * the CUDA staging path into host memory (cudaMemcpyDefault takes any address), bit-exact,
- * with device options (staging, direct I/O) and the stats out. (The options' own misuse is
- * test_misuse.c's.)
+ * with device options (staging, direct I/O) and the stats out; then
+ * jtree_release_pinned_memory, twice. (The options' own misuse is test_misuse.c's.)
  * Runs after test_roundtrip, which wrote model_zstd.jtree. */
 #include <stdlib.h>
 
@@ -91,6 +91,11 @@ void test_device(const char* dir) {
                jtree_reader_read_many_to_device(r, req, 2, far, NULL, &jt_err));
     jtree_device_options_free(far);
   }
+  /* The pinned buffers the loads above kept: none without a device (nor in builds without
+   * CUDA), and none left once released. */
+  const uint64_t released = jtree_release_pinned_memory();
+  if (jtree_cuda_device_count() == 0) CHECK(released == 0);
+  CHECK(jtree_release_pinned_memory() == 0);
   jtree_device_options_free(opts);
   free(whole);
   free(rows);

@@ -5,11 +5,16 @@
 // beside them; a damaged chunk read with O_DIRECT is Corruption naming the key; DeviceStats
 // says which path ran (O_DIRECT on a disk file system, buffered where the file system refuses
 // O_DIRECT, for memory sources and with direct_io Off); the packing keeps every aligned read
-// inside its buffer and off every other piece.
+// inside its buffer and off every other piece. The page-cache share that DirectIo::kAuto
+// goes by is the same asked with cachestat(2) or, as on older kernels, mincore(2) window by
+// window.
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -203,8 +208,27 @@ void evict(const std::string& path) {
   ::close(fd);
 }
 
+// Reads the whole file through the page cache, which then holds it (as after a first load).
+void read_into_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  std::vector<char> buf(1 << 16);
+  while (::read(fd, buf.data(), buf.size()) > 0) {
+  }
+  ::close(fd);
+}
+
 // The share of the file in the page cache, as DirectIo::kAuto sees it (-1: unknown).
 double cached(const File& f) { return io::cached_fraction(*f.reader->source()).value_or(-1); }
+
+// cached(f) as kernels without cachestat(2) (before Linux 6.5) answer it: mincore(2), asked
+// `window` bytes of the file at a time.
+double cached_by_mincore(const File& f, uint64_t window = io::kMincoreWindowBytes) {
+  io::set_cached_fraction_by_mincore_for_testing(window);
+  const double c = cached(f);
+  io::set_cached_fraction_by_mincore_for_testing(0);
+  return c;
+}
 
 // A load from a cold page cache (DirectIo::kAuto reads a warm file buffered: see the test of
 // that below), through the host stand-in engine.
@@ -528,15 +552,7 @@ TEST_CASE("O_DIRECT Auto: a file in the page cache is read buffered, a cold one 
     if (require_all()) FAIL("JTREE_TEST_REQUIRE_ALL=1 and the page cache cannot be dropped");
     return;
   }
-  // Warm: read the whole file once through the page cache.
-  {
-    const int fd = ::open(f.path.c_str(), O_RDONLY);
-    REQUIRE(fd >= 0);
-    std::vector<char> buf(1 << 16);
-    while (::read(fd, buf.data(), buf.size()) > 0) {
-    }
-    ::close(fd);
-  }
+  read_into_cache(f.path);
   REQUIRE(cached(f) >= 0.9);
   DeviceOptions o;
   DeviceStats warm;
@@ -555,6 +571,71 @@ TEST_CASE("O_DIRECT Auto: a file in the page cache is read buffered, a cold one 
   l2.check();
   CHECK(cold_load.direct_bytes > 0);
   CHECK(cold_load.direct_io_note.empty());
+}
+
+TEST_CASE("cached_fraction by mincore (kernels before 6.5), window by window, as by cachestat") {
+  const auto dir = disk_dir();
+  if (!dir) return;
+  SubDir sub(*dir);
+  File f(sub.path, 64);
+  // (A kernel with cachestat answers EBADF for this descriptor; one without, ENOSYS.)
+  const bool has_cachestat = ::syscall(451, -1, nullptr, nullptr, 0) != 0 && errno == EBADF;
+  if (!has_cachestat) {
+    MESSAGE("!!!! this kernel has no cachestat(2) (Linux 6.5+): cached_fraction answers with "
+            "mincore(2) either way, and the two are NOT compared");
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t size = std::filesystem::file_size(f.path);
+  // Windows of one page (and half a page: rounded up to one), 16 pages, and 3/5 of the file:
+  // the file spans many windows or two, the last one shorter than the others.
+  const std::vector<uint64_t> windows = {page, page / 2 + 1, 16 * page, size * 3 / 5};
+  REQUIRE(size > 2 * 16 * page);
+  // Both ways of asking give the same share; every window size gives mincore's.
+  auto measure = [&](const std::string& state) {
+    CAPTURE(state);
+    const double by_cachestat = cached(f);
+    const double by_mincore = cached_by_mincore(f);
+    CAPTURE(by_cachestat);
+    CAPTURE(by_mincore);
+    REQUIRE(by_mincore >= 0);
+    CHECK(std::abs(by_cachestat - by_mincore) <= 0.05);
+    for (uint64_t w : windows) {
+      CAPTURE(w);
+      CHECK(std::abs(cached_by_mincore(f, w) - by_mincore) <= 0.01);
+    }
+    return by_mincore;
+  };
+  read_into_cache(f.path);
+  CHECK(measure("just read") >= 0.5);
+  evict(f.path);
+  if (cached(f) >= 0.5) {
+    MESSAGE("!!!! the page cache of " << f.path << " cannot be dropped here: mincore's "
+            "answer for a cold file is NOT tested");
+    if (require_all()) FAIL("JTREE_TEST_REQUIRE_ALL=1 and the page cache cannot be dropped");
+    return;
+  }
+  CHECK(measure("evicted") < 0.5);
+  // The first half read again (no readahead): the windows of the second half, the shorter last
+  // one among them, find nothing, whatever an earlier window left in mincore's vector.
+  {
+    const int fd = ::open(f.path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+    std::vector<char> buf(1 << 16);
+    for (uint64_t off = 0; off < size / 2; off += buf.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size / 2 - off));
+      REQUIRE(::pread(fd, buf.data(), n, static_cast<off_t>(off)) == static_cast<ssize_t>(n));
+    }
+    ::close(fd);
+  }
+  const double half = measure("first half read");
+  CHECK(half > 0.3);
+  CHECK(half < 0.8);
+  // Not a local file: nullopt, as with cachestat.
+  io::set_cached_fraction_by_mincore_for_testing(page);
+  const auto mem = memory_source(std::vector<std::byte>(100), "mem");
+  CHECK_FALSE(io::cached_fraction(*mem).has_value());
+  io::set_cached_fraction_by_mincore_for_testing(0);
 }
 
 TEST_CASE("O_DIRECT on /dev/shm (tmpfs): used where the kernel accepts it, else the fallback") {

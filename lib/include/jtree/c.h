@@ -619,6 +619,12 @@ JTREE_C_API jtree_status_t jtree_reader_read_many_to_device(const jtree_reader_t
                                                             jtree_error_t** err);
 /* CUDA devices this process can use: 0 in builds without CUDA, without a driver or a device. */
 JTREE_C_API int jtree_cuda_device_count(void);
+/* Frees the pinned host buffers that loads to a device keep for the next load of the process
+ * (pinning memory is slow; at most 256 MiB in all, shared by every device) and returns how
+ * many bytes that gave back: call it once the loads are done, to hand that memory to others.
+ * Loads running meanwhile keep theirs. 0 in builds without CUDA and when nothing is kept.
+ * Thread-safe. (jtree::release_pinned_memory.) */
+JTREE_C_API uint64_t jtree_release_pinned_memory(void);
 
 /* The payload of a text, bytes, custom or pickle leaf (or a uint8 array), allocated by the
  * library with a NUL byte after it: `*data` (free with jtree_free()) and `*size`. The

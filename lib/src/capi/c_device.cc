@@ -40,6 +40,15 @@ extern "C" {
 
 int jtree_cuda_device_count(void) { return jtree::cuda_device_count(); }
 
+uint64_t jtree_release_pinned_memory(void) {
+  // (Only out of memory can throw, before any buffer is freed: 0 is then the truth.)
+  try {
+    return jtree::release_pinned_memory();
+  } catch (...) {
+    return 0;
+  }
+}
+
 jtree_status_t jtree_direct_io_parse(const char* name, jtree_direct_io_t* out,
                                      jtree_error_t** err) {
   return guard(err, [&] {

@@ -53,6 +53,11 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
 /// cachestat(2) nor mincore(2).
 std::optional<double> cached_fraction(const Source& source);
 
+/// How much of the file cached_fraction's mincore(2) fallback maps and asks about at once:
+/// its memory is one byte per page of this (256 KiB with 4 KiB pages) whatever the size of
+/// the file, and a mapping of a whole file may not fit a 32-bit address space.
+inline constexpr uint64_t kMincoreWindowBytes = uint64_t{1} << 30;
+
 /// Tests only: while set, opening the O_DIRECT descriptor fails as on a file system without
 /// O_DIRECT (EINVAL), for Sources that have not opened it yet. Kernels since 6.6 accept
 /// O_DIRECT on tmpfs, so /dev/shm no longer exercises the fallback by itself.
@@ -61,5 +66,10 @@ void set_refuse_direct_open_for_testing(bool refuse);
 /// Tests only: while set, every read_direct fails as a kernel refusing the alignment does
 /// (EINVAL: NotSupported).
 void set_refuse_direct_reads_for_testing(bool refuse);
+
+/// Tests only: while nonzero, cached_fraction skips cachestat(2), as on kernels before 6.5,
+/// and asks mincore(2) `window_bytes` of the file at a time (rounded up to whole pages)
+/// instead of kMincoreWindowBytes, so that a small file spans several windows. 0: as normal.
+void set_cached_fraction_by_mincore_for_testing(uint64_t window_bytes);
 
 }  // namespace jtree::io

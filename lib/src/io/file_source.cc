@@ -28,6 +28,9 @@ namespace {
 
 std::atomic<bool> g_refuse_direct_open{false};   // io::set_refuse_direct_open_for_testing
 std::atomic<bool> g_refuse_direct_reads{false};  // io::set_refuse_direct_reads_for_testing
+// io::set_cached_fraction_by_mincore_for_testing: 0, or the mincore window that replaces
+// cachestat.
+std::atomic<uint64_t> g_mincore_window{0};
 
 // Where the kernel does not report O_DIRECT's alignment (statx STATX_DIOALIGN, Linux 6.1+),
 // 4096 is what every common file system and block device accepts (logical blocks are 512 or
@@ -125,32 +128,51 @@ class FileSource final : public Source {
   }
 
   // The share of the file's pages in the page cache: cachestat(2) (Linux 6.5+), else
-  // mincore(2) over a mapping of the file; nullopt when neither answers.
+  // mincore(2) over mappings of the file; nullopt when neither answers.
   std::optional<double> cached_fraction() const {
     if (size_ == 0) return 1.0;
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const double pages = static_cast<double>((size_ + page - 1) / page);
-    // (The kernel's uapi structs, spelled out: Debian 12's headers predate cachestat.)
-    struct CachestatRange {
-      uint64_t off, len;
-    } range{0, 0};  // len 0: to the end of the file
-    struct Cachestat {
-      uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-    } cs{};
-    constexpr long kSysCachestat = 451;  // the same number on every architecture
-    if (::syscall(kSysCachestat, fd_.get(), &range, &cs, 0) == 0) {
-      return std::min(1.0, static_cast<double>(cs.nr_cache) / pages);
+    const uint64_t pages = (size_ + page - 1) / page;
+    const uint64_t forced_window = g_mincore_window.load(std::memory_order_relaxed);
+    if (forced_window == 0) {
+      // (The kernel's uapi structs, spelled out: Debian 12's headers predate cachestat.)
+      struct CachestatRange {
+        uint64_t off, len;
+      } range{0, 0};  // len 0: to the end of the file
+      struct Cachestat {
+        uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+      } cs{};
+      constexpr long kSysCachestat = 451;  // the same number on every architecture
+      if (::syscall(kSysCachestat, fd_.get(), &range, &cs, 0) == 0) {
+        return std::min(1.0, static_cast<double>(cs.nr_cache) / static_cast<double>(pages));
+      }
     }
-    if (size_ > SIZE_MAX) return std::nullopt;
-    void* addr = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_SHARED, fd_.get(), 0);
-    if (addr == MAP_FAILED) return std::nullopt;
-    std::vector<unsigned char> resident(static_cast<size_t>(pages));
-    const int rc = ::mincore(addr, static_cast<size_t>(size_), resident.data());
-    ::munmap(addr, static_cast<size_t>(size_));
-    if (rc != 0) return std::nullopt;
+    const uint64_t window = forced_window != 0 ? forced_window : io::kMincoreWindowBytes;
+    const uint64_t window_pages = window / page + (window % page != 0 ? 1 : 0);
+    const std::optional<uint64_t> resident = resident_pages(page, std::min(window_pages, pages));
+    if (!resident) return std::nullopt;
+    return static_cast<double>(*resident) / static_cast<double>(pages);
+  }
+
+  // The pages of the file mincore(2) finds resident, asked `window_pages` pages at a time (a
+  // mapping of that much and a vector of one byte per page, reused), so that the memory this
+  // takes does not grow with the file.
+  std::optional<uint64_t> resident_pages(uint64_t page, uint64_t window_pages) const {
+    const uint64_t window = window_pages * page;
+    std::vector<unsigned char> resident(static_cast<size_t>(window_pages));
     uint64_t n = 0;
-    for (unsigned char r : resident) n += r & 1;
-    return static_cast<double>(n) / pages;
+    for (uint64_t off = 0; off < size_; off += window) {
+      const size_t len = static_cast<size_t>(std::min(window, size_ - off));
+      void* addr = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd_.get(), static_cast<off_t>(off));
+      if (addr == MAP_FAILED) return std::nullopt;
+      const int rc = ::mincore(addr, len, resident.data());
+      ::munmap(addr, len);
+      if (rc != 0) return std::nullopt;
+      // (Only this window's entries: the last window is shorter, its tail holds stale ones.)
+      const size_t used = static_cast<size_t>((len + page - 1) / page);
+      for (size_t i = 0; i < used; ++i) n += resident[i] & 1;
+    }
+    return n;
   }
 
   Result<uint64_t> read_direct(uint64_t offset, std::span<std::byte> dst) const {
@@ -334,6 +356,9 @@ std::optional<double> cached_fraction(const Source& source) {
 
 void set_refuse_direct_open_for_testing(bool refuse) { g_refuse_direct_open.store(refuse); }
 void set_refuse_direct_reads_for_testing(bool refuse) { g_refuse_direct_reads.store(refuse); }
+void set_cached_fraction_by_mincore_for_testing(uint64_t window_bytes) {
+  g_mincore_window.store(window_bytes);
+}
 
 }  // namespace io
 
