@@ -179,3 +179,13 @@ def not_a_device_load(where: str) -> InvalidArgumentError:
     """The error for device_options given to a load whose arrays all go to host memory."""
     return InvalidArgumentError(f"{where}: {WHERE_IT_APPLIES}; this load reads its arrays into "
                                 f"host memory")
+
+
+def release_pinned_memory() -> int:
+    """Frees the pinned host memory that loads into GPU memory keep for the process's next load
+    (their staging buffers, up to 256 MiB; ``jtree::release_pinned_memory``) and returns how
+    many bytes that was: 0 when none is kept, and always without CUDA. A server that loads its
+    model once calls it after the load; the next load pins its buffers again."""
+    from . import _jtree  # noqa: PLC0415
+
+    return int(_jtree.release_pinned_memory())

@@ -647,6 +647,15 @@ def test_device_options_jax_leaves_that_cannot_go_direct_warn(jax, ml_dtypes, pa
         jtree.load(path, shardings=sharding, device_options=jtree.DeviceOptions())
 
 
+def test_release_pinned_memory_frees_only_what_device_loads_kept(torch, path):
+    jtree.release_pinned_memory()  # (whatever earlier loads to a GPU kept, if any)
+    jtree.save({"w": torch.arange(4096.0)}, path)
+    with _device.host_stand_in_for_tests():  # (the stand-in engine keeps no pinned memory)
+        jtree.load(path, device="cpu")
+    assert jtree.release_pinned_memory() == 0
+    assert jtree.release_pinned_memory() == 0
+
+
 # ---- on a CUDA GPU ------------------------------------------------------------------------
 
 def _need_gpu(torch):
@@ -725,6 +734,9 @@ def test_gpu_load_with_device_options_reports_what_it_did(torch, path):
         assert got[k].device == torch.device("cuda:0") and torch.equal(got[k].cpu(), v), k
     st = opts.last_stats
     assert st.direct_bytes + st.buffered_bytes == total, st
+    # The staging buffers stay pinned for the next load until released (once).
+    assert jtree.release_pinned_memory() > 0
+    assert jtree.release_pinned_memory() == 0
     assert st.direct_bytes > 0 or st.direct_io_note, st
     with jtree.open(path) as f:
         s = f["b"].get((slice(64, 128),), device="cuda:0", device_options=opts)

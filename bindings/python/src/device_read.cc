@@ -120,6 +120,9 @@ nb::dict read_staged_host_for_tests(const jtree::Reader& reader, nb::list reques
 void register_device(nb::module_& m) {
   m.def("cuda_built", &jtree::cuda_built,
         "True when this build of jtree has CUDA support (loads straight into GPU memory).");
+  m.def("release_pinned_memory", &jtree::release_pinned_memory,
+        "Frees the pinned staging buffers loads to a device keep for the process's next load "
+        "(jtree::release_pinned_memory); returns the bytes freed (0 without CUDA).");
   m.def("cuda_device_count", &jtree::cuda_device_count,
         "The CUDA devices this process can use (0 without CUDA support, driver or device).");
   m.def(
