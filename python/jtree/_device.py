@@ -18,10 +18,12 @@ engine: inside :func:`host_stand_in_for_tests`, loads to ``device="cpu"`` (and J
 devices) take the direct path, their destinations being host memory (see
 tests/python/test_device_load.py).
 """
+import concurrent.futures
 import contextlib
 import functools
 import os
 import sys
+import threading
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 from ._errors import InvalidArgumentError
@@ -149,17 +151,21 @@ def is_jax_device_target(d: Any) -> bool:
 
 def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threads: int = 0,
          options: Any = None, progress: Any = None) -> Any:
-    """Fills the requests' destinations in one native call per device (one in the usual case
-    of a single device), the GIL released, with the settings of ``options`` (a
-    jtree.DeviceOptions; None: the defaults). Before it, torch's current stream of each device
-    is synchronized (the tensors were allocated, and maybe written for out=, in that stream's
-    order, and jtree copies on streams of its own), and Destinations get their addresses
-    (``place``). When it returns the data is on the device.
-    ``progress(done, total)`` sees bytes queued for copying, over all devices. Returns the
+    """Fills the requests' destinations with one native call per device, the devices' calls
+    running at once on threads of their own (each has its own staging buffers, copy engine and
+    PCIe link; the file's reader and its worker threads are shared), the GIL released, with
+    the settings of ``options`` (a jtree.DeviceOptions; None: the defaults; staging_bytes is
+    per device). Before it, torch's current stream of each device is synchronized (the tensors
+    were allocated, and maybe written for out=, in that stream's order, and jtree copies on
+    streams of its own), and Destinations get their addresses (``place``). When it returns the
+    data is on the devices. ``progress(done, total)`` sees bytes queued for copying, over all
+    devices (never called concurrently with itself; False cancels every device's load). The
+    first error stops the other devices' loads and is raised once they have ended. Returns the
     load's DeviceStats (summed over the devices), also stored in ``options.last_stats``."""
     from ._device_options import combined  # noqa: PLC0415
 
-    # Grouped by the native target: a CUDA ordinal, or None for the host stand-in.
+    # Grouped by the native target: a CUDA ordinal; under the test hook, one group per device
+    # (JAX's CPU devices, torch's CPU), all served by the host stand-in (native device None).
     by_device: dict = {}
     torch_devices = set()
     placed: dict = {}
@@ -171,46 +177,97 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     for leaf, box, t in requests:
         if isinstance(t, Destination):
             if t.nbytes:
-                by_device.setdefault(t.native_device(), []).append((leaf, box, t.address,
-                                                                    t.nbytes))
+                key = (t.native_device(), str(t.device) if _stand_in is not None else "")
+                by_device.setdefault(key, []).append((leaf, box, t.address, t.nbytes))
             continue
         if t.numel() == 0:
             continue  # (nothing to read; and an empty tensor may have no address)
         if not t.is_contiguous():
             raise InvalidArgumentError("a direct device load needs contiguous destinations")
         torch_devices.add(t.device)
-        by_device.setdefault(_torch_native_device(t.device), []).append(
-            (leaf, box, t.data_ptr(), nbytes(t)))
+        key = (_torch_native_device(t.device), "torch" if _stand_in is not None else "")
+        by_device.setdefault(key, []).append((leaf, box, t.data_ptr(), nbytes(t)))
     if _stand_in is None:
         for dev in torch_devices:
             # (torch.cuda.current_stream: the tensors were allocated, maybe written for out=,
             # in that stream's order; jtree copies on streams of its own.)
             sys.modules["torch"].cuda.current_stream(dev).synchronize()
-    total = sum(n for reqs in by_device.values() for _, _, _, n in reqs)
-    done_before = 0
-    parts: List[dict] = []
-    settings = options._native_kwargs() if options is not None else {}
     if options is not None:
         options.last_stats = None
-    for dev, reqs in by_device.items():
-        mine = sum(n for _, _, _, n in reqs)
-        report = None
-        if progress is not None:
-            base = done_before
-            report = (lambda done, _t, base=base: progress(base + done, total))  # noqa: E731
-        kw = dict(settings, verify=verify, threads=threads, progress=report)
+    if _stand_in is not None:
+        _stand_in.clear()
+    groups = [(dev, reqs) for (dev, _), reqs in by_device.items()]
+    total = sum(n for _, reqs in groups for _, _, _, n in reqs)
+    settings = options._native_kwargs() if options is not None else {}
+    lock = threading.Lock()
+    stop = threading.Event()  # cancelled, or a device's load failed: the others stop too
+    done = [0] * len(groups)
+    first_error: List[BaseException] = []
+
+    def report_for(i: int) -> Any:
+        if progress is None and len(groups) == 1:
+            return None
+
+        def report(d: int, _total: int) -> bool:
+            with lock:
+                if stop.is_set():
+                    return False
+                done[i] = d
+                if progress is None:
+                    return True
+                try:
+                    r = progress(sum(done), total)
+                except BaseException:
+                    stop.set()  # (the native load re-raises it)
+                    raise
+                if r is not None and not r:  # (None goes on, as everywhere in jtree)
+                    stop.set()
+                    return False
+            return True
+        return report
+
+    def one(i: int) -> dict:
+        dev, reqs = groups[i]
+        kw = dict(settings, verify=verify, threads=threads, progress=report_for(i))
+        try:
+            got = _native_load(reader, reqs, dev, kw)
+        except BaseException as e:
+            with lock:
+                if not first_error:
+                    first_error.append(e)
+                stop.set()
+            raise
         if _stand_in is not None:
-            _stand_in.clear()
-            got = reader._read_staged_host_for_tests(reqs, **kw)
-            _stand_in.update(got)
-        else:
-            got = reader.read_to_device(reqs, device=dev, **kw)
-        parts.append(got)
-        done_before += mine
+            with lock:
+                for k, v in got.items():
+                    if isinstance(v, int):
+                        prev = _stand_in.get(k, 0)
+                        _stand_in[k] = max(prev, v) if k.startswith("peak") else prev + v
+                    else:
+                        _stand_in[k] = v
+        return got
+
+    if len(groups) <= 1:
+        parts = [one(0)] if groups else []
+    else:
+        with concurrent.futures.ThreadPoolExecutor(len(groups),
+                                                   thread_name_prefix="jtree-device") as ex:
+            futures = [ex.submit(one, i) for i in range(len(groups))]
+            concurrent.futures.wait(futures)
+        if first_error:
+            raise first_error[0]
+        parts = [f.result() for f in futures]
     stats = combined(parts)
     if options is not None:
         options.last_stats = stats
     return stats
+
+
+def _native_load(reader: Any, reqs: List[Any], device: Optional[int], kw: dict) -> dict:
+    """One device's native load (``device`` None: the host stand-in engine); its stats."""
+    if device is None:
+        return reader._read_staged_host_for_tests(reqs, **kw)
+    return reader.read_to_device(reqs, device=device, **kw)
 
 
 def _torch_native_device(dev: Any) -> Optional[int]:

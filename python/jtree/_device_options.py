@@ -50,8 +50,8 @@ class DeviceOptions:
         model = jtree.load("ckpt.jtree", device="cuda:0", device_options=opts)
         print(opts.last_stats)   # DeviceStats(direct_bytes=..., buffered_bytes=..., ...)
 
-    ``staging_bytes``: the pinned host memory a load may use, all buffers together (default
-    128 MiB; smaller loads pin less; the buffers are pinned as a load first needs them and
+    ``staging_bytes``: the pinned host memory a load may use per device, all buffers together
+    (default 128 MiB; smaller loads pin less; the buffers are pinned as a load first needs them and
     kept for the process's next load). ``staging_buffers``: how many buffers it is cut into,
     each copied on its own stream, 1 to 64 (default 8: 2 overlap reading with copying, more
     keep the copies busy when reads come in bursts); each buffer at least 4096 bytes,

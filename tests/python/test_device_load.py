@@ -155,6 +155,66 @@ def test_jax_shardings_read_each_device_slice_through_the_stand_in(torch, jax, p
     assert stats["bytes_copied"] >= x.nbytes + 2 * x.size * 2
 
 
+def _four_device_load(jax, path):
+    """A file whose leaf x, sharded by rows over 4 JAX devices, is 4 native loads."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    if len(devices) < 4:
+        _skip_loudly("needs 4 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = np.arange(256 * 32, dtype=np.float32).reshape(256, 32)
+    jtree.save({"x": x}, path, chunk_bytes=1024)
+    return x, NamedSharding(Mesh(np.array(devices[:4]), ("a",)), PartitionSpec("a"))
+
+
+def test_the_devices_of_a_load_are_loaded_at_once(jax, path, monkeypatch):
+    import threading
+
+    x, sharding = _four_device_load(jax, path)
+    native = _device._native_load
+    barrier = threading.Barrier(4, timeout=60)  # (broken if the loads ran one after another)
+    threads = set()
+
+    def at_once(reader, reqs, device, kw):
+        threads.add(threading.get_ident())
+        barrier.wait()
+        return native(reader, reqs, device, kw)
+
+    monkeypatch.setattr(_device, "_native_load", at_once)
+    seen = []
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, shardings=sharding, progress=lambda d, t: seen.append((d, t)))
+    assert len(threads) == 4 and np.array_equal(np.asarray(got["x"]), x)
+    assert stats["bytes_copied"] == x.nbytes  # (the four loads' counters, summed)
+    assert seen and seen[-1][0] == seen[-1][1] and all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+
+
+def test_one_failing_device_fails_the_load_with_its_own_error(jax, path, monkeypatch):
+    import threading
+
+    x, sharding = _four_device_load(jax, path)
+    native = _device._native_load
+    lock = threading.Lock()
+    calls = []
+
+    def first_fails(reader, reqs, device, kw):
+        with lock:
+            calls.append(1)
+            first = len(calls) == 1
+        if first:
+            raise jtree.StorageError("device 0 broke")
+        return native(reader, reqs, device, kw)
+
+    monkeypatch.setattr(_device, "_native_load", first_fails)
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.StorageError, match="device 0 broke"):
+            jtree.load(path, shardings=sharding)
+        # Cancelled from progress: every device's load stops, one AbortedError.
+        monkeypatch.setattr(_device, "_native_load", native)
+        with pytest.raises(jtree.AbortedError):
+            jtree.load(path, shardings=sharding, progress=lambda d, t: d == 0 or d >= t)
+
+
 # The JAX direct path without torch: one allocation of JAX's own per device, leaves as DLPack
 # views of it (jtree._device_jax), in a fresh process that never imports torch.
 _JAX_WITHOUT_TORCH = r"""
