@@ -1,18 +1,17 @@
 """Loads of JAX arrays straight into GPU memory (issue 22), without torch.
 
 JAX cannot wrap an address as an array, and an array of its own is immutable. So a load makes
-one allocation of JAX's own per device (``jax.lax.empty``: XLA's allocator, which holds most of
-the GPU's memory by default, so nothing is allocated beside it), the staging pipeline fills it
-like any destination (``jtree._device.read``), and each leaf comes back as a view of its bytes
-through DLPack (``_jtree.device_array``, which keeps the allocation alive) -- no copy on the
-device or the host. The allocation is freed when the last array of the load that views it is.
+one allocation of JAX's own per device (zeros, all devices in one compiled call; XLA's
+allocator holds most of the GPU's memory by default, so nothing is allocated beside it), the
+staging pipeline fills it like any destination (``jtree._device.read``), and each leaf comes
+back as a view of its bytes through DLPack (``_jtree.device_array``, which keeps the
+allocation alive) -- no copy on the device or the host. The allocation is freed when the last array of the load that views it is.
 
 Under ``jtree._device.host_stand_in_for_tests`` the same planning runs for JAX's CPU device,
 the allocation in host memory, through the host-memory stand-in engine.
 """
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -104,61 +103,59 @@ def place(dests: List[Dest]) -> None:
     for d in dests:
         if d.nbytes > 0:
             by_device.setdefault(d.device, []).append(d)
+    if not by_device:
+        return
+    layout = {}
     for device, mine in by_device.items():
         offsets = []
         size = 0
         for d in mine:
             offsets.append(size)
             size += -(-d.nbytes // ALIGN) * ALIGN
-        # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: the first
-        # destination starts at the first multiple of ALIGN.)
-        arena = allocate(device, size + ALIGN)
+        layout[device] = (offsets, size)
+    # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: each device's
+    # first destination starts at the first multiple of ALIGN.)
+    arenas = allocate(list(by_device), max(size for _, size in layout.values()) + ALIGN)
+    for device, mine in by_device.items():
+        arena = arenas[device]
         base = arena.unsafe_buffer_pointer()
         base += -base % ALIGN
-        for d, off in zip(mine, offsets):
+        for d, off in zip(mine, layout[device][0]):
             d.arena = arena
             d.address = base + off
 
 
-_allocators: Dict[Any, Any] = {}
+# (devices, size) -> the compiled allocation (jax.jit caches its compilations per size).
+_allocators: Dict[Tuple[Any, ...], Any] = {}
 
 
-def allocate(device: Any, size: int) -> Any:
-    """``size`` bytes of JAX's own memory on ``device``, ready: uninitialised where JAX can
-    (``jax.lax.empty``), else zeros (older JAX, or a backend that refuses it: a fill costs
-    microseconds on a GPU). One compiled allocation per device and size (a load's sizes repeat
-    when the same tree is loaded again)."""
+def allocate(devices: List[Any], size: int) -> Dict[Any, Any]:
+    """``size`` bytes of JAX's own memory on each of ``devices`` (zeros: a fill costs next to
+    nothing on a GPU, and XLA's uninitialised allocation does not partition over devices),
+    ready: device -> a uint8 array. One compiled call for all the devices (so one compilation
+    per set of devices and size, not one per device); a device whose slices need less than
+    ``size`` still gets ``size``."""
     import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
 
-    f = _allocators.get(device)
-    if f is not None:
-        arena = f(size)
-    else:
-        arena = None
-        for make in (getattr(jax.lax, "empty", None), _zeros):
-            if make is None:
-                continue
-            f = jax.jit(functools.partial(_bytes, make), static_argnums=0,
-                        out_shardings=jax.sharding.SingleDeviceSharding(device))
-            try:
-                arena = f(size)
-            except Exception:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
-                if make is _zeros:
-                    raise
-                continue
-            _allocators[device] = f
-            break
+    key = tuple(devices)
+    f = _allocators.get(key)
+    if f is None:
+        if len(devices) == 1:
+            sharding = jax.sharding.SingleDeviceSharding(devices[0])
+            f = jax.jit(lambda n: jnp.zeros((n,), jnp.uint8), static_argnums=0,
+                        out_shardings=sharding)
+        else:
+            import numpy as np  # noqa: PLC0415
+
+            mesh = jax.sharding.Mesh(np.array(devices), ("jtree_load",))
+            sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("jtree_load"))
+            count = len(devices)
+            f = jax.jit(lambda n: jnp.zeros((count, n), jnp.uint8), static_argnums=0,
+                        out_shardings=sharding)
+        _allocators[key] = f
+    arena = f(size)
     arena.block_until_ready()
-    return arena
-
-
-def _zeros(shape: Tuple[int, ...], dtype: Any) -> Any:
-    import jax.numpy as jnp  # noqa: PLC0415
-
-    return jnp.zeros(shape, dtype)
-
-
-def _bytes(make: Any, n: int) -> Any:
-    import jax.numpy as jnp  # noqa: PLC0415
-
-    return make((n,), jnp.uint8)
+    if len(devices) == 1:
+        return {devices[0]: arena}
+    return {shard.device: shard.data for shard in arena.addressable_shards}
