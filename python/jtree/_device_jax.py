@@ -75,6 +75,20 @@ class Dest(_device.Destination):
         return a
 
 
+def only_device() -> Any:
+    """The process's one JAX device when arrays without a sharding may go straight to it: it
+    has only one and no default device is configured. jax.device_put would place an array
+    there uncommitted, and the direct path gives committed arrays (jax.dlpack.from_dlpack's):
+    with one device that is the same placement; with several, an uncommitted array may still
+    move to where a computation runs, so those go through jax.device_put."""
+    import jax  # noqa: PLC0415
+
+    if jax.config.jax_default_device is not None or jax.process_count() != 1:
+        return None
+    devices = jax.local_devices()
+    return devices[0] if len(devices) == 1 else None
+
+
 def why_not(d: Any, dtype: str) -> Optional[str]:
     """None when a slice of a ``dtype`` leaf for JAX device ``d`` can be read straight into its
     memory; else why not (for device_options' messages)."""

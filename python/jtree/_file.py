@@ -2,6 +2,7 @@
 indexing walks the structure, and slicing an array leaf reads only the chunks it overlaps."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -354,16 +355,21 @@ class LazyArray:
         slice's chunks are read straight into device memory through pinned staging buffers
         when jtree has CUDA support and a device (see jtree._device); otherwise, and for
         negative steps or dtypes torch lacks, the slice is read into host memory and then
-        moved there. ``device_options`` (a :class:`jtree.DeviceOptions`: staging memory,
-        O_DIRECT) applies to the direct path; with a ``device`` that is the CPU, or without
-        one, it is an :class:`InvalidArgumentError`, and where the slice cannot take the
-        direct path a warning (with ``direct_io="on"`` a :class:`NotSupportedError`)."""
+        moved there. A JAX slice goes straight to the device the same way where the process
+        has one JAX device, a CUDA GPU (as :func:`jtree.load` without ``shardings=``; the
+        index's steps and dropped dimensions are then applied on the device); otherwise it
+        is read into host memory and placed with ``jax.device_put``. ``device_options`` (a
+        :class:`jtree.DeviceOptions`: staging memory, O_DIRECT) applies to the direct path;
+        for a slice bound for host memory (a ``device`` that is the CPU, no ``device`` for
+        NumPy and torch, JAX's CPU) it is an :class:`InvalidArgumentError`, and where the
+        slice cannot take the direct path a warning (with ``direct_io="on"`` a
+        :class:`NotSupportedError`)."""
         if framework not in ("numpy", "torch", "jax"):
             raise error(InvalidArgumentError, self._f.name, self.path,
                         f"framework must be 'numpy', 'torch' or 'jax', not {framework!r}")
         opts = _device_options.checked(device_options)
         where = f"{self._f.name}: {self.path}"
-        if opts is not None and device is None and map_location is None:
+        if opts is not None and device is None and map_location is None and framework != "jax":
             raise _device_options.not_a_device_load(where)
         if device is not None or map_location is not None:
             from ._torch_values import load_device  # noqa: PLC0415
@@ -389,11 +395,46 @@ class LazyArray:
             return t if dev.type == "cpu" else t.to(dev)
         if framework == "torch":
             return self._torch_slice(index)
+        if framework == "jax":
+            a, why = self._jax_device_slice(index, opts)
+            if a is not None:
+                return a
+            if opts is not None:
+                import jax  # noqa: PLC0415
+
+                if not _device.is_jax_device_target(jax.devices()[0]):
+                    raise _device_options.not_a_device_load(where)
+                _device_options.not_used(opts, where, why)
         out = self._numpy_slice(index, _dtypes.numpy_dtype(self._leaf.dtype, self._f.name,
                                                            self.path))
         if framework == "jax":
             return _dtypes.jax_device_put(out, None, self._f.name, self.path)
         return out
+
+    def _jax_device_slice(self, index: Any, options: Any) -> Tuple[Any, str]:
+        """(the slice as a JAX array whose box of chunks was read straight into device memory,
+        "") where the process has one JAX device and the direct path serves it and the dtype
+        (jtree._device_jax, as loads without shardings=); else (None, why not)."""
+        from . import _device_jax  # noqa: PLC0415
+
+        device = _device_jax.only_device()
+        if device is None:
+            return None, ("JAX arrays without shardings= are placed by jax.device_put where the "
+                          "process has several devices")
+        name = self._leaf.dtype
+        why = _device_jax.why_not(device, name)
+        if why is not None:
+            return None, why
+        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, self.path)
+        shape = tuple(e - b for b, e in zip(begin, end))
+        item = _dtypes.numpy_dtype(name, self._f.name, self.path).itemsize
+        self._check_slice_size(shape, item)
+        dest = _device_jax.Dest(device, item * math.prod(shape))
+        _device.read(self._f._reader, [(self._leaf.index, (begin, end), dest)],
+                     verify=self._f.verify_checksums, threads=self._f.threads, options=options)
+        a = dest.array(shape, name)
+        whole = all(isinstance(p, slice) and p == slice(0, None, 1) for p in post)
+        return (a if whole and len(post) == len(shape) else a[post]), ""
 
     def _torch_slice(self, index: Any) -> Any:
         import torch  # noqa: PLC0415

@@ -57,7 +57,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     stored = fl.dtype
     if sharding is None:
-        only = _only_device()
+        only = _device_jax.only_device()
         whole = [(only, tuple((0, n) for n in shape))]
         if only is not None:
             # (Where jax.device_put would place it; committed there, which is the same
@@ -96,20 +96,6 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
         return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     return build
-
-
-def _only_device() -> Any:
-    """The process's one JAX device when a leaf without shardings= may go straight to it: it
-    has only one and no default device is configured. jax.device_put would place the array
-    there uncommitted, and the direct path gives committed arrays (jax.dlpack.from_dlpack's):
-    with one device that is the same placement; with several, an uncommitted array may still
-    move to where a computation runs, so those go through jax.device_put."""
-    import jax  # noqa: PLC0415
-
-    if jax.config.jax_default_device is not None or jax.process_count() != 1:
-        return None
-    devices = jax.local_devices()
-    return devices[0] if len(devices) == 1 else None
 
 
 def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],

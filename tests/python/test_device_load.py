@@ -299,6 +299,14 @@ with _device.host_stand_in_for_tests() as stats:
 assert np.array_equal(np.asarray(got["x"]), x) and got["n"] == 4
 assert got["x"].devices() == {jax.devices()[0]}
 print("direct" if stats else "host", got["x"].committed)
+# Lazy slices as JAX arrays: the box of chunks straight to the device, then the index's steps
+# and dropped dimensions applied there.
+opts = jtree.DeviceOptions()
+with jtree.open(path) as f, _device.host_stand_in_for_tests() as stats:
+    for index in [(slice(5, 40, 3), 7), (slice(None, None, -2),), (Ellipsis, slice(3, 9)), 17]:
+        got = f["x"].get(index, framework="jax", device_options=opts)
+        assert np.array_equal(np.asarray(got), x[index]), index
+print("direct" if stats and opts.last_stats else "host")
 """
 
 
@@ -311,7 +319,8 @@ def test_jax_without_shardings_is_direct_only_with_one_device(jax, path, devices
     r = subprocess.run([sys.executable, "-c", _JAX_ONE_DEVICE, path, str(devices)], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.split() == (["direct", "True"] if devices == 1 else ["host", "False"])
+    assert r.stdout.split() == (["direct", "True", "direct"] if devices == 1 else
+                                ["host", "False", "host"])
 
 
 def test_progress_covers_the_direct_path_and_can_cancel(torch, path):
