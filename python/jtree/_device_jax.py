@@ -16,6 +16,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _device, _dtypes
+from ._errors import ResourceExhaustedError
 
 # Each destination starts at a multiple of this in its allocation: what cudaMalloc guarantees,
 # and more than any dtype or DMA engine needs.
@@ -129,7 +130,15 @@ def place(dests: List[Dest]) -> None:
         layout[device] = (offsets, size)
     # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: each device's
     # first destination starts at the first multiple of ALIGN.)
-    arenas = allocate(list(by_device), max(size for _, size in layout.values()) + ALIGN)
+    size = max(size for _, size in layout.values()) + ALIGN
+    try:
+        arenas = allocate(list(by_device), size)
+    except Exception as e:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
+        if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
+            raise
+        raise ResourceExhaustedError(
+            f"JAX cannot allocate {size} bytes on each of {', '.join(map(str, by_device))} for "
+            f"the arrays of this load ({e})") from e
     for device, mine in by_device.items():
         arena = arenas[device]
         base = arena.unsafe_buffer_pointer()

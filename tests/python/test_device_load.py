@@ -270,6 +270,24 @@ print("ok")
 """
 
 
+def test_jax_device_memory_exhausted_is_resource_exhausted(jax, path, monkeypatch):
+    from jax.sharding import SingleDeviceSharding
+
+    from jtree import _device_jax
+
+    jtree.save({"x": np.arange(1000, dtype=np.float32)}, path)
+
+    def full(devices, size):  # (what XLA raises when the device is full)
+        raise RuntimeError(f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate {size} "
+                           f"bytes.")
+
+    monkeypatch.setattr(_device_jax, "allocate", full)
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.ResourceExhaustedError, match="JAX cannot allocate .* bytes "
+                                                               "on each of .*cpu"):
+            jtree.load(path, shardings=SingleDeviceSharding(jax.devices()[0]))
+
+
 def test_jax_direct_path_needs_no_torch_and_views_one_allocation(jax, ml_dtypes, path):
     import subprocess
     import sys
