@@ -5,13 +5,13 @@
 #   bench/gpu_checks.sh BUNDLE_DIR OUT_DIR [SECONDS]
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
 #   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1)
-#   2. bench_device with the defaults (page cache), then its first load with 256/4 buffers
-#   3. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
-#   4. the Python GPU tests (test_device_load.py)
+#   2. the Python GPU tests (test_device_load.py: torch and JAX)
+#   3. bench_device with the defaults (page cache; pinning costs, zero copy at its end)
+#   4. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
 #   5. bench_device variants: staging sizes, and cold loads with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
-# SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-2 leave minus
-# 120 s for stages 4-5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
+# SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-3 leave minus
+# 70 s for stage 5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
 # installed with the jtree wheel.
 set -u
 [ $# -ge 2 ] || { sed -n 2,15p "$0" >&2; exit 2; }
@@ -46,25 +46,25 @@ for t in test_device_cuda test_device_direct test_device_staging; do
   (cd "$work" && run 120 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
 done
 
+stage "Python GPU tests"
+(cd tests/python && run 90 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider -rs \
+   test_device_load.py -k "gpu or cuda" 2>&1 | tail -15)
+
 stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
 unset LD_LIBRARY_PATH
 
-left=$(( total - $(elapsed) - 120 ))
+left=$(( total - $(elapsed) - 70 ))
 stage "gpu_load.py: llm, warm and cold ($left s)"
 if [ "$left" -gt 60 ]; then
   run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
     --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget "$left" \
-    --systems jtree-raw-torch-out,jtree-torch-out,safetensors,fastsafetensors,torch,jtree-raw-torch,jtree-raw-jax \
+    --systems jtree-raw-torch-out,jtree-torch-out,safetensors,fastsafetensors,jtree-raw-jax,torch,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"
 fi
-
-stage "Python GPU tests"
-(cd tests/python && run 90 python3 -m pytest -q -p no:cacheprovider -rs test_device_load.py \
-   -k "gpu or cuda" 2>&1 | tail -15)
 
 stage "bench_device variants"
 export LD_LIBRARY_PATH=$bundle/lib
