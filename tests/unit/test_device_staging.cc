@@ -337,6 +337,45 @@ TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leake
   }
 }
 
+TEST_CASE("a load of many tiny leaves shares its buffer loads, and pins about its own size") {
+  // (Buffers sized by the largest request alone made one buffer load per leaf here: a read,
+  // the copies and a stream sync for every 64 bytes.)
+  TempDir dir;
+  constexpr int kLeaves = 500;
+  std::vector<std::vector<std::byte>> data;
+  TreeBuilder b;
+  b.dict();
+  for (int i = 0; i < kLeaves; ++i) {
+    data.push_back(random_array(DType::kFloat32, 16, 100 + i));
+    LeafOptions lo;
+    lo.codec = i % 2 ? Codec::kZstd : Codec::kRaw;
+    b.key("w" + std::to_string(i)).array(DType::kFloat32, {16}, ArrayView{data.back().data()}, lo);
+  }
+  b.end();
+  WriteOptions wo;
+  wo.inline_threshold = 0;  // every leaf in a chunk of its own
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("tiny.jtree"), wo).ok());
+  auto reader = *Reader::open(dir.file("tiny.jtree"));
+  std::vector<Dest> dests;
+  dests.reserve(kLeaves);
+  std::vector<DeviceRequest> reqs;
+  for (int i = 0; i < kLeaves; ++i) {
+    dests.emplace_back(data[i].size());
+    reqs.push_back({*reader->find_leaf("w" + std::to_string(i)), std::nullopt,
+                    dests.back().bytes.data(), dests.back().bytes.size()});
+  }
+  HostCopyEngine engine;
+  DeviceOptions o;  // the defaults: 128 MiB in 8 buffers
+  Status st = read_many_staged(*reader, reqs, engine, o);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  for (int i = 0; i < kLeaves; ++i) CHECK(dests[i].bytes == data[i]);
+  const auto s = engine.stats();
+  check_clean(engine, o.staging_bytes);
+  CHECK(s.copies_issued == kLeaves);
+  CHECK(s.syncs <= 2 * static_cast<uint64_t>(o.staging_buffers));  // a few buffer loads
+  CHECK(s.peak_pinned_bytes <= 2 * kLeaves * 64);                  // about the load's size
+}
+
 TEST_CASE("a damaged chunk in the middle of a load: Corruption naming the leaf, nothing leaked") {
   Fixture f;
   const uint32_t leaf = f.leaf("big");

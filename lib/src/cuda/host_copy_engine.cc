@@ -123,6 +123,7 @@ Status HostCopyEngine::sync(int stream) {
     return Status::invalid_argument(name() + ": no stream " + std::to_string(stream));
   }
   Stream* s = it->second.get();
+  ++stats_.syncs;
   cv_.wait(lock, [s] { return s->queue.empty() && !s->busy; });
   Status st = std::move(s->error);
   s->error = Status::success();

@@ -37,6 +37,7 @@ class HostCopyEngine final : public CopyEngine {
     uint64_t allocations = 0, frees = 0;
     uint64_t streams_created = 0, streams_destroyed = 0;
     uint64_t copies_issued = 0, copies_done = 0;
+    uint64_t syncs = 0;              ///< sync() calls (a load syncs a buffer before refilling it)
     uint64_t bytes_copied = 0;
     uint64_t peak_queued_bytes = 0;  ///< bytes queued but not yet copied, at the peak
     uint64_t misuses = 0;            ///< buffers changed/freed under a queued copy, bad handles
