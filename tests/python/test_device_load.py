@@ -270,6 +270,31 @@ print("ok")
 """
 
 
+def test_jax_device_loads_free_their_memory_with_their_arrays(jax, path):
+    import gc
+
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    if len(devices) < 2:
+        _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = np.arange(64 * 1024, dtype=np.float32).reshape(256, 256)
+    jtree.save({"x": x, "y": x[:8]}, path)
+    sharding = NamedSharding(Mesh(np.array(devices[:2]), ("a",)), PartitionSpec("a"))
+    gc.collect()
+    before = {id(a) for a in jax.live_arrays()}
+    for _ in range(3):
+        with _device.host_stand_in_for_tests() as stats:
+            got = jtree.load(path, shardings=sharding)
+        assert stats["copies"] > 0 and np.array_equal(np.asarray(got["x"]), x)
+        del got
+        gc.collect()
+    # The blocks the loads allocated (JAX arrays, owned by the leaves' DLPack views) are gone
+    # with the leaves: nothing a reloading server would accumulate.
+    left = [a for a in jax.live_arrays() if id(a) not in before]
+    assert not left, [(a.shape, a.dtype) for a in left]
+
+
 def test_jax_device_memory_exhausted_is_resource_exhausted(jax, path, monkeypatch):
     from jax.sharding import SingleDeviceSharding
 
