@@ -5,7 +5,8 @@ one allocation of JAX's own per device (zeros, all devices in one compiled call;
 allocator holds most of the GPU's memory by default, so nothing is allocated beside it), the
 staging pipeline fills it like any destination (``jtree._device.read``), and each leaf comes
 back as a view of its bytes through DLPack (``_jtree.device_array``, which keeps the
-allocation alive) -- no copy on the device or the host. The allocation is freed when the last array of the load that views it is.
+allocation alive) -- no copy on the device or the host. The allocation is freed when the last
+array of the load that views it is.
 
 Under ``jtree._device.host_stand_in_for_tests`` the same planning runs for JAX's CPU device,
 the allocation in host memory, through the host-memory stand-in engine.
@@ -96,7 +97,8 @@ def why_not(d: Any, dtype: str) -> Optional[str]:
     if dtype not in VIEWED and dtype not in BITCAST:
         return f"{dtype} JAX arrays are read through host memory"
     if _device._stand_in is not None:
-        return None if d.platform == "cpu" else f"the test hook serves CPU devices, not {d.platform!r}"
+        return (None if d.platform == "cpu"
+                else f"the test hook serves CPU devices, not {d.platform!r}")
     if d.platform != "gpu":
         return f"the direct path serves CUDA GPUs, not JAX's {d.platform!r} devices"
     if "cuda" not in str(getattr(d.client, "platform_version", "")).lower():

@@ -257,7 +257,8 @@ for k, v in tree.items():
     assert np.array_equal(raw(a), raw(h)), k
     if v.dtype.itemsize == a.dtype.itemsize:
         assert np.array_equal(raw(a), raw(v)), k
-assert got["d"].dtype == np.float32 and np.array_equal(np.asarray(got["d"]), tree["d"].astype(np.float32))
+assert got["d"].dtype == np.float32
+assert np.array_equal(np.asarray(got["d"]), tree["d"].astype(np.float32))
 for shard in got["w"].addressable_shards:
     assert np.array_equal(np.asarray(shard.data), tree["w"][shard.index])
 # The leaves share one allocation per device: one kept alone still holds its bytes.

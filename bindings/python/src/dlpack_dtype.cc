@@ -46,7 +46,9 @@ constexpr Pair kPairs[] = {
 };
 
 // Codes that name one type whatever `bits` says (the float8 and float6 ones).
-bool one_type_per_code(C c) { return static_cast<uint8_t>(c) >= static_cast<uint8_t>(C::Float8_E3M4); }
+bool one_type_per_code(C c) {
+  return static_cast<uint8_t>(c) >= static_cast<uint8_t>(C::Float8_E3M4);
+}
 
 }  // namespace
 
