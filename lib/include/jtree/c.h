@@ -610,7 +610,9 @@ typedef struct jtree_device_stats_t {
  * note when it did not start): free its direct_io_note before passing it again. Errors name
  * the file and the leaf; after one, nothing stays pinned. InvalidArgument (bad requests),
  * NotSupported in builds without CUDA and on machines without a CUDA device (and, with direct
- * I/O ON, for a file O_DIRECT cannot read). Thread-safe. */
+ * I/O ON, for a file O_DIRECT cannot read). Thread-safe: to load shards onto several GPUs,
+ * call it for each device on a thread of its own (one reader serves them all at once; each
+ * call pins its own staging memory). */
 JTREE_C_API jtree_status_t jtree_reader_read_many_to_device(const jtree_reader_t* reader,
                                                             const jtree_read_request_t* requests,
                                                             size_t count,
