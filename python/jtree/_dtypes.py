@@ -185,6 +185,18 @@ def torch_dtype(name: str, file: Optional[str] = None, key_path: Optional[str] =
     return t
 
 
+def torch_itemsize(t: Any) -> int:
+    """The bytes of one element of torch dtype ``t`` (torch.dtype.itemsize, torch 2.1 and
+    later; an empty tensor's element_size() before: a tensor made per leaf cost a load of many
+    small leaves a few microseconds each)."""
+    size = getattr(t, "itemsize", None)
+    if size is None:
+        import torch  # noqa: PLC0415
+
+        size = torch.empty((), dtype=t).element_size()
+    return size
+
+
 def name_of_torch(t: Any) -> Optional[str]:
     name = str(t).rsplit(".", 1)[-1]
     return name if name in TABLE and name not in TORCH_MISSING else None

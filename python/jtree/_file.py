@@ -468,7 +468,7 @@ class LazyArray:
             return None
         stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
         shape = tuple(e - b for b, e in zip(begin, end))
-        self._check_slice_size(shape, torch.empty((), dtype=stored_t).element_size())
+        self._check_slice_size(shape, _dtypes.torch_itemsize(stored_t))
         t = torch.empty(shape, dtype=stored_t, device=dev)
         _device.read(self._f._reader, [(self._leaf.index, (begin, end), t)],
                      verify=self._f.verify_checksums, threads=self._f.threads, options=options)

@@ -68,7 +68,7 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
             return t if t.dtype == want_t else t.to(want_t)
 
         return whole
-    loader.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
+    loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
     t = torch.empty(shape, dtype=stored_t)
     loader.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
     return lambda: t if t.dtype == want_t else t.to(want_t)
@@ -103,15 +103,16 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
     stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
     inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
     zeros = (0,) * len(shape)
-    if not (inner == shape and _device.direct(device)):
+    direct = _device.direct(device)
+    if not (inner == shape and direct):
         loader.note_host_path(bound, lambda: _device.why_not_direct(device)
-                              if not _device.direct(device) else f"pad_truncate pads {where}")
-    if inner == shape and _device.direct(device):
+                              if not direct else f"pad_truncate pads {where}")
+    if inner == shape and direct:
         # Straight into device memory (jtree._device): no host copy of the leaf first.
         if _device.usable_out(out, device, stored_t, shape):
             dst = out
         else:
-            loader.reserve_array(shape, torch.empty((), dtype=stored_t).element_size(), path)
+            loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
             dst = torch.empty(shape, dtype=stored_t, device=device)
         loader.device_requests.append((fl.index, None, dst))
         return lambda: finish(dst)
@@ -122,7 +123,7 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
             return lambda: finish(out)
         get = block(loader, fl, box, want, path)  # a new tensor, cast to `want`
         return lambda: finish(get())
-    size = torch.empty((), dtype=stored_t).element_size()
+    size = _dtypes.torch_itemsize(stored_t)
     loader.reserve_array(shape, size, path)
     loader.reserve_array(inner, size, path)
     full = torch.zeros(shape, dtype=stored_t)
