@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, ResourceExhaustedError
 
 # One queued part of a direct load: (leaf number, (begin, end) | None for the whole leaf, the
 # contiguous torch tensor or the Destination it fills).
@@ -173,7 +173,10 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
         if isinstance(t, Destination):
             placed.setdefault(type(t), []).append(t)
     for cls, dests in placed.items():
-        cls.place(dests)  # (JAX's allocations for them, ready)
+        try:
+            cls.place(dests)  # (JAX's allocations for them, ready)
+        except ResourceExhaustedError as e:  # (the device is full: say for which file)
+            raise ResourceExhaustedError(f"{reader.name}: {e}") from e
     for leaf, box, t in requests:
         if isinstance(t, Destination):
             if t.nbytes:

@@ -309,8 +309,8 @@ def test_jax_device_memory_exhausted_is_resource_exhausted(jax, path, monkeypatc
 
     monkeypatch.setattr(_device_jax, "allocate", full)
     with _device.host_stand_in_for_tests():
-        with pytest.raises(jtree.ResourceExhaustedError, match="JAX cannot allocate .* bytes "
-                                                               "on each of .*cpu"):
+        with pytest.raises(jtree.ResourceExhaustedError, match=re.escape(path) + ": JAX cannot "
+                                                               "allocate .* bytes on each of .*cpu"):
             jtree.load(path, shardings=SingleDeviceSharding(jax.devices()[0]))
 
 
