@@ -77,18 +77,24 @@ class Dest(_device.Destination):
         return a
 
 
-def only_device() -> Any:
-    """The process's one JAX device when arrays without a sharding may go straight to it: it
-    has only one and no default device is configured. jax.device_put would place an array
-    there uncommitted, and the direct path gives committed arrays (jax.dlpack.from_dlpack's):
-    with one device that is the same placement; with several, an uncommitted array may still
-    move to where a computation runs, so those go through jax.device_put."""
+def only_device() -> Tuple[Any, str]:
+    """(the process's one JAX device, "") when arrays without a sharding may go straight to
+    it: it has only one and no default device is configured; else (None, why not).
+    jax.device_put would place an array there uncommitted, and the direct path gives committed
+    arrays (jax.dlpack.from_dlpack's): with one device that is the same placement; with
+    several, an uncommitted array may still move to where a computation runs, so those go
+    through jax.device_put."""
     import jax  # noqa: PLC0415
 
-    if jax.config.jax_default_device is not None or jax.process_count() != 1:
-        return None
+    why = "JAX arrays without shardings= are placed by jax.device_put where "
+    if jax.config.jax_default_device is not None:
+        return None, why + "a default device is configured (give shardings= for the direct path)"
+    if jax.process_count() != 1:
+        return None, why + "the job has several processes (give shardings= for the direct path)"
     devices = jax.local_devices()
-    return devices[0] if len(devices) == 1 else None
+    if len(devices) != 1:
+        return None, why + "the process has several devices (give shardings= for the direct path)"
+    return devices[0], ""
 
 
 def why_not(d: Any, dtype: str) -> Optional[str]:

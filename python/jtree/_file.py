@@ -417,10 +417,9 @@ class LazyArray:
         (jtree._device_jax, as loads without shardings=); else (None, why not)."""
         from . import _device_jax  # noqa: PLC0415
 
-        device = _device_jax.only_device()
+        device, why = _device_jax.only_device()
         if device is None:
-            return None, ("JAX arrays without shardings= are placed by jax.device_put where the "
-                          "process has several devices")
+            return None, why
         name = self._leaf.dtype
         why = _device_jax.why_not(device, name)
         if why is not None:

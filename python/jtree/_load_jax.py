@@ -57,7 +57,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     stored = fl.dtype
     if sharding is None:
-        only = _device_jax.only_device()
+        only, why_not_only = _device_jax.only_device()
         whole = [(only, tuple((0, n) for n in shape))]
         if only is not None:
             # (Where jax.device_put would place it; committed there, which is the same
@@ -68,9 +68,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
                 return direct
         loader.note_host_path(
             lambda: _device.is_jax_device_target(jax.devices()[0]),
-            lambda: _why_host(fl, whole, path) if only is not None else
-            "JAX arrays without shardings= are placed by jax.device_put where the process has "
-            "several devices (give shardings= for the direct path)")
+            lambda: _why_host(fl, whole, path) if only is not None else why_not_only)
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
         return lambda: _dtypes.jax_device_put(loader.numpy_cast(get(), stored, want, path),
                                               None, loader.name, kp.join(path))

@@ -367,6 +367,19 @@ def test_jax_without_shardings_is_direct_only_with_one_device(jax, path, devices
                                 ["host", "False", "host"])
 
 
+def test_jax_slices_with_several_devices_say_why_they_go_through_the_host(jax, path):
+    if len(jax.devices()) < 2:
+        _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    x = np.arange(600, dtype=np.float32).reshape(30, 20)
+    jtree.save({"x": x}, path)
+    with jtree.open(path) as f, _device.host_stand_in_for_tests():
+        with pytest.warns(RuntimeWarning, match="the process has several devices .give "
+                                                "shardings= for the direct path"):
+            got = f["x"].get((slice(3, 9),), framework="jax",
+                             device_options=jtree.DeviceOptions())
+    assert np.array_equal(np.asarray(got), x[3:9])
+
+
 def test_progress_covers_the_direct_path_and_can_cancel(torch, path):
     w = torch.arange(1 << 16, dtype=torch.float32)
     # Four leaves of one size: four staging buffer loads, each reported.
