@@ -81,6 +81,37 @@ enum class DirectIo {
   kOff,
 };
 
+/// Whether a load to a device copies raw chunks straight out of the file's pages in the page
+/// cache ("zero copy"): the pages of the file's memory mapping that hold a batch's pieces are
+/// registered with the copy engine (for CUDA: cudaHostRegister, read-only) and copied to the
+/// device from there, their checksums verified by the CPU meanwhile; no staging buffer, no
+/// copy into pinned memory (which bounds a warm staged load at the CPU's memcpy speed). The
+/// pieces are those O_DIRECT would read (runs of whole raw chunks stored back to back); the
+/// rest of the load is staged as usual. At most staging_bytes of the file are registered at
+/// once. EXPERIMENTAL, hence off by default: whether registering page-cache pages costs less
+/// than copying them depends on the driver and the machine (bench/gpu.md).
+enum class ZeroCopy {
+  /// Where possible: a local file with a memory mapping (Reader opened with use_mmap), an
+  /// engine that can register host memory read-only, and at least half of the file's pages
+  /// in the page cache (registering a page that is not there reads it from the disk first,
+  /// on one thread: O_DIRECT serves a cold file better). Otherwise staged, the reason in
+  /// DeviceStats::zero_copy_note.
+  kAuto,
+  /// As kAuto whatever the page cache holds, and a load that cannot use it (no mapping, an
+  /// engine that cannot register memory) is an error (NotSupported, naming the file and
+  /// why). Cannot be combined with DirectIo::kOn (both claim the same pieces).
+  kOn,
+  /// Never (the default).
+  kOff,
+};
+
+/// The name of a ZeroCopy setting: "auto", "on" or "off".
+JTREE_API std::string_view zero_copy_name(ZeroCopy mode);
+
+/// The ZeroCopy setting named `name` ("auto", "on", "off"; exactly these, lower case).
+/// InvalidArgument naming the value and the accepted names otherwise.
+JTREE_API Result<ZeroCopy> parse_zero_copy(std::string_view name);
+
 /// The name of a DirectIo setting: "auto", "on" or "off" (what the Python binding's
 /// direct_io= and the C API's jtree_direct_io_parse() take).
 JTREE_API std::string_view direct_io_name(DirectIo mode);
@@ -99,6 +130,12 @@ struct JTREE_API DeviceStats {
   /// Why O_DIRECT was not used, or stopped being used mid-load; empty when it was used for
   /// every piece that qualifies.
   std::string direct_io_note;
+  /// Destination bytes copied to the device straight from the file's registered pages
+  /// (DeviceOptions::zero_copy).
+  uint64_t zero_copy_bytes = 0;
+  /// Why zero copy was not used (or stopped mid-load) where DeviceOptions::zero_copy asked
+  /// for it; empty when it was off or served every piece that qualifies.
+  std::string zero_copy_note;
 };
 
 /// Options for a load to a device.
@@ -122,6 +159,8 @@ struct JTREE_API DeviceOptions {
   int device = 0;
   /// O_DIRECT reads of raw chunks (DirectIo).
   DirectIo direct_io = DirectIo::kAuto;
+  /// Copies of raw chunks straight from the page cache (ZeroCopy; experimental, off).
+  ZeroCopy zero_copy = ZeroCopy::kOff;
   /// When set, receives what the load did (which path read how many bytes).
   DeviceStats* stats = nullptr;
 
@@ -135,8 +174,8 @@ struct JTREE_API DeviceOptions {
   /// What every load to a device checks first (read_many_staged, read_many_to_device; the
   /// Python binding and the C API's setters at once): read.check(), staging_buffers from 1 to
   /// 64, staging_bytes at most kMaxStagingBytes and at least kMinBufferBytes per buffer,
-  /// device >= 0, direct_io one of the DirectIo values. InvalidArgument naming the setting and
-  /// its value otherwise: never silently clamped.
+  /// device >= 0, direct_io and zero_copy one of their values and not both kOn.
+  /// InvalidArgument naming the setting and its value otherwise: never silently clamped.
   Status check() const;
 };
 
@@ -163,6 +202,14 @@ class JTREE_API CopyEngine {
   /// Waits for every copy queued on `stream`; an error of any of them (for runtimes that
   /// report copy failures late) is returned here.
   virtual Status sync(int stream) = 0;
+  /// Makes `bytes` of existing host memory at `p` (page-aligned, a whole number of pages; the
+  /// pages of a read-only file mapping) a valid source of copy_async until
+  /// unregister_host(p); the memory is only read. NotSupported where the engine cannot (the
+  /// default): zero copy (DeviceOptions::zero_copy) then stages the bytes.
+  virtual Status register_host(const std::byte* p, size_t bytes);
+  /// Ends a registration of register_host (no copy from it may still be pending: sync the
+  /// streams that copy from it first).
+  virtual void unregister_host(const std::byte* p);
 };
 
 /// Reads the requests into their destinations through `engine` (see the top of this file).

@@ -167,6 +167,36 @@ class CudaCopyEngine final : public CopyEngine {
     return Status::success();
   }
 
+  // Zero copy (DeviceOptions::zero_copy): the pages of a file mapping, registered read-only
+  // (the driver pins them where they are in the page cache; without the flag it would ask for
+  // write access, which a copy-on-write mapping grants by copying every page). Portable, as
+  // the staging buffers. Devices that cannot register read-only memory say so.
+  Status register_host(const std::byte* p, size_t bytes) override {
+    DeviceScope scope(device_);
+    if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
+    int read_only = 0;
+    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, device_) !=
+            cudaSuccess ||
+        read_only == 0) {
+      (void)cudaGetLastError();
+      return Status::not_supported(name_ + " cannot register read-only host memory "
+                                   "(cudaDevAttrHostRegisterReadOnlySupported is 0)");
+    }
+    const cudaError_t e =
+        cudaHostRegister(const_cast<std::byte*>(p), bytes,
+                         cudaHostRegisterPortable | cudaHostRegisterReadOnly);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
+      return cuda_error("cudaHostRegister of " + std::to_string(bytes) + " mapped file bytes", e,
+                        name_);
+    }
+    return Status::success();
+  }
+
+  void unregister_host(const std::byte* p) override {
+    if (cudaHostUnregister(const_cast<std::byte*>(p)) != cudaSuccess) (void)cudaGetLastError();
+  }
+
   Status sync(int stream) override {
     cudaStream_t s = find(stream);
     if (s == nullptr) return Status::invalid_argument(name_ + ": no stream " + std::to_string(stream));

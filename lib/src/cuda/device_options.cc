@@ -1,5 +1,6 @@
-// DeviceOptions::check and the DirectIo names: the one place that says which settings of a
-// load to a device are valid and how direct_io is spelt, for C++, the C API and Python alike.
+// DeviceOptions::check and the DirectIo / ZeroCopy names: the one place that says which
+// settings of a load to a device are valid and how direct_io and zero_copy are spelt, for
+// C++, the C API and Python alike.
 #include <string>
 
 #include "jtree/device.h"
@@ -20,6 +21,23 @@ Result<DirectIo> parse_direct_io(std::string_view name) {
     if (name == direct_io_name(m)) return m;
   }
   return Status::invalid_argument("direct_io must be \"auto\", \"on\" or \"off\", not \"" +
+                                  std::string(name) + "\"");
+}
+
+std::string_view zero_copy_name(ZeroCopy mode) {
+  switch (mode) {
+    case ZeroCopy::kAuto: return "auto";
+    case ZeroCopy::kOn: return "on";
+    case ZeroCopy::kOff: return "off";
+  }
+  return "?";  // (an out-of-range value: DeviceOptions::check refuses it)
+}
+
+Result<ZeroCopy> parse_zero_copy(std::string_view name) {
+  for (ZeroCopy m : {ZeroCopy::kAuto, ZeroCopy::kOn, ZeroCopy::kOff}) {
+    if (name == zero_copy_name(m)) return m;
+  }
+  return Status::invalid_argument("zero_copy must be \"auto\", \"on\" or \"off\", not \"" +
                                   std::string(name) + "\"");
 }
 
@@ -48,6 +66,16 @@ Status DeviceOptions::check() const {
   if (mode < static_cast<int>(DirectIo::kAuto) || mode > static_cast<int>(DirectIo::kOff)) {
     return Status::invalid_argument("direct_io is " + std::to_string(mode) +
                                     "; it must be auto, on or off");
+  }
+  const auto zc = static_cast<int>(zero_copy);
+  if (zc < static_cast<int>(ZeroCopy::kAuto) || zc > static_cast<int>(ZeroCopy::kOff)) {
+    return Status::invalid_argument("zero_copy is " + std::to_string(zc) +
+                                    "; it must be auto, on or off");
+  }
+  if (zero_copy == ZeroCopy::kOn && direct_io == DirectIo::kOn) {
+    return Status::invalid_argument(
+        "zero_copy and direct_io are both on: raw chunks are either read with O_DIRECT or "
+        "copied from the page cache; set one of them to auto or off");
   }
   return Status::success();
 }

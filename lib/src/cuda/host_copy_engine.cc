@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
+
+#include <unistd.h>
 
 #include "codec/checksum.h"
 
@@ -49,6 +52,57 @@ bool HostCopyEngine::pending_from(const std::byte* begin, const std::byte* end) 
     }
   }
   return false;
+}
+
+// Whether [begin, begin + bytes) lies inside one pinned buffer or one registered range: a
+// real device copies asynchronously only from such memory.
+bool HostCopyEngine::copyable_from(const std::byte* begin, size_t bytes) const {
+  for (const auto* ranges : {&buffers_, &registered_}) {
+    auto it = ranges->upper_bound(begin);
+    if (it == ranges->begin()) continue;
+    --it;
+    if (begin + bytes <= it->first + it->second) return true;
+  }
+  return false;
+}
+
+Status HostCopyEngine::register_host(const std::byte* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t n = register_calls_++;
+  if (!options_.can_register) return CopyEngine::register_host(p, bytes);
+  if (options_.fail_register_at >= 0 && n == static_cast<uint64_t>(options_.fail_register_at)) {
+    return Status::io_error(name() + ": injected failure of registration " + std::to_string(n));
+  }
+  // As cudaHostRegister asks: whole pages, and no page registered twice.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const auto align = static_cast<uintptr_t>(page > 0 ? page : 4096);
+  auto overlaps = [&] {
+    auto it = registered_.upper_bound(p);
+    if (it != registered_.end() && it->first < p + bytes) return true;
+    return it != registered_.begin() && std::prev(it)->first + std::prev(it)->second > p;
+  };
+  if (bytes == 0 || reinterpret_cast<uintptr_t>(p) % align != 0 || overlaps()) {
+    ++stats_.misuses;
+    return Status::invalid_argument(name() + ": bad registration");
+  }
+  registered_[p] = bytes;
+  ++stats_.registrations;
+  stats_.registered_bytes += bytes;
+  stats_.peak_registered_bytes = std::max(stats_.peak_registered_bytes, stats_.registered_bytes);
+  return Status::success();
+}
+
+void HostCopyEngine::unregister_host(const std::byte* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = registered_.find(p);
+  if (it == registered_.end()) {
+    ++stats_.misuses;
+    return;
+  }
+  if (pending_from(p, p + it->second)) ++stats_.misuses;
+  stats_.registered_bytes -= it->second;
+  ++stats_.unregistrations;
+  registered_.erase(it);
 }
 
 void HostCopyEngine::free_pinned(std::span<std::byte> buffer) {
@@ -106,6 +160,7 @@ Status HostCopyEngine::copy_async(void* dst, const std::byte* src, size_t bytes,
     ++stats_.misuses;
     return Status::invalid_argument(name() + ": no stream " + std::to_string(stream));
   }
+  if (!copyable_from(src, bytes)) ++stats_.misuses;  // (neither pinned nor registered)
   const bool fail = options_.fail_async_at >= 0 && n == static_cast<uint64_t>(options_.fail_async_at);
   it->second->queue.push_back({dst, src, bytes, xxh3({src, bytes}), fail});
   queued_bytes_ += bytes;

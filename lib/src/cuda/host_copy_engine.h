@@ -1,8 +1,10 @@
 // A CopyEngine whose "device" is host memory: the staging pipeline's stand-in where there is
 // no GPU (the unit tests). Its pinned buffers are page-aligned, like cudaHostAlloc's. Streams are worker threads copying in order, so copies really run
 // asynchronously; it can slow every copy down and inject failures, and it records what the
-// pipeline did: pinned bytes (now and at the peak), bytes queued but not copied (peak), and
-// any misuse (a pinned buffer changed or freed while a copy from it was queued).
+// pipeline did: pinned bytes (now and at the peak), bytes queued but not copied (peak),
+// registered host memory (zero copy), and any misuse (a pinned buffer changed or freed, or a
+// registration ended, while a copy from it was queued; a copy from memory neither pinned nor
+// registered).
 #pragma once
 
 #include <condition_variable>
@@ -29,6 +31,10 @@ class HostCopyEngine final : public CopyEngine {
     int64_t fail_async_at = -1;
     /// allocate_pinned fails (ResourceExhausted) past this many pinned bytes in all.
     uint64_t max_pinned_bytes = UINT64_MAX;
+    /// register_host works (else NotSupported, as CopyEngine's default).
+    bool can_register = true;
+    /// register_host call number N (from 0) fails with IOError; -1: none.
+    int64_t fail_register_at = -1;
   };
   /// What happened, for the tests' assertions.
   struct Stats {
@@ -41,6 +47,9 @@ class HostCopyEngine final : public CopyEngine {
     uint64_t bytes_copied = 0;
     uint64_t peak_queued_bytes = 0;  ///< bytes queued but not yet copied, at the peak
     uint64_t misuses = 0;            ///< buffers changed/freed under a queued copy, bad handles
+    uint64_t registrations = 0, unregistrations = 0;  ///< register_host / unregister_host calls
+    uint64_t registered_bytes = 0;   ///< registered now
+    uint64_t peak_registered_bytes = 0;
   };
 
   HostCopyEngine();
@@ -54,6 +63,8 @@ class HostCopyEngine final : public CopyEngine {
   void destroy_stream(int stream) override;
   Status copy_async(void* dst, const std::byte* src, size_t bytes, int stream) override;
   Status sync(int stream) override;
+  Status register_host(const std::byte* p, size_t bytes) override;
+  void unregister_host(const std::byte* p) override;
 
   Stats stats() const;
 
@@ -76,12 +87,15 @@ class HostCopyEngine final : public CopyEngine {
   };
   void run(Stream* s);
   bool pending_from(const std::byte* begin, const std::byte* end) const;  // mu_ held
+  bool copyable_from(const std::byte* begin, size_t bytes) const;         // mu_ held
 
   Options options_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<int, std::unique_ptr<Stream>> streams_;
   std::map<const std::byte*, size_t> buffers_;
+  std::map<const std::byte*, size_t> registered_;  // register_host's ranges
+  uint64_t register_calls_ = 0;
   int next_stream_ = 0;
   uint64_t queued_bytes_ = 0;
   Stats stats_;

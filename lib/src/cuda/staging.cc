@@ -2,15 +2,19 @@
 // buffers, each copied on its own stream while the next ones are filled. Pieces that are runs
 // of whole raw chunks are read with O_DIRECT straight into the buffers (io/direct_read.h:
 // a cold-cache load then reads each byte once, disk to pinned memory, without a page-cache
-// copy and without evicting the page cache for a multi-GB checkpoint); the rest through
-// Reader::read_many.
+// copy and without evicting the page cache for a multi-GB checkpoint), or, with zero copy,
+// copied to the device straight from the file's registered page-cache pages (no staging
+// buffer, no copy into pinned memory); the rest through Reader::read_many.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "codec/checksum.h"
 #include "cuda/direct_plan.h"
@@ -23,6 +27,14 @@
 namespace jtree {
 
 CopyEngine::~CopyEngine() = default;
+
+Status CopyEngine::register_host(const std::byte* p, size_t bytes) {
+  (void)p;
+  (void)bytes;
+  return Status::not_supported(name() + " cannot register host memory for copies");
+}
+
+void CopyEngine::unregister_host(const std::byte* p) { (void)p; }
 
 namespace {
 
@@ -47,9 +59,26 @@ struct DirectPlan {
   uint64_t slack() const { return on ? 2 * support.offset_align + support.memory_align : 0; }
 };
 
+// The share of the file's pages in the page cache, asked at most once per load (both
+// plans below may want it).
+class CachedShare {
+ public:
+  explicit CachedShare(const Source& source) : source_(source) {}
+  std::optional<double> get() {
+    if (!asked_) cached_ = io::cached_fraction(source_);
+    asked_ = true;
+    return cached_;
+  }
+
+ private:
+  const Source& source_;
+  bool asked_ = false;
+  std::optional<double> cached_;
+};
+
 // Decides whether a load may use O_DIRECT. Errors only for DirectIo::kOn where it cannot.
 Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t per_buffer,
-                               std::string& note) {
+                               CachedShare& share, std::string& note) {
   DirectPlan p;
   if (o.direct_io == DirectIo::kOff) {
     note = "direct_io is Off";
@@ -58,7 +87,7 @@ Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t
   p.support = io::direct_read_support(*r.source());
   if (p.support.available && o.direct_io == DirectIo::kAuto) {
     // A file mostly in the page cache is read faster from there than from the disk again.
-    const std::optional<double> cached = io::cached_fraction(*r.source());
+    const std::optional<double> cached = share.get();
     if (cached && *cached >= kCachedEnough) {
       note = "no O_DIRECT: the file is in the page cache (" +
              std::to_string(static_cast<int>(*cached * 100 + 0.5)) +
@@ -87,6 +116,56 @@ Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t
   return p;
 }
 
+// How a load uses zero copy (DeviceOptions::zero_copy), decided once before it is planned.
+struct ZeroCopyPlan {
+  bool on = false;
+  std::span<const std::byte> map;  // the whole file's mapping
+  uint64_t page = 4096;
+};
+
+// Decides whether a load copies raw chunks straight from the file's pages: a mapping, an
+// engine that registers host memory (asked with the mapping's first page) and, for kAuto, a
+// file mostly in the page cache. Errors only for ZeroCopy::kOn where it cannot.
+Result<ZeroCopyPlan> plan_zero_copy(const Reader& r, const DeviceOptions& o, CopyEngine& engine,
+                                    CachedShare& share, std::string& note) {
+  ZeroCopyPlan p;
+  if (o.zero_copy == ZeroCopy::kOff) return p;
+  std::string why;
+  p.map = r.source()->mapping();
+  const long page = ::sysconf(_SC_PAGESIZE);
+  p.page = page > 0 ? static_cast<uint64_t>(page) : 4096;
+  if (p.map.empty()) {
+    why = "the file has no memory mapping (a remote file, or opened without use_mmap)";
+  } else if (o.direct_io == DirectIo::kOn) {
+    why = "direct_io is On";
+  } else if (o.zero_copy == ZeroCopy::kAuto) {
+    const std::optional<double> cached = share.get();
+    if (!cached || *cached < kCachedEnough) {
+      why = cached ? "the file is not in the page cache (" +
+                         std::to_string(static_cast<int>(*cached * 100 + 0.5)) +
+                         "% of its pages): registering would read it from the disk"
+                   : "the share of the file in the page cache is unknown";
+    }
+  }
+  if (why.empty()) {
+    // One page registered and released: whether the engine can at all, before any plan
+    // depends on it.
+    const std::byte* first = p.map.data();
+    Status st = engine.register_host(first, std::min<uint64_t>(p.page, p.map.size()));
+    if (st.ok()) {
+      engine.unregister_host(first);
+      p.on = true;
+      return p;
+    }
+    why = st.message();
+  }
+  note = "no zero copy: " + why;
+  if (o.zero_copy == ZeroCopy::kOn) {
+    return Status::not_supported(r.name() + ": zero_copy is On, but it cannot be used: " + why);
+  }
+  return p;
+}
+
 // Checks a request against the file (check_request, as host reads do: the destination has
 // the slice's exact size) and resolves its box. Errors name the file and the leaf.
 Result<Box> check_device_request(const Reader& r, const DeviceRequest& req) {
@@ -110,6 +189,7 @@ class StagingRing {
     bool has_stream = false;
     bool pending = false;       // copies queued since the last sync
     size_t batch = 0;           // the batch whose copies are queued (for messages)
+    const std::byte* registered = nullptr;  // file pages registered for them (zero copy)
   };
 
   // `slots` slots, whose buffers and streams are made on first use (ensure): the first buffer
@@ -121,27 +201,47 @@ class StagingRing {
   ~StagingRing() {
     for (Slot& s : slots_) {
       if (s.pending) (void)engine_.sync(s.stream);  // (the load already failed: its error wins)
+      if (s.registered != nullptr) engine_.unregister_host(s.registered);
       if (s.has_stream) engine_.destroy_stream(s.stream);
       if (!s.buffer.empty()) engine_.free_pinned(s.buffer);
     }
   }
 
-  // Gives slot i its buffer of `bytes` and its stream, unless it has them. Called only by the
-  // filler whose turn slot i is (the slots vector itself never changes size).
+  // Gives slot i its stream and, unless `bytes` is 0 (a zero-copy batch needs none), its
+  // buffer of `bytes`, where it lacks them. Called only by the filler whose turn slot i is
+  // (the slots vector itself never changes size).
   Status ensure(size_t i, uint64_t bytes) {
     Slot& s = slots_[i];
-    if (s.has_stream) return Status::success();
-    if (s.buffer.empty()) {
+    if (bytes > 0 && s.buffer.empty()) {
       JTREE_ASSIGN_OR_RETURN(s.buffer, engine_.allocate_pinned(bytes));
+      if (s.buffer.size() < bytes) {
+        return Status::io_error(engine_.name() + ": pinned buffer of " +
+                               std::to_string(s.buffer.size()) + " bytes; asked for " +
+                               std::to_string(bytes));
+      }
     }
-    if (s.buffer.size() < bytes) {
-      return Status::io_error(engine_.name() + ": pinned buffer of " +
-                             std::to_string(s.buffer.size()) + " bytes; asked for " +
-                             std::to_string(bytes));
+    if (!s.has_stream) {
+      JTREE_ASSIGN_OR_RETURN(s.stream, engine_.create_stream());
+      s.has_stream = true;
     }
-    JTREE_ASSIGN_OR_RETURN(s.stream, engine_.create_stream());
-    s.has_stream = true;
     return Status::success();
+  }
+
+  // Waits for the slot's queued copies and then ends its registration: what a slot does
+  // before it serves its next batch, and at the end of the load.
+  Status settle(size_t i) {
+    Slot& s = slots_[i];
+    Status st;
+    if (s.pending) {
+      s.pending = false;
+      st = engine_.sync(s.stream);
+    }
+    // (Unregistered even after a failed sync: no copy from it is pending any more.)
+    if (s.registered != nullptr) {
+      engine_.unregister_host(s.registered);
+      s.registered = nullptr;
+    }
+    return st;
   }
 
   Slot& slot(size_t i) { return slots_[i]; }
@@ -162,21 +262,25 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   if (Status st = options.check(); !st.ok()) return st.with_prefix(reader.name());
   const uint64_t per_buffer = options.staging_bytes / options.staging_buffers;
   // The stats are written however the load ends (the counters are the fillers').
-  std::atomic<uint64_t> direct_bytes{0}, buffered_bytes{0};
-  std::string note;
-  std::mutex note_mu;  // (a filler may set it when O_DIRECT stops working mid-load)
+  std::atomic<uint64_t> direct_bytes{0}, buffered_bytes{0}, zero_copy_bytes{0};
+  std::string note, zc_note;
+  std::mutex note_mu;  // (a filler may set them when O_DIRECT or zero copy stops mid-load)
   struct StatsOut {
     const DeviceOptions& o;
     std::atomic<uint64_t>& direct;
     std::atomic<uint64_t>& buffered;
+    std::atomic<uint64_t>& zero_copy;
     std::string& note;
+    std::string& zc_note;
     ~StatsOut() {
       if (o.stats == nullptr) return;
       o.stats->direct_bytes = direct.load();
       o.stats->buffered_bytes = buffered.load();
       o.stats->direct_io_note = note;
+      o.stats->zero_copy_bytes = zero_copy.load();
+      o.stats->zero_copy_note = zc_note;
     }
-  } stats_out{options, direct_bytes, buffered_bytes, note};
+  } stats_out{options, direct_bytes, buffered_bytes, zero_copy_bytes, note, zc_note};
 
   std::vector<Box> boxes;
   boxes.reserve(requests.size());
@@ -189,7 +293,15 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     boxes.push_back(std::move(b));
   }
   if (total == 0) return Status::success();
-  JTREE_ASSIGN_OR_RETURN(const DirectPlan direct, plan_direct(reader, options, per_buffer, note));
+  CachedShare cached_share(*reader.source());
+  JTREE_ASSIGN_OR_RETURN(const ZeroCopyPlan zero_copy,
+                         plan_zero_copy(reader, options, engine, cached_share, zc_note));
+  DirectPlan direct;
+  if (zero_copy.on) {
+    note = "no O_DIRECT: zero copy serves the raw chunks";
+  } else {
+    JTREE_ASSIGN_OR_RETURN(direct, plan_direct(reader, options, per_buffer, cached_share, note));
+  }
 
   // A small load pins little: no buffer larger than the largest request, or than the load's
   // share of each buffer (its bytes over the buffers), whichever is larger. (The largest
@@ -209,15 +321,19 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     const Leaf& leaf = reader.leaf(requests[i].leaf);
     const bool maybe_direct = direct.on && leaf.storage == Storage::kChunked &&
                               leaf.codec == Codec::kRaw && !is_4bit(leaf.dtype);
+    // (Zero copy needs no slack: its pieces are copied from wherever they are in the file.)
     staging::cut_box(static_cast<uint32_t>(i), boxes[i], leaf.chunk_shape,
                      memory_bytes(leaf.dtype, 1), buffer_bytes - (maybe_direct ? slack : 0),
                      pieces);
   }
-  // The file runs of the pieces read with O_DIRECT (empty where a piece is not one). A piece
-  // of whole chunks that padding separates in the file is cut into one piece per chunk.
+  // The file runs of the pieces read with O_DIRECT or copied with zero copy (empty where a
+  // piece is not one). A piece of whole chunks that padding separates in the file is cut
+  // into one piece per chunk. (O_DIRECT leaves small pieces to buffered reads, for the
+  // alignment slack; zero copy has none.)
+  const uint64_t min_run_bytes = zero_copy.on ? 1 : kMinDirectBytes;
   std::vector<std::optional<staging::FileRun>> runs;
   std::vector<uint64_t> file_offsets;
-  if (direct.on) {
+  if (direct.on || zero_copy.on) {
     std::vector<Piece> cut;
     cut.reserve(pieces.size());
     auto add = [&](Piece&& piece, std::optional<staging::FileRun>&& run) {
@@ -227,7 +343,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     };
     for (Piece& piece : pieces) {
       const uint32_t leaf = requests[piece.request].leaf;
-      if (piece.bytes < kMinDirectBytes) {
+      if (piece.bytes < min_run_bytes) {
         add(std::move(piece), std::nullopt);
         continue;
       }
@@ -237,26 +353,33 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
         continue;
       }
       std::vector<Piece> parts = staging::split_at_chunks(reader, leaf, piece);
-      if (parts.empty() || piece.bytes / parts.size() < kMinDirectBytes) {
+      if (parts.empty() || piece.bytes / parts.size() < min_run_bytes) {
         add(std::move(piece), std::nullopt);
         continue;
       }
       for (Piece& part : parts) {
         auto part_run = staging::piece_file_run(reader, leaf, part.box, part.bytes);
-        if (part.bytes < kMinDirectBytes) part_run.reset();
+        if (part.bytes < min_run_bytes) part_run.reset();
         add(std::move(part), std::move(part_run));
       }
     }
     pieces = std::move(cut);
   }
   const std::vector<Batch> batches =
-      direct.on ? staging::pack_pieces_direct(pieces, file_offsets, buffer_bytes,
-                                              direct.support.offset_align,
-                                              direct.support.memory_align)
-                : staging::pack_pieces(pieces, buffer_bytes);
+      zero_copy.on ? staging::pack_pieces_mapped(pieces, file_offsets, buffer_bytes, per_buffer,
+                                                 zero_copy.page, zero_copy.map.size())
+      : direct.on  ? staging::pack_pieces_direct(pieces, file_offsets, buffer_bytes,
+                                                 direct.support.offset_align,
+                                                 direct.support.memory_align)
+                   : staging::pack_pieces(pieces, buffer_bytes);
   std::vector<char> is_direct(pieces.size(), 0);
   for (const Batch& b : batches) {
     for (const staging::DirectRead& d : b.direct) is_direct[d.piece] = 1;
+  }
+  if (zero_copy.on && std::none_of(batches.begin(), batches.end(),
+                                   [](const Batch& b) { return b.mapped; })) {
+    zc_note = "no zero copy: no piece is a run of whole raw chunks (compressed, or slices of "
+              "chunks)";
   }
   if (direct.on && std::find(is_direct.begin(), is_direct.end(), 1) == is_direct.end()) {
     note = "no piece is a run of whole raw chunks of at least " +
@@ -264,6 +387,8 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   }
   // Set when an O_DIRECT read is refused mid-load (kAuto): the rest is read buffered.
   std::atomic<bool> direct_refused{false};
+  // Set when a registration fails mid-load (zero copy kAuto): the rest is staged.
+  std::atomic<bool> zero_copy_refused{false};
   const int direct_threads = resolve_threads(options.read.threads);
   const std::shared_ptr<Source> source = reader.source();
   const size_t num_slots = std::min<size_t>(options.staging_buffers, batches.size());
@@ -271,9 +396,10 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   // "<file>: leaf <path>" of a batch's first piece, for the engine's errors.
   auto where = [&](size_t b) {
     const Batch& batch = batches[b];
+    const size_t first = batch.mapped ? batch.parts[0].piece : batch.first;
     std::string s = reader.name() + ": leaf " +
-                    reader.leaf_path(requests[pieces[batch.first].request].leaf);
-    const size_t more = batch.last - batch.first - 1;
+                    reader.leaf_path(requests[pieces[first].request].leaf);
+    const size_t more = (batch.mapped ? batch.parts.size() : batch.last - batch.first) - 1;
     if (more > 0) s += " (and " + std::to_string(more) + " more pieces)";
     return s + ": copy to " + engine.name();
   };
@@ -298,6 +424,33 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   bool failed = false;                 // (under mu)
   std::atomic<bool> stop{false};       // failed, for a filler in the middle of a buffer load
   uint64_t done = 0;
+
+  // Verifies the chunks of the file runs of `checked` (pieces), piece p's bytes being at
+  // start(p), on the read's workers.
+  auto verify_runs = [&](const std::vector<size_t>& checked, auto start) -> Status {
+    struct Check {
+      size_t piece;
+      const staging::RunChunk* chunk;
+    };
+    std::vector<Check> checks;
+    for (size_t p : checked) {
+      for (const staging::RunChunk& c : runs[p]->chunks) checks.push_back({p, &c});
+    }
+    return parallel_for(
+        pool_for(direct_threads), checks.size(), direct_threads, [&](size_t i) -> Status {
+          const size_t p = checks[i].piece;
+          const ChunkInfo& c = checks[i].chunk->info;
+          const std::byte* stored = start(p) + (c.file_offset - runs[p]->offset);
+          if (xxh3({stored, c.stored_size}, c.seed) == c.checksum) return Status::success();
+          // (As Reader::read_many words it.)
+          const uint32_t leaf = requests[pieces[p].request].leaf;
+          return Status::corruption(reader.name() + ": leaf " + reader.leaf_path(leaf) +
+                                    ": chunk " + std::to_string(checks[i].chunk->local) +
+                                    ": checksum mismatch (file offset " +
+                                    std::to_string(c.file_offset) + ", " +
+                                    std::to_string(c.stored_size) + " bytes)");
+        });
+  };
 
   // Reads a batch's O_DIRECT pieces into the buffer at `base` (in parts, on the read's
   // workers) and verifies their chunks there. A refusal of the kernel (NotSupported: the
@@ -329,41 +482,111 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
           return Status::success();
         }));
     if (!ro.verify_checksums) return Status::success();
-    struct Check {
-      size_t piece;
-      const staging::RunChunk* chunk;
-    };
-    std::vector<Check> checks;
-    for (const staging::DirectRead& d : batch.direct) {
-      for (const staging::RunChunk& c : runs[d.piece]->chunks) checks.push_back({d.piece, &c});
+    std::vector<size_t> checked;
+    for (const staging::DirectRead& d : batch.direct) checked.push_back(d.piece);
+    return verify_runs(checked, [&](size_t p) { return base + batch.offsets[p - batch.first]; });
+  };
+
+  // Queues the copies of pieces [first, last) of batch b, piece p's bytes being at src(p),
+  // on the slot's stream; nothing when another filler failed meanwhile (the load returns its
+  // error).
+  auto queue_copies = [&](size_t b, StagingRing::Slot& slot, size_t first, size_t last,
+                          auto src) -> Status {
+    if (stop.load(std::memory_order_relaxed)) return Status::success();
+    slot.batch = b;
+    for (size_t p = first; p < last; ++p) {
+      const Piece& piece = pieces[p];
+      std::byte* dst = static_cast<std::byte*>(requests[piece.request].dst) + piece.dst_offset;
+      slot.pending = true;
+      Status st = engine.copy_async(dst, src(p), piece.bytes, slot.stream);
+      if (!st.ok()) return st.with_prefix(where(b));
     }
-    return parallel_for(
-        pool_for(direct_threads), checks.size(), direct_threads, [&](size_t i) -> Status {
-          const size_t p = checks[i].piece;
-          const ChunkInfo& c = checks[i].chunk->info;
-          const std::byte* stored = base + batch.offsets[p - batch.first] +
-                                    (c.file_offset - runs[p]->offset);
-          if (xxh3({stored, c.stored_size}, c.seed) == c.checksum) return Status::success();
-          // (As Reader::read_many words it.)
-          const uint32_t leaf = requests[pieces[p].request].leaf;
-          return Status::corruption(reader.name() + ": leaf " + reader.leaf_path(leaf) +
-                                    ": chunk " + std::to_string(checks[i].chunk->local) +
-                                    ": checksum mismatch (file offset " +
-                                    std::to_string(c.file_offset) + ", " +
-                                    std::to_string(c.stored_size) + " bytes)");
-        });
+    return Status::success();
+  };
+
+  // Queues the copies of a mapped batch's parts, part k's bytes being at src(k, offset in
+  // the part) for its bytes [offset, offset + n): from the mapping, or (staged after all)
+  // from the slot's buffer, `step` bytes at a time, each step filled by fill_step(k, offset,
+  // n) once the slot's previous copies are done.
+  auto copy_parts = [&](size_t b, StagingRing::Slot& slot, uint64_t step, auto fill_step,
+                        auto src) -> Status {
+    const Batch& batch = batches[b];
+    for (size_t k = 0; k < batch.parts.size(); ++k) {
+      const staging::MappedPart& part = batch.parts[k];
+      const Piece& piece = pieces[part.piece];
+      std::byte* dst = static_cast<std::byte*>(requests[piece.request].dst) + piece.dst_offset +
+                       part.dst_offset;
+      for (uint64_t at = 0; at < part.bytes; at += step) {
+        const uint64_t n = std::min(step, part.bytes - at);
+        JTREE_RETURN_IF_ERROR(fill_step(k, at, n));
+        if (stop.load(std::memory_order_relaxed)) return Status::success();
+        slot.batch = b;
+        slot.pending = true;
+        Status st = engine.copy_async(dst + at, src(k, at), n, slot.stream);
+        if (!st.ok()) return st.with_prefix(where(b));
+      }
+    }
+    return Status::success();
+  };
+
+  // A zero-copy batch: its file pages registered, its parts copied from the mapping, the
+  // chunks of its pieces verified meanwhile (hashed from the mapping). The registration ends
+  // when the slot is next settled. Where registering fails (kAuto) the parts are staged
+  // instead, through the slot's buffer (memcpy from the mapping: the bytes are the file's).
+  auto fill_mapped = [&](size_t b) -> Status {
+    const Batch& batch = batches[b];
+    const size_t si = b % num_slots;
+    const std::byte* const map = zero_copy.map.data();
+    JTREE_RETURN_IF_ERROR(ring.ensure(si, 0));
+    StagingRing::Slot& slot = ring.slot(si);
+    if (Status st = ring.settle(si); !st.ok()) return st.with_prefix(where(slot.batch));
+    Status reg = zero_copy_refused.load()
+                     ? Status::not_supported("")
+                     : engine.register_host(map + batch.map_begin, batch.map_end - batch.map_begin);
+    if (reg.ok()) {
+      slot.registered = map + batch.map_begin;
+      JTREE_RETURN_IF_ERROR(copy_parts(
+          b, slot, UINT64_MAX, [](size_t, uint64_t, uint64_t) { return Status::success(); },
+          [&](size_t k, uint64_t at) { return map + batch.parts[k].file_offset + at; }));
+      zero_copy_bytes.fetch_add(batch.bytes);
+    } else {
+      if (!zero_copy_refused.load() || options.zero_copy == ZeroCopy::kOn) {
+        const std::string what = "zero copy: registering file bytes [" +
+                                 std::to_string(batch.map_begin) + ", " +
+                                 std::to_string(batch.map_end) + "): " + reg.message();
+        if (options.zero_copy == ZeroCopy::kOn) {
+          return Status(reg.code(), reader.name() + ": " + what);
+        }
+        if (!zero_copy_refused.exchange(true)) {
+          std::lock_guard<std::mutex> lock(note_mu);
+          zc_note = "zero copy stopped mid-load (the rest was staged): " + what;
+        }
+      }
+      JTREE_RETURN_IF_ERROR(ring.ensure(si, buffer_bytes));
+      std::byte* const base = slot.buffer.data();
+      JTREE_RETURN_IF_ERROR(copy_parts(
+          b, slot, buffer_bytes,
+          [&](size_t k, uint64_t at, uint64_t n) -> Status {
+            if (Status st = ring.settle(si); !st.ok()) return st.with_prefix(where(slot.batch));
+            std::memcpy(base, map + batch.parts[k].file_offset + at, n);
+            return Status::success();
+          },
+          [&](size_t, uint64_t) -> const std::byte* { return base; }));
+      buffered_bytes.fetch_add(batch.bytes);
+    }
+    if (!ro.verify_checksums) return Status::success();
+    return verify_runs(batch.verified, [&](size_t p) { return map + file_offsets[p]; });
   };
 
   // Fills one buffer load and queues its copies; the slot is this thread's alone meanwhile.
   auto fill = [&](size_t b, std::vector<ReadRequest>& reads) -> Status {
     const Batch& batch = batches[b];
+    if (batch.mapped) return fill_mapped(b);
     JTREE_RETURN_IF_ERROR(ring.ensure(b % num_slots, buffer_bytes));
     StagingRing::Slot& slot = ring.slot(b % num_slots);
     // Backpressure: the buffer is refilled only once its previous copies have completed.
-    if (slot.pending) {
-      slot.pending = false;
-      Status st = engine.sync(slot.stream);
-      if (!st.ok()) return st.with_prefix(where(slot.batch));
+    if (Status st = ring.settle(b % num_slots); !st.ok()) {
+      return st.with_prefix(where(slot.batch));
     }
     std::byte* const base = slot.buffer.data();
     // (CUDA's pinned buffers are page-aligned; an engine whose buffers are not aligned for
@@ -410,18 +633,8 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
         direct_bytes.fetch_add(bytes);
       }
     }
-    // Another filler failed meanwhile: queue nothing more (the load returns its error).
-    if (stop.load(std::memory_order_relaxed)) return Status::success();
-    slot.batch = b;
-    for (size_t p = batch.first; p < batch.last; ++p) {
-      const Piece& piece = pieces[p];
-      std::byte* dst = static_cast<std::byte*>(requests[piece.request].dst) + piece.dst_offset;
-      slot.pending = true;
-      Status st = engine.copy_async(dst, base + batch.offsets[p - batch.first],
-                                    piece.bytes, slot.stream);
-      if (!st.ok()) return st.with_prefix(where(b));
-    }
-    return Status::success();
+    return queue_copies(b, slot, batch.first, batch.last,
+                        [&](size_t p) { return base + batch.offsets[p - batch.first]; });
   };
 
   auto filler = [&] {
@@ -457,7 +670,10 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   // filled at once then (on the H200 machine's disk, fastsafetensors read a cold file at
   // 3.5 GB/s with 16 reads of 16 MiB in flight, this pipeline at 1.7 with 4 buffer loads).
   constexpr size_t kFillers = 4;
-  const size_t fillers = direct.on ? num_slots : std::min(kFillers, num_slots);
+  // Zero copy fills every slot at once too: registering pages is the kernel's work per page,
+  // which several threads share.
+  const size_t fillers =
+      direct.on || zero_copy.on ? num_slots : std::min(kFillers, num_slots);
   std::vector<std::thread> helpers;
   try {
     for (size_t i = 1; i < fillers; ++i) helpers.emplace_back(filler);
@@ -469,10 +685,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   if (failed) return failure;  // (the ring's destructor waits for the queued copies)
   for (size_t i = 0; i < ring.size(); ++i) {
     StagingRing::Slot& slot = ring.slot(i);
-    if (!slot.pending) continue;
-    slot.pending = false;
-    Status st = engine.sync(slot.stream);
-    if (!st.ok()) return st.with_prefix(where(slot.batch));
+    if (Status st = ring.settle(i); !st.ok()) return st.with_prefix(where(slot.batch));
   }
   return Status::success();
 }

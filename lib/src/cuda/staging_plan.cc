@@ -1,6 +1,7 @@
 #include "cuda/staging_plan.h"
 
 #include <algorithm>
+#include <map>
 
 namespace jtree::staging {
 
@@ -62,7 +63,7 @@ std::vector<Batch> pack_pieces(const std::vector<Piece>& pieces, uint64_t buffer
   for (size_t i = 0; i < pieces.size(); ++i) {
     const uint64_t at = round_up_64(used);
     if (out.empty() || at + pieces[i].bytes > buffer_bytes) {
-      out.push_back({i, i, {}, 0, {}});
+      out.push_back({i, i, {}, 0, {}, false, 0, 0, {}, {}});
       used = 0;
     }
     Batch& b = out.back();
@@ -97,7 +98,7 @@ std::vector<Batch> pack_pieces_direct(const std::vector<Piece>& pieces,
     const uint64_t need = direct ? length : bytes;
     at = direct ? round_up(used, place_align) : round_up_64(used);
     if (out.empty() || at + need > buffer_bytes) {
-      out.push_back({i, i, {}, 0, {}});
+      out.push_back({i, i, {}, 0, {}, false, 0, 0, {}, {}});
       used = 0;
       at = 0;
     }
@@ -107,6 +108,56 @@ std::vector<Batch> pack_pieces_direct(const std::vector<Piece>& pieces,
     b.last = i + 1;
     b.bytes += bytes;
     used = at + need;
+  }
+  return out;
+}
+
+std::vector<Batch> pack_pieces_mapped(const std::vector<Piece>& pieces,
+                                      const std::vector<uint64_t>& file_offsets,
+                                      uint64_t buffer_bytes, uint64_t window, uint64_t page,
+                                      uint64_t file_size) {
+  auto page_down = [page](uint64_t n) { return n & ~(page - 1); };
+  const uint64_t limit = page_down(file_size + page - 1);
+  window = std::max(page, page_down(window));
+  std::map<uint64_t, Batch> by_window;  // (file order)
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (file_offsets[i] == kNoFileRun) continue;
+    uint64_t at = file_offsets[i], done = 0;
+    while (done < pieces[i].bytes) {
+      const uint64_t w = at / window;
+      const uint64_t n = std::min(pieces[i].bytes - done, (w + 1) * window - at);
+      Batch& b = by_window[w];
+      if (b.parts.empty()) {
+        b.mapped = true;
+        b.map_begin = page_down(at);
+      }
+      if (done == 0) b.verified.push_back(i);
+      b.parts.push_back({i, at, done, n});
+      b.bytes += n;
+      b.map_begin = std::min(b.map_begin, page_down(at));
+      b.map_end = std::max(b.map_end, std::min(limit, page_down(at + n + page - 1)));
+      at += n;
+      done += n;
+    }
+  }
+  std::vector<Batch> out;
+  for (auto& [w, b] : by_window) out.push_back(std::move(b));
+  size_t i = 0;
+  while (i < pieces.size()) {
+    if (file_offsets[i] != kNoFileRun) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < pieces.size() && file_offsets[j] == kNoFileRun) ++j;
+    // (pack_pieces over the run, its piece numbers shifted back to the load's.)
+    const std::vector<Piece> run(pieces.begin() + i, pieces.begin() + j);
+    for (Batch& b : pack_pieces(run, buffer_bytes)) {
+      b.first += i;
+      b.last += i;
+      out.push_back(std::move(b));
+    }
+    i = j;
   }
   return out;
 }

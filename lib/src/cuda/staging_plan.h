@@ -27,6 +27,13 @@ struct DirectRead {
   uint64_t buffer_offset = 0, file_offset = 0, length = 0;
 };
 
+/// Part of a piece copied straight from the file's mapping (zero copy): its bytes
+/// [dst_offset, dst_offset + bytes) from file offset `file_offset`.
+struct MappedPart {
+  size_t piece = 0;
+  uint64_t file_offset = 0, dst_offset = 0, bytes = 0;
+};
+
 /// Pieces that fill one staging buffer: pieces [first, last), piece i at buffer offset
 /// `offsets[i - first]` (64-byte aligned, for DMA and for every dtype, except for pieces read
 /// with O_DIRECT, which sit at their file offset's remainder past an aligned start).
@@ -35,6 +42,14 @@ struct Batch {
   std::vector<uint64_t> offsets;
   uint64_t bytes = 0;  ///< payload bytes of its pieces
   std::vector<DirectRead> direct;  ///< its pieces read with O_DIRECT (pack_pieces_direct)
+  /// Zero copy (pack_pieces_mapped): the batch copies `parts` straight from the file's
+  /// mapping, whose pages [map_begin, map_end) (file offsets, page-aligned) it registers, and
+  /// verifies the chunks of the pieces in `verified`; no buffer; first, last and offsets are
+  /// unused.
+  bool mapped = false;
+  uint64_t map_begin = 0, map_end = 0;
+  std::vector<MappedPart> parts;
+  std::vector<size_t> verified;
 };
 
 /// No file run: the piece is read through Reader::read_many (pack_pieces_direct).
@@ -65,6 +80,20 @@ std::vector<Batch> pack_pieces_direct(const std::vector<Piece>& pieces,
                                       const std::vector<uint64_t>& file_offsets,
                                       uint64_t buffer_bytes, uint64_t offset_align,
                                       uint64_t memory_align);
+
+/// Batches for a load that copies some pieces straight from the file's mapping (zero copy).
+/// The pieces with `file_offsets[i] != kNoFileRun` (the file offset of their bytes) go to
+/// mapped batches, one per window of the file (`window` rounded down to whole pages of `page`
+/// bytes, at least one page) that holds some of their bytes, in file order: a piece that
+/// crosses windows is copied in parts, and its chunks are verified by the batch of its first
+/// part. A batch registers the pages its parts touch ([map_begin, map_end), up to `file_size`
+/// rounded up to a page), so no page belongs to two batches (registering a page twice is an
+/// error for CUDA). The other pieces follow, each run of consecutive ones packed as
+/// pack_pieces does into buffers of `buffer_bytes`. `page` is a power of two.
+std::vector<Batch> pack_pieces_mapped(const std::vector<Piece>& pieces,
+                                      const std::vector<uint64_t>& file_offsets,
+                                      uint64_t buffer_bytes, uint64_t window, uint64_t page,
+                                      uint64_t file_size);
 
 /// `n` rounded up to a multiple of 64.
 constexpr uint64_t round_up_64(uint64_t n) { return (n + 63) & ~uint64_t{63}; }
