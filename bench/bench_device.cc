@@ -4,7 +4,7 @@
 //
 //   build/bench/bench_device [--gib 1] [--runs 5] [--dir /dev/shm] [--staging-mib 128]
 //                            [--buffers 8] [--threads 0] [--direct auto|on|off] [--cold 0|1]
-//                            [--only raw|zstd|all]
+//                            [--only raw|zstd|all] [--zero-copy both|only|off]
 //
 // Writes two files of --gib GiB of bf16 weights in 16 leaves (raw, and zstd level 1), then
 // times, as medians of --runs runs after a warm-up: cudaMemcpyAsync from one pinned buffer
@@ -12,6 +12,10 @@
 // file, and a plain host read_many of each for comparison. The FIRST load to the device of
 // each kind is timed on its own too: it pins the staging buffers (cudaHostAlloc, slow), which
 // later loads of the process find in the engine's cache; a fresh process meets that cost.
+// The raw file is also loaded with zero copy (DeviceOptions::zero_copy On: its pages in the
+// page cache registered and copied from, no staging buffer), before the staged loads, so
+// that its FIRST load is a fresh process's too; --zero-copy only/off keeps or drops those
+// rows alone.
 // The first load of each file is checked byte for byte against the source. --cold 1 drops
 // the file from the page cache (fdatasync + POSIX_FADV_DONTNEED) before every device load
 // (use a --dir on a disk: tmpfs keeps its pages). At the end: what pinning memory costs here
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
   const DeviceOptions defaults;
   int runs = 5, buffers = defaults.staging_buffers, threads = 0;
   uint64_t staging_mib = defaults.staging_bytes >> 20;
-  std::string dir = "/dev/shm", direct = "auto", only = "all";
+  std::string dir = "/dev/shm", direct = "auto", only = "all", zero_copy = "both";
   bool cold = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
     else if (a == "--direct") direct = argv[i + 1];
     else if (a == "--cold") cold = std::string(argv[i + 1]) == "1";
     else if (a == "--only") only = argv[i + 1];
+    else if (a == "--zero-copy") zero_copy = argv[i + 1];
     else {
       std::fprintf(stderr, "bench_device: unknown option %s\n", a.c_str());
       return 2;
@@ -107,6 +112,10 @@ int main(int argc, char** argv) {
   const uint64_t total = per_leaf * kLeaves;
   if (direct != "auto" && direct != "on" && direct != "off") {
     std::fprintf(stderr, "bench_device: --direct is auto, on or off\n");
+    return 2;
+  }
+  if (zero_copy != "both" && zero_copy != "only" && zero_copy != "off") {
+    std::fprintf(stderr, "bench_device: --zero-copy is both, only or off\n");
     return 2;
   }
   const DirectIo direct_io = direct == "on" ? DirectIo::kOn
@@ -171,14 +180,22 @@ int main(int argc, char** argv) {
     if (only != "all" && only != label) continue;
     auto reader = Reader::open(path);
     check(reader.status());
-    for (bool verify : {true, false}) {
+    // (Zero copy first: it pins no staging buffer, so its FIRST load is a fresh process's.)
+    std::vector<std::pair<bool, bool>> variants;  // (zero copy, verify)
+    for (bool zc : {true, false}) {
+      if (zc && (std::string(label) != "raw" || zero_copy == "off")) continue;
+      if (!zc && zero_copy == "only") continue;
+      for (bool verify : {true, false}) variants.push_back({zc, verify});
+    }
+    for (const auto& [zc, verify] : variants) {
       DeviceOptions o;
       DeviceStats stats;
       o.staging_bytes = staging_mib << 20;
       o.staging_buffers = buffers;
       o.read.threads = threads;
       o.read.verify_checksums = verify;
-      o.direct_io = direct_io;
+      o.direct_io = zc ? DirectIo::kOff : direct_io;
+      o.zero_copy = zc ? ZeroCopy::kOn : ZeroCopy::kOff;
       o.stats = &stats;
       std::vector<DeviceRequest> reqs;
       std::vector<ReadRequest> host_reqs;
@@ -189,15 +206,25 @@ int main(int argc, char** argv) {
       }
       check_cuda(cudaMemset(dev[0], 0, per_leaf), "cudaMemset");
       if (cold) evict(path);
-      const double first = seconds_of([&] { check(read_many_to_device(**reader, reqs, o)); });
-      const std::string v = verify ? "verified" : "unverified";
-      std::printf("%-44s %.2f GB/s (%.1f ms; %s; O_DIRECT %.0f%%%s%s)\n",
+      Status first_status;
+      const double first =
+          seconds_of([&] { first_status = read_many_to_device(**reader, reqs, o); });
+      if (zc && first_status.is_not_supported()) {
+        std::printf("%-44s %s\n", "raw -> device, zero copy", first_status.message().c_str());
+        continue;
+      }
+      check(first_status);
+      const std::string v =
+          std::string(zc ? "zero copy, " : "") + (verify ? "verified" : "unverified");
+      const std::string how = zc ? "registers the file's pages"
+                              : first_in_process ? "pins its buffers" : "buffers from the cache";
+      std::printf("%-44s %.2f GB/s (%.1f ms; %s; O_DIRECT %.0f%%, zero copy %.0f%%%s%s)\n",
                   (std::string(label) + " -> device, FIRST load, " + v).c_str(),
-                  total / first / 1e9, first * 1e3,
-                  first_in_process ? "pins its buffers" : "buffers from the cache",
+                  total / first / 1e9, first * 1e3, how.c_str(),
                   100.0 * stats.direct_bytes / std::max<uint64_t>(1, total),
+                  100.0 * stats.zero_copy_bytes / std::max<uint64_t>(1, total),
                   stats.direct_io_note.empty() ? "" : "; ", stats.direct_io_note.c_str());
-      first_in_process = false;
+      if (!zc) first_in_process = false;
       std::vector<std::byte> back(per_leaf);
       for (int i = 0; i < kLeaves; ++i) {
         check_cuda(cudaMemcpy(back.data(), dev[i], per_leaf, cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -212,6 +239,7 @@ int main(int argc, char** argv) {
       });
       std::printf("%-44s %s\n", (std::string(label) + " file -> device, " + v).c_str(),
                   gbps(total, d).c_str());
+      if (zc) continue;  // (the host load is the same as the staged rows')
       Stat h = measure(runs, [&] { check((*reader)->read_many(host_reqs, o.read)); });
       std::printf("%-44s %s\n", (std::string(label) + " file -> host memory, " + v).c_str(),
                   gbps(total, h).c_str());

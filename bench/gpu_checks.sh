@@ -6,9 +6,10 @@
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
 #   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1)
 #   2. the Python GPU tests (test_device_load.py: torch and JAX)
-#   3. bench_device with the defaults (page cache; pinning costs, zero copy at its end)
+#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
 #   4. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
-#   5. bench_device variants: staging sizes, and cold loads with and without O_DIRECT
+#   5. bench_device variants: staging sizes, zero copy with larger windows, and cold loads
+#      with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
 # SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-3 leave minus
 # 70 s for stage 5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
@@ -42,7 +43,7 @@ python3 -c "import jtree._device as d; print('jtree CUDA support:', d.cuda_built
 stage "C++ GPU tests"
 export LD_LIBRARY_PATH=$bundle/lib
 work=$(mktemp -d /var/tmp/jtree-gpu-work.XXXXXX)  # (a disk file system: O_DIRECT cases)
-for t in test_device_cuda test_device_direct test_device_staging; do
+for t in test_device_cuda test_device_zero_copy test_device_direct test_device_staging; do
   (cd "$work" && run 120 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
 done
 
@@ -60,7 +61,7 @@ if [ "$left" -gt 60 ]; then
   run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
     --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget "$left" \
-    --systems jtree-raw-torch-out,jtree-torch-out,safetensors,fastsafetensors,jtree-raw-jax,torch,jtree-raw-torch \
+    --systems jtree-raw-torch-out,jtree-raw-torch-out-zc,jtree-torch-out,safetensors,fastsafetensors,jtree-raw-jax,torch,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"
@@ -68,7 +69,8 @@ fi
 
 stage "bench_device variants"
 export LD_LIBRARY_PATH=$bundle/lib
-for v in "--staging-mib 256 --buffers 4" "--staging-mib 32 --buffers 4"; do
+for v in "--zero-copy only --staging-mib 512 --buffers 8" "--zero-copy only --staging-mib 64 --buffers 16" \
+         "--zero-copy off --staging-mib 256 --buffers 4" "--zero-copy off --staging-mib 32 --buffers 4"; do
   run 30 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm --only raw $v \
     | tee -a "$out/bench_device_variants.txt"
 done

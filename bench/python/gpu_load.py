@@ -35,6 +35,10 @@ Systems (--systems):
                                           as jtree-torch, with JTREE_DIRECT_DEVICE_LOAD=0: the
                                           fallback (host load, then .to(device)), to measure
                                           the direct path against it
+    jtree-raw-torch-out-zc                as jtree-raw-torch-out with DeviceOptions(
+                                          zero_copy="on"): copied to the device straight from
+                                          the file's registered page-cache pages (experimental;
+                                          skipped with --device cpu)
     jtree-jax, jtree-raw-jax              jtree.load(f, framework="jax", shardings=
                                           SingleDeviceSharding(device)); skipped, with the
                                           reason, when JAX sees no GPU
@@ -91,6 +95,9 @@ SYSTEMS: Dict[str, Tuple[str, str, str]] = {
     "jtree-raw-torch": ("jtree-raw", "jtree (raw) → torch, like=", "as jtree-torch, file saved with compression=None"),
     "jtree-raw-torch-out": ("jtree-raw", "jtree (raw) → torch, out=", "as jtree-torch-out, compression=None"),
     "jtree-raw-jax": ("jtree-raw", "jtree (raw) → JAX", "as jtree-jax, compression=None"),
+    "jtree-raw-torch-out-zc": ("jtree-raw", "jtree (raw) → torch, out=, zero copy",
+                               "as jtree-raw-torch-out with device_options=jtree.DeviceOptions("
+                               "zero_copy='on'): DMA from the file's registered page-cache pages"),
     "jtree-torch-host": ("jtree", "jtree (zstd) → torch, via host",
                          "as jtree-torch with JTREE_DIRECT_DEVICE_LOAD=0: host load, then .to(device)"),
     "jtree-raw-torch-host": ("jtree-raw", "jtree (raw) → torch, via host",
@@ -168,6 +175,9 @@ def load(system: str, path: str, device: str) -> Any:
                     return torch.empty(tuple(s.shape), dtype=torch_dtype(s.dtype), device=device)
                 return True  # load it (a Python value)
             like = W.map_tree(empty, spec)
+            if system.endswith("-zc"):
+                opts = jtree.DeviceOptions(zero_copy="on")
+                return jtree.load(f, out=like, device_options=opts)
             if system.endswith("-out"):
                 return jtree.load(f, out=like)
             return jtree.load(f, like)
@@ -590,6 +600,9 @@ class Bench:
             if s == "fastsafetensors" and "fastsafetensors" in missing:
                 self.skip(s, "fastsafetensors is not installed in this Python (pip install "
                              "fastsafetensors; ./scripts/python_env.sh bench)")
+                continue
+            if s.endswith("-zc") and a.device == "cpu":
+                self.skip(s, "zero copy copies to device memory: --device cpu has none")
                 continue
             if is_jax(s):
                 if "jax" in missing:

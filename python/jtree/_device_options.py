@@ -1,14 +1,15 @@
 """The settings of loads into GPU memory (``jtree.DeviceOptions``) and what such a load did
 (``jtree.DeviceStats``): the Python face of ``jtree::DeviceOptions`` / ``jtree::DeviceStats``
 (lib/include/jtree/device.h). The values are checked by the C++ library
-(``DeviceOptions::check``, ``parse_direct_io``), when the options are made: this module only
-translates.
+(``DeviceOptions::check``, ``parse_direct_io``, ``parse_zero_copy``), when the options are
+made: this module only translates.
 
 Options given to a load that does not go to a device are never silently dropped
 (:func:`not_used`): a load whose arrays all go to host memory refuses them
 (InvalidArgumentError); a load bound for a device that cannot take the direct path (jtree
 without CUDA, ``JTREE_DIRECT_DEVICE_LOAD=0``, dtypes torch lacks...) warns, or with
-``direct_io="on"`` fails (NotSupportedError), since the arrays then come through the page cache.
+``direct_io="on"`` or ``zero_copy="on"`` fails (NotSupportedError), since the arrays then come
+through the page cache and host memory.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Dict, Iterable, NamedTuple, Optional
 from ._errors import InvalidArgumentError, NotSupportedError
 
 DIRECT_IO_MODES = ("auto", "on", "off")
+ZERO_COPY_MODES = ("auto", "on", "off")
 
 # What a device_options= that no device load can use is refused with (the load's arrays all
 # go to host memory).
@@ -32,13 +34,17 @@ class DeviceStats(NamedTuple):
     """What a load into device memory did (``jtree::DeviceStats``), over all its native loads
     (one per device): ``direct_bytes`` read with O_DIRECT straight into the pinned staging
     buffers, ``buffered_bytes`` read through the page cache (compressed chunks, slices of
-    chunks, small leaves, files O_DIRECT cannot read), and ``direct_io_note``, why O_DIRECT
+    chunks, small leaves, files O_DIRECT cannot read), ``direct_io_note``, why O_DIRECT
     was not used (or stopped being used mid-load): "" when it served every piece that
-    qualifies."""
+    qualifies; ``zero_copy_bytes`` copied straight from the file's pages in the page cache
+    (``zero_copy``), and ``zero_copy_note``, why zero copy was not used where it was asked
+    for ("" when it was off or served every piece that qualifies)."""
 
     direct_bytes: int
     buffered_bytes: int
     direct_io_note: str
+    zero_copy_bytes: int = 0
+    zero_copy_note: str = ""
 
 
 class DeviceOptions:
@@ -63,8 +69,18 @@ class DeviceOptions:
     cache, the reason in ``last_stats.direct_io_note``; ``"on"`` whatever the page cache
     holds, and a file O_DIRECT cannot read (a remote file, a file system refusing it, buffers
     too small for its alignment) is a :class:`NotSupportedError` naming the file; ``"off"``
-    never. Bad values are an :class:`InvalidArgumentError` naming
-    the setting, raised here (the C++ library's check).
+    never. ``zero_copy`` (EXPERIMENTAL, default ``"off"``): whether raw chunks are copied to
+    the device straight from the file's pages in the page cache (the pages registered with
+    CUDA, read-only; no staging buffer and no copy into pinned memory; checksums hashed by the
+    CPU meanwhile): ``"auto"`` for a local file at least half in the page cache on a device
+    that can register read-only memory, else staged (the reason in
+    ``last_stats.zero_copy_note``); ``"on"`` whatever the page cache holds, and a load that
+    cannot (a remote file, a device without read-only registration) is a
+    :class:`NotSupportedError`; ``"off"`` never. Whether it is faster than the staging
+    buffers depends on the machine (bench/gpu.md): measure before turning it on.
+    ``zero_copy="on"`` with ``direct_io="on"`` is refused (both claim the raw chunks). Bad
+    values are an :class:`InvalidArgumentError` naming the setting, raised here (the C++
+    library's check).
 
     ``last_stats``: the :class:`DeviceStats` of the last load made with these options
     (summed over its devices); ``None`` before the first, after a load that failed, and
@@ -82,10 +98,11 @@ class DeviceOptions:
     the options apply to the first and the others are read as without them.
     """
 
-    __slots__ = ("_staging_bytes", "_staging_buffers", "_direct_io", "last_stats")
+    __slots__ = ("_staging_bytes", "_staging_buffers", "_direct_io", "_zero_copy", "last_stats")
 
     def __init__(self, *, staging_bytes: Optional[int] = None,
-                 staging_buffers: Optional[int] = None, direct_io: str = "auto"):
+                 staging_buffers: Optional[int] = None, direct_io: str = "auto",
+                 zero_copy: str = "off"):
         for name, v in (("staging_bytes", staging_bytes), ("staging_buffers", staging_buffers)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
                 raise InvalidArgumentError(f"{name} must be an int (or None for the default), "
@@ -93,16 +110,18 @@ class DeviceOptions:
         if staging_bytes is not None and staging_bytes < 0:
             # (The native setting is unsigned: a negative number would wrap around.)
             raise InvalidArgumentError(f"staging_bytes is {staging_bytes}; it must be positive")
-        if not isinstance(direct_io, str):
-            raise InvalidArgumentError(f"direct_io must be 'auto', 'on' or 'off', not "
-                                       f"{type(direct_io).__name__} {direct_io!r}")
+        for name, v in (("direct_io", direct_io), ("zero_copy", zero_copy)):
+            if not isinstance(v, str):
+                raise InvalidArgumentError(f"{name} must be 'auto', 'on' or 'off', not "
+                                           f"{type(v).__name__} {v!r}")
         from . import _jtree  # noqa: PLC0415
 
-        # The library's checks (DeviceOptions::check, parse_direct_io), at once.
-        _jtree.check_device_options(staging_bytes, staging_buffers, direct_io)
+        # The library's checks (DeviceOptions::check, parse_direct_io, parse_zero_copy).
+        _jtree.check_device_options(staging_bytes, staging_buffers, direct_io, zero_copy)
         self._staging_bytes = staging_bytes
         self._staging_buffers = staging_buffers
         self._direct_io = direct_io
+        self._zero_copy = zero_copy
         self.last_stats: Optional[DeviceStats] = None
 
     @property
@@ -120,14 +139,20 @@ class DeviceOptions:
         """O_DIRECT reads of raw chunks: "auto", "on" or "off"."""
         return self._direct_io
 
+    @property
+    def zero_copy(self) -> str:
+        """Copies of raw chunks straight from the page cache: "auto", "on" or "off"."""
+        return self._zero_copy
+
     def _native_kwargs(self) -> Dict[str, Any]:
         """The keyword arguments of the native ``Reader.read_to_device`` these options give."""
         return dict(staging_bytes=self._staging_bytes, staging_buffers=self._staging_buffers,
-                    direct_io=self._direct_io)
+                    direct_io=self._direct_io, zero_copy=self._zero_copy)
 
     def __repr__(self) -> str:
         return (f"jtree.DeviceOptions(staging_bytes={self._staging_bytes!r}, "
-                f"staging_buffers={self._staging_buffers!r}, direct_io={self._direct_io!r})")
+                f"staging_buffers={self._staging_buffers!r}, direct_io={self._direct_io!r}, "
+                f"zero_copy={self._zero_copy!r})")
 
 
 def checked(options: Any) -> Optional[DeviceOptions]:
@@ -141,14 +166,18 @@ def checked(options: Any) -> Optional[DeviceOptions]:
 def combined(parts: Iterable[Dict[str, Any]]) -> DeviceStats:
     """The stats of one load made of several native loads (one per device): bytes summed, the
     distinct notes joined."""
-    direct = buffered = 0
+    direct = buffered = zero_copy = 0
     notes: list = []
+    zc_notes: list = []
     for p in parts:
         direct += int(p["direct_bytes"])
         buffered += int(p["buffered_bytes"])
+        zero_copy += int(p["zero_copy_bytes"])
         if p["direct_io_note"] and p["direct_io_note"] not in notes:
             notes.append(p["direct_io_note"])
-    return DeviceStats(direct, buffered, "; ".join(notes))
+        if p["zero_copy_note"] and p["zero_copy_note"] not in zc_notes:
+            zc_notes.append(p["zero_copy_note"])
+    return DeviceStats(direct, buffered, "; ".join(notes), zero_copy, "; ".join(zc_notes))
 
 
 def _caller_stacklevel() -> int:
@@ -165,13 +194,17 @@ def _caller_stacklevel() -> int:
 
 def not_used(options: DeviceOptions, where: str, why: str) -> None:
     """A load bound for a device went through host memory (``why``), its ``options`` unused:
-    NotSupportedError with direct_io="on" (O_DIRECT was asked for), else a RuntimeWarning."""
+    NotSupportedError with direct_io="on" (O_DIRECT was asked for) or zero_copy="on", else a
+    RuntimeWarning."""
     options.last_stats = None
     msg = (f"{where}: device_options not used: {why}; the arrays were read into host memory "
            f"(through the page cache) and copied to the device")
     if options.direct_io == "on":
         raise NotSupportedError(msg + " (direct_io='on' asks for O_DIRECT reads into the "
                                       "staging buffers)")
+    if options.zero_copy == "on":
+        raise NotSupportedError(msg + " (zero_copy='on' asks for copies straight from the "
+                                      "file's pages)")
     warnings.warn(msg, RuntimeWarning, stacklevel=_caller_stacklevel())
 
 

@@ -25,8 +25,10 @@ SCRIPT = os.path.join(ROOT, "bench", "python", "gpu_load.py")
 
 # Every system of gpu_load.py (its SYSTEMS), in its order.
 SYSTEMS = ["jtree-torch", "jtree-torch-out", "jtree-jax", "jtree-raw-torch", "jtree-raw-torch-out",
-           "jtree-raw-jax", "jtree-torch-host", "jtree-raw-torch-host", "safetensors",
-           "fastsafetensors", "torch", "torch-mmap"]
+           "jtree-raw-jax", "jtree-raw-torch-out-zc", "jtree-torch-host", "jtree-raw-torch-host",
+           "safetensors", "fastsafetensors", "torch", "torch-mmap"]
+# What only a device has: skipped, with the reason, by --device cpu.
+DEVICE_ONLY = ["jtree-raw-torch-out-zc"]
 
 
 def _run(tmp_path, device, workloads, systems=None, timeout=600, extra=(), workdir=None):
@@ -86,8 +88,10 @@ def test_cpu_mode_writes_a_checked_row_for_every_system(tmp_path):
     res = json.loads(out.read_text())
     text = md.read_text()
     assert "NOT A GPU MEASUREMENT" in text.split("## Machine")[0]  # in the header
-    assert not res["skipped"], res["skipped"]
-    _rows_ok(res, text, SYSTEMS, workloads)
+    assert res["skipped"] == ["jtree-raw-torch-out-zc: zero copy copies to device memory: "
+                              "--device cpu has none"], res["skipped"]
+    assert "Skipped: jtree-raw-torch-out-zc: zero copy" in text
+    _rows_ok(res, text, [s for s in SYSTEMS if s not in DEVICE_ONLY], workloads)
     assert "--device cpu" in text  # the exact command
     assert not os.listdir(tmp_path / "work")  # the files are removed after each workload
     # The copy bound of the same run: host to host here, and said so.

@@ -562,7 +562,7 @@ def test_device_options_raw_file_on_disk_reads_with_o_direct(torch, disk_path, d
     off = jtree.DeviceOptions(staging_bytes=1 << 20, direct_io="off")
     with _device.host_stand_in_for_tests():
         _same(tree, jtree.load(disk_path, device="cpu", device_options=off))
-    assert off.last_stats == (0, total, "direct_io is Off")
+    assert off.last_stats == (0, total, "direct_io is Off", 0, "")
 
 
 def test_device_options_auto_reads_a_file_in_the_page_cache_buffered(torch, disk_path):
@@ -666,10 +666,48 @@ def test_device_options_compressed_file_is_all_buffered(torch, path):
     (dict(staging_bytes=1 << 41), "it must be at most"),
     (dict(staging_bytes=1.5e6), "staging_bytes must be an int"),
     (dict(staging_buffers=True), "staging_buffers must be an int"),
+    (dict(zero_copy="always"), 'zero_copy must be "auto", "on" or "off", not "always"'),
+    (dict(zero_copy=1), "zero_copy must be 'auto', 'on' or 'off', not int"),
+    (dict(zero_copy="on", direct_io="on"), "zero_copy and direct_io are both on"),
 ])
 def test_bad_device_options_are_clear_errors(kwargs, words):
     with pytest.raises(jtree.InvalidArgumentError, match=re.escape(words)):
         jtree.DeviceOptions(**kwargs)
+
+
+def test_zero_copy_through_the_stand_in_copies_from_the_files_pages(torch, path):
+    tree = _raw_tree(torch)
+    tree["z"] = torch.ones(1000, dtype=torch.float64)  # compressed: staged beside the others
+    jtree.save(tree, path, compression=None, chunk_bytes=64 << 10)
+    jtree.save({**tree}, path + ".z", chunk_bytes=64 << 10)  # (zstd: no raw chunk at all)
+    raw = sum(t.numel() * t.element_size() for k, t in tree.items())
+    assert jtree.DeviceOptions().zero_copy == "off"  # (experimental: asked for, never default)
+    for mode in ("on", "auto"):  # (the file was just written: in the page cache)
+        opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=2, zero_copy=mode)
+        with _device.host_stand_in_for_tests() as engine:
+            got = jtree.load(path, device="cpu", device_options=opts)
+        _same(tree, got)
+        st = opts.last_stats
+        assert st.zero_copy_bytes + st.buffered_bytes == raw, st
+        assert st.zero_copy_bytes >= 2 << 20 and st.zero_copy_note == "", st  # (a and b)
+        assert "zero copy serves the raw chunks" in st.direct_io_note, st
+        # Every registration ended; the copies came from pinned or registered memory only.
+        assert engine["registrations"] == engine["unregistrations"] > 1, engine
+        assert 0 < engine["peak_registered_bytes"] <= 1 << 20, engine
+        assert engine["misuses"] == 0, engine
+        assert "zero_copy='" + mode + "'" in repr(opts)
+    # A file with no raw chunk: staged, and said.
+    opts = jtree.DeviceOptions(zero_copy="on")
+    with _device.host_stand_in_for_tests():
+        _same(tree, jtree.load(path + ".z", device="cpu", device_options=opts))
+    assert opts.last_stats.zero_copy_bytes == 0
+    assert "no piece is a run of whole raw chunks" in opts.last_stats.zero_copy_note
+    # zero_copy="on" where the arrays cannot take the direct path at all: refused, as
+    # direct_io="on" is (pad_truncate reads the leaf through host memory).
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.NotSupportedError, match="pad_truncate pads a.*zero_copy='on'"):
+            jtree.load(path, {"a": torch.empty(1 << 19)}, pad_truncate=True, keys="a",
+                       device_options=jtree.DeviceOptions(zero_copy="on"))
 
 
 def test_device_options_are_refused_where_nothing_goes_to_a_device(torch, path):
@@ -848,6 +886,25 @@ def test_gpu_jax_shardings(jax, ml_dtypes, path):
     assert gpus[-1].memory_stats()["bytes_in_use"] - before >= tree["bf"].nbytes
 
 
+def test_gpu_zero_copy_from_the_page_cache(torch, path):
+    _need_gpu(torch)
+    tree = _raw_tree(torch)
+    jtree.save(tree, path, compression=None, chunk_bytes=64 << 10)
+    total = sum(t.numel() * t.element_size() for t in tree.values())
+    jtree.release_pinned_memory()
+    opts = jtree.DeviceOptions(zero_copy="on")
+    try:
+        got = jtree.load(path, device="cuda:0", device_options=opts)
+    except jtree.NotSupportedError as e:  # (a device without read-only registration)
+        msg = f"!!! zero copy NOT exercised on this GPU: {e}"
+        print(msg)
+        pytest.skip(msg)
+    for k, v in tree.items():
+        assert got[k].device == torch.device("cuda:0") and torch.equal(got[k].cpu(), v), k
+    assert opts.last_stats.zero_copy_bytes == total, opts.last_stats
+    assert jtree.release_pinned_memory() == 0  # (nothing was staged: nothing pinned)
+
+
 def test_gpu_load_with_device_options_reports_what_it_did(torch, path):
     _need_gpu(torch)
     tree = _raw_tree(torch)
@@ -869,6 +926,6 @@ def test_gpu_load_with_device_options_reports_what_it_did(torch, path):
         assert torch.equal(s.cpu(), tree["b"][64:128])
     off = jtree.DeviceOptions(direct_io="off")
     jtree.load(path, device="cuda:0", device_options=off)
-    assert off.last_stats == (0, total, "direct_io is Off")
+    assert off.last_stats == (0, total, "direct_io is Off", 0, "")
     with pytest.raises(jtree.InvalidArgumentError, match="staging_buffers is 65"):
         jtree.DeviceOptions(staging_buffers=65)

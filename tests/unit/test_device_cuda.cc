@@ -157,6 +157,37 @@ TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between load
   CHECK(release_pinned_memory() == 0);
 }
 
+TEST_CASE("CUDA: zero copy from the file's registered pages, bit-exact, nothing pinned") {
+  TempDir dir;
+  const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 12);  // 8 MiB
+  auto r = *Reader::open(dir.file("d.jtree"));
+  DeviceBuffer dev(data.size());
+  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
+  (void)release_pinned_memory();
+  for (bool verify : {true, false}) {
+    CAPTURE(verify);
+    DeviceStats stats;
+    DeviceOptions o;
+    o.staging_bytes = 4 << 20;
+    o.staging_buffers = 4;
+    o.zero_copy = ZeroCopy::kOn;
+    o.read.verify_checksums = verify;
+    o.stats = &stats;
+    REQUIRE(cudaMemset(dev.p, 0xCD, data.size()) == cudaSuccess);
+    Status st = read_many_to_device(*r, std::span(&req, 1), o);
+    if (st.is_not_supported()) {
+      MESSAGE("!!!! zero copy is not available on this device: " << st.message());
+      return;
+    }
+    REQUIRE_MESSAGE(st.ok(), st.to_string());
+    CHECK(dev.to_host() == data);
+    CHECK(stats.zero_copy_bytes == data.size());
+    CHECK(stats.buffered_bytes == 0);
+  }
+  // Nothing was staged: no pinned buffer was kept.
+  CHECK(release_pinned_memory() == 0);
+}
+
 TEST_CASE("CUDA: a damaged chunk in the middle of a load is Corruption naming it; loads go on") {
   TempDir dir;
   const auto data = save_raw_rows(dir.file("c.jtree"), 2048, 9);

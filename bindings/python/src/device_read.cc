@@ -62,6 +62,7 @@ jtree::DeviceOptions device_options(const DeviceReadArgs& a) {
         *a.staging_buffers, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
   }
   o.direct_io = value_or_raise(jtree::parse_direct_io(a.direct_io));
+  o.zero_copy = value_or_raise(jtree::parse_zero_copy(a.zero_copy));
   o.read.verify_checksums = a.verify;
   o.read.threads = a.threads;
   check(o.check());
@@ -73,6 +74,8 @@ nb::dict stats_dict(const jtree::DeviceStats& s) {
   d["direct_bytes"] = s.direct_bytes;
   d["buffered_bytes"] = s.buffered_bytes;
   d["direct_io_note"] = decode_utf8(s.direct_io_note);  // (it may quote a file's path)
+  d["zero_copy_bytes"] = s.zero_copy_bytes;
+  d["zero_copy_note"] = decode_utf8(s.zero_copy_note);
   return d;
 }
 
@@ -114,6 +117,9 @@ nb::dict read_staged_host_for_tests(const jtree::Reader& reader, nb::list reques
   d["copies"] = s.copies_done;
   d["bytes_copied"] = s.bytes_copied;
   d["misuses"] = s.misuses;
+  d["registrations"] = s.registrations;
+  d["unregistrations"] = s.unregistrations;
+  d["peak_registered_bytes"] = s.peak_registered_bytes;
   return d;
 }
 
@@ -128,17 +134,19 @@ void register_device(nb::module_& m) {
   m.def(
       "check_device_options",
       [](std::optional<uint64_t> staging_bytes, std::optional<int64_t> staging_buffers,
-         const std::string& direct_io) {
+         const std::string& direct_io, const std::string& zero_copy) {
         DeviceReadArgs a;
         a.staging_bytes = staging_bytes;
         a.staging_buffers = staging_buffers;
         a.direct_io = direct_io;
+        a.zero_copy = zero_copy;
         (void)device_options(a);
       },
       nb::arg("staging_bytes").none() = nb::none(), nb::arg("staging_buffers").none() = nb::none(),
-      nb::arg("direct_io") = "auto",
+      nb::arg("direct_io") = "auto", nb::arg("zero_copy") = "off",
       "Checks the settings of a load to a device (jtree::DeviceOptions::check, "
-      "jtree::parse_direct_io; None: the default): InvalidArgumentError naming the setting.");
+      "jtree::parse_direct_io, jtree::parse_zero_copy; None: the default): "
+      "InvalidArgumentError naming the setting.");
   m.def("_refuse_direct_open_for_tests", &jtree::io::set_refuse_direct_open_for_testing,
         nb::arg("refuse"),
         "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "

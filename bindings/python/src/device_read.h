@@ -15,7 +15,8 @@ namespace nb = nanobind;
 namespace jtpy {
 
 /// Options of Reader.read_to_device (nullopt: the library's default). Every value is checked
-/// by jtree::DeviceOptions::check() and the direct_io name by jtree::parse_direct_io().
+/// by jtree::DeviceOptions::check(), the direct_io and zero_copy names by
+/// jtree::parse_direct_io() and jtree::parse_zero_copy().
 struct DeviceReadArgs {
   int device = 0;
   std::optional<uint64_t> staging_bytes;
@@ -24,11 +25,13 @@ struct DeviceReadArgs {
   bool verify = true;
   int threads = 0;
   std::optional<nb::object> progress;
+  std::string zero_copy = "off";
 };
 
 /// requests: [(leaf, box | None, dst_address, nbytes)], box = (begin, end). Reads them with
 /// jtree::read_many_to_device (the CUDA engine on args.device), the GIL released. Returns
-/// the load's jtree::DeviceStats as {"direct_bytes", "buffered_bytes", "direct_io_note"}.
+/// the load's jtree::DeviceStats as {"direct_bytes", "buffered_bytes", "direct_io_note",
+/// "zero_copy_bytes", "zero_copy_note"}.
 nb::dict read_to_device(const jtree::Reader& reader, nb::list requests,
                         const DeviceReadArgs& args);
 

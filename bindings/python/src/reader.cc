@@ -463,34 +463,34 @@ void register_reader(nb::module_& m) {
           [](const PyReader& r, nb::list requests, int device,
              std::optional<uint64_t> staging_bytes, std::optional<int64_t> staging_buffers,
              std::string direct_io, bool verify, int threads,
-             std::optional<nb::object> progress) {
+             std::optional<nb::object> progress, std::string zero_copy) {
             return r.read_to_device(requests, {device, staging_bytes, staging_buffers,
                                                std::move(direct_io), verify, threads,
-                                               std::move(progress)});
+                                               std::move(progress), std::move(zero_copy)});
           },
           nb::arg("requests"), nb::kw_only(), nb::arg("device") = 0,
           nb::arg("staging_bytes").none() = nb::none(),
           nb::arg("staging_buffers").none() = nb::none(), nb::arg("direct_io") = "auto",
           nb::arg("verify") = true, nb::arg("threads") = 0,
-          nb::arg("progress").none() = nb::none(),
+          nb::arg("progress").none() = nb::none(), nb::arg("zero_copy") = "off",
           "Reads [(leaf, (begin, end) | None, dst_address, nbytes)] straight into CUDA device "
           "memory (jtree::read_many_to_device), the GIL released; staging_bytes/buffers None: "
-          "the defaults; direct_io 'auto', 'on' or 'off'. Returns the load's stats "
-          "{direct_bytes, buffered_bytes, direct_io_note}. NotSupported without CUDA support "
-          "or without a device.")
+          "the defaults; direct_io and zero_copy 'auto', 'on' or 'off'. Returns the load's "
+          "stats {direct_bytes, buffered_bytes, direct_io_note, zero_copy_bytes, "
+          "zero_copy_note}. NotSupported without CUDA support or without a device.")
       .def(
           "_read_staged_host_for_tests",
           [](const PyReader& r, nb::list requests, std::optional<uint64_t> staging_bytes,
              std::optional<int64_t> staging_buffers, std::string direct_io, bool verify,
-             int threads, std::optional<nb::object> progress) {
+             int threads, std::optional<nb::object> progress, std::string zero_copy) {
             return r.read_staged_host_for_tests(
                 requests, {0, staging_bytes, staging_buffers, std::move(direct_io), verify,
-                           threads, std::move(progress)});
+                           threads, std::move(progress), std::move(zero_copy)});
           },
           nb::arg("requests"), nb::kw_only(), nb::arg("staging_bytes").none() = nb::none(),
           nb::arg("staging_buffers").none() = nb::none(), nb::arg("direct_io") = "auto",
           nb::arg("verify") = true, nb::arg("threads") = 0,
-          nb::arg("progress").none() = nb::none(),
+          nb::arg("progress").none() = nb::none(), nb::arg("zero_copy") = "off",
           "TESTS ONLY: read_to_device through jtree's host-memory stand-in copy engine, every "
           "dst_address a host address; returns the engine's counters and the load's stats. "
           "Not a public API.")
