@@ -231,32 +231,48 @@ TEST_CASE("zero copy Auto: a warm file from its pages, a cold one with O_DIRECT"
   CHECK(engine.stats().registrations == 0);
 }
 
-TEST_CASE("zero copy: not without a mapping; On with direct_io On is refused") {
+TEST_CASE("zero copy: a local file, mapped or not by the reader; not a memory source") {
   TempDir dir;
   File f(dir.path(), 64);
+  // The reader's own mapping is not what zero copy uses: a reader without one works too.
   OpenOptions oo;
   oo.use_mmap = false;
   auto unmapped = *Reader::open(f.path, oo);
   {
     Load l(f);
     DeviceStats stats;
-    DeviceOptions o = zero_copy_options(ZeroCopy::kAuto);
+    DeviceOptions o = zero_copy_options(ZeroCopy::kOn);
     o.stats = &stats;
     HostCopyEngine engine;
     REQUIRE(read_many_staged(*unmapped, l.reqs, engine, o).ok());
     l.check();
+    CHECK(stats.zero_copy_bytes == zero_copy_part_bytes(l));
+  }
+  auto in_memory = *Reader::open(memory_source(read_file(f.path), "mem.jtree"));
+  {
+    Load l(f);
+    DeviceStats stats;
+    DeviceOptions o = zero_copy_options(ZeroCopy::kAuto);
+    o.stats = &stats;
+    HostCopyEngine engine;
+    REQUIRE(read_many_staged(*in_memory, l.reqs, engine, o).ok());
+    l.check();
     CHECK(stats.zero_copy_bytes == 0);
-    CHECK(stats.zero_copy_note.find("no memory mapping") != std::string::npos);
+    CHECK(stats.zero_copy_note.find("not a local file") != std::string::npos);
     CHECK(engine.stats().registrations == 0);
   }
   {
     Load l(f);
     DeviceOptions o = zero_copy_options(ZeroCopy::kOn);
     HostCopyEngine engine;
-    Status st = read_many_staged(*unmapped, l.reqs, engine, o);
+    Status st = read_many_staged(*in_memory, l.reqs, engine, o);
     REQUIRE(st.is_not_supported());
-    CHECK(st.message().find("no memory mapping") != std::string::npos);
+    CHECK(st.message().find("mem.jtree: zero_copy is On, but it cannot be used: not a local "
+                            "file") != std::string::npos);
   }
+}
+
+TEST_CASE("zero copy options: names, checks, and the default") {
   DeviceOptions both = zero_copy_options(ZeroCopy::kOn);
   both.direct_io = DirectIo::kOn;
   Status st = both.check();

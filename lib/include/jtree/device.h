@@ -82,8 +82,9 @@ enum class DirectIo {
 };
 
 /// Whether a load to a device copies raw chunks straight out of the file's pages in the page
-/// cache ("zero copy"): the pages of the file's memory mapping that hold a batch's pieces are
-/// registered with the copy engine (for CUDA: cudaHostRegister, read-only) and copied to the
+/// cache ("zero copy"): the pages of a shared read-only mapping of the file that hold a
+/// batch's pieces are registered with the copy engine (for CUDA: cudaHostRegister, read-only:
+/// the page cache's own pages are pinned, not copies of them) and copied to the
 /// device from there, their checksums verified by the CPU meanwhile; no staging buffer, no
 /// copy into pinned memory (which bounds a warm staged load at the CPU's memcpy speed). The
 /// pieces are those O_DIRECT would read (runs of whole raw chunks stored back to back); the
@@ -91,15 +92,16 @@ enum class DirectIo {
 /// once. EXPERIMENTAL, hence off by default: whether registering page-cache pages costs less
 /// than copying them depends on the driver and the machine (bench/gpu.md).
 enum class ZeroCopy {
-  /// Where possible: a local file with a memory mapping (Reader opened with use_mmap), an
+  /// Where possible: a local file (mmap works on it; OpenOptions::use_mmap is not needed), an
   /// engine that can register host memory read-only, and at least half of the file's pages
   /// in the page cache (registering a page that is not there reads it from the disk first,
   /// on one thread: O_DIRECT serves a cold file better). Otherwise staged, the reason in
   /// DeviceStats::zero_copy_note.
   kAuto,
-  /// As kAuto whatever the page cache holds, and a load that cannot use it (no mapping, an
-  /// engine that cannot register memory) is an error (NotSupported, naming the file and
-  /// why). Cannot be combined with DirectIo::kOn (both claim the same pieces).
+  /// As kAuto whatever the page cache holds, and a load that cannot use it (not a local file,
+  /// an engine that cannot register memory) is an error (NotSupported, naming the file and
+  /// why); a registration refused mid-load is the engine's error. Cannot be combined with
+  /// DirectIo::kOn (both claim the same pieces).
   kOn,
   /// Never (the default).
   kOff,

@@ -119,25 +119,27 @@ Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t
 // How a load uses zero copy (DeviceOptions::zero_copy), decided once before it is planned.
 struct ZeroCopyPlan {
   bool on = false;
-  std::span<const std::byte> map;  // the whole file's mapping
+  std::shared_ptr<const MappedFile> mapping;  // the whole file, shared and read-only
+  std::span<const std::byte> map;             // its bytes
   uint64_t page = 4096;
 };
 
-// Decides whether a load copies raw chunks straight from the file's pages: a mapping, an
-// engine that registers host memory (asked with the mapping's first page) and, for kAuto, a
-// file mostly in the page cache. Errors only for ZeroCopy::kOn where it cannot.
+// Decides whether a load copies raw chunks straight from the file's pages: a local file (whose
+// shared read-only mapping it makes: io::map_shared_read_only), an engine that registers
+// host memory (asked with the mapping's first page) and, for kAuto, a file mostly in the page
+// cache. Errors only for ZeroCopy::kOn where it cannot.
 Result<ZeroCopyPlan> plan_zero_copy(const Reader& r, const DeviceOptions& o, CopyEngine& engine,
                                     CachedShare& share, std::string& note) {
   ZeroCopyPlan p;
   if (o.zero_copy == ZeroCopy::kOff) return p;
   std::string why;
-  p.map = r.source()->mapping();
   const long page = ::sysconf(_SC_PAGESIZE);
   p.page = page > 0 ? static_cast<uint64_t>(page) : 4096;
-  if (p.map.empty()) {
-    why = "the file has no memory mapping (a remote file, or opened without use_mmap)";
-  } else if (o.direct_io == DirectIo::kOn) {
+  if (o.direct_io != DirectIo::kOn) p.mapping = io::map_shared_read_only(*r.source());
+  if (o.direct_io == DirectIo::kOn) {
     why = "direct_io is On";
+  } else if (p.mapping == nullptr) {
+    why = "not a local file that can be mapped (remote, in memory, or mmap failed)";
   } else if (o.zero_copy == ZeroCopy::kAuto) {
     const std::optional<double> cached = share.get();
     if (!cached || *cached < kCachedEnough) {
@@ -148,6 +150,7 @@ Result<ZeroCopyPlan> plan_zero_copy(const Reader& r, const DeviceOptions& o, Cop
     }
   }
   if (why.empty()) {
+    p.map = p.mapping->bytes();
     // One page registered and released: whether the engine can at all, before any plan
     // depends on it.
     const std::byte* first = p.map.data();

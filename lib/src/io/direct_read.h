@@ -53,6 +53,13 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
 /// cachestat(2) nor mincore(2).
 std::optional<double> cached_fraction(const Source& source);
 
+/// A shared, read-only mapping (MAP_SHARED, PROT_READ) of the whole local file, for zero-copy
+/// loads to a device (DeviceOptions::zero_copy): pinning its pages for DMA pins the page
+/// cache's own pages. (The Source's mapping is private and writable: the kernel may give a
+/// long-term pin of such a page a copy of its own, which is what zero copy avoids.) Null for
+/// other Sources, and where mmap fails.
+std::shared_ptr<const MappedFile> map_shared_read_only(const Source& source);
+
 /// How much of the file cached_fraction's mincore(2) fallback maps and asks about at once:
 /// its memory is one byte per page of this (256 KiB with 4 KiB pages) whatever the size of
 /// the file, and a mapping of a whole file may not fit a 32-bit address space.

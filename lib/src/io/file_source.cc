@@ -120,6 +120,15 @@ class FileSource final : public Source {
     return std::make_shared<const RangeMapping>(addr, static_cast<size_t>(length), view);
   }
 
+  // A shared, read-only mapping of the whole file (io::map_shared_read_only), whatever
+  // use_mmap said; null where mmap fails.
+  std::shared_ptr<const MappedFile> map_shared_read_only() const {
+    if (size_ == 0 || size_ > SIZE_MAX) return nullptr;
+    void* addr = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_SHARED, fd_.get(), 0);
+    if (addr == MAP_FAILED) return nullptr;
+    return std::make_shared<const Mapping>(addr, static_cast<size_t>(size_));
+  }
+
   // O_DIRECT (io/direct_read.h). The descriptor is opened once, by whichever thread asks
   // first; afterwards direct_ and direct_fd_ are only read.
   const io::DirectReadSupport& direct_support() const {
@@ -352,6 +361,11 @@ std::optional<double> cached_fraction(const Source& source) {
   const auto* file = dynamic_cast<const FileSource*>(&source);
   if (file == nullptr) return std::nullopt;
   return file->cached_fraction();
+}
+
+std::shared_ptr<const MappedFile> map_shared_read_only(const Source& source) {
+  const auto* file = dynamic_cast<const FileSource*>(&source);
+  return file == nullptr ? nullptr : file->map_shared_read_only();
 }
 
 void set_refuse_direct_open_for_testing(bool refuse) { g_refuse_direct_open.store(refuse); }
