@@ -627,9 +627,10 @@ class Loader:
     def array(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
         """An array leaf: where it goes (the target's framework, dtype, shape and placement,
         else the load's options), planned by that framework's adapter."""
-        if ((target is ALL or target is True) and self.o.framework == "numpy"
-                and self.o.cast is None):
-            fast = _load_numpy.as_stored(self, fl, path)
+        if (target is ALL or target is True) and self.o.cast is None:
+            fast = (_load_numpy.as_stored(self, fl, path) if self.o.framework == "numpy"
+                    else _load_torch.as_stored(self, fl, path) if self.o.framework == "torch"
+                    else None)
             if fast is not None:
                 return fast
         where = kp.join(path)

@@ -1,0 +1,105 @@
+"""Whole leaves loaded as torch tensors without a target (jtree.load(f, framework="torch"),
+device="cpu"): the fast path of jtree._load_torch.as_stored, which skips the general per-leaf
+planning (a load of 10,000 small leaves spent half its time there). The same tensors as the
+general path, for every dtype; the general path still serves what the fast one cannot (dtypes
+torch lacks, no memory map, a device, the test hook's stand-in device)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import jtree
+from jtree import _device, _load_torch
+from conftest import require
+
+
+def _tree(torch):
+    g = torch.Generator().manual_seed(3)
+    return {
+        "f32": torch.randn(33, 7, generator=g),                        # through NumPy
+        "bf16": torch.randn(5, 9, generator=g).to(torch.bfloat16),      # viewed in torch
+        "f8": torch.randn(17, generator=g).to(torch.float8_e4m3fn),
+        "c128": torch.randn(4, 3, dtype=torch.complex128, generator=g),
+        "bool": torch.randn(6, generator=g) > 0,
+        "u16": torch.arange(300, dtype=torch.int32).to(torch.uint16),
+        "i64": torch.arange(-5, 40, dtype=torch.int64).reshape(5, 9),
+        "empty": torch.empty(0, 5),
+        "zero_d": torch.tensor(2.5, dtype=torch.float64),
+    }
+
+
+def _same(torch, want, got, key):
+    assert isinstance(got, torch.Tensor), key
+    assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape), key
+    if want.numel():
+        a, b = want.reshape(-1), got.reshape(-1)
+        if want.element_size() == 1 and want.dtype != torch.bool:
+            a, b = a.view(torch.uint8), b.view(torch.uint8)
+        assert torch.equal(a, b), key
+
+
+@pytest.fixture
+def saved(path):
+    torch = require("torch")
+    tree = _tree(torch)
+    jtree.save(tree, path, compression=None)
+    return torch, tree, path
+
+
+def _counting_general_path(monkeypatch):
+    """Counts the leaves the general torch path (_load_torch.tensor) plans."""
+    calls = []
+    real = _load_torch.tensor
+
+    def counted(loader, fl, *a, **kw):
+        calls.append(fl.index)
+        return real(loader, fl, *a, **kw)
+
+    monkeypatch.setattr(_load_torch, "tensor", counted)
+    return calls
+
+
+@pytest.mark.parametrize("kw", [dict(framework="torch"), dict(device="cpu"),
+                                dict(framework="torch", mmap="r")])
+def test_whole_leaves_take_the_fast_path_and_match_the_general_one(saved, monkeypatch, kw):
+    torch, tree, path = saved
+    calls = _counting_general_path(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "non-writable NumPy array" warning from torch)
+        got = jtree.load(path, **kw)
+    assert calls == []  # (no leaf planned by the general path)
+    # The general path (a target per leaf) gives the same tensors.
+    general = jtree.load(path, {k: torch.empty_like(v) for k, v in tree.items()})
+    for k, v in tree.items():
+        _same(torch, v, got[k], k)
+        _same(torch, general[k], got[k], k)
+    # Writable, whatever mmap says (torch has no read-only tensors), and a write changes the
+    # tensor, never the file.
+    got["f32"][0, 0] = 1234.5
+    assert jtree.load(path, framework="torch")["f32"][0, 0] == tree["f32"][0, 0]
+
+
+def test_the_general_path_serves_what_the_fast_one_cannot(saved, monkeypatch):
+    torch, tree, path = saved
+    calls = _counting_general_path(monkeypatch)
+    got = jtree.load(path, framework="torch", mmap=False)  # (copies: no memory map)
+    assert len(calls) == len(tree)
+    for k, v in tree.items():
+        _same(torch, v, got[k], k)
+    calls.clear()
+    jtree.load(path, framework="torch", cast="float32")  # (a cast: planned per leaf)
+    assert len(calls) == len(tree)
+    # Under the test hook the CPU stands for a GPU: device="cpu" takes the direct device path.
+    calls.clear()
+    with _device.host_stand_in_for_tests() as engine:
+        got = jtree.load(path, device="cpu")
+    assert len(calls) == len(tree)
+    assert engine["bytes_copied"] > 0
+    _same(torch, tree["bf16"], got["bf16"], "bf16")
+    # A dtype torch lacks: the general path's clear error, as before.
+    ml_dtypes = require("ml_dtypes")
+    jtree.save({"i4": np.arange(-8, 8, dtype=ml_dtypes.int4)}, path)
+    calls.clear()
+    with pytest.raises(jtree.NotSupportedError, match="i4.*PyTorch has no dtype for int4"):
+        jtree.load(path, framework="torch")
+    assert len(calls) == 1
