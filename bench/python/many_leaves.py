@@ -7,7 +7,9 @@ The tree is {"layer<i>": {"w<j>": float32[4]}} in dicts of 100. Each run saves a
 with every system in turn (so a busy moment hits all of them) after one untimed round, into a temporary directory
 (tmpfs when /dev/shm has room); the table gives medians and the ratio to safetensors (its
 NumPy API: one flat dict, keys joined with "."). flax's msgpack is included when flax is
-installed. Unlike run.py, everything runs in this one process.
+installed; with torch installed, the same tree as torch tensors: jtree.load(framework="torch")
+and safetensors.torch (their ratio is to safetensors.torch). Unlike run.py, everything runs in
+this one process.
 """
 from __future__ import annotations
 
@@ -57,6 +59,18 @@ def systems(tree: Any, d: str) -> List[Tuple[str, Callable[[], None], Callable[[
                 return serialization.msgpack_restore(f.read())
 
         out.append(("flax msgpack", flax_save, flax_load))
+    try:
+        import torch  # noqa: PLC0415
+        from safetensors.torch import load_file as load_t  # noqa: PLC0415
+        from safetensors.torch import save_file as save_t  # noqa: PLC0415
+    except ImportError:
+        print("(torch is not installed: no torch rows)")
+    else:
+        tflat = {k: torch.from_numpy(v) for k, v in flat.items()}
+        st_t = os.path.join(d, "t_torch.safetensors")
+        out.append(("jtree (torch)", lambda: jtree.save(tree, p, compression=None),
+                    lambda: jtree.load(p, framework="torch")))
+        out.append(("safetensors (torch)", lambda: save_t(tflat, st_t), lambda: load_t(st_t)))
     return out
 
 
@@ -84,12 +98,12 @@ def main() -> None:
                 times[name]["save"].append(timed(save))
                 times[name]["load"].append(timed(load))
     med = {n: {op: statistics.median(v) for op, v in ops.items()} for n, ops in times.items()}
-    ref = med["safetensors"]
     print(f"{args.leaves:,} leaves of float32[4], median of {args.runs} runs "
-          f"(jtree {jtree.__version__})")
-    print(f"{'system':<14} {'save':>9} {'x st':>6} {'load':>9} {'x st':>6}")
+          f"(jtree {jtree.__version__}); x st: over safetensors of the same framework")
+    print(f"{'system':<20} {'save':>9} {'x st':>6} {'load':>9} {'x st':>6}")
     for name, m in med.items():
-        print(f"{name:<14} {m['save']:8.3f}s {m['save'] / ref['save']:6.2f} "
+        ref = med["safetensors (torch)" if name.endswith("(torch)") else "safetensors"]
+        print(f"{name:<20} {m['save']:8.3f}s {m['save'] / ref['save']:6.2f} "
               f"{m['load']:8.3f}s {m['load'] / ref['load']:6.2f}")
 
 
