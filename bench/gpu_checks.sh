@@ -12,7 +12,7 @@
 #      with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
 # SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-3 leave minus
-# 70 s for stage 5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
+# 90 s for stage 5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
 # installed with the jtree wheel.
 set -u
 [ $# -ge 2 ] || { sed -n 2,15p "$0" >&2; exit 2; }
@@ -55,7 +55,7 @@ stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
 unset LD_LIBRARY_PATH
 
-left=$(( total - $(elapsed) - 70 ))
+left=$(( total - $(elapsed) - 90 ))
 stage "gpu_load.py: llm, warm and cold ($left s)"
 if [ "$left" -gt 60 ]; then
   run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
