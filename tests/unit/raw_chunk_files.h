@@ -26,7 +26,6 @@ namespace jtree::testing::raw_files {
 
 using jtree::staging::HostCopyEngine;
 
-
 struct Spec {
   std::string key;
   DType dtype;
@@ -87,16 +86,6 @@ struct File {
   uint32_t leaf(const std::string& key) const { return *reader->find_leaf(key); }
 };
 
-inline std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
-                                 const Box& box, size_t item) {
-  std::vector<std::byte> out(box.num_elements() * item);
-  if (!out.empty()) {
-    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
-                box.shape(), item);
-  }
-  return out;
-}
-
 // Whole leaves, boxes of whole chunks (rows 128..512 of "rows": 3 chunks; slab 2..5 of
 // "slabs"), and a slice that cuts chunks: what a load meets.
 struct Load {
@@ -114,7 +103,7 @@ struct Load {
     dests.reserve(parts.size());
     for (const auto& [i, box] : parts) {
       const Spec& sp = specs()[i];
-      want.push_back(reference(f.data[i], sp.shape, box, dtype_info(sp.dtype)->item_size));
+      want.push_back(box_reference(f.data[i], sp.shape, box, dtype_info(sp.dtype)->item_size));
       dests.emplace_back(want.back().size(), std::byte{0xCD});
       reqs.push_back({f.leaf(sp.key), box, dests.back().data(), dests.back().size()});
       total += want.back().size();
@@ -243,6 +232,5 @@ inline DeviceStats load(const File& f, Load& l, DeviceOptions o, Status* status 
   }
   return stats;
 }
-
 
 }  // namespace jtree::testing::raw_files

@@ -35,16 +35,6 @@ struct DeviceBuffer {
   }
 };
 
-std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
-                                 const Box& box, size_t item) {
-  std::vector<std::byte> out(box.num_elements() * item);
-  if (!out.empty()) {
-    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
-                box.shape(), item);
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device memory") {
@@ -91,7 +81,7 @@ TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device me
         box.end[d] = std::max(x, y);
       }
       for (const Box& bx : {Box::all(specs[i].shape), box}) {
-        want.push_back(reference(data[i], specs[i].shape, bx, item));
+        want.push_back(box_reference(data[i], specs[i].shape, bx, item));
         bufs.push_back(std::make_unique<DeviceBuffer>(want.back().size()));
         reqs.push_back({static_cast<uint32_t>(i), bx, bufs.back()->p, want.back().size()});
       }

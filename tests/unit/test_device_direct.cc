@@ -176,7 +176,7 @@ TEST_CASE("O_DIRECT: which pieces qualify") {
     evict(f.path);
     Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
     REQUIRE_MESSAGE(st.ok(), st.to_string());
-    CHECK(dst == reference(f.data[i], sp.shape, b, dtype_info(sp.dtype)->item_size));
+    CHECK(dst == box_reference(f.data[i], sp.shape, b, dtype_info(sp.dtype)->item_size));
     return stats;
   };
   // Whole raw leaves of chunks back to back: everything direct.

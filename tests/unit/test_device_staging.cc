@@ -80,17 +80,6 @@ struct Fixture {
   uint32_t leaf(const std::string& key) const { return *reader->find_leaf(key); }
 };
 
-// The box of a C-order array, element by element: what a load must produce.
-std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
-                                 const Box& box, size_t item) {
-  std::vector<std::byte> out(box.num_elements() * item);
-  if (!out.empty()) {
-    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
-                box.shape(), item);
-  }
-  return out;
-}
-
 // A "device" destination: host memory filled with a marker, so that unwritten bytes show.
 struct Dest {
   std::vector<std::byte> bytes;
@@ -199,7 +188,7 @@ TEST_CASE("load to a device through the host engine: whole leaves and boxes, bit
           box.end[d] = std::max(x, y);
         }
         for (const Box& b : {Box::all(sp.shape), box}) {
-          want.push_back(reference(f.data[i], sp.shape, b, item));
+          want.push_back(box_reference(f.data[i], sp.shape, b, item));
           dests.emplace_back(want.back().size());
           reqs.push_back({leaf, b, dests.back().bytes.data(), dests.back().bytes.size()});
         }

@@ -42,6 +42,19 @@ DeviceOptions zero_copy_options(ZeroCopy mode = ZeroCopy::kOn) {
   return o;
 }
 
+// Loads `l` from `reader` through `engine` with zero_copy `mode`; the load must succeed and
+// give the right bytes. Its stats.
+DeviceStats load_ok(const Reader& reader, Load& l, ZeroCopy mode, HostCopyEngine& engine) {
+  DeviceStats stats;
+  DeviceOptions o = zero_copy_options(mode);
+  o.stats = &stats;
+  Status st = read_many_staged(reader, l.reqs, engine, o);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  l.check();
+  check_clean(engine, o.staging_bytes);
+  return stats;
+}
+
 // Nothing registered any more, every registration ended once, never more than
 // staging_bytes registered at once (each slot holds one window of whole pages).
 void check_registrations(const HostCopyEngine& e, uint64_t staging_bytes) {
@@ -198,17 +211,13 @@ TEST_CASE("zero copy Auto: a warm file from its pages, a cold one with O_DIRECT"
   REQUIRE(cached(f) >= 0.5);
   {
     Load l(f);
-    DeviceStats stats;
-    DeviceOptions o = zero_copy_options(ZeroCopy::kAuto);
-    o.stats = &stats;
     HostCopyEngine engine;
-    REQUIRE(read_many_staged(*f.reader, l.reqs, engine, o).ok());
-    l.check();
+    const DeviceStats stats = load_ok(*f.reader, l, ZeroCopy::kAuto, engine);
     CHECK(stats.zero_copy_bytes == zero_copy_part_bytes(l));
     CHECK(stats.direct_bytes == 0);
   }
-  // (The reader's mapping holds the pages the load touched: the page cache keeps mapped
-  // pages, so the file is evicted with no reader open.)
+  // (The page cache keeps pages while a mapping of them exists, the reader's own included:
+  // the file is evicted with no reader open.)
   f.reader.reset();
   evict(f.path);
   f.reopen();
@@ -219,12 +228,8 @@ TEST_CASE("zero copy Auto: a warm file from its pages, a cold one with O_DIRECT"
     return;
   }
   Load l(f);
-  DeviceStats stats;
-  DeviceOptions o = zero_copy_options(ZeroCopy::kAuto);
-  o.stats = &stats;
   HostCopyEngine engine;
-  REQUIRE(read_many_staged(*f.reader, l.reqs, engine, o).ok());
-  l.check();
+  const DeviceStats stats = load_ok(*f.reader, l, ZeroCopy::kAuto, engine);
   CHECK(stats.zero_copy_bytes == 0);
   CHECK(stats.zero_copy_note.find("not in the page cache") != std::string::npos);
   CHECK(stats.direct_bytes > 0);  // (O_DIRECT, Auto, took the cold file)
@@ -240,23 +245,15 @@ TEST_CASE("zero copy: a local file, mapped or not by the reader; not a memory so
   auto unmapped = *Reader::open(f.path, oo);
   {
     Load l(f);
-    DeviceStats stats;
-    DeviceOptions o = zero_copy_options(ZeroCopy::kOn);
-    o.stats = &stats;
     HostCopyEngine engine;
-    REQUIRE(read_many_staged(*unmapped, l.reqs, engine, o).ok());
-    l.check();
-    CHECK(stats.zero_copy_bytes == zero_copy_part_bytes(l));
+    CHECK(load_ok(*unmapped, l, ZeroCopy::kOn, engine).zero_copy_bytes ==
+          zero_copy_part_bytes(l));
   }
   auto in_memory = *Reader::open(memory_source(read_file(f.path), "mem.jtree"));
   {
     Load l(f);
-    DeviceStats stats;
-    DeviceOptions o = zero_copy_options(ZeroCopy::kAuto);
-    o.stats = &stats;
     HostCopyEngine engine;
-    REQUIRE(read_many_staged(*in_memory, l.reqs, engine, o).ok());
-    l.check();
+    const DeviceStats stats = load_ok(*in_memory, l, ZeroCopy::kAuto, engine);
     CHECK(stats.zero_copy_bytes == 0);
     CHECK(stats.zero_copy_note.find("not a local file") != std::string::npos);
     CHECK(engine.stats().registrations == 0);

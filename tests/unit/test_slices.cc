@@ -11,15 +11,6 @@ using namespace jtree::testing;
 
 namespace {
 
-// The reference slice: the box of a C-order array, copied element by element.
-std::vector<std::byte> reference(const std::vector<std::byte>& full, const Shape& shape,
-                                 const Box& box, size_t item) {
-  std::vector<std::byte> out(box.num_elements() * item);
-  copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
-              box.shape(), item);
-  return out;
-}
-
 Box random_box(std::mt19937& g, const Shape& shape) {
   Box b{Shape(shape.size()), Shape(shape.size())};
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -76,7 +67,7 @@ TEST_CASE("random boxes of many leaves match the reference") {
       std::vector<std::byte> got(box.num_elements() * item, std::byte{0xAB});
       Status st = r->read_box(static_cast<uint32_t>(i), box, got);
       REQUIRE_MESSAGE(st.ok(), st.to_string());
-      REQUIRE(got == reference(data[i], specs[i].shape, box, item));
+      REQUIRE(got == box_reference(data[i], specs[i].shape, box, item));
     }
   }
   // read_many: overlapping boxes of several leaves in one call.
@@ -88,7 +79,7 @@ TEST_CASE("random boxes of many leaves match the reference") {
     Box box = random_box(g, specs[i].shape);
     const size_t item = dtype_info(specs[i].dtype)->item_size;
     outs.emplace_back(box.num_elements() * item);
-    refs.push_back(reference(data[i], specs[i].shape, box, item));
+    refs.push_back(box_reference(data[i], specs[i].shape, box, item));
     reqs.push_back({i, box, {}});
   }
   for (size_t k = 0; k < reqs.size(); ++k) reqs[k].dst = outs[k];

@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include "jtree/jtree.h"
+#include "util/box_copy.h"
 #include "../synthetic_weights.h"
 
 namespace jtree::testing {
@@ -88,6 +89,18 @@ inline std::vector<std::byte> random_array(DType dtype, uint64_t elements, uint6
     for (auto& b : v) b = static_cast<std::byte>(static_cast<uint8_t>(b) & 0x0f);
   }
   return v;
+}
+
+/// The box of a C-order array of `shape` (elements of `item` bytes), copied element by
+/// element: what a read of that box must give.
+inline std::vector<std::byte> box_reference(const std::vector<std::byte>& full,
+                                            const Shape& shape, const Box& box, size_t item) {
+  std::vector<std::byte> out(box.num_elements() * item);
+  if (!out.empty()) {
+    copy_region(full.data(), shape, box.begin, out.data(), box.shape(), Shape(shape.size(), 0),
+                box.shape(), item);
+  }
+  return out;
 }
 
 }  // namespace jtree::testing
