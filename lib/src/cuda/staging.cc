@@ -154,7 +154,8 @@ Result<ZeroCopyPlan> plan_zero_copy(const Reader& r, const DeviceOptions& o, Cop
     // One page registered and released: whether the engine can at all, before any plan
     // depends on it.
     const std::byte* first = p.map.data();
-    Status st = engine.register_host(first, std::min<uint64_t>(p.page, p.map.size()));
+    // (A whole page, as register_host asks: the mapping covers the last page whole.)
+    Status st = engine.register_host(first, p.page);
     if (st.ok()) {
       engine.unregister_host(first);
       p.on = true;
@@ -551,6 +552,8 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
       JTREE_RETURN_IF_ERROR(copy_parts(
           b, slot, UINT64_MAX, [](size_t, uint64_t, uint64_t) { return Status::success(); },
           [&](size_t k, uint64_t at) { return map + batch.parts[k].file_offset + at; }));
+      // (Another filler failed meanwhile: nothing more was queued, nothing is counted.)
+      if (stop.load(std::memory_order_relaxed)) return Status::success();
       zero_copy_bytes.fetch_add(batch.bytes);
     } else {
       if (!zero_copy_refused.load() || options.zero_copy == ZeroCopy::kOn) {
@@ -575,6 +578,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
             return Status::success();
           },
           [&](size_t, uint64_t) -> const std::byte* { return base; }));
+      if (stop.load(std::memory_order_relaxed)) return Status::success();
       buffered_bytes.fetch_add(batch.bytes);
     }
     if (!ro.verify_checksums) return Status::success();
