@@ -223,6 +223,19 @@ class JtreeRawCopy(JtreeRaw):
     ops = ("save", "load", "leaf")
 
 
+class JtreeRawTorch(JtreeRaw):
+    """What a torch user meets: the same raw file loaded as torch tensors (views of the
+    file's memory map, as the NumPy rows), against safetensors' torch API."""
+    name, label = "jtree-raw-torch", "jtree (raw) as torch tensors"
+    modules = ("jtree", "torch")
+    load_opts = {"framework": "torch"}
+    ops = ("save", "load")
+    note = "jtree.load(path, framework='torch'), the file saved with compression=None"
+
+    def to_numpy(self, x):
+        return TorchSave().to_numpy(x)
+
+
 class JtreeOneThread(Jtree):
     name, label = "jtree-1t", "jtree (zstd, threads=1)"
     save_opts = {"threads": 1}
@@ -790,7 +803,8 @@ class Memory(Peer):
 
 
 PEERS: Dict[str, Peer] = {p.name: p for p in (
-    Jtree(), JtreeRaw(), JtreeRawUnverified(), JtreeRawCopy(), JtreeOneThread(), JaxPytree(), Orbax(), OrbaxRaw(), FlaxMsgpack(),
+    Jtree(), JtreeRaw(), JtreeRawUnverified(), JtreeRawCopy(), JtreeRawTorch(), JtreeOneThread(),
+    JaxPytree(), Orbax(), OrbaxRaw(), FlaxMsgpack(),
     Tensorstore(), Safetensors(), TorchSave(), NumpyNpz(), NumpyNpyDir(), H5py(), H5pyGzip(),
     ZarrZip(), ZstdAnchor(), Memory())}
 
