@@ -81,14 +81,17 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
 
 
 def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:
-    """The common case of Loader.array() for torch: the whole leaf as a CPU tensor of the
-    stored dtype over the file's memory map (what block() does for it), without the general
-    planning; None where that is needed (no memory map, a device other than the CPU, a dtype
-    torch lacks). A load of 10,000 small leaves spent half its time in the general path's
-    per-leaf Python."""
+    """The common cases of Loader.array() for torch, without the general per-leaf planning (a
+    load of 10,000 small leaves spent half its time there): the whole leaf, of its stored
+    dtype, as a CPU tensor over the file's memory map (what block() does for it), or on a
+    device the direct path serves, a new device tensor filled by it (what tensor() does for
+    it). None where the general path is needed (no memory map for a CPU tensor, a device
+    without the direct path, a dtype torch lacks)."""
     device = loader.o.device
-    if (not loader.o.mmap or fl.dtype in _dtypes.TORCH_MISSING
-            or (device is not None and (device.type != "cpu" or _device.is_device_target(device)))):
+    if fl.dtype in _dtypes.TORCH_MISSING:
+        return None
+    on_device = device is not None and _device.direct(device)
+    if not on_device and (not loader.o.mmap or (device is not None and device.type != "cpu")):
         return None
     shape = fl.shape
     # The key Loader.array() uses for the same leaf: tied leaves give the same tensor.
@@ -101,6 +104,14 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     stored_t = getattr(torch, fl.dtype, None)
     if stored_t is None:
         return None  # (the general path raises the clear error)
+    if on_device:
+        # Straight into device memory (jtree._device), as tensor() plans it.
+        loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
+        dst = torch.empty(shape, dtype=stored_t, device=device)
+        loader.device_requests.append((fl.index, None, dst))
+        thunk = memo(lambda: dst)
+        loader.cache[key] = thunk
+        return thunk
     # (The bytes, writable: torch tensors have no read-only flag, so mmap="r" gives them
     # copy-on-write too.)
     get_bytes = loader.stored_array(fl, None, path)

@@ -1,8 +1,9 @@
 """Whole leaves loaded as torch tensors without a target (jtree.load(f, framework="torch"),
-device="cpu"): the fast path of jtree._load_torch.as_stored, which skips the general per-leaf
-planning (a load of 10,000 small leaves spent half its time there). The same tensors as the
-general path, for every dtype; the general path still serves what the fast one cannot (dtypes
-torch lacks, no memory map, a device, the test hook's stand-in device)."""
+device="cpu", and device= of the direct device path): the fast path of
+jtree._load_torch.as_stored, which skips the general per-leaf planning (a load of 10,000 small
+leaves spent half its time there). The same tensors as the general path, for every dtype; the
+general path still serves what the fast one cannot (dtypes torch lacks, no memory map, casts,
+templates)."""
 import warnings
 
 import numpy as np
@@ -89,13 +90,22 @@ def test_the_general_path_serves_what_the_fast_one_cannot(saved, monkeypatch):
     calls.clear()
     jtree.load(path, framework="torch", cast="float32")  # (a cast: planned per leaf)
     assert len(calls) == len(tree)
-    # Under the test hook the CPU stands for a GPU: device="cpu" takes the direct device path.
+    # Under the test hook the CPU stands for a GPU: device="cpu" takes the direct device path,
+    # planned by the fast path too (a new tensor per leaf, filled by the staging pipeline).
     calls.clear()
     with _device.host_stand_in_for_tests() as engine:
         got = jtree.load(path, device="cpu")
+    assert calls == []
+    assert engine["bytes_copied"] == sum(v.numel() * v.element_size() for v in tree.values())
+    for k, v in tree.items():
+        _same(torch, v, got[k], k)
+    # ... and by the general path where the leaves have templates: the same tensors.
+    with _device.host_stand_in_for_tests() as engine:
+        templated = jtree.load(path, {k: torch.empty_like(v) for k, v in tree.items()},
+                               device="cpu")
     assert len(calls) == len(tree)
-    assert engine["bytes_copied"] > 0
-    _same(torch, tree["bf16"], got["bf16"], "bf16")
+    for k, v in tree.items():
+        _same(torch, v, templated[k], k)
     # A dtype torch lacks: the general path's clear error, as before.
     ml_dtypes = require("ml_dtypes")
     jtree.save({"i4": np.arange(-8, 8, dtype=ml_dtypes.int4)}, path)
