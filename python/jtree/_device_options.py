@@ -20,9 +20,6 @@ from typing import Any, Dict, Iterable, NamedTuple, Optional
 
 from ._errors import InvalidArgumentError, NotSupportedError
 
-DIRECT_IO_MODES = ("auto", "on", "off")
-ZERO_COPY_MODES = ("auto", "on", "off")
-
 # What a device_options= that no device load can use is refused with (the load's arrays all
 # go to host memory).
 WHERE_IT_APPLIES = ("device_options= applies to loads into device memory: torch tensors on a "
