@@ -633,6 +633,10 @@ class Loader:
                     else None)
             if fast is not None:
                 return fast
+        else:  # (a template gives dtype and shape: cast= and pad_truncate= do not apply to it)
+            fast = _load_torch.from_template(self, fl, target, path)
+            if fast is not None:
+                return fast
         where = kp.join(path)
         t = target
         if isinstance(t, GlobalArray):

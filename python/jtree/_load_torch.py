@@ -90,7 +90,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     device = loader.o.device
     if fl.dtype in _dtypes.TORCH_MISSING:
         return None
-    on_device = device is not None and _device.direct(device)
+    on_device = device is not None and _direct(loader, device)
     if not on_device and (not loader.o.mmap or (device is not None and device.type != "cpu")):
         return None
     shape = fl.shape
@@ -105,13 +105,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     if stored_t is None:
         return None  # (the general path raises the clear error)
     if on_device:
-        # Straight into device memory (jtree._device), as tensor() plans it.
-        loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
-        dst = torch.empty(shape, dtype=stored_t, device=device)
-        loader.device_requests.append((fl.index, None, dst))
-        thunk = memo(lambda: dst)
-        loader.cache[key] = thunk
-        return thunk
+        return _new_on_device(loader, fl, stored_t, device, key, path)
     # (The bytes, writable: torch tensors have no read-only flag, so mmap="r" gives them
     # copy-on-write too.)
     get_bytes = loader.stored_array(fl, None, path)
@@ -125,6 +119,55 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
                 else torch.empty(shape, dtype=stored_t))  # (torch views no empty bytes)
 
     thunk = memo(whole)
+    loader.cache[key] = thunk
+    return thunk
+
+
+def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> Optional[Thunk]:
+    """The common case of a torch tensor as a leaf's target, without the general per-leaf
+    planning (what a server's load into tensors it allocated meets; gpu_load.py's out= and
+    like= rows): a target of the stored dtype and shape on a device the direct path serves.
+    With ``out=`` the tensor itself is filled (when contiguous), else a new device tensor is
+    (what tensor() does for them). None for every other target: the general path."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(t, torch.Tensor) or fl.dtype in _dtypes.TORCH_MISSING:
+        return None
+    if t.shape != fl.shape or t.dtype != getattr(torch, fl.dtype, None):
+        return None
+    device = t.device
+    if not _direct(loader, device):
+        return None
+    if loader.o.fill_out:
+        if not t.is_contiguous():
+            return None  # (the general path fills it through a tensor of its own)
+        loader.device_requests.append((fl.index, None, t))
+        return lambda: t
+    # The key Loader.array() uses for the same leaf: tied leaves give the same tensor.
+    key = (fl.index, "torch", fl.dtype, fl.shape, id(None), str(device), id(None))
+    thunk = loader.cache.get(key)
+    return thunk if thunk is not None else _new_on_device(loader, fl, t.dtype, device, key, path)
+
+
+def _direct(loader: Any, device: Any) -> bool:
+    """_device.direct(device), asked once per load and device (it asks torch and the native
+    module: microseconds a leaf, milliseconds over a model's leaves)."""
+    key = ("direct", device)
+    known = loader.cache.get(key)
+    if known is None:
+        known = loader.cache[key] = _device.direct(device)
+    return known
+
+
+def _new_on_device(loader: Any, fl: FileLeaf, stored_t: Any, device: Any, key: Any,
+                   path: Tuple[Any, ...]) -> Thunk:
+    """A new tensor of the leaf's stored dtype and shape on ``device``, filled straight in
+    device memory by jtree._device (as tensor() plans it); remembered under ``key``."""
+    import torch  # noqa: PLC0415
+
+    loader.reserve_array(fl.shape, _dtypes.torch_itemsize(stored_t), path)
+    dst = torch.empty(fl.shape, dtype=stored_t, device=device)
+    loader.device_requests.append((fl.index, None, dst))
+    thunk = memo(lambda: dst)
     loader.cache[key] = thunk
     return thunk
 

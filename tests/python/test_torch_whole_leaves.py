@@ -3,7 +3,9 @@ device="cpu", and device= of the direct device path): the fast path of
 jtree._load_torch.as_stored, which skips the general per-leaf planning (a load of 10,000 small
 leaves spent half its time there). The same tensors as the general path, for every dtype; the
 general path still serves what the fast one cannot (dtypes torch lacks, no memory map, casts,
-templates)."""
+templates of another dtype). Templates (``out=`` tensors, ``like=`` trees) of the stored dtype and
+shape on a device the direct path serves take a fast path too (_load_torch.from_template): the
+GPU benchmark's loads into tensors a server allocated."""
 import warnings
 
 import numpy as np
@@ -99,13 +101,15 @@ def test_the_general_path_serves_what_the_fast_one_cannot(saved, monkeypatch):
     assert engine["bytes_copied"] == sum(v.numel() * v.element_size() for v in tree.values())
     for k, v in tree.items():
         _same(torch, v, got[k], k)
-    # ... and by the general path where the leaves have templates: the same tensors.
+    # ... and by the general path where the leaves' templates ask for another dtype: the same
+    # values, cast (the float64 leaf's template is of its stored dtype: the fast path's).
     with _device.host_stand_in_for_tests() as engine:
-        templated = jtree.load(path, {k: torch.empty_like(v) for k, v in tree.items()},
-                               device="cpu")
-    assert len(calls) == len(tree)
+        templated = jtree.load(path, {k: torch.empty(v.shape, dtype=torch.float64)
+                                      for k, v in tree.items() if k != "c128"}, device="cpu")
+    assert len(calls) == len(tree) - 2
     for k, v in tree.items():
-        _same(torch, v, templated[k], k)
+        if k != "c128":
+            _same(torch, v.to(torch.float64), templated[k], k)
     # A dtype torch lacks: the general path's clear error, as before.
     ml_dtypes = require("ml_dtypes")
     jtree.save({"i4": np.arange(-8, 8, dtype=ml_dtypes.int4)}, path)
@@ -113,3 +117,85 @@ def test_the_general_path_serves_what_the_fast_one_cannot(saved, monkeypatch):
     with pytest.raises(jtree.NotSupportedError, match="i4.*PyTorch has no dtype for int4"):
         jtree.load(path, framework="torch")
     assert len(calls) == 1
+
+
+def _stand_in_templates(torch, tree):
+    return {k: torch.empty_like(v) for k, v in tree.items()}
+
+
+def test_templates_of_the_stored_dtype_on_a_direct_device_take_the_fast_path(saved, monkeypatch):
+    torch, tree, path = saved
+    calls = _counting_general_path(monkeypatch)
+    nbytes = sum(v.numel() * v.element_size() for v in tree.values())
+    # out=: each of the caller's tensors filled in place, straight by the staging pipeline.
+    out = _stand_in_templates(torch, tree)
+    with _device.host_stand_in_for_tests() as engine:
+        got = jtree.load(path, out=out)
+    assert calls == [] and engine["bytes_copied"] == nbytes
+    for k, v in tree.items():
+        assert got[k] is out[k], k
+        _same(torch, v, out[k], k)
+    # like=: new tensors on the templates' device, the templates untouched.
+    like = _stand_in_templates(torch, tree)
+    for t in like.values():
+        t.zero_()
+    with _device.host_stand_in_for_tests() as engine:
+        got = jtree.load(path, like)
+    assert calls == [] and engine["bytes_copied"] == nbytes
+    for k, v in tree.items():
+        assert got[k] is not like[k], k
+        _same(torch, v, got[k], k)
+        assert not like[k].any(), k
+
+
+def test_templates_the_fast_path_cannot_serve_take_the_general_one(saved, monkeypatch):
+    torch, tree, path = saved
+    calls = _counting_general_path(monkeypatch)
+    f32 = tree["f32"]
+    cases = {
+        "another dtype": dict(out={"f32": torch.empty(f32.shape, dtype=torch.float64)}),
+        "not contiguous": dict(out={"f32": torch.empty(tuple(reversed(f32.shape))).t()}),
+        "another shape": dict(out={"f32": torch.empty(40, 7)}, pad_truncate=True),
+        "meta device": dict(pytree={"f32": torch.empty(f32.shape, device="meta")}),
+    }
+    for why, kw in cases.items():
+        calls.clear()
+        with _device.host_stand_in_for_tests():
+            got = jtree.load(path, **kw)
+        assert len(calls) == 1, why
+        want = f32
+        if why == "another dtype":
+            want = f32.to(torch.float64)
+        elif why == "another shape":
+            want = torch.cat([f32, torch.zeros(7, 7)])
+        _same(torch, want, got["f32"], why)
+        if "out" in kw:
+            assert got["f32"] is kw["out"]["f32"], why
+    # Without the direct path (no test hook: the CPU is the CPU), templates are the general
+    # path's, filled through host memory.
+    calls.clear()
+    out = _stand_in_templates(torch, tree)
+    got = jtree.load(path, out=out)
+    assert len(calls) == len(tree)
+    for k, v in tree.items():
+        assert got[k] is out[k], k
+        _same(torch, v, got[k], k)
+
+
+def test_tied_leaves_through_templates_give_one_tensor(path, monkeypatch):
+    torch = require("torch")
+    w = torch.randn(8, 4)
+    jtree.save({"a": w, "b": w, "c": w.clone()}, path, compression=None)
+    calls = _counting_general_path(monkeypatch)
+    like = {k: torch.empty(8, 4) for k in "abc"}
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(path, like)
+    assert calls == []
+    assert got["a"] is got["b"] and got["c"] is not got["a"]  # (as the file ties them)
+    for k in "abc":
+        assert torch.equal(got[k], w), k
+    out = {k: torch.empty(8, 4) for k in "abc"}
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(path, out=out)
+    for k in "abc":  # (out=: each tensor the caller gave is filled)
+        assert got[k] is out[k] and torch.equal(out[k], w), k
