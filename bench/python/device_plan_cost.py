@@ -62,6 +62,17 @@ def main() -> None:
         zero_copy_note="")
     fast = _load_torch.from_template
     general: Callable[..., Any] = lambda *_a: None  # noqa: E731
+    # Leaves each path sent to the general planner (_load_torch.tensor): checked below, so a
+    # fast path that stopped applying cannot pass for one.
+    planned: Dict[str, int] = {}
+    real_tensor = _load_torch.tensor
+    current = [""]
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        planned[current[0]] = planned.get(current[0], 0) + 1
+        return real_tensor(*args, **kw)
+
+    _load_torch.tensor = counted
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "llm.jtree")
@@ -79,6 +90,7 @@ def main() -> None:
                 for name, planner in (("fast", fast), ("general", general)):
                     _load_torch.from_template = planner
                     for call in ("out=", "like="):
+                        current[0] = f"{call} {name}"
                         t = templates()
                         t0 = time.perf_counter()
                         if call == "out=":
@@ -87,7 +99,14 @@ def main() -> None:
                             jtree.load(f, t)
                         times.setdefault(f"{call} {name}", []).append(time.perf_counter() - t0)
         _load_torch.from_template = fast
+        _load_torch.tensor = real_tensor
 
+    for call in ("out=", "like="):
+        if planned.get(f"{call} fast", 0) or planned.get(f"{call} general", 0) != arrays * a.runs:
+            raise SystemExit(f"{call}: the fast path planned {planned.get(f'{call} fast', 0)} "
+                             f"leaves generally, the general one "
+                             f"{planned.get(f'{call} general', 0)} (expected 0 and "
+                             f"{arrays * a.runs}): the comparison would be wrong")
     print(f"jtree {jtree.__version__}, torch {torch.__version__}, {arrays} arrays, "
           f"{a.runs} loads each, Python only (native copy stubbed), host stand-in engine")
     for call in ("out=", "like="):

@@ -1,0 +1,22 @@
+"""bench/python/device_plan_cost.py (the Python side of loads into device tensors, with and
+without the template fast path) runs end to end at a tiny size, and checks itself that the fast
+path planned no leaf generally and the general path every one. It tests the script, not speed."""
+import os
+import re
+import subprocess
+import sys
+
+from conftest import require
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "python", "device_plan_cost.py")
+
+
+def test_the_script_compares_both_paths():
+    require("torch")
+    p = subprocess.run([sys.executable, SCRIPT, "--layers", "2", "--runs", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "63 arrays, 2 loads each" in p.stdout, p.stdout  # (2 layers: 3 x (2 x 9 + 3))
+    for call in ("out=", "like="):
+        assert re.search(rf"{re.escape(call)} fast / general: \d+\.\d\dx", p.stdout), p.stdout
