@@ -4,7 +4,8 @@
 # JAX with CUDA for the JAX rows; safetensors; fastsafetensors from its wheel for its row):
 #   bench/gpu_checks.sh BUNDLE_DIR OUT_DIR [SECONDS]
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
-#   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1)
+#   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1),
+#      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
 #   2. the Python GPU tests (test_device_load.py: torch and JAX)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
 #   4. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
@@ -46,6 +47,13 @@ work=$(mktemp -d /var/tmp/jtree-gpu-work.XXXXXX)  # (a disk file system: O_DIREC
 for t in test_device_cuda test_device_zero_copy test_device_direct test_device_staging; do
   (cd "$work" && run 120 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
 done
+
+stage "C example: examples/c/shard_loader into GPU memory against its host load"
+env -u LD_LIBRARY_PATH python3 -c "import numpy as np, jtree; r = np.random.default_rng(0); \
+jtree.save({**{'w%d' % i: r.standard_normal((1024, 4096), dtype=np.float32) for i in range(4)}, \
+'b': np.arange(1024, dtype=np.float32)}, '$work/shards.jtree', compression=None)" &&
+  run 60 tests/c/shard_loader_device.sh "$bundle/bin/shard_loader" "$work/shards.jtree" load |
+  tee "$out/shard_loader.txt"
 
 stage "Python GPU tests"
 (cd tests/python && run 90 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider -rs \

@@ -8,7 +8,7 @@
 #   jtree_arrays-*.whl   the package with CUDA support for that Python (auditwheel-repaired:
 #                        zstd, xxHash, curl, OpenSSL inside; CUDA's runtime linked statically)
 #   bin/                 test_device_cuda, test_device_zero_copy, test_device_direct,
-#                        test_device_staging, bench_device
+#                        test_device_staging, bench_device, shard_loader (examples/c)
 #                        (stripped)
 #   lib/                 the shared libraries they need beyond glibc and libstdc++
 # Then, on the GPU machine, from a checkout of the same commit: bench/gpu_checks.sh OUT_DIR
@@ -52,7 +52,8 @@ cmake_launcher=()
 command -v ccache >/dev/null && cmake_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJTREE_CUDA=ON \
   -DJTREE_BUILD_BENCH=ON "${cmake_launcher[@]}" >&2
-targets=(test_device_cuda test_device_zero_copy test_device_direct test_device_staging bench_device)
+targets=(test_device_cuda test_device_zero_copy test_device_direct test_device_staging bench_device
+         shard_loader)
 cmake --build "$build" --target "${targets[@]}" >&2
 mkdir -p "$out/bin" "$out/lib"
 for t in "${targets[@]}"; do
