@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <condition_variable>
 #include <mutex>
+#include <numeric>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -323,12 +325,22 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   std::vector<Piece> pieces;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Leaf& leaf = reader.leaf(requests[i].leaf);
-    const bool maybe_direct = direct.on && leaf.storage == Storage::kChunked &&
-                              leaf.codec == Codec::kRaw && !is_4bit(leaf.dtype);
-    // (Zero copy needs no slack: its pieces are copied from wherever they are in the file.)
+    const bool raw_chunks = leaf.storage == Storage::kChunked && leaf.codec == Codec::kRaw &&
+                            !is_4bit(leaf.dtype);
+    const bool maybe_direct = direct.on && raw_chunks;
+    uint64_t max_piece = buffer_bytes - (maybe_direct ? slack : 0);
+    // Zero copy needs no buffer for a run of whole chunks (nor slack: its pieces are copied
+    // from wherever they are in the file): a chunk larger than a buffer stays whole, where
+    // cut to the buffer it would be staged (pieces that are not whole chunks are). Pieces that
+    // are no run after all are cut to the buffer again below.
+    if (zero_copy.on && raw_chunks) {
+      // (A rectilinear grid has no chunk_shape: its product, 1, changes nothing.)
+      const uint64_t chunk = std::accumulate(leaf.chunk_shape.begin(), leaf.chunk_shape.end(),
+                                             uint64_t{1}, std::multiplies<>());
+      max_piece = std::max(max_piece, memory_bytes(leaf.dtype, chunk));
+    }
     staging::cut_box(static_cast<uint32_t>(i), boxes[i], leaf.chunk_shape,
-                     memory_bytes(leaf.dtype, 1), buffer_bytes - (maybe_direct ? slack : 0),
-                     pieces);
+                     memory_bytes(leaf.dtype, 1), max_piece, pieces);
   }
   // The file runs of the pieces read with O_DIRECT or copied with zero copy (empty where a
   // piece is not one). A piece of whole chunks that padding separates in the file is cut
@@ -341,6 +353,22 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     std::vector<Piece> cut;
     cut.reserve(pieces.size());
     auto add = [&](Piece&& piece, std::optional<staging::FileRun>&& run) {
+      if (!run && piece.bytes > buffer_bytes) {
+        // (Cut whole for zero copy, but no run of whole chunks: staged, so cut to fit a
+        // buffer; each part's bytes are contiguous in the piece's, as the piece's are in
+        // its request's.)
+        const Leaf& leaf = reader.leaf(requests[piece.request].leaf);
+        std::vector<Piece> parts;
+        staging::cut_box(piece.request, piece.box, leaf.chunk_shape, memory_bytes(leaf.dtype, 1),
+                         buffer_bytes, parts);
+        for (Piece& part : parts) {
+          part.dst_offset += piece.dst_offset;
+          file_offsets.push_back(staging::kNoFileRun);
+          runs.emplace_back();
+          cut.push_back(std::move(part));
+        }
+        return;
+      }
       file_offsets.push_back(run ? run->offset : staging::kNoFileRun);
       runs.push_back(std::move(run));
       cut.push_back(std::move(piece));
