@@ -5,7 +5,8 @@
 #           tests/safety/ (corruption gauntlet, injected faults, killed writers, limits) and the
 #           replay of every fuzz corpus and past crash — except those needing real servers;
 #  2. tsan  (ThreadSanitizer): the tests that run threads against each other (many readers of
-#           one Reader, the writer's pool, the thread pool, faults under concurrency);
+#           one Reader, the writer's pool, the thread pool, faults under concurrency, loads to
+#           a device through the host stand-in engine);
 #  3. fuzz  (clang, libFuzzer + ASan + UBSan): each fuzz target for JTREE_FUZZ_SECONDS seconds
 #           (default 20) over a scratch copy of its corpus with the format's dictionary; any
 #           crash, leak, sanitizer report or timeout fails the script (the input is kept under
@@ -44,9 +45,12 @@ run_tsan() {
   echo "== TSan build: the concurrent tests ================================================="
   cmake --preset tsan >/dev/null
   # Only what runs threads against each other: many readers of one Reader (test_concurrency in
-  # test_roundtrip), the thread pool (test_io), the writers and readers under faults (safety).
+  # test_roundtrip), the thread pool (test_io), the writers and readers under faults (safety),
+  # and the loads to a device (fillers, the stand-in engine's stream threads, O_DIRECT and
+  # zero-copy batches; about 25 s together under TSan).
   # (Not the crash tests: TSan does not support threads in the child of a threaded fork.)
-  local targets=(test_roundtrip test_io test_safety_faults)
+  local targets=(test_roundtrip test_io test_safety_faults test_device_staging test_device_direct
+                 test_device_zero_copy)
   cmake --build --preset tsan --target "${targets[@]}"
   echo "== TSan: the concurrent tests ======================================================="
   local regex
