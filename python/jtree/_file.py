@@ -457,8 +457,6 @@ class LazyArray:
         """The slice as a tensor on ``dev`` whose box of chunks was read straight into device
         memory (jtree._device); None where that path does not apply (negative steps, which
         torch cannot index, and dtypes torch lacks)."""
-        import torch  # noqa: PLC0415
-
         name = self._leaf.dtype
         if name in _dtypes.TORCH_MISSING:
             return None
@@ -468,7 +466,7 @@ class LazyArray:
         stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
         shape = tuple(e - b for b, e in zip(begin, end))
         self._check_slice_size(shape, _dtypes.torch_itemsize(stored_t))
-        t = torch.empty(shape, dtype=stored_t, device=dev)
+        t = _device.empty(shape, stored_t, dev, self._f.name, self.path)
         _device.read(self._f._reader, [(self._leaf.index, (begin, end), t)],
                      verify=self._f.verify_checksums, threads=self._f.threads, options=options)
         return t[post].contiguous()

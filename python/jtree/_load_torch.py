@@ -162,10 +162,8 @@ def _new_on_device(loader: Any, fl: FileLeaf, stored_t: Any, device: Any, key: A
                    path: Tuple[Any, ...]) -> Thunk:
     """A new tensor of the leaf's stored dtype and shape on ``device``, filled straight in
     device memory by jtree._device (as tensor() plans it); remembered under ``key``."""
-    import torch  # noqa: PLC0415
-
     loader.reserve_array(fl.shape, _dtypes.torch_itemsize(stored_t), path)
-    dst = torch.empty(fl.shape, dtype=stored_t, device=device)
+    dst = _device.empty(fl.shape, stored_t, device, loader.name, kp.join(path))
     loader.device_requests.append((fl.index, None, dst))
     thunk = memo(lambda: dst)
     loader.cache[key] = thunk
@@ -211,7 +209,7 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
             dst = out
         else:
             loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
-            dst = torch.empty(shape, dtype=stored_t, device=device)
+            dst = _device.empty(shape, stored_t, device, loader.name, where)
         loader.device_requests.append((fl.index, None, dst))
         return lambda: finish(dst)
     if inner == shape:

@@ -314,6 +314,34 @@ def test_jax_device_memory_exhausted_is_resource_exhausted(jax, path, monkeypatc
             jtree.load(path, shardings=SingleDeviceSharding(jax.devices()[0]))
 
 
+def test_torch_device_memory_exhausted_is_resource_exhausted_naming_the_leaf(torch, path,
+                                                                               monkeypatch):
+    jtree.save({"a": torch.ones(10), "big": torch.ones(300, 70)}, path, compression=None)
+    real = torch.empty
+
+    def full(*shape, **kw):  # (what torch raises when the device is full, for the big leaf)
+        if kw.get("device") is not None and tuple(shape[0]) == (300, 70):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 82.03 KiB."
+                                              "\nGPU 0 has a total capacity of 1 GiB")
+        return real(*shape, **kw)
+
+    monkeypatch.setattr(torch, "empty", full)
+    want = (re.escape(path) + ": at 'big': out of memory on cpu allocating 84000 bytes for it "
+            r"\(torch: CUDA out of memory\. Tried to allocate 82\.03 KiB\.\)$")
+    for how in ("load", "like", "slice"):
+        with _device.host_stand_in_for_tests():
+            with pytest.raises(jtree.ResourceExhaustedError, match=want) as e:
+                if how == "load":  # (the fast path: no templates)
+                    jtree.load(path, device="cpu")
+                elif how == "like":  # (the general path: a template of another dtype)
+                    jtree.load(path, {"a": real(10), "big": real(300, 70,
+                                                                  dtype=torch.float64)})
+                else:
+                    jtree.open(path, device="cpu")["big"][:]
+        assert isinstance(e.value.__cause__, torch.cuda.OutOfMemoryError), how
+        assert e.value.key_path == "big", how
+
+
 def test_jax_direct_path_needs_no_torch_and_views_one_allocation(jax, ml_dtypes, path):
     import subprocess
     import sys
