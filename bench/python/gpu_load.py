@@ -31,6 +31,8 @@ Systems (--systems):
                                           array: tensors of that dtype on that device
     jtree-torch-out, jtree-raw-torch-out  jtree.load(f, out=...) into tensors allocated on
                                           the device (the allocation is timed)
+    jtree-torch-dev, jtree-raw-torch-dev  jtree.load(f, device=device): no template, the call a
+                                          user writes first (as safetensors' load_file)
     jtree-torch-host, jtree-raw-torch-host
                                           as jtree-torch, with JTREE_DIRECT_DEVICE_LOAD=0: the
                                           fallback (host load, then .to(device)), to measure
@@ -90,10 +92,13 @@ SYSTEMS: Dict[str, Tuple[str, str, str]] = {
                     "jtree.load(f, like): load_pytreedef's tree with torch.empty(..., device) per array"),
     "jtree-torch-out": ("jtree", "jtree (zstd) → torch, out=",
                         "jtree.load(f, out=tensors allocated on the device)"),
+    "jtree-torch-dev": ("jtree", "jtree (zstd) → torch, device=",
+                        "jtree.load(f, device=device): new tensors on the device, no template"),
     "jtree-jax": ("jtree", "jtree (zstd) → JAX",
                   "jtree.load(f, framework='jax', shardings=SingleDeviceSharding(device))"),
     "jtree-raw-torch": ("jtree-raw", "jtree (raw) → torch, like=", "as jtree-torch, file saved with compression=None"),
     "jtree-raw-torch-out": ("jtree-raw", "jtree (raw) → torch, out=", "as jtree-torch-out, compression=None"),
+    "jtree-raw-torch-dev": ("jtree-raw", "jtree (raw) → torch, device=", "as jtree-torch-dev, compression=None"),
     "jtree-raw-jax": ("jtree-raw", "jtree (raw) → JAX", "as jtree-jax, compression=None"),
     "jtree-raw-torch-out-zc": ("jtree-raw", "jtree (raw) → torch, out=, zero copy",
                                "as jtree-raw-torch-out with device_options=jtree.DeviceOptions("
@@ -167,6 +172,8 @@ def load(system: str, path: str, device: str) -> Any:
                 import jax
                 return jtree.load(f, framework="jax",
                                   shardings=jax.sharding.SingleDeviceSharding(jax_device(device)))
+            if system.endswith("-dev"):
+                return jtree.load(f, device=device)
             import torch
             spec = jtree.load_pytreedef(f)
 
