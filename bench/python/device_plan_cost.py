@@ -1,7 +1,10 @@
-"""The Python side of a load into device tensors: how long jtree's Python takes to plan
-``jtree.load(f, out=tensors)`` and ``jtree.load(f, like)`` (the GPU benchmark's rows,
-gpu_load.py) before and after the native copy, with the template fast path
-(jtree._load_torch.from_template) and with the general per-leaf path it replaces, in one run.
+"""The Python side of a load into device memory: how long jtree's Python takes before and
+after the native copy for ``jtree.load(f, out=tensors)`` and ``jtree.load(f, like)`` (the GPU
+benchmark's torch rows, gpu_load.py), with the template fast path
+(jtree._load_torch.from_template) and with the general per-leaf path it replaces; and for
+``jtree.load(f, shardings=...)`` (JAX, when installed), each array imported by jaxlib's DLPack
+function directly (jtree._device_jax._import) and through ``jax.dlpack.from_dlpack``; each
+pair in one run.
 
 No GPU is needed: the loads go through jtree's host stand-in engine (the CPU stands for the
 device, as in the tests), and the native staged copy is replaced by a stub, so what is timed
@@ -13,7 +16,9 @@ depend on their size.
     PYTHONPATH=python .venv/bin/python bench/python/device_plan_cost.py --layers 32 --runs 21
 
 Prints, per call, the median [min, max] over --runs loads (one process, the two paths
-alternated), and the fast path's time over the general path's.
+alternated, after one load of each to warm up), and the fast path's time over the general
+path's. (The JAX rows include the allocation of the load's device memory,
+jtree._device_jax.allocate, compiled in the warm-up.)
 """
 from __future__ import annotations
 
@@ -54,25 +59,48 @@ def main() -> None:
 
     import torch
     import jtree
-    from jtree import _device, _load_torch
+    from jtree import _device, _device_jax, _load_torch
+
+    try:
+        import jax
+        from jax.sharding import SingleDeviceSharding
+    except ImportError:
+        jax = None
 
     # The stub of the native staged copy: Python alone is timed.
     _device._native_load = lambda *_a, **_k: dict(
         direct_bytes=0, buffered_bytes=0, zero_copy_bytes=0, direct_io_note="",
         zero_copy_note="")
-    fast = _load_torch.from_template
-    general: Callable[..., Any] = lambda *_a: None  # noqa: E731
-    # Leaves each path sent to the general planner (_load_torch.tensor): checked below, so a
-    # fast path that stopped applying cannot pass for one.
-    planned: Dict[str, int] = {}
-    real_tensor = _load_torch.tensor
+    # What each call's general path counts, checked below, so that a fast path that stopped
+    # applying cannot pass for one: the leaves planned by the general torch planner
+    # (_load_torch.tensor), the arrays imported with jax.dlpack.from_dlpack.
+    counts: Dict[str, int] = {}
     current = [""]
 
-    def counted(*args: Any, **kw: Any) -> Any:
-        planned[current[0]] = planned.get(current[0], 0) + 1
-        return real_tensor(*args, **kw)
+    def counting(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kw: Any) -> Any:
+            counts[current[0]] = counts.get(current[0], 0) + 1
+            return fn(*args, **kw)
+        return counted
 
-    _load_torch.tensor = counted
+    _load_torch.tensor = counting(_load_torch.tensor)
+    fast_template = _load_torch.from_template
+
+    def use_templates(fast: bool) -> None:
+        _load_torch.from_template = fast_template if fast else (lambda *_a: None)
+
+    def use_import(fast: bool) -> None:
+        _device_jax._import_unavailable = not fast
+
+    calls: Dict[str, Any] = {
+        "out=": (use_templates, lambda f, t: jtree.load(f, out=t)),
+        "like=": (use_templates, lambda f, t: jtree.load(f, t)),
+    }
+    if jax is not None:
+        jax.dlpack.from_dlpack = counting(jax.dlpack.from_dlpack)
+        sharding = SingleDeviceSharding(jax.devices("cpu")[0])
+        calls["shardings="] = (use_import, lambda f, t: jax.block_until_ready(
+            jtree.load(f, shardings=sharding)))
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "llm.jtree")
@@ -86,35 +114,36 @@ def main() -> None:
 
         times: Dict[str, List[float]] = {}
         with _device.host_stand_in_for_tests(), jtree.open(path) as f:
-            for _ in range(a.runs):
-                for name, planner in (("fast", fast), ("general", general)):
-                    _load_torch.from_template = planner
-                    for call in ("out=", "like="):
+            for run in range(a.runs + 1):  # (run 0 warms up: first calls, JAX's compilation)
+                if run == 1:
+                    times.clear()
+                    counts.clear()
+                for name in ("fast", "general"):
+                    for call, (use, load) in calls.items():
+                        use(name == "fast")
                         current[0] = f"{call} {name}"
                         t = templates()
                         t0 = time.perf_counter()
-                        if call == "out=":
-                            jtree.load(f, out=t)
-                        else:
-                            jtree.load(f, t)
+                        load(f, t)
                         times.setdefault(f"{call} {name}", []).append(time.perf_counter() - t0)
-        _load_torch.from_template = fast
-        _load_torch.tensor = real_tensor
+                        use(True)
 
-    for call in ("out=", "like="):
-        if planned.get(f"{call} fast", 0) or planned.get(f"{call} general", 0) != arrays * a.runs:
-            raise SystemExit(f"{call}: the fast path planned {planned.get(f'{call} fast', 0)} "
-                             f"leaves generally, the general one "
-                             f"{planned.get(f'{call} general', 0)} (expected 0 and "
-                             f"{arrays * a.runs}): the comparison would be wrong")
-    print(f"jtree {jtree.__version__}, torch {torch.__version__}, {arrays} arrays, "
-          f"{a.runs} loads each, Python only (native copy stubbed), host stand-in engine")
-    for call in ("out=", "like="):
+    for call in calls:
+        fast, general = counts.get(f"{call} fast", 0), counts.get(f"{call} general", 0)
+        if fast or general != arrays * a.runs:
+            raise SystemExit(f"{call}: the fast path took the general one {fast} times, the "
+                             f"general path {general} (expected 0 and {arrays * a.runs}): the "
+                             f"comparison would be wrong")
+    print(f"jtree {jtree.__version__}, torch {torch.__version__}, "
+          f"{'jax ' + jax.__version__ if jax is not None else 'no jax (no JAX rows)'}, "
+          f"{arrays} arrays, {a.runs} loads each, Python only (native copy stubbed), host "
+          f"stand-in engine")
+    for call in calls:
         med = {}
         for name in ("fast", "general"):
             ts = times[f"{call} {name}"]
             med[name] = statistics.median(ts)
-            print(f"  jtree.load(f, {call:5s}) {name:7s}: {med[name] * 1e3:6.2f} ms "
+            print(f"  jtree.load(f, {call:10s}) {name:7s}: {med[name] * 1e3:6.2f} ms "
                   f"[{min(ts) * 1e3:.2f}, {max(ts) * 1e3:.2f}]  "
                   f"({med[name] / arrays * 1e6:.1f} us an array)")
         print(f"  {call} fast / general: {med['fast'] / med['general']:.2f}x")

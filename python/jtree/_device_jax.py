@@ -67,14 +67,82 @@ class Dest(_device.Destination):
         from . import _jtree  # noqa: PLC0415
 
         cpu = self.native_device() is None
-        a = jax.dlpack.from_dlpack(_jtree.device_array(
-            self.arena, self.address, list(shape), _dtypes.code_of_name(view),
-            _DL_CPU if cpu else _DL_CUDA, 0 if cpu else self.device.local_hardware_id))
+        dl_type = _DL_CPU if cpu else _DL_CUDA
+        ordinal = 0 if cpu else self.device.local_hardware_id
+        a = _import(lambda: _jtree.device_array(
+            self.arena, self.address, list(shape), _dtypes.code_of_name(view), dl_type, ordinal),
+            dl_type, ordinal)
         if a.devices() != {self.device}:  # (the stand-in's arrays land on JAX's first CPU)
             a = jax.device_put(a, self.device)
         if view != dtype:
             a = jax.lax.bitcast_convert_type(a, _dtypes.numpy_dtype(dtype))
         return a
+
+
+# (id of a JAX backend, ordinal) -> (its device, the stream of its external ready events, the
+# backend) for _import.
+_importers: Dict[Tuple[int, int], Any] = {}
+# Set once this jaxlib turned out not to have what _import calls.
+_import_unavailable = False
+
+
+_internals: Optional[Tuple[Any, Any, Any, int]] = None
+
+
+def _jax_internals() -> Tuple[Any, Any, Any, int]:
+    """The modules of JAX that _import uses and jaxlib's extension version, imported once (an
+    import statement per call costs microseconds a leaf)."""
+    global _internals
+    if _internals is None:
+        from jax._src import dtypes as jdtypes  # noqa: PLC0415
+        from jax._src import xla_bridge  # noqa: PLC0415
+        from jax._src.lib import _jax, jaxlib_extension_version  # noqa: PLC0415
+
+        _internals = (jdtypes, xla_bridge, _jax, jaxlib_extension_version)
+    return _internals
+
+
+def _import(make: Any, dl_type: int, ordinal: int) -> Any:
+    """``jax.dlpack.from_dlpack(make())``, without most of its Python: it looks up the device
+    and its ready-event stream on every call and passes the result through ``jnp.asarray``
+    (about 30 us an array on a CPU, where the import itself takes 5: a model's 873 arrays spent
+    25 ms there). The same jaxlib call, the device and stream looked up once per load device;
+    ``jnp.asarray``'s canonicalisation only where it changes the dtype (64-bit types without
+    jax_enable_x64). This calls jaxlib's own function (``_jax.dlpack_managed_tensor_to_buffer``,
+    jax/_src/dlpack.py's), which no public API exposes: where this jaxlib lacks it or it
+    refuses the arguments, ``jax.dlpack.from_dlpack`` serves this load and every later one."""
+    global _import_unavailable
+    import jax  # noqa: PLC0415
+
+    if not _import_unavailable:
+        try:
+            jdtypes, xla_bridge, _jax, jaxlib_extension_version = _jax_internals()
+            # (Keyed by the backend too: one made anew, after jax.clear_caches or a backend
+            # restart, has devices of its own. The entry keeps its backend alive.)
+            backend = xla_bridge.get_backend("cpu" if dl_type == _DL_CPU else "cuda")
+            key = (id(backend), ordinal)
+            known = _importers.get(key)
+            if known is None:
+                dev = backend.device_from_local_hardware_id(ordinal)
+                try:
+                    stream = dev.get_stream_for_external_ready_events()
+                except Exception as e:  # noqa: BLE001 (as from_dlpack: UNIMPLEMENTED is none)
+                    if "UNIMPLEMENTED" not in str(e):
+                        raise
+                    stream = None
+                known = _importers[key] = (dev, stream, backend)
+            dev, stream, _ = known
+            capsule = make().__dlpack__(stream=stream)
+            if jaxlib_extension_version >= 467:
+                arr = _jax.dlpack_managed_tensor_to_buffer(capsule, dev, stream, None, dl_type)
+            else:
+                arr = _jax.dlpack_managed_tensor_to_buffer(capsule, dev, stream, None)
+        except (ImportError, AttributeError, TypeError):
+            _import_unavailable = True  # (the public function from now on)
+        else:
+            canonical = jdtypes.canonicalize_dtype(arr.dtype)
+            return arr if canonical == arr.dtype else jax.numpy.asarray(arr, dtype=canonical)
+    return jax.dlpack.from_dlpack(make())
 
 
 def only_device() -> Tuple[Any, str]:

@@ -342,6 +342,46 @@ def test_torch_device_memory_exhausted_is_resource_exhausted_naming_the_leaf(tor
         assert e.value.key_path == "big", how
 
 
+def test_jax_arrays_are_imported_without_from_dlpack_and_fall_back_to_it(jax, ml_dtypes, path,
+                                                                          monkeypatch):
+    # _device_jax._import calls jaxlib's DLPack import itself (from_dlpack's per-call Python
+    # was most of a small leaf's cost); where that function is missing or refuses the
+    # arguments, jax.dlpack.from_dlpack serves: the same arrays either way.
+    import types
+
+    from jax.sharding import SingleDeviceSharding
+
+    from jtree import _device_jax
+
+    tree = {"f32": np.arange(12, dtype=np.float32).reshape(3, 4),
+            "bf16": np.linspace(-2, 2, 10).astype(ml_dtypes.bfloat16),
+            "f8": np.linspace(-1, 1, 7).astype(ml_dtypes.float8_e4m3fn),  # (bitcast on device)
+            "i64": np.arange(-3, 4, dtype=np.int64),  # (int32 in JAX without x64, as before)
+            "u8": np.arange(256, dtype=np.uint8).reshape(16, 16)}
+    jtree.save(tree, path, compression=None)
+    calls = []
+    real = jax.dlpack.from_dlpack
+    monkeypatch.setattr(jax.dlpack, "from_dlpack", lambda *a, **k: calls.append(1) or real(*a, **k))
+    sharding = SingleDeviceSharding(jax.devices()[1])
+    for refuse in (False, True):
+        if refuse:  # (a jaxlib without the function; jax's from_dlpack keeps its own)
+            jdtypes, bridge, _, version = _device_jax._jax_internals()
+            monkeypatch.setattr(_device_jax, "_jax_internals",
+                                lambda: (jdtypes, bridge, types.SimpleNamespace(), version))
+            monkeypatch.setattr(_device_jax, "_import_unavailable", False)
+        with _device.host_stand_in_for_tests() as engine:
+            got = jtree.load(path, shardings=sharding)
+        assert engine["bytes_copied"] == sum(a.nbytes for a in tree.values())
+        assert len(calls) == (len(tree) if refuse else 0), refuse
+        assert _device_jax._import_unavailable == refuse
+        for k, a in tree.items():
+            g = got[k]
+            assert g.devices() == {jax.devices()[1]} and g.committed, (k, refuse)
+            want = a.astype(np.int32) if k == "i64" and not jax.config.jax_enable_x64 else a
+            assert g.dtype == want.dtype and g.shape == want.shape, (k, refuse)
+            assert np.array_equal(np.asarray(g).view(np.uint8), want.view(np.uint8)), (k, refuse)
+
+
 def test_jax_direct_path_needs_no_torch_and_views_one_allocation(jax, ml_dtypes, path):
     import subprocess
     import sys
