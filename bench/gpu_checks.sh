@@ -6,7 +6,8 @@
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
 #   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1),
 #      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
-#   2. the Python GPU tests (test_device_load.py: torch and JAX)
+#   2. the Python GPU tests (test_device_load.py: torch and JAX), and what JAX's allocation of
+#      a load's memory costs (compiled once per size)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
 #   4. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
 #   5. bench_device variants: staging sizes, zero copy with larger windows, and cold loads
@@ -58,6 +59,18 @@ jtree.save({**{'w%d' % i: r.standard_normal((1024, 4096), dtype=np.float32) for 
 stage "Python GPU tests"
 (cd tests/python && run 90 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider -rs \
    test_device_load.py -k "gpu or cuda" 2>&1 | tail -15)
+
+stage "JAX: the cost of a load's allocation (compiled per size: is it worth avoiding?)"
+run 60 env -u LD_LIBRARY_PATH python3 -c "
+import time, jax
+from jtree import _device_jax as d
+dev = jax.devices('gpu')[0]
+t = [time.perf_counter()]
+for n in (1 << 30, 1 << 30, (1 << 30) + 4096):
+    d.allocate([dev], n)
+    t.append(time.perf_counter())
+print('JAX allocation of 1 GiB: first %.1f ms (compiles), again %.1f ms, another size %.1f ms'
+      % tuple(1e3 * (b - a) for a, b in zip(t, t[1:])))" 2>&1 | tail -3
 
 stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
