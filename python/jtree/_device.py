@@ -112,10 +112,11 @@ def nbytes(t: Any) -> int:
 
 
 def empty(shape: Tuple[int, ...], dtype: Any, device: Any, file: Optional[str],
-          where: str) -> Any:
+          where: Any) -> Any:
     """A new torch tensor on ``device`` for a load's leaf (or slice) to be read into. Out of
-    device memory is ResourceExhaustedError naming the file, the key path and the bytes, with
-    torch's own message (what the device holds) after it and as its cause."""
+    device memory is ResourceExhaustedError naming the file, the key path (``where``: the
+    text, or a function giving it, asked only then) and the bytes, with torch's own message
+    (what the device holds) after it and as its cause."""
     import torch  # noqa: PLC0415
 
     try:
@@ -125,7 +126,7 @@ def empty(shape: Tuple[int, ...], dtype: Any, device: Any, file: Optional[str],
         for n in shape:
             nbytes *= n
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise error(ResourceExhaustedError, file, where,
+        raise error(ResourceExhaustedError, file, where() if callable(where) else where,
                     f"out of memory on {device} allocating {nbytes} bytes for it "
                     f"(torch: {first})") from e
 

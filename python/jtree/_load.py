@@ -633,7 +633,8 @@ class Loader:
                     else None)
             if fast is not None:
                 return fast
-        else:  # (a template gives dtype and shape: cast= and pad_truncate= do not apply to it)
+        else:  # a torch template of the stored dtype and shape (cast= and pad_truncate= do
+            # not apply to a template)
             fast = _load_torch.from_template(self, fl, target, path)
             if fast is not None:
                 return fast

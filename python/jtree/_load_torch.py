@@ -163,7 +163,7 @@ def _new_on_device(loader: Any, fl: FileLeaf, stored_t: Any, device: Any, key: A
     """A new tensor of the leaf's stored dtype and shape on ``device``, filled straight in
     device memory by jtree._device (as tensor() plans it); remembered under ``key``."""
     loader.reserve_array(fl.shape, _dtypes.torch_itemsize(stored_t), path)
-    dst = _device.empty(fl.shape, stored_t, device, loader.name, kp.join(path))
+    dst = _device.empty(fl.shape, stored_t, device, loader.name, lambda: kp.join(path))
     loader.device_requests.append((fl.index, None, dst))
     thunk = memo(lambda: dst)
     loader.cache[key] = thunk
