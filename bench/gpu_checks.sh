@@ -82,7 +82,7 @@ if [ "$left" -gt 60 ]; then
   run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
     --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget "$left" \
-    --systems jtree-raw-torch-out,jtree-raw-torch-out-zc,jtree-raw-torch-dev,jtree-torch-out,safetensors,fastsafetensors,jtree-raw-jax,torch,jtree-raw-torch \
+    --systems jtree-raw-torch-out,fastsafetensors,jtree-raw-torch-out-zc,jtree-raw-torch-dev,safetensors,jtree-torch-out,jtree-raw-jax,torch,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"
