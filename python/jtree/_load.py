@@ -28,7 +28,7 @@ from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotS
                       ResourceExhaustedError, error)
 from . import _load_jax, _load_numpy, _load_torch
 from ._global_array import GlobalArray
-from ._load_adapter import Placement, Thunk, dtype_name
+from ._load_adapter import Placement, Thunk, array_key, dtype_name
 from ._load_adapter import memo as _memo
 from ._load_jax import is_sharding
 from ._progress import Phases, TerminalBar, finish, progress_callback
@@ -672,7 +672,7 @@ class Loader:
         adapter.settle(self, fl, p, path)
         scalar = bool(fl.flags & FLAG_SCALAR) and shape == ()
 
-        key = (fl.index, p.framework, p.want, shape, id(p.sharding), str(p.device), id(p.out))
+        key = array_key(fl, p.framework, p.want, shape, p.sharding, p.device, p.out)
         if p.out is None and key in self.cache:
             return self.cache[key]
         thunk = _memo(adapter.array(self, fl, p, scalar, path))

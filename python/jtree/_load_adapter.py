@@ -75,3 +75,11 @@ def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = Non
     if name is None:
         raise error(InvalidArgumentError, file, key_path, f"{d!r} is not a dtype jtree has")
     return name
+
+
+def array_key(fl: Any, framework: str, want: Optional[str], shape: Tuple[int, ...],
+              sharding: Any = None, device: Any = None, out: Any = None) -> Tuple[Any, ...]:
+    """The key of Loader.cache under which an array leaf's thunk is kept: one leaf loaded the
+    same way (tied leaves, a target naming it twice) gives one array. Loader.array() and the
+    adapters' fast paths use it, so that each finds what the other planned."""
+    return (fl.index, framework, want, shape, id(sharding), str(device), id(out))

@@ -8,7 +8,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _dtypes
-from ._load_adapter import Placement, Thunk, dtype_name, memo
+from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
 from ._structure import FLAG_SCALAR, FileLeaf
 
 NAME = "numpy"
@@ -50,8 +50,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
             return None  # (bfloat16 through numpy_cast, or the clear error)
         npdt = _dtypes.numpy_dtype(fl.dtype, loader.name, path)
     shape = fl.shape
-    # The key Loader.array() uses for the same leaf: tied leaves give the same array.
-    key = (fl.index, "numpy", fl.dtype, shape, id(None), "None", id(None))
+    key = array_key(fl, "numpy", fl.dtype, shape)  # (tied leaves: one array)
     thunk = loader.cache.get(key)
     if thunk is not None:
         return thunk

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _device, _dtypes
 from . import _keypath as kp
-from ._load_adapter import Placement, Thunk, dtype_name, memo
+from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
 from ._structure import FileLeaf
 
 NAME = "torch"
@@ -94,8 +94,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     if not on_device and (not loader.o.mmap or (device is not None and device.type != "cpu")):
         return None
     shape = fl.shape
-    # The key Loader.array() uses for the same leaf: tied leaves give the same tensor.
-    key = (fl.index, "torch", fl.dtype, shape, id(None), str(device), id(None))
+    key = array_key(fl, "torch", fl.dtype, shape, device=device)  # (tied leaves: one tensor)
     thunk = loader.cache.get(key)
     if thunk is not None:
         return thunk
@@ -142,8 +141,7 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
             return None  # (the general path fills it through a tensor of its own)
         loader.device_requests.append((fl.index, None, t))
         return lambda: t
-    # The key Loader.array() uses for the same leaf: tied leaves give the same tensor.
-    key = (fl.index, "torch", fl.dtype, fl.shape, id(None), str(device), id(None))
+    key = array_key(fl, "torch", fl.dtype, fl.shape, device=device)  # (tied: one tensor)
     thunk = loader.cache.get(key)
     return thunk if thunk is not None else _new_on_device(loader, fl, t.dtype, device, key, path)
 
