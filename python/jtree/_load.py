@@ -26,7 +26,7 @@ from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, InvalidArgumentError, NotFoundError, NotSupportedError,
                       ResourceExhaustedError, error)
-from . import _load_jax, _load_numpy, _load_torch
+from . import _load_jax, _load_numpy, _load_plain, _load_torch
 from ._global_array import GlobalArray
 from ._load_adapter import Placement, Thunk, array_key, dtype_name
 from ._load_adapter import memo as _memo
@@ -143,11 +143,19 @@ def spec_tree(node: FileNode, *, strict: bool, file: Optional[str]) -> Any:
     assert node.index == 0 and node._tree is not None, "spec_tree is of a file's root"
     allow_deep_trees()
     with paused_gc():
-        def container(kind: int, type_name: Optional[str], aux: Optional[bytes],
-                      keys: List[Any], values: List[Any], parts: Tuple[Any, ...]) -> Any:
-            return rebuild_container(kind, type_name, aux, keys, values, strict=strict,
-                                     file=file, key_path=kp.join(parts))
-        return node._tree.reader.spec_tree(LeafSpec, LEAF_KIND_NAMES, spec_dtype_of, container)
+        return node._tree.reader.spec_tree(LeafSpec, LEAF_KIND_NAMES, spec_dtype_of,
+                                           container_builder(strict, file))
+
+
+def container_builder(strict: bool, file: Optional[str]) -> Callable[..., Any]:
+    """The ``container(kind, type_name, aux, keys, values, key_path_parts)`` callback of the
+    native tree walks (Reader.spec_tree, Reader.load_plain): the containers that need Python
+    (named tuples, OrderedDict, custom nodes), by rebuild_container's rules."""
+    def container(kind: int, type_name: Optional[str], aux: Optional[bytes],
+                  keys: List[Any], values: List[Any], parts: Tuple[Any, ...]) -> Any:
+        return rebuild_container(kind, type_name, aux, keys, values, strict=strict,
+                                 file=file, key_path=kp.join(parts))
+    return container
 
 
 class LoadOptions:
@@ -233,6 +241,12 @@ class Loader:
             # (Paused until the result is built: the plan's objects die with this Loader.)
             with paused_gc():
                 if (target is ALL or target is True) and root._tree is not None:
+                    if root.index == 0 and _load_plain.applies(self.o):
+                        got = _load_plain.load(root._tree.reader,
+                                               container_builder(self.o.strict, self.name),
+                                               self.o)
+                        if got is not None:
+                            return got[0]
                     root._tree.fill_all(root)  # the whole tree is walked: made in one pass
                 try:
                     build = self.plan(root, target, path)

@@ -64,9 +64,14 @@ def test_lazy_walk_equals_a_full_walk(wide_file):
     # A partial walk first, then a full one, on the same open file: the same result.
     with jtree.open(p) as f:
         jtree.load(f, {"g000": True})
-        again = jtree.load(f)
+        assert made(f) == 2 * 20
+        again = jtree.load(f)  # (the plain load, jtree._load_plain: no FileLeaf made)
         assert again["meta"] == out["meta"]
         np.testing.assert_array_equal(again["g020"]["p07"]["mu"], t["g020"]["p07"]["mu"])
+        assert made(f) == 2 * 20
+        walked = jtree.load(f, keys="**")  # the general loader's full walk
+        assert walked["meta"] == out["meta"]
+        np.testing.assert_array_equal(walked["g020"]["p07"]["mu"], t["g020"]["p07"]["mu"])
         assert made(f) == 2 * 50 * 20 + 5  # every leaf: "a", 1, 2.5, 3, b"x" in meta
 
 
@@ -127,7 +132,11 @@ def test_bulk_and_lazy_walks_agree(wide_file):
         assert counting.calls == {"spec_tree": 1}
         assert made(a) == 0 and a._root._children is None  # ...without a FileNode or FileLeaf
         assert a.structure() == bulk
-        whole = jtree.load(a)  # a full load makes the whole tree in one pass
+        whole = jtree.load(a)  # a plain full load is one native call (jtree._load_plain)...
+        assert counting.calls == {"spec_tree": 2, "load_plain": 1}
+        assert made(a) == 0  # ...without a FileNode or FileLeaf
+        assert whole["g003"]["p07"]["step"] == 7
+        whole = jtree.load(a, keys="**")  # the general loader makes the whole tree in one pass
         assert counting.calls["nodes"] == 1 and "children" not in counting.calls
         assert made(a) == 2005
         assert all(n._children is not None for n in a._root.children)

@@ -76,6 +76,27 @@ nb::object key_to_py(const jtree::KeyView& key) {
   }
 }
 
+nb::object leaf_scalar_value(const jtree::Leaf& l, bool big_int_as_int) {
+  switch (l.kind) {
+    case jtree::LeafKind::kInt: {
+      if (l.big_int.empty()) return nb::int_(l.int_value);
+      nb::bytes b(l.big_int.data(), l.big_int.size());
+      if (!big_int_as_int) return std::move(b);
+      nb::object from_bytes =
+          nb::borrow(reinterpret_cast<PyObject*>(&PyLong_Type)).attr("from_bytes");
+      return from_bytes(b, "little", nb::arg("signed") = true);
+    }
+    case jtree::LeafKind::kFloat: return nb::float_(l.real);
+    case jtree::LeafKind::kBool: return nb::bool_(l.bool_value);
+    case jtree::LeafKind::kComplex: {
+      PyObject* c = PyComplex_FromDoubles(l.real, l.imag);
+      if (c == nullptr) throw nb::python_error();
+      return nb::steal(c);
+    }
+    default: return nb::none();
+  }
+}
+
 nb::tuple shape_tuple(const jtree::Shape& s) {
   PyObject* t = PyTuple_New(static_cast<Py_ssize_t>(s.size()));
   if (t == nullptr) throw nb::python_error();

@@ -71,6 +71,15 @@ std::string bytes_to_string(nb::handle b);
 /// without a list between).
 nb::tuple shape_tuple(const jtree::Shape& s);
 
+/// The Python value of an Int/Float/Bool/Complex leaf (None for every other kind). An int
+/// beyond int64 is a Python int, or with `big_int_as_int` false its two's-complement
+/// little-endian bytes (the leaf tuple's field, docs/architecture.md section 5).
+nb::object leaf_scalar_value(const jtree::Leaf& l, bool big_int_as_int);
+
+/// A flat uint8 NumPy array over a mapped leaf's bytes (reader.cc); its capsule holds a
+/// reference to the mapping for as long as NumPy holds the array. `writable` false: read-only.
+nb::object mapped_bytes_array(jtree::MappedLeaf m, bool writable);
+
 /// load_pytreedef of a whole file in one preorder pass over `reader`'s nodes, without a Python
 /// object per node: dicts, lists, tuples and None are made here, and each leaf's LeafSpec by
 /// the one LeafSpec rule of spec_tree.cc (the one leaf_specs uses). `kind_names[kind]` names a
@@ -86,6 +95,11 @@ nb::object spec_tree(const jtree::Reader& reader, nb::handle spec_cls, nb::handl
 nb::list leaf_specs(nb::handle rows, nb::handle spec_cls, nb::handle kind_names,
                     nb::handle dtype_of);
 void register_specs(nb::module_& m);
+
+/// A whole NumPy load of a plain file in one native pass (plain_load.cc): a 1-tuple holding
+/// the loaded tree, or None when the file needs the general Python loader (see there).
+nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
+                      nb::handle container, int mmap_mode, bool verify, int threads);
 
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);

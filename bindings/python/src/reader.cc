@@ -17,6 +17,20 @@
 #include "py_source.h"
 
 namespace jtpy {
+
+nb::object mapped_bytes_array(jtree::MappedLeaf m, bool writable) {
+  auto* keep = new std::shared_ptr<const void>(std::move(m.owner));
+  nb::capsule owner(keep, [](void* p) noexcept {
+    delete static_cast<std::shared_ptr<const void>*>(p);
+  });
+  const size_t shape[1] = {m.bytes.size()};
+  auto* data = reinterpret_cast<uint8_t*>(m.bytes.data());
+  if (writable) {
+    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast();
+  }
+  return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast();
+}
+
 namespace {
 
 using ByteBuffer = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig>;
@@ -62,19 +76,7 @@ nb::tuple node_tuple(const jtree::NodeView& n) {
 // A leaf as Python sees it: the leaf tuple (kind, flags, dtype, shape, storage, value,
 // type_name, chunk_shape, codec, filter) of docs/architecture.md section 5.
 nb::tuple leaf_tuple(const jtree::Leaf& l) {
-  nb::object value = nb::none();
-  switch (l.kind) {
-    case jtree::LeafKind::kInt:
-      value = l.big_int.empty() ? nb::object(nb::int_(l.int_value))
-                                : nb::object(nb::bytes(l.big_int.data(), l.big_int.size()));
-      break;
-    case jtree::LeafKind::kFloat: value = nb::float_(l.real); break;
-    case jtree::LeafKind::kBool: value = nb::bool_(l.bool_value); break;
-    case jtree::LeafKind::kComplex:
-      value = nb::steal(PyComplex_FromDoubles(l.real, l.imag));
-      break;
-    default: break;
-  }
+  nb::object value = leaf_scalar_value(l, /*big_int_as_int=*/false);
   return nb::make_tuple(
       static_cast<int>(l.kind), l.flags, static_cast<int>(l.dtype), shape_tuple(l.shape),
       static_cast<int>(l.storage), value,
@@ -135,6 +137,12 @@ class PyReader {
     nb::list out;
     for (uint32_t i = 0; i < r_->num_leaves(); ++i) out.append(leaf_tuple(r_->decode_leaf(i)));
     return out;
+  }
+
+  // A whole plain NumPy load (see jtpy::load_plain): (tree,) or None.
+  nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, int mmap_mode,
+                        bool verify, int threads) const {
+    return jtpy::load_plain(*r_, numpy_dtype_of, container, mmap_mode, verify, threads);
   }
 
   // load_pytreedef of the whole file (see jtpy::spec_tree).
@@ -306,24 +314,9 @@ class PyReader {
         out.append(nb::none());
         continue;
       }
-      out.append(mapped_array(std::move(m), writable));
+      out.append(mapped_bytes_array(std::move(m), writable));
     }
     return out;
-  }
-
-  // A flat uint8 NumPy array over mapped bytes; its capsule holds a reference to the mapping
-  // for as long as NumPy holds the array.
-  static nb::object mapped_array(jtree::MappedLeaf m, bool writable) {
-    auto* keep = new std::shared_ptr<const void>(std::move(m.owner));
-    nb::capsule owner(keep, [](void* p) noexcept {
-      delete static_cast<std::shared_ptr<const void>*>(p);
-    });
-    const size_t shape[1] = {m.bytes.size()};
-    auto* data = reinterpret_cast<uint8_t*>(m.bytes.data());
-    if (writable) {
-      return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast();
-    }
-    return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(data, 1, shape, owner).cast();
   }
 
   // uint8 array | None: the box [begin, end) of a leaf in place in the file's copy-on-write
@@ -344,7 +337,7 @@ class PyReader {
     }
     jtree::MappedLeaf m = value_or_raise(std::move(*r));
     if (!m) return nb::none();
-    return mapped_array(std::move(m), writable);
+    return mapped_bytes_array(std::move(m), writable);
   }
 
   // Loads to device memory (device_read.cc): [(leaf, box | None, dst_address, nbytes)].
@@ -431,6 +424,14 @@ void register_reader(nb::module_& m) {
            "The whole structure with a spec_cls object per leaf, in one pass: dicts, lists, "
            "tuples and None made natively, other containers by container(kind, type_name, "
            "aux, keys, values, key_path_parts); dtype_of(code) -> (dtype, item size) | None.")
+      .def("load_plain", &PyReader::load_plain, nb::arg("numpy_dtype_of"), nb::arg("container"),
+           nb::arg("mmap_mode"), nb::arg("verify") = true, nb::arg("threads") = 0,
+           "The whole file loaded as NumPy arrays and Python values in one pass (jtree.load "
+           "with no selection, cast, target or device): (tree,), or None where the general "
+           "loader must do it (pickled or custom leaves, a dtype NumPy lacks, the memory "
+           "limits). numpy_dtype_of(code) -> np.dtype | None; mmap_mode 0 copies, 1 "
+           "copy-on-write views of mapped leaves, 2 read-only views; containers other than "
+           "dict/list/tuple by container(kind, type_name, aux, keys, values, parts).")
       .def("metadata", &PyReader::metadata, "User metadata: [(key, value bytes)].")
       .def("info", &PyReader::info, "Facts about the file (jtree::FileInfo) as a dict.")
       .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")

@@ -14,18 +14,10 @@
 #include <vector>
 
 #include "common.h"
+#include "tree_assembly.h"
 
 namespace jtpy {
 namespace {
-
-struct Frame {
-  jtree::NodeView node;
-  nb::object key;         // this node's key in its parent (None for a position)
-  uint32_t position = 0;  // its position among its parent's children
-  uint32_t done = 0;      // children handed up so far
-  nb::object values;      // kDict: the dict; else the list of values
-  nb::object keys;        // the children's keys, for containers built by Python
-};
 
 // The product of the dimensions times the item size, exact (a Python int when over 64 bits).
 nb::object byte_count(const jtree::Shape& shape, uint64_t item) {
@@ -150,89 +142,10 @@ class SpecBuilder {
         specs_(reader.num_leaves()) {}
 
   nb::object build() {
-    std::vector<Frame> stack;
-    nb::object result = nb::none();
-    for (uint32_t i = 0; i < r_.num_nodes(); ++i) {
-      const jtree::NodeView n = r_.node(i);
-      nb::object key = key_to_py(n.key);
-      const uint32_t position = stack.empty() ? 0 : stack.back().done;
-      nb::object value;
-      if (n.kind == jtree::NodeKind::kLeaf) {
-        value = spec(n.leaf);
-      } else if (n.kind == jtree::NodeKind::kNone) {
-        value = nb::none();
-      } else {
-        Frame f{n, key, position, 0, nb::object(), nb::object()};
-        f.values = n.kind == jtree::NodeKind::kDict ? nb::object(nb::dict()) : nb::object(nb::list());
-        if (!native(n.kind)) f.keys = nb::list();
-        if (n.num_children > 0) {
-          stack.push_back(std::move(f));
-          continue;
-        }
-        value = finish(f, stack);
-      }
-      // Hand the value up, finishing every container it completes.
-      while (!stack.empty()) {
-        Frame& top = stack.back();
-        if (top.node.kind == jtree::NodeKind::kDict) {
-          if (PyDict_SetItem(top.values.ptr(), key.ptr(), value.ptr()) != 0) {
-            throw nb::python_error();
-          }
-        } else if (PyList_Append(top.values.ptr(), value.ptr()) != 0) {
-          throw nb::python_error();
-        }
-        if (top.keys.is_valid() && PyList_Append(top.keys.ptr(), key.ptr()) != 0) {
-          throw nb::python_error();
-        }
-        if (++top.done < top.node.num_children) break;
-        Frame f = std::move(top);
-        stack.pop_back();
-        value = finish(f, stack);
-        key = f.key;
-      }
-      if (stack.empty()) result = value;
-    }
-    return result;
+    return assemble_tree(r_, container_, [this](uint32_t leaf) { return spec(leaf); });
   }
 
  private:
-  static bool native(jtree::NodeKind k) {
-    return k == jtree::NodeKind::kDict || k == jtree::NodeKind::kList ||
-           k == jtree::NodeKind::kTuple;
-  }
-
-  // The finished container of frame `f`, whose ancestors are `stack`.
-  nb::object finish(const Frame& f, const std::vector<Frame>& stack) {
-    switch (f.node.kind) {
-      case jtree::NodeKind::kDict:
-      case jtree::NodeKind::kList:
-        return f.values;
-      case jtree::NodeKind::kTuple: {
-        PyObject* t = PyList_AsTuple(f.values.ptr());
-        if (t == nullptr) throw nb::python_error();
-        return nb::steal(t);
-      }
-      default:
-        break;
-    }
-    // Its key path (for an error about it): each node's key, or its position in its parent,
-    // from the root's child down (the root, stack[0], has no part).
-    nb::list parts;
-    auto add = [&](const Frame& g) {
-      parts.append(g.key.is_none() ? nb::object(nb::int_(g.position)) : g.key);
-    };
-    for (size_t d = 1; d < stack.size(); ++d) add(stack[d]);
-    if (!stack.empty()) add(f);
-    const bool named = f.node.kind == jtree::NodeKind::kNamedTuple ||
-                       f.node.kind == jtree::NodeKind::kCustom;
-    nb::object type_name = named ? nb::object(decode_utf8(f.node.type_name)) : nb::none();
-    nb::object aux = f.node.kind == jtree::NodeKind::kCustom
-                         ? nb::object(nb::bytes(f.node.aux_data.data(), f.node.aux_data.size()))
-                         : nb::none();
-    return container_(static_cast<int>(f.node.kind), type_name, aux, f.keys, f.values,
-                      nb::tuple(parts));
-  }
-
   // The LeafSpec of leaf `i`, made once (a leaf referred to twice is one spec). Its nbytes:
   // the payload's bytes in memory (a payload leaf is UInt8 of shape [n]), 0 for a scalar.
   nb::object spec(uint32_t i) {

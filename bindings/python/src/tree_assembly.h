@@ -1,0 +1,118 @@
+// The one native walk that turns a file's nodes into Python containers: load_pytreedef's
+// structure (spec_tree.cc: a LeafSpec per leaf) and a whole plain load (plain_load.cc: the
+// loaded value per leaf). Dicts, lists, tuples and None are made here; every other container
+// (named tuples, OrderedDict, custom nodes) is made by Python's `container` callback, which
+// owns those rules (the registry, namedtuple classes, strict=).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+
+namespace jtpy {
+
+namespace assembly_detail {
+
+struct Frame {
+  jtree::NodeView node;
+  nb::object key;         // this node's key in its parent (None for a position)
+  uint32_t position = 0;  // its position among its parent's children
+  uint32_t done = 0;      // children handed up so far
+  nb::object values;      // kDict: the dict; else the list of values
+  nb::object keys;        // the children's keys, for containers built by Python
+};
+
+inline bool native(jtree::NodeKind k) {
+  return k == jtree::NodeKind::kDict || k == jtree::NodeKind::kList ||
+         k == jtree::NodeKind::kTuple;
+}
+
+// The finished container of frame `f`, whose ancestors are `stack`.
+inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::handle container) {
+  switch (f.node.kind) {
+    case jtree::NodeKind::kDict:
+    case jtree::NodeKind::kList:
+      return f.values;
+    case jtree::NodeKind::kTuple: {
+      PyObject* t = PyList_AsTuple(f.values.ptr());
+      if (t == nullptr) throw nb::python_error();
+      return nb::steal(t);
+    }
+    default:
+      break;
+  }
+  // Its key path (for an error about it): each node's key, or its position in its parent,
+  // from the root's child down (the root, stack[0], has no part).
+  nb::list parts;
+  auto add = [&](const Frame& g) {
+    parts.append(g.key.is_none() ? nb::object(nb::int_(g.position)) : g.key);
+  };
+  for (size_t d = 1; d < stack.size(); ++d) add(stack[d]);
+  if (!stack.empty()) add(f);
+  const bool named = f.node.kind == jtree::NodeKind::kNamedTuple ||
+                     f.node.kind == jtree::NodeKind::kCustom;
+  nb::object type_name = named ? nb::object(decode_utf8(f.node.type_name)) : nb::none();
+  nb::object aux = f.node.kind == jtree::NodeKind::kCustom
+                       ? nb::object(nb::bytes(f.node.aux_data.data(), f.node.aux_data.size()))
+                       : nb::none();
+  return container(static_cast<int>(f.node.kind), type_name, aux, f.keys, f.values,
+                   nb::tuple(parts));
+}
+
+}  // namespace assembly_detail
+
+/// The whole tree of `reader` in one preorder pass: `leaf_value(leaf index)` gives each leaf's
+/// Python value (the caller keeps one object per leaf for tied leaves), None nodes are None,
+/// and every container that is not a dict, list or tuple is
+/// `container(kind, type_name, aux, keys, values, key_path_parts)`.
+template <class LeafValue>
+nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue&& leaf_value) {
+  using assembly_detail::Frame;
+  std::vector<Frame> stack;
+  nb::object result = nb::none();
+  for (uint32_t i = 0; i < r.num_nodes(); ++i) {
+    const jtree::NodeView n = r.node(i);
+    nb::object key = key_to_py(n.key);
+    const uint32_t position = stack.empty() ? 0 : stack.back().done;
+    nb::object value;
+    if (n.kind == jtree::NodeKind::kLeaf) {
+      value = leaf_value(n.leaf);
+    } else if (n.kind == jtree::NodeKind::kNone) {
+      value = nb::none();
+    } else {
+      Frame f{n, key, position, 0, nb::object(), nb::object()};
+      f.values = n.kind == jtree::NodeKind::kDict ? nb::object(nb::dict()) : nb::object(nb::list());
+      if (!assembly_detail::native(n.kind)) f.keys = nb::list();
+      if (n.num_children > 0) {
+        stack.push_back(std::move(f));
+        continue;
+      }
+      value = assembly_detail::finish(f, stack, container);
+    }
+    // Hand the value up, finishing every container it completes.
+    while (!stack.empty()) {
+      Frame& top = stack.back();
+      if (top.node.kind == jtree::NodeKind::kDict) {
+        if (PyDict_SetItem(top.values.ptr(), key.ptr(), value.ptr()) != 0) {
+          throw nb::python_error();
+        }
+      } else if (PyList_Append(top.values.ptr(), value.ptr()) != 0) {
+        throw nb::python_error();
+      }
+      if (top.keys.is_valid() && PyList_Append(top.keys.ptr(), key.ptr()) != 0) {
+        throw nb::python_error();
+      }
+      if (++top.done < top.node.num_children) break;
+      Frame f = std::move(top);
+      stack.pop_back();
+      value = assembly_detail::finish(f, stack, container);
+      key = f.key;
+    }
+    if (stack.empty()) result = value;
+  }
+  return result;
+}
+
+}  // namespace jtpy
