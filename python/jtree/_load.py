@@ -147,12 +147,17 @@ def spec_tree(node: FileNode, *, strict: bool, file: Optional[str]) -> Any:
                                            container_builder(strict, file))
 
 
-def container_builder(strict: bool, file: Optional[str]) -> Callable[..., Any]:
+def container_builder(strict: bool, file: Optional[str],
+                      framework: str = "numpy") -> Callable[..., Any]:
     """The ``container(kind, type_name, aux, keys, values, key_path_parts)`` callback of the
     native tree walks (Reader.spec_tree, Reader.load_plain): the containers that need Python
-    (named tuples, OrderedDict, custom nodes), by rebuild_container's rules."""
+    (named tuples, OrderedDict, custom nodes), by rebuild_container's rules (and, for
+    ``framework="torch"``, a torch.Size node as a torch.Size, as Loader.container makes it)."""
     def container(kind: int, type_name: Optional[str], aux: Optional[bytes],
                   keys: List[Any], values: List[Any], parts: Tuple[Any, ...]) -> Any:
+        if (framework == "torch" and kind == CUSTOM and type_name in _tv.NODES
+                and _registry.node_for_name(type_name) is None):
+            return _tv.build_node(type_name, values, framework, file, kp.join(parts))
         return rebuild_container(kind, type_name, aux, keys, values, strict=strict,
                                  file=file, key_path=kp.join(parts))
     return container
@@ -242,9 +247,10 @@ class Loader:
             with paused_gc():
                 if (target is ALL or target is True) and root._tree is not None:
                     if root.index == 0 and _load_plain.applies(self.o):
-                        got = _load_plain.load(root._tree.reader,
-                                               container_builder(self.o.strict, self.name),
-                                               self.o)
+                        got = _load_plain.load(
+                            root._tree.reader,
+                            container_builder(self.o.strict, self.name, self.o.framework),
+                            self.o)
                         if got is not None:
                             return got[0]
                     root._tree.fill_all(root)  # the whole tree is walked: made in one pass

@@ -1,33 +1,43 @@
-"""The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file as NumPy arrays and
-Python values, with no selection, cast, target, device or progress (the call made most), done
-in one native pass (``Reader.load_plain``, bindings/python/src/plain_load.cc) instead of the
-general loader's plan of a Python frame, thunk and reservation per leaf (jtree._load). Same
-rules, same result; where the file needs more (pickled or custom leaves, a dtype NumPy lacks,
-the memory limits, a damaged str) the native pass declines and the general loader loads it."""
+"""The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file as NumPy arrays (or, with
+``framework="torch"`` on the CPU and the memory map on, torch tensors) and Python values, with
+no selection, cast, target, device or progress (the call made most), done in one native pass
+(``Reader.load_plain``, bindings/python/src/plain_load.cc) instead of the general loader's plan
+of a Python frame, thunk and reservation per leaf (jtree._load). Same rules, same result; where
+the file needs more (pickled or custom leaves, a dtype NumPy or torch lacks, the memory limits,
+a damaged str) the native pass declines and the general loader loads it."""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from . import _dtypes
+from . import _device, _dtypes
 
 # mmap= as Reader.load_plain's mmap_mode: 0 copies, 1 copy-on-write views, 2 read-only views.
 _MMAP_MODE = {False: 0, True: 1, "r": 2}
 
+# Stored dtypes torch.from_numpy takes as they are (as jtree._load_torch._FROM_NUMPY); the
+# others torch has are viewed from their bytes.
+from ._load_torch import _FROM_NUMPY  # noqa: E402
+
 
 def applies(o: Any) -> bool:
     """Whether a whole load with LoadOptions ``o`` is a plain one (the caller checks that the
-    target is everything, from the file's root)."""
-    return (o.framework == "numpy" and o.cast is None and o.keys is None and not o.prune
-            and not o.fill_out and o.progress is None and o.device_options is None
-            and o.device is None and o.shardings is None)
+    target is everything, from the file's root): NumPy, or torch on the CPU from the memory
+    map (jtree._load_torch.as_stored's case; without the map torch tensors are made by torch)."""
+    if o.framework == "torch":
+        if not o.mmap or (o.device is not None and (o.device.type != "cpu"
+                                                    or _device.direct(o.device))):
+            return False  # (direct(cpu): the tests' host stand-in for a device)
+    elif o.framework != "numpy" or o.device is not None:
+        return False
+    return (o.cast is None and o.keys is None and not o.prune and not o.fill_out
+            and o.progress is None and o.device_options is None and o.shardings is None)
 
 
 def numpy_dtype_of(code: int) -> Optional[np.dtype]:
     """The NumPy dtype of a native dtype code as a load makes it, or None where the general
-    loader decides (no NumPy type: bfloat16 without ml_dtypes becomes float32 there, or the
-    clear error)."""
+    loader decides (no NumPy type: the clear error there)."""
     name = _dtypes.NAME_OF.get(code, "")
     if not name:
         return None
@@ -38,8 +48,41 @@ def numpy_dtype_of(code: int) -> Optional[np.dtype]:
     return _dtypes.numpy_dtype(name)
 
 
+def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarray, int], Any]]:
+    """(numpy_dtype_of, wrap) of a torch plain load: each array made as a NumPy array of its
+    stored dtype, then a tensor over the same memory, as _load_torch.as_stored makes it."""
+    import torch  # noqa: PLC0415
+
+    from_numpy = torch.from_numpy
+    torch_of: Dict[int, Any] = {}
+
+    def dtype_of(code: int) -> Optional[np.dtype]:
+        name = _dtypes.NAME_OF.get(code, "")
+        t = getattr(torch, name, None) if name not in _dtypes.TORCH_MISSING else None
+        if not isinstance(t, torch.dtype):
+            return None  # (the general loader: through NumPy, or the clear error)
+        torch_of[code] = None if name in _FROM_NUMPY else t
+        return numpy_dtype_of(code)
+
+    def wrap(a: np.ndarray, code: int) -> Any:
+        t = torch_of[code]
+        if t is None:
+            return from_numpy(a)
+        if not a.size:  # (torch views no empty bytes)
+            return torch.empty(a.shape, dtype=t)
+        return from_numpy(a.reshape(-1).view(np.uint8)).view(t).reshape(a.shape)
+
+    return dtype_of, wrap
+
+
 def load(reader: Any, container: Any, o: Any) -> Optional[Tuple[Any]]:
     """``(tree,)``: the whole file of the native ``reader`` loaded, containers other than
     dicts, lists and tuples made by ``container`` (jtree._load.container_builder); None when
     the general loader must load it."""
-    return reader.load_plain(numpy_dtype_of, container, _MMAP_MODE[o.mmap], o.verify, o.threads)
+    if o.framework == "torch":
+        # (Copy-on-write for mmap="r" too: torch tensors have no read-only flag.)
+        dtype_of, wrap = _torch_wrap()
+        return reader.load_plain(dtype_of, container, wrap, _MMAP_MODE[True], o.verify,
+                                 o.threads)
+    return reader.load_plain(numpy_dtype_of, container, None, _MMAP_MODE[o.mmap], o.verify,
+                             o.threads)

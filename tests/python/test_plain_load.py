@@ -138,12 +138,12 @@ def test_file_objects_bytes_and_open_files_take_the_plain_load(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("options", [
-    dict(keys="a"), dict(cast=np.float32), dict(framework="torch"), dict(prune=True),
-    dict(progress=lambda done, total: None),
+    dict(keys="a"), dict(cast=np.float32), dict(framework="torch", mmap=False),
+    dict(framework="jax"), dict(prune=True), dict(progress=lambda done, total: None),
 ])
-def test_loads_with_options_take_the_general_loader(tmp_path, monkeypatch, options):
-    if options.get("framework") == "torch":
-        pytest.importorskip("torch")
+def test_loads_with_options_take_the_general_loader(tmp_path, monkeypatch, options, request):
+    if options.get("framework") in ("torch", "jax"):
+        request.getfixturevalue(options["framework"])  # (fails under JTREE_TEST_REQUIRE_ALL)
     p = str(tmp_path / "t.jtree")
     jtree.save({"a": np.arange(4.0), "b": 1}, p)
     counting = Counting(monkeypatch)
@@ -259,3 +259,60 @@ def test_custom_nodes_follow_strict(tmp_path, monkeypatch):
         jtree.load(p)
     assert type(jtree.load(p, strict=False)["c"]) is list
     assert counting.results == [True, True]  # (the error raised while building: no decline)
+
+
+def same_torch(a, b, torch, path="root"):
+    """a and b are the same tree of tensors and values."""
+    assert type(a) is type(b), path
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.device == b.device, path
+        assert torch.equal(a.view(-1).view(torch.uint8) if a.numel() else a,
+                           b.view(-1).view(torch.uint8) if b.numel() else b), path
+    elif isinstance(a, dict):
+        assert list(a) == list(b), path
+        for k in a:
+            same_torch(a[k], b[k], torch, f"{path}/{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            same_torch(x, y, torch, f"{path}/{i}")
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("compression", ["zstd", None])
+@pytest.mark.parametrize("mmap", [True, "r"])
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_the_plain_torch_load_equals_the_general_one(tmp_path, monkeypatch, torch, compression,
+                                                     mmap, device):
+    tied = torch.randn(40, 50)
+    tree = {
+        "w": torch.randn(300, 200), "bf16": torch.randn(1000).to(torch.bfloat16),
+        "f8": torch.linspace(-2, 2, 17).to(torch.float8_e4m3fn),
+        "u16": torch.tensor([0, 1, 65535], dtype=torch.int32).to(torch.uint16),
+        "empty_bf16": torch.zeros(0, 3, dtype=torch.bfloat16),
+        "i64": torch.tensor(7), "tied_a": tied, "tied_b": tied, "size": torch.Size([2, 3]),
+        "py": [1, 2.5, "s", b"b", None, (True,)], "np_scalar": np.float32(1.5),
+    }
+    p = str(tmp_path / "t.jtree")
+    jtree.save(tree, p, compression=compression)
+    counting = Counting(monkeypatch)
+    got = jtree.load(p, framework="torch", mmap=mmap, device=device)
+    assert counting.results == [True]
+    want = general_load(monkeypatch, p, framework="torch", mmap=mmap, device=device)
+    same_torch(got, want, torch)
+    assert torch.equal(got["w"], tree["w"]) and got["bf16"].dtype == torch.bfloat16
+    assert type(got["size"]) is torch.Size and got["size"] == torch.Size([2, 3])
+    assert got["tied_a"] is got["tied_b"]
+    assert got["np_scalar"].shape == () and got["np_scalar"].item() == 1.5  # (a 0-d tensor)
+    got["w"][0, 0] = 123.0  # writable (copy-on-write: the file is unchanged)
+    assert jtree.load(p, framework="torch")["w"][0, 0] == tree["w"][0, 0]
+
+
+def test_a_dtype_torch_lacks_is_declined_to_the_general_loader(tmp_path, monkeypatch, torch):
+    p = str(tmp_path / "i4.jtree")
+    jtree.save({"x": np.array([-8, 7], dtype=ml_dtypes.int4)}, p)
+    counting = Counting(monkeypatch)
+    with pytest.raises(jtree.NotSupportedError, match="'x'.*int4"):
+        jtree.load(p, framework="torch")  # the general loader's clear error
+    assert counting.results == [False]

@@ -96,10 +96,12 @@ nb::list leaf_specs(nb::handle rows, nb::handle spec_cls, nb::handle kind_names,
                     nb::handle dtype_of);
 void register_specs(nb::module_& m);
 
-/// A whole NumPy load of a plain file in one native pass (plain_load.cc): a 1-tuple holding
-/// the loaded tree, or None when the file needs the general Python loader (see there).
+/// A whole load of a plain file in one native pass (plain_load.cc): a 1-tuple holding the
+/// loaded tree, or None when the file needs the general Python loader (see there). `wrap`:
+/// None for NumPy arrays, else `wrap(array, dtype code)` makes each array's value (torch).
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
-                      nb::handle container, int mmap_mode, bool verify, int threads);
+                      nb::handle container, nb::handle wrap, int mmap_mode, bool verify,
+                      int threads);
 
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);

@@ -1,5 +1,6 @@
-// A whole NumPy load of a plain file in one native pass: `jtree.load(path)` (or File.load())
-// with no selection, cast, target, device or progress, the call users make most.
+// A whole load of a plain file in one native pass: `jtree.load(path)` (or File.load(), or
+// with framework="torch" on the CPU) with no selection, cast, target, device or progress, the
+// call users make most.
 //
 // Why here: the Python loader (python/jtree/_load.py) plans a load a leaf at a time (a
 // FileNode and a FileLeaf per leaf, a plan thunk, a reservation, np.empty): about 6 us a leaf,
@@ -11,7 +12,8 @@
 // - arrays whose dtype NumPy has (`numpy_dtype_of(code)` gives the np.dtype, or None) come
 //   back as NumPy arrays: views of the file's copy-on-write map where the library maps the
 //   leaf (mmap_mode 1; 2: views made read-only; 0: never), else new arrays, all read in one
-//   read_many; a saved scalar (FLAG_SCALAR, shape ()) is a NumPy scalar;
+//   read_many; a saved scalar (FLAG_SCALAR, shape ()) is a NumPy scalar. With `wrap` (torch)
+//   each array is `wrap(array, code)` instead (a tensor over the same memory; no scalars);
 // - Int/Float/Bool/Complex leaves are their values, Str/Bytes/ByteArray leaves their payloads
 //   (str, bytes, bytearray);
 // - a leaf referred to twice (tied weights) is one object;
@@ -55,10 +57,11 @@ struct Entry {
 class PlainLoad {
  public:
   PlainLoad(const jtree::Reader& r, nb::handle numpy_dtype_of, nb::handle container,
-            int mmap_mode, bool verify, int threads)
+            nb::handle wrap, int mmap_mode, bool verify, int threads)
       : r_(r),
         numpy_dtype_of_(numpy_dtype_of),
         container_(container),
+        wrap_(wrap),
         mmap_mode_(mmap_mode),
         budget_(r.options().limits) {
     options_.verify_checksums = verify;
@@ -250,7 +253,9 @@ class PlainLoad {
           e.value = mapped_value(e);
           break;
       }
-      if ((e.leaf.flags & jtree::kLeafFlagScalar) != 0 && e.leaf.shape.empty()) {
+      if (!wrap_.is_none()) {
+        e.value = wrap_(e.value, static_cast<int>(e.leaf.dtype));
+      } else if ((e.leaf.flags & jtree::kLeafFlagScalar) != 0 && e.leaf.shape.empty()) {
         PyObject* s = PyObject_GetItem(e.value.ptr(), scalar_index.ptr());
         if (s == nullptr) throw nb::python_error();
         e.value = nb::steal(s);
@@ -291,7 +296,7 @@ class PlainLoad {
   }
 
   const jtree::Reader& r_;
-  nb::handle numpy_dtype_of_, container_;
+  nb::handle numpy_dtype_of_, container_, wrap_;
   int mmap_mode_;
   jtree::MemoryBudget budget_;
   jtree::ReadOptions options_;
@@ -304,9 +309,10 @@ class PlainLoad {
 }  // namespace
 
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
-                      nb::handle container, int mmap_mode, bool verify, int threads) {
+                      nb::handle container, nb::handle wrap, int mmap_mode, bool verify,
+                      int threads) {
   if (mmap_mode < 0 || mmap_mode > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
-  return PlainLoad(reader, numpy_dtype_of, container, mmap_mode, verify, threads).run();
+  return PlainLoad(reader, numpy_dtype_of, container, wrap, mmap_mode, verify, threads).run();
 }
 
 }  // namespace jtpy

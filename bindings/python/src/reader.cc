@@ -139,10 +139,10 @@ class PyReader {
     return out;
   }
 
-  // A whole plain NumPy load (see jtpy::load_plain): (tree,) or None.
-  nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, int mmap_mode,
-                        bool verify, int threads) const {
-    return jtpy::load_plain(*r_, numpy_dtype_of, container, mmap_mode, verify, threads);
+  // A whole plain load (see jtpy::load_plain): (tree,) or None.
+  nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, nb::handle wrap,
+                        int mmap_mode, bool verify, int threads) const {
+    return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, mmap_mode, verify, threads);
   }
 
   // load_pytreedef of the whole file (see jtpy::spec_tree).
@@ -425,13 +425,15 @@ void register_reader(nb::module_& m) {
            "tuples and None made natively, other containers by container(kind, type_name, "
            "aux, keys, values, key_path_parts); dtype_of(code) -> (dtype, item size) | None.")
       .def("load_plain", &PyReader::load_plain, nb::arg("numpy_dtype_of"), nb::arg("container"),
-           nb::arg("mmap_mode"), nb::arg("verify") = true, nb::arg("threads") = 0,
+           nb::arg("wrap").none(), nb::arg("mmap_mode"), nb::arg("verify") = true,
+           nb::arg("threads") = 0,
            "The whole file loaded as NumPy arrays and Python values in one pass (jtree.load "
            "with no selection, cast, target or device): (tree,), or None where the general "
            "loader must do it (pickled or custom leaves, a dtype NumPy lacks, the memory "
-           "limits). numpy_dtype_of(code) -> np.dtype | None; mmap_mode 0 copies, 1 "
-           "copy-on-write views of mapped leaves, 2 read-only views; containers other than "
-           "dict/list/tuple by container(kind, type_name, aux, keys, values, parts).")
+           "limits). numpy_dtype_of(code) -> np.dtype | None; wrap None, or wrap(array, "
+           "code) -> each array's value (torch tensors); mmap_mode 0 copies, 1 copy-on-write "
+           "views of mapped leaves, 2 read-only views; containers other than dict/list/tuple "
+           "by container(kind, type_name, aux, keys, values, parts).")
       .def("metadata", &PyReader::metadata, "User metadata: [(key, value bytes)].")
       .def("info", &PyReader::info, "Facts about the file (jtree::FileInfo) as a dict.")
       .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")
