@@ -4,6 +4,7 @@ exactly what the general loader gives (types, values, dtypes, shapes, memory-map
 their flags, tied leaves as one object, containers), and decline to the general loader, which
 raises its clear errors, wherever it does not do the same."""
 import collections
+import os
 
 import ml_dtypes
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 
 import jtree
 from jtree import _dtypes, _load_plain, _registry
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def general_load(monkeypatch, *args, **kw):
@@ -81,7 +84,7 @@ def same(a, b, path="root"):
         for i, (x, y) in enumerate(zip(a, b)):
             same(x, y, f"{path}/{i}")
     else:
-        assert a == b, path
+        assert a == b or (a != a and b != b), path  # (NaN: the same value)
 
 
 @pytest.mark.parametrize("compression", ["zstd", None])
@@ -316,3 +319,35 @@ def test_a_dtype_torch_lacks_is_declined_to_the_general_loader(tmp_path, monkeyp
     with pytest.raises(jtree.NotSupportedError, match="'x'.*int4"):
         jtree.load(p, framework="torch")  # the general loader's clear error
     assert counting.results == [False]
+
+
+CORPUS = [os.path.join(d, n) for d in (os.path.join(ROOT, "fuzz", "corpus", "python"),
+                                       os.path.join(ROOT, "fuzz", "crashes", "python"))
+          if os.path.isdir(d) for n in sorted(os.listdir(d))]
+
+
+def outcome(load):
+    """('ok', tree) or ('error', the jtree.Error); anything else raised is a failure."""
+    try:
+        return "ok", load()
+    except jtree.Error as e:
+        return "error", e
+
+
+def test_the_plain_load_agrees_with_the_general_one_on_the_fuzz_corpus(tmp_path, monkeypatch):
+    # Valid files of many kinds and hostile mutations of them (fuzz/python/fuzz_load.py's
+    # corpus: a file, then 8 option bytes): both loaders load the same tree or both refuse.
+    assert len(CORPUS) > 50
+    agreed = {"ok": 0, "error": 0}
+    for i, name in enumerate(CORPUS):
+        data = open(name, "rb").read()[:-8]
+        p = str(tmp_path / f"{i}.jtree")
+        open(p, "wb").write(data)
+        for kw in (dict(), dict(verify=False), dict(mmap=False, strict=False)):
+            got = outcome(lambda: jtree.load(p, **kw))
+            want = outcome(lambda: general_load(monkeypatch, p, **kw))
+            assert got[0] == want[0], (name, kw, got[1], want[1])
+            if got[0] == "ok":
+                same(got[1], want[1], name)
+            agreed[got[0]] += 1
+    assert agreed["ok"] > 50 and agreed["error"] > 10, agreed  # (both kinds were met)

@@ -81,7 +81,7 @@ nb::object leaf_scalar_value(const jtree::Leaf& l, bool big_int_as_int) {
     case jtree::LeafKind::kInt: {
       if (l.big_int.empty()) return nb::int_(l.int_value);
       nb::bytes b(l.big_int.data(), l.big_int.size());
-      if (!big_int_as_int) return std::move(b);
+      if (!big_int_as_int) return b;
       nb::object from_bytes =
           nb::borrow(reinterpret_cast<PyObject*>(&PyLong_Type)).attr("from_bytes");
       return from_bytes(b, "little", nb::arg("signed") = true);
