@@ -2,12 +2,10 @@
 open, compact."""
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import io
 import os
 import threading
-from typing import Any, Callable, Dict, Generator, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -18,6 +16,9 @@ from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
 from ._device_options import DeviceOptions
 from . import _fileobj
 from ._file import File
+
+if TYPE_CHECKING:
+    import concurrent.futures
 from ._multi_process import collective_save
 from ._progress import finish, progress_callback
 from ._load import spec_tree
@@ -43,6 +44,9 @@ class WriteStats(NamedTuple):
 
 # ---- background work -------------------------------------------------------------------------
 
+# (concurrent.futures, which imports logging, and asyncio are imported when first used: they are
+# over half of `import jtree`'s own time, which every fresh process pays before its first load.)
+
 _executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
 _executor_lock = threading.Lock()
 # Writes to one path run in the order they were asked for: each waits for the previous one.
@@ -50,6 +54,8 @@ _last_write: Dict[str, concurrent.futures.Future] = {}
 
 
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    import concurrent.futures  # noqa: PLC0415
+
     global _executor
     with _executor_lock:
         if _executor is None:
@@ -68,6 +74,8 @@ def _path_key(path: str) -> str:
 
 def _in_order(path: str, work, background: bool) -> concurrent.futures.Future:
     """Runs `work` after every earlier write to the same path (in the pool, or here)."""
+    import concurrent.futures  # noqa: PLC0415
+
     key = _path_key(path)
     mine: concurrent.futures.Future = concurrent.futures.Future()
     with _executor_lock:
@@ -127,6 +135,8 @@ class Future:
         self._future.add_done_callback(lambda _f: fn(self))
 
     def __await__(self) -> Generator[Any, None, Any]:
+        import asyncio  # noqa: PLC0415
+
         return asyncio.wrap_future(self._future).__await__()
 
     def __repr__(self) -> str:

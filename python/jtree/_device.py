@@ -18,7 +18,6 @@ engine: inside :func:`host_stand_in_for_tests`, loads to ``device="cpu"`` (and J
 devices) take the direct path, their destinations being host memory (see
 tests/python/test_device_load.py).
 """
-import concurrent.futures
 import contextlib
 import functools
 import os
@@ -273,6 +272,8 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     if len(groups) <= 1:
         parts = [one(0)] if groups else []
     else:
+        import concurrent.futures  # noqa: PLC0415  (when used: jtree._api says why)
+
         with concurrent.futures.ThreadPoolExecutor(len(groups),
                                                    thread_name_prefix="jtree-device") as ex:
             futures = [ex.submit(one, i) for i in range(len(groups))]
