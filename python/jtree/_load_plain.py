@@ -12,13 +12,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from . import _device, _dtypes
+# (Stored dtypes torch.from_numpy takes as they are; the others torch has are viewed from
+# their bytes, as _load_torch.as_stored does.)
+from ._load_torch import _FROM_NUMPY
 
 # mmap= as Reader.load_plain's mmap_mode: 0 copies, 1 copy-on-write views, 2 read-only views.
 _MMAP_MODE = {False: 0, True: 1, "r": 2}
-
-# Stored dtypes torch.from_numpy takes as they are (as jtree._load_torch._FROM_NUMPY); the
-# others torch has are viewed from their bytes.
-from ._load_torch import _FROM_NUMPY  # noqa: E402
 
 
 def applies(o: Any) -> bool:
