@@ -8,8 +8,9 @@ with every system in turn (so a busy moment hits all of them) after one untimed 
 (tmpfs when /dev/shm has room); the table gives medians and the ratio to safetensors (its
 NumPy API: one flat dict, keys joined with "."). flax's msgpack is included when flax is
 installed; with torch installed, the same tree as torch tensors: jtree.load(framework="torch")
-and safetensors.torch (their ratio is to safetensors.torch). Unlike run.py, everything runs in
-this one process.
+and safetensors.torch (their ratio is to safetensors.torch). The "general" rows load the same
+file through jtree's general loader (what every whole load did before the plain load,
+jtree._load_plain). Unlike run.py, everything runs in this one process.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def systems(tree: Any, d: str) -> List[Tuple[str, Callable[[], None], Callable[[
     out.append(("jtree", lambda: jtree.save(tree, p), lambda: jtree.load(p)))
     out.append(("jtree raw", lambda: jtree.save(tree, p, compression=None),
                 lambda: jtree.load(p)))
+    out.append(("jtree raw, general", lambda: jtree.save(tree, p, compression=None),
+                lambda: general(lambda: jtree.load(p))))
     from safetensors.numpy import load_file, save_file  # noqa: PLC0415
 
     flat = {f"{a}.{b}": v for a, sub in tree.items() for b, v in sub.items()}
@@ -70,8 +73,23 @@ def systems(tree: Any, d: str) -> List[Tuple[str, Callable[[], None], Callable[[
         st_t = os.path.join(d, "t_torch.safetensors")
         out.append(("jtree (torch)", lambda: jtree.save(tree, p, compression=None),
                     lambda: jtree.load(p, framework="torch")))
+        out.append(("jtree general (torch)", lambda: jtree.save(tree, p, compression=None),
+                    lambda: general(lambda: jtree.load(p, framework="torch"))))
         out.append(("safetensors (torch)", lambda: save_t(tflat, st_t), lambda: load_t(st_t)))
     return out
+
+
+def general(load: Callable[[], Any]) -> Any:
+    """``load()`` through jtree's general loader only, not the plain load's one native pass
+    (jtree._load_plain: what every whole load did before it): the "general" rows."""
+    from jtree import _load_plain  # noqa: PLC0415
+
+    applies = _load_plain.applies
+    _load_plain.applies = lambda o: False
+    try:
+        return load()
+    finally:
+        _load_plain.applies = applies
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -100,10 +118,10 @@ def main() -> None:
     med = {n: {op: statistics.median(v) for op, v in ops.items()} for n, ops in times.items()}
     print(f"{args.leaves:,} leaves of float32[4], median of {args.runs} runs "
           f"(jtree {jtree.__version__}); x st: over safetensors of the same framework")
-    print(f"{'system':<20} {'save':>9} {'x st':>6} {'load':>9} {'x st':>6}")
+    print(f"{'system':<22} {'save':>9} {'x st':>6} {'load':>9} {'x st':>6}")
     for name, m in med.items():
         ref = med["safetensors (torch)" if name.endswith("(torch)") else "safetensors"]
-        print(f"{name:<20} {m['save']:8.3f}s {m['save'] / ref['save']:6.2f} "
+        print(f"{name:<22} {m['save']:8.3f}s {m['save'] / ref['save']:6.2f} "
               f"{m['load']:8.3f}s {m['load'] / ref['load']:6.2f}")
 
 
