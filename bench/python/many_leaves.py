@@ -4,8 +4,8 @@ the work per leaf is everything.
     PYTHONPATH=<package> .venv/bin/python bench/python/many_leaves.py --leaves 100000 --runs 5
 
 The tree is {"layer<i>": {"w<j>": float32[4]}} in dicts of 100. Each run saves and loads it
-with every system in turn (so a busy moment hits all of them) after one untimed round, into a temporary directory
-(tmpfs when /dev/shm has room); the table gives medians and the ratio to safetensors (its
+with every system in turn (so a busy moment hits all of them) after one untimed round, into a
+temporary directory (tmpfs when /dev/shm has room); the table gives medians and the ratio to safetensors (its
 NumPy API: one flat dict, keys joined with "."). flax's msgpack is included when flax is
 installed; with torch installed, the same tree as torch tensors: jtree.load(framework="torch")
 and safetensors.torch (their ratio is to safetensors.torch). The "general" rows load the same

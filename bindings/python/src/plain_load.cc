@@ -74,8 +74,8 @@ class PlainLoad {
     if (!map()) return nb::none();
     read();
     if (!make_values()) return nb::none();
-    nb::object tree =
-        assemble_tree(r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; });
+    nb::object tree = assemble_tree(
+        r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; });
     return nb::make_tuple(tree);
   }
 
