@@ -16,9 +16,6 @@ from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
 from ._device_options import DeviceOptions
 from . import _fileobj
 from ._file import File
-
-if TYPE_CHECKING:
-    import concurrent.futures
 from ._multi_process import collective_save
 from ._progress import finish, progress_callback
 from ._load import spec_tree
@@ -26,6 +23,9 @@ from ._load_call import LOAD_OPTIONS, load_options, load_subtree
 from ._save import Emitter, SaveOptions, flatten, merge
 from ._save import spec_tree as save_spec_tree
 from ._structure import CODEC_RAW, CODEC_ZSTD, paused_gc
+
+if TYPE_CHECKING:
+    import concurrent.futures
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -80,8 +80,9 @@ def _const(v: Any) -> Thunk:
 def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
                       keys: Sequence[Any], children: List[Any], *, strict: bool,
                       nt_class: Optional[type] = None, file: Optional[str] = None,
-                      key_path: str = "") -> Any:
-    """The Python container for a file node, given its (already built) children."""
+                      key_path: str = "", framework: str = "numpy") -> Any:
+    """The Python container for a file node, given its (already built) children (a
+    torch.Size node unregistered here: a torch.Size for ``framework="torch"``, else a tuple)."""
     if kind == DICT:
         return dict(zip(keys, children))
     if kind == ORDEREDDICT:
@@ -104,7 +105,7 @@ def rebuild_container(kind: int, type_name: Optional[str], aux: Optional[bytes],
         entry = _registry.node_for_name(type_name or "")
         keyed = bool(keys) and keys[0] is not None
         if entry is None and type_name in _tv.NODES:
-            return tuple(children)  # (Loader.container makes a torch.Size for framework="torch")
+            return _tv.build_node(type_name, children, framework, file, key_path)
         if entry is None:
             if strict:
                 raise _unregistered_node(type_name, file, key_path)
@@ -151,15 +152,11 @@ def container_builder(strict: bool, file: Optional[str],
                       framework: str = "numpy") -> Callable[..., Any]:
     """The ``container(kind, type_name, aux, keys, values, key_path_parts)`` callback of the
     native tree walks (Reader.spec_tree, Reader.load_plain): the containers that need Python
-    (named tuples, OrderedDict, custom nodes), by rebuild_container's rules (and, for
-    ``framework="torch"``, a torch.Size node as a torch.Size, as Loader.container makes it)."""
+    (named tuples, OrderedDict, custom nodes), by rebuild_container's rules."""
     def container(kind: int, type_name: Optional[str], aux: Optional[bytes],
                   keys: List[Any], values: List[Any], parts: Tuple[Any, ...]) -> Any:
-        if (framework == "torch" and kind == CUSTOM and type_name in _tv.NODES
-                and _registry.node_for_name(type_name) is None):
-            return _tv.build_node(type_name, values, framework, file, kp.join(parts))
         return rebuild_container(kind, type_name, aux, keys, values, strict=strict,
-                                 file=file, key_path=kp.join(parts))
+                                 file=file, key_path=kp.join(parts), framework=framework)
     return container
 
 
@@ -516,18 +513,15 @@ class Loader:
             make = list if kind == LIST else tuple
             return lambda: make([t() for t in thunks])
         where = kp.join(path) if kind == CUSTOM else ""  # (only custom nodes' errors use it)
-        if kind == CUSTOM and type_name in _tv.NODES and _registry.node_for_name(type_name) is None:
-            framework = self.o.framework  # torch.Size for torch, a tuple for the others
-            name = self.name
-            return lambda: _tv.build_node(type_name, [t() for t in thunks], framework, name,
-                                          where)
-        if kind == CUSTOM and strict and _registry.node_for_name(type_name or "") is None:
-            raise _unregistered_node(type_name, self.name, where)
-        name = self.name
+        if (kind == CUSTOM and strict and type_name not in _tv.NODES
+                and _registry.node_for_name(type_name or "") is None):
+            raise _unregistered_node(type_name, self.name, where)  # (before anything is read)
+        name, framework = self.name, self.o.framework
 
         def build() -> Any:
             return rebuild_container(kind, type_name, aux, keys, [t() for t in thunks],
-                                     strict=strict, nt_class=nt_class, file=name, key_path=where)
+                                     strict=strict, nt_class=nt_class, file=name, key_path=where,
+                                     framework=framework)
 
         return build
 

@@ -45,7 +45,9 @@ struct Entry {
   enum class How : uint8_t { kValue, kNewArray, kMapped, kPayload };
   How how = How::kValue;
   uint32_t index = 0;  // the leaf's number in the file
-  jtree::Leaf leaf;
+  // The Reader's own decoded leaf (kept for its life, as read_many and map_leaves keep the
+  // leaves they read: one decode per leaf, no copy of inline payloads).
+  const jtree::Leaf* leaf = nullptr;
   nb::object dtype;    // arrays: the NumPy dtype
   uint64_t nbytes = 0;
   nb::object array;    // kNewArray: the new array
@@ -90,14 +92,14 @@ class PlainLoad {
       slot_[n.leaf] = static_cast<uint32_t>(entries_.size());
       Entry& e = entries_.emplace_back();
       e.index = n.leaf;
-      e.leaf = r_.decode_leaf(n.leaf);
+      e.leaf = &r_.leaf(n.leaf);
       if (!classify(e)) return false;
     }
     return true;
   }
 
   bool classify(Entry& e) {
-    const jtree::Leaf& l = e.leaf;
+    const jtree::Leaf& l = *e.leaf;
     switch (l.kind) {
       case jtree::LeafKind::kInt:
       case jtree::LeafKind::kFloat:
@@ -174,7 +176,7 @@ class PlainLoad {
 
   void new_array(Entry& e) {
     if (!empty_.is_valid()) empty_ = nb::module_::import_("numpy").attr("empty");
-    nb::tuple shape = shape_tuple(e.leaf.shape);
+    nb::tuple shape = shape_tuple(e.leaf->shape);
     PyObject* args[] = {shape.ptr(), e.dtype.ptr()};
     PyObject* a = PyObject_Vectorcall(empty_.ptr(), args, 2, nullptr);
     if (a == nullptr) throw nb::python_error();
@@ -254,8 +256,8 @@ class PlainLoad {
           break;
       }
       if (!wrap_.is_none()) {
-        e.value = wrap_(e.value, static_cast<int>(e.leaf.dtype));
-      } else if ((e.leaf.flags & jtree::kLeafFlagScalar) != 0 && e.leaf.shape.empty()) {
+        e.value = wrap_(e.value, static_cast<int>(e.leaf->dtype));
+      } else if ((e.leaf->flags & jtree::kLeafFlagScalar) != 0 && e.leaf->shape.empty()) {
         PyObject* s = PyObject_GetItem(e.value.ptr(), scalar_index.ptr());
         if (s == nullptr) throw nb::python_error();
         e.value = nb::steal(s);
@@ -269,7 +271,7 @@ class PlainLoad {
   nb::object mapped_value(Entry& e) {
     nb::object a = mapped_bytes_array(std::move(e.mapped), /*writable=*/true)
                        .attr("view")(e.dtype)
-                       .attr("reshape")(shape_tuple(e.leaf.shape));
+                       .attr("reshape")(shape_tuple(e.leaf->shape));
     if (mmap_mode_ == 2) a.attr("flags").attr("writeable") = false;
     return a;
   }
@@ -278,7 +280,7 @@ class PlainLoad {
     const std::string& p = e.payload;
     const auto n = static_cast<Py_ssize_t>(p.size());
     PyObject* v = nullptr;
-    switch (e.leaf.kind) {
+    switch (e.leaf->kind) {
       case jtree::LeafKind::kStr:
         v = PyUnicode_DecodeUTF8(p.data(), n, "strict");
         if (v == nullptr) {
