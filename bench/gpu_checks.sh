@@ -9,7 +9,8 @@
 #   2. the Python GPU tests (test_device_load.py: torch and JAX), and what JAX's allocation of
 #      a load's memory costs (compiled once per size)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
-#   4. gpu_load.py, workload llm, warm and cold page cache, every system, --time-budget
+#   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
+#      warm and cold page cache, every system, --time-budget
 #   5. bench_device variants: staging sizes, zero copy with larger windows, and cold loads
 #      with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
@@ -70,11 +71,16 @@ for n in (1 << 30, 1 << 30, (1 << 30) + 4096):
     d.allocate([dev], n)
     t.append(time.perf_counter())
 print('JAX allocation of 1 GiB: first %.1f ms (compiles), again %.1f ms, another size %.1f ms'
-      % tuple(1e3 * (b - a) for a, b in zip(t, t[1:])))" 2>&1 | tail -3
+      % tuple(1e3 * (b - a) for a, b in zip(t, t[1:])))" 2>&1 | grep -v '^WARNING' | tail -12
 
 stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
 unset LD_LIBRARY_PATH
+
+stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
+run 100 python3 bench/python/gpu_breakdown.py --device cuda --runs 2 \
+  --modes dev,dev-again,out-each,dev-profile,fastsafetensors --out "$out/breakdown.json" \
+  | tee "$out/breakdown.txt"
 
 left=$(( total - $(elapsed) - 90 ))
 stage "gpu_load.py: llm, warm and cold ($left s)"

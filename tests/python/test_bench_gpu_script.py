@@ -200,3 +200,28 @@ def test_on_the_gpu(tmp_path):
     for r in res["records"]:
         if r["system"] in systems and not r["system"].endswith("-jax"):
             assert r["gpu_peak"] and r["gpu_peak"] > 0, r
+
+
+def test_breakdown_script_runs_every_mode_on_the_cpu(tmp_path):
+    """bench/python/gpu_breakdown.py (where the time of a load to the GPU goes): every mode
+    runs in its fresh processes and lands in the JSON, here with --device cpu at a tiny scale
+    (no figure is a GPU measurement)."""
+    require("torch")
+    require("safetensors")
+    require("fastsafetensors")
+    script = os.path.join(ROOT, "bench", "python", "gpu_breakdown.py")
+    out = tmp_path / "breakdown.json"
+    p = subprocess.run([sys.executable, script, "--device", "cpu", "--scale", "0.002",
+                        "--runs", "1", "--cache", str(tmp_path / "cache"),
+                        "--workdir", str(tmp_path / "work"), "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "failed" not in p.stdout, p.stdout
+    got = json.loads(out.read_text())
+    modes = ["alloc-each", "alloc-one", "dev", "out-each", "out-one", "out-reserved",
+             "dev-again", "dev-profile", "fastsafetensors"]
+    assert list(got["results"]) == modes
+    for mode, runs in got["results"].items():
+        assert len(runs) == 1 and all(v > 0 for k, v in runs[0].items() if k.endswith("_s")), mode
+    assert "function calls" in got["results"]["dev-profile"][0]["profile"]  # (cProfile's)
+    assert got["arrays"] > 0

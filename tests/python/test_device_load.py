@@ -888,6 +888,29 @@ def test_release_pinned_memory_frees_only_what_device_loads_kept(torch, path):
     assert jtree.release_pinned_memory() == 0
 
 
+def test_staging_buffers_start_pinning_once_a_load_plans_half_the_staging(torch, path,
+                                                                           monkeypatch):
+    # (The stand-in engine pins nothing: record the calls instead; the GPU test below runs
+    # the native pinning.)
+    calls = []
+    monkeypatch.setattr(_device, "pin_ahead", lambda dev, opts: calls.append((dev, opts)))
+    leaves = {f"w{i}": torch.arange(100_000, dtype=torch.float32) + i for i in range(4)}
+    jtree.save(leaves, path, compression=None)  # four leaves of 400,000 bytes
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20)  # half: 524,288 bytes
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(path, device="cpu", device_options=opts)
+        assert calls == [(torch.device("cpu"), opts)]  # (once, at the second leaf)
+        for k, v in leaves.items():
+            assert torch.equal(got[k], v), k
+        out = {k: torch.empty_like(v) for k, v in leaves.items()}  # out=: the same rule
+        jtree.load(path, out=out, device_options=opts)
+        assert len(calls) == 2 and all(torch.equal(out[k], v) for k, v in leaves.items())
+        # A load of less than half the staging memory pins only what it needs when it runs.
+        jtree.load(path, device="cpu", keys=["w0"], device_options=opts)
+        jtree.load(path, device="cpu")  # (the default staging: 128 MiB)
+    assert len(calls) == 2
+
+
 # ---- on a CUDA GPU ------------------------------------------------------------------------
 
 def _need_gpu(torch):
@@ -997,3 +1020,16 @@ def test_gpu_load_with_device_options_reports_what_it_did(torch, path):
     assert off.last_stats == (0, total, "direct_io is Off", 0, "")
     with pytest.raises(jtree.InvalidArgumentError, match="staging_buffers is 65"):
         jtree.DeviceOptions(staging_buffers=65)
+
+
+def test_gpu_staging_buffers_pinned_ahead_serve_the_load(torch, path):
+    _need_gpu(torch)
+    jtree.release_pinned_memory()
+    leaves = {f"w{i}": torch.arange(1 << 20, dtype=torch.float32) + i for i in range(4)}
+    jtree.save(leaves, path, compression=None)  # 16 MiB
+    opts = jtree.DeviceOptions(staging_bytes=8 << 20, staging_buffers=4)
+    got = jtree.load(path, device="cuda:0", device_options=opts)  # (pins ahead at 4 MiB)
+    for k, v in leaves.items():
+        assert torch.equal(got[k].cpu(), v), k
+    # The four 2 MiB buffers pinned ahead served the load and stayed cached; none twice.
+    assert jtree.release_pinned_memory() == 8 << 20

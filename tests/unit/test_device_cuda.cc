@@ -147,6 +147,31 @@ TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between load
   CHECK(release_pinned_memory() == 0);
 }
 
+TEST_CASE("CUDA: staging buffers pinned ahead serve the next load; none pinned twice") {
+  TempDir dir;
+  const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 12);  // 8 MiB
+  auto r = *Reader::open(dir.file("d.jtree"));
+  DeviceBuffer dev(data.size());
+  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
+  (void)release_pinned_memory();
+  DeviceOptions o;
+  o.staging_bytes = 4 << 20;
+  o.staging_buffers = 4;
+  REQUIRE(pin_staging_buffers_async(o).ok());
+  REQUIRE(pin_staging_buffers_async(o).ok());  // (already under way: nothing more)
+  // The load takes its buffers as they arrive (it waits for them rather than pinning more).
+  const Status st = read_many_to_device(*r, std::span(&req, 1), o);
+  REQUIRE_MESSAGE(st.ok(), st.to_string());
+  CHECK(dev.to_host() == data);
+  CHECK(release_pinned_memory() == uint64_t{4} << 20);  // four 1 MiB blocks, not eight
+  // Once they are cached, asking again pins nothing.
+  REQUIRE(read_many_to_device(*r, std::span(&req, 1), o).ok());
+  REQUIRE(pin_staging_buffers_async(o).ok());
+  CHECK(release_pinned_memory() == uint64_t{4} << 20);
+  o.device = cuda_device_count();
+  CHECK(pin_staging_buffers_async(o).code() == StatusCode::kInvalidArgument);  // (out of range)
+}
+
 TEST_CASE("CUDA: zero copy from the file's registered pages, bit-exact, nothing pinned") {
   TempDir dir;
   const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 12);  // 8 MiB

@@ -503,6 +503,11 @@ TEST_CASE("the CUDA engine where there is no device: NotSupported, a clear messa
   Dest d(10);
   DeviceRequest r{f.leaf("small"), std::nullopt, d.bytes.data(), 10};
   CHECK(read_many_to_device(*f.reader, std::span(&r, 1)).code() == StatusCode::kNotSupported);
+  // Pinning ahead: the same NotSupported; bad options are the caller's mistake first.
+  CHECK(pin_staging_buffers_async().code() == StatusCode::kNotSupported);
+  DeviceOptions bad;
+  bad.staging_buffers = 0;
+  CHECK(pin_staging_buffers_async(bad).code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("the pinned cache: reuses blocks of a fitting size, holds at most its capacity") {
@@ -538,6 +543,39 @@ TEST_CASE("the pinned cache: reuses blocks of a fitting size, holds at most its 
   CHECK(drained[0].second + drained[1].second == 300);
   CHECK(cache.cached_bytes() == 0);
   CHECK(cache.take(1).empty());
+}
+
+TEST_CASE("the pinned cache: blocks pinned ahead of a load are awaited only where they fit") {
+  staging::PinnedCache cache(250);
+  std::vector<std::byte> a(100), b(100), c(100);
+  cache.expect(100);
+  cache.expect(100);
+  CHECK(cache.count(100) == 2);
+  CHECK(cache.awaits(100));
+  CHECK(cache.awaits(50));        // (a block of at most twice the size asked serves it)
+  CHECK_FALSE(cache.awaits(49));  // too large for it: the load pins its own
+  CHECK_FALSE(cache.awaits(101));
+  CHECK(cache.take(100).empty());  // (not here yet)
+  CHECK(cache.arrived(a.data(), 100));
+  CHECK(cache.awaits(100));  // (one still expected)
+  CHECK(cache.take(80).data() == a.data());
+  cache.given_up(100);  // (pinning the second failed)
+  CHECK_FALSE(cache.awaits(100));
+  CHECK(cache.count(100) == 0);
+  cache.given_up(100);  // (nothing expected: no effect)
+  // Arrivals count against the capacity as blocks given back do.
+  cache.expect(100);
+  cache.expect(100);
+  CHECK(cache.count(100) == 2);
+  CHECK(cache.arrived(b.data(), 100));
+  CHECK(cache.arrived(c.data(), 100));
+  CHECK(cache.cached_bytes() == 200);
+  CHECK(cache.count(100) == 2);  // (cached now)
+  std::vector<std::byte> d(100);
+  cache.expect(100);
+  CHECK_FALSE(cache.arrived(d.data(), 100));  // over the capacity: the caller frees it
+  CHECK_FALSE(cache.awaits(100));
+  CHECK(cache.drain().size() == 2);
 }
 
 TEST_CASE("DeviceOptions::check: each setting out of range refused, naming it; never clamped") {

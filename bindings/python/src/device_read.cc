@@ -147,6 +147,21 @@ void register_device(nb::module_& m) {
       "Checks the settings of a load to a device (jtree::DeviceOptions::check, "
       "jtree::parse_direct_io, jtree::parse_zero_copy; None: the default): "
       "InvalidArgumentError naming the setting.");
+  m.def(
+      "pin_staging_buffers_async",
+      [](int device, std::optional<uint64_t> staging_bytes,
+         std::optional<int64_t> staging_buffers) {
+        DeviceReadArgs a;
+        a.device = device;
+        a.staging_bytes = staging_bytes;
+        a.staging_buffers = staging_buffers;
+        check(jtree::pin_staging_buffers_async(device_options(a)));
+      },
+      nb::arg("device"), nb::arg("staging_bytes").none() = nb::none(),
+      nb::arg("staging_buffers").none() = nb::none(),
+      "Starts pinning the staging buffers of a load to CUDA device `device` on a thread of its "
+      "own and returns at once (jtree::pin_staging_buffers_async): a load planned meanwhile "
+      "finds them pinned. NotSupportedError without CUDA or device.");
   m.def("_refuse_direct_open_for_tests", &jtree::io::set_refuse_direct_open_for_testing,
         nb::arg("refuse"),
         "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "

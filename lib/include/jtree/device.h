@@ -248,6 +248,19 @@ JTREE_API bool cuda_built();
 /// builds without CUDA. Thread-safe.
 JTREE_API uint64_t release_pinned_memory();
 
+/// Starts pinning, on a thread of its own, the staging buffers a large load with `options`
+/// will ask for (options.staging_buffers buffers of staging_bytes / staging_buffers bytes,
+/// less those the cache of make_cuda_copy_engine already holds) and returns at once. Pinning
+/// is slow (about 25 ms for the default 128 MiB on an H200 host, bench/gpu.md): a caller that
+/// calls this as soon as it knows a load to the device is coming, and then plans the load
+/// and allocates its device memory, finds the buffers pinned when the load starts. A load
+/// that needs a buffer one of them will serve waits for it rather than pinning another.
+/// The buffers go into the cache (kPinnedCacheBytes; release_pinned_memory frees them).
+/// Errors: InvalidArgument for bad options (DeviceOptions::check), NotSupported without CUDA
+/// support or device (as make_cuda_copy_engine); a failure to pin is left to the load, which
+/// then pins its own buffers and reports its own error. Thread-safe.
+JTREE_API Status pin_staging_buffers_async(const DeviceOptions& options = {});
+
 /// The number of CUDA devices this process can use: 0 in builds without CUDA, without a driver
 /// or without a device (never an error).
 JTREE_API int cuda_device_count();

@@ -4,10 +4,14 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "cuda/pinned_cache.h"
 #include "jtree/device.h"
@@ -23,6 +27,8 @@ namespace {
 struct SharedPinnedCache {
   std::mutex mu;
   staging::PinnedCache cache{kPinnedCacheBytes};
+  // Notified when a block pinned ahead (pin_staging_buffers_async) arrives or is given up.
+  std::condition_variable arrival;
   // Blocks pinned with cudaHostRegister over map_populated memory (the others came from
   // cudaHostAlloc): each is freed the way it was made.
   std::set<std::byte*> registered;
@@ -74,6 +80,53 @@ class DeviceScope {
   cudaError_t status_ = cudaSuccess;
 };
 
+// A new pinned block of `bytes` on the calling thread's current device (portable: pinned for
+// every device), not yet in the cache; pinned_cache().registered knows how to free it.
+Result<std::span<std::byte>> pin_block(size_t bytes, const std::string& name) {
+  // Pages faulted in by several threads, then registered: several times faster than
+  // cudaHostAlloc, which faults them in on one thread (util/populated_memory.h).
+  Result<std::span<std::byte>> mem = map_populated(bytes, populate_threads());
+  if (mem.ok()) {
+    if (cudaHostRegister(mem->data(), bytes, cudaHostRegisterPortable) == cudaSuccess) {
+      SharedPinnedCache& c = pinned_cache();
+      std::lock_guard<std::mutex> lock(c.mu);
+      c.registered.insert(mem->data());
+      return *mem;
+    }
+    (void)cudaGetLastError();  // (clears it: cudaHostAlloc below is the fallback)
+    unmap_populated(*mem);
+  }
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
+    const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name);
+    return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(st.message()) : st;
+  }
+  return std::span<std::byte>(static_cast<std::byte*>(p), bytes);
+}
+
+// The threads of pin_staging_buffers_async, joined at exit (a thread still pinning then must
+// not outlive the CUDA runtime: this object is made after the runtime started, so it is
+// destroyed before the runtime's own exit handlers run).
+struct Pinners {
+  std::mutex mu;
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads;
+  ~Pinners() {
+    for (auto& [t, done] : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+  // Joins the threads that have finished (under mu).
+  void reap() {
+    std::erase_if(threads, [](auto& entry) {
+      if (!entry.second->load()) return false;
+      entry.first.join();
+      return true;
+    });
+  }
+};
+
 class CudaCopyEngine final : public CopyEngine {
  public:
   explicit CudaCopyEngine(int device)
@@ -92,38 +145,22 @@ class CudaCopyEngine final : public CopyEngine {
     bytes = std::max<size_t>(bytes, 1);
     {
       SharedPinnedCache& c = pinned_cache();
-      std::lock_guard<std::mutex> lock(c.mu);
-      std::span<std::byte> kept = c.cache.take(bytes);
-      if (!kept.empty()) return kept;
+      std::unique_lock<std::mutex> lock(c.mu);
+      for (;;) {
+        std::span<std::byte> kept = c.cache.take(bytes);
+        if (!kept.empty()) return kept;
+        // A block being pinned ahead of this load comes sooner than one pinned now.
+        if (!c.cache.awaits(bytes)) break;
+        c.arrival.wait(lock);
+      }
     }
     DeviceScope scope(device_);
     if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
-    // Pages faulted in by several threads, then registered: several times faster than
-    // cudaHostAlloc, which faults them in on one thread (util/populated_memory.h). Portable:
-    // pinned for every device, whichever is current in the thread that copies.
-    Result<std::span<std::byte>> mem = map_populated(bytes, populate_threads());
-    if (mem.ok()) {
-      if (cudaHostRegister(mem->data(), bytes, cudaHostRegisterPortable) == cudaSuccess) {
-        SharedPinnedCache& c = pinned_cache();
-        std::lock_guard<std::mutex> lock(c.mu);
-        c.registered.insert(mem->data());
-        c.cache.lend(mem->data(), bytes);
-        return *mem;
-      }
-      (void)cudaGetLastError();  // (clears it: cudaHostAlloc below is the fallback)
-      unmap_populated(*mem);
-    }
-    void* p = nullptr;
-    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
-      const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name_);
-      return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(st.message()) : st;
-    }
+    JTREE_ASSIGN_OR_RETURN(std::span<std::byte> block, pin_block(bytes, name_));
     SharedPinnedCache& c = pinned_cache();
     std::lock_guard<std::mutex> lock(c.mu);
-    c.cache.lend(static_cast<std::byte*>(p), bytes);
-    return std::span<std::byte>(static_cast<std::byte*>(p), bytes);
+    c.cache.lend(block.data(), bytes);
+    return block;
   }
 
   // Back into the process's cache, or freed when the cache is full.
@@ -238,6 +275,51 @@ uint64_t release_pinned_memory() {
   const uint64_t bytes = c.cache.cached_bytes();
   for (const auto& [p, size] : c.cache.drain()) c.free_block(p, size);
   return bytes;
+}
+
+Status pin_staging_buffers_async(const DeviceOptions& options) {
+  if (Status st = options.check(); !st.ok()) return st;
+  JTREE_ASSIGN_OR_RETURN(std::unique_ptr<CopyEngine> engine,
+                         make_cuda_copy_engine(options.device));  // (the device exists)
+  // As the staging pipeline sizes a large load's buffers (staging.cc: per_buffer).
+  const size_t size = static_cast<size_t>(options.staging_bytes) /
+                      static_cast<size_t>(options.staging_buffers);
+  size_t missing = 0;
+  {
+    SharedPinnedCache& c = pinned_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    const size_t have = c.cache.count(size);
+    const size_t want = static_cast<size_t>(options.staging_buffers);
+    missing = have >= want ? 0 : want - have;
+    for (size_t i = 0; i < missing; ++i) c.cache.expect(size);
+  }
+  if (missing == 0) return Status::success();
+  static Pinners pinners;  // (made after the runtime started: make_cuda_copy_engine above)
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  const int device = options.device;
+  std::thread t([size, missing, device, done] {
+    DeviceScope scope(device);
+    const std::string name = "cuda:" + std::to_string(device);
+    for (size_t i = 0; i < missing; ++i) {
+      Result<std::span<std::byte>> block =
+          scope.status() == cudaSuccess ? pin_block(size, name) : Status::io_error(name);
+      SharedPinnedCache& c = pinned_cache();
+      {
+        std::lock_guard<std::mutex> lock(c.mu);
+        if (!block.ok()) {
+          c.cache.given_up(size);  // (a load pins its own, and reports its own error)
+        } else if (!c.cache.arrived(block->data(), size)) {
+          c.free_block(block->data(), size);
+        }
+      }
+      c.arrival.notify_all();
+    }
+    done->store(true);
+  });
+  std::lock_guard<std::mutex> lock(pinners.mu);
+  pinners.reap();
+  pinners.threads.emplace_back(std::move(t), std::move(done));
+  return Status::success();
 }
 
 int cuda_device_count() {

@@ -10,6 +10,11 @@ int cuda_device_count() { return 0; }
 
 uint64_t release_pinned_memory() { return 0; }
 
+Status pin_staging_buffers_async(const DeviceOptions& options) {
+  if (Status st = options.check(); !st.ok()) return st;
+  return make_cuda_copy_engine(options.device).status();
+}
+
 Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device) {
   return Status::not_supported(
       "jtree: this build has no CUDA support (configure with -DJTREE_CUDA=ON and the CUDA "

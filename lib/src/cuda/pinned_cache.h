@@ -4,7 +4,10 @@
 // locked and mapped for the device), so a load that pinned its staging buffers afresh spent
 // more time allocating than copying. A process that loads several files (the shards of a
 // checkpoint, a model swapped in later) pays for its staging buffers once; the cache holds at
-// most `capacity` bytes, and release_pinned_memory() gives them back.
+// most `capacity` bytes, and release_pinned_memory() gives them back. Blocks can also be
+// pinned ahead of a load (pin_staging_buffers_async): the cache then knows them as expected
+// (expect), and a load asking for a block one of them will serve waits for it (awaits)
+// instead of pinning another.
 //
 // Not thread-safe by itself: the engine guards it with a mutex.
 #pragma once
@@ -12,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <utility>
 #include <vector>
@@ -35,6 +39,36 @@ class PinnedCache {
     lent_[p] = size;
     return {p, bytes};
   }
+
+  /// Notes that a block of `size` bytes is being pinned for the cache (its arrival: arrived,
+  /// or given_up when pinning it failed).
+  void expect(size_t size) { expected_.insert(size); }
+
+  /// A block noted by expect(size) is here: kept (true) when it fits within the capacity,
+  /// otherwise the caller frees it (false).
+  bool arrived(std::byte* p, size_t size) {
+    given_up(size);
+    if (cached_ + size > capacity_) return false;
+    free_.emplace(size, p);
+    cached_ += size;
+    return true;
+  }
+
+  /// A block noted by expect(size) will not come.
+  void given_up(size_t size) {
+    auto it = expected_.find(size);
+    if (it != expected_.end()) expected_.erase(it);
+  }
+
+  /// Whether a block being pinned would serve take(bytes) (then waiting for it beats pinning
+  /// another).
+  bool awaits(size_t bytes) const {
+    auto it = expected_.lower_bound(bytes);
+    return it != expected_.end() && *it <= 2 * static_cast<uint64_t>(bytes);
+  }
+
+  /// How many cached or expected blocks of exactly `size` bytes there are.
+  size_t count(size_t size) const { return free_.count(size) + expected_.count(size); }
 
   /// Remembers a block allocated outside the cache, of `size` bytes, as lent out.
   void lend(std::byte* p, size_t size) { lent_[p] = size; }
@@ -66,6 +100,7 @@ class PinnedCache {
   const uint64_t capacity_;
   uint64_t cached_ = 0;
   std::multimap<uint64_t, std::byte*> free_;  // size -> block
+  std::multiset<uint64_t> expected_;          // sizes of blocks being pinned for the cache
   std::map<std::byte*, size_t> lent_;         // block -> its real size
 };
 

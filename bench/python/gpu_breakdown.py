@@ -1,0 +1,226 @@
+"""Where the time of a jtree load into GPU memory goes, in fresh processes (issue 22).
+
+gpu_load.py times whole loads against the peers; this script splits jtree's own load of one
+workload into its parts, each mode in fresh processes (--runs of each), so that the gap between
+the native pipeline (bench_device) and a Python load is explained rather than guessed:
+
+  alloc-each   torch.empty on the device for every array (what device= and out= pay)
+  alloc-one    one torch.empty for all the arrays' bytes, the arrays as views of it
+  dev          jtree.load(f, device=...): the whole call (open, plan, allocate, read, copy)
+  out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
+  out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
+  out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
+               caching allocator then carves the arrays out of one cached segment)
+  dev-again    two device= loads in one process: the second finds the pinned buffers and the
+               allocator's blocks of the first
+  dev-profile  cProfile of a device= load: the functions with the most own time
+  fastsafetensors  the peer's load (gpu_load.py's call), for reference in the same run
+
+  gpu_breakdown.py --device cuda [--workload llm] [--runs 3] [--modes a,b] [--out JSON]
+
+The file (jtree raw, and safetensors for the peer) is written to --workdir (default /dev/shm)
+from gpu_load.py's workload cache and read into the page cache before every run (warm). Each
+child imports torch and jtree and starts CUDA before its clock, as gpu_load.py's children do.
+With --device cpu it only tests the script (no device memory is involved).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+MODES = ["alloc-each", "alloc-one", "dev", "out-each", "out-one", "out-reserved", "dev-again",
+         "dev-profile", "fastsafetensors"]
+
+
+def specs(path: str) -> List[Any]:
+    """(shape, torch dtype) of every array of the file, in the order jtree.load_pytreedef's
+    tree lists them."""
+    import jtree
+    import workloads as W
+    from gpu_load import torch_dtype
+    with jtree.open(path) as f:
+        tree = jtree.load_pytreedef(f)
+    return [(tuple(s.shape), torch_dtype(s.dtype)) for _p, s in W.iter_leaves(tree)
+            if getattr(s, "is_array", False)]
+
+
+def allocate(path: str, device: str, one: bool) -> Any:
+    """The `out=` tree of the file: a new tensor per array, or views of one allocation."""
+    import jtree
+    import torch
+    import workloads as W
+    from gpu_load import torch_dtype
+    with jtree.open(path) as f:
+        tree = jtree.load_pytreedef(f)
+    if not one:
+        return W.map_tree(lambda _p, s: torch.empty(tuple(s.shape), dtype=torch_dtype(s.dtype),
+                                                    device=device)
+                          if getattr(s, "is_array", False) else True, tree)
+    sizes = []
+    for _p, s in W.iter_leaves(tree):
+        if getattr(s, "is_array", False):
+            n = torch.empty((), dtype=torch_dtype(s.dtype), device="meta").element_size()
+            for d in s.shape:
+                n *= d
+            sizes.append((n + 255) // 256 * 256)
+    buf = torch.empty(sum(sizes), dtype=torch.uint8, device=device)
+    at = [0]
+
+    def view(_p: Any, s: Any) -> Any:
+        if not getattr(s, "is_array", False):
+            return True
+        dt = torch_dtype(s.dtype)
+        n = torch.empty((), dtype=dt, device="meta").element_size()
+        for d in s.shape:
+            n *= d
+        v = buf[at[0]:at[0] + n].view(dt).view(tuple(s.shape))
+        at[0] += (n + 255) // 256 * 256
+        return v
+    return W.map_tree(view, tree)
+
+
+def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
+    if device == "cuda":
+        device = "cuda:0"  # (fastsafetensors needs the index)
+    import torch
+    import jtree
+    if mode == "fastsafetensors":
+        import fastsafetensors  # noqa: F401
+    if device.startswith("cuda"):
+        torch.cuda.init()
+        torch.zeros(8, device=device)
+        torch.cuda.synchronize(device)
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+
+    def timed(fn: Any) -> Any:
+        t0 = time.perf_counter()
+        r = fn()
+        sync()
+        return time.perf_counter() - t0, r
+
+    res: Dict[str, Any] = {}
+    if mode in ("alloc-each", "alloc-one"):
+        res["alloc_s"], _ = timed(lambda: allocate(path, device, mode == "alloc-one"))
+    elif mode == "dev":
+        if device.startswith("cuda"):
+            opts = jtree.DeviceOptions()
+            res["load_s"], _ = timed(lambda: jtree.load(path, device=device, device_options=opts))
+            res["stats"] = str(opts.last_stats)
+        else:  # (device options apply to device memory only)
+            res["load_s"], _ = timed(lambda: jtree.load(path, device=device))
+    elif mode in ("out-each", "out-one", "out-reserved"):
+        def alloc() -> Any:
+            if mode == "out-reserved":
+                views = allocate(path, device, True)
+                del views  # (made and freed: torch's allocator keeps the segment)
+            return allocate(path, device, mode == "out-one")
+        res["alloc_s"], out = timed(alloc)
+        res["load_s"], _ = timed(lambda: jtree.load(path, out=out))
+    elif mode == "dev-again":
+        res["load_s"], t = timed(lambda: jtree.load(path, device=device))
+        del t
+        res["again_s"], _ = timed(lambda: jtree.load(path, device=device))
+    elif mode == "dev-profile":
+        import cProfile
+        import io
+        import pstats
+        pr = cProfile.Profile()
+        pr.enable()
+        res["load_s"], _ = timed(lambda: jtree.load(path, device=device))
+        pr.disable()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(14)
+        res["profile"] = s.getvalue()
+    elif mode == "fastsafetensors":
+        from gpu_load import load_fastsafetensors
+        res["load_s"], _ = timed(lambda: load_fastsafetensors(st_path, device))
+    return res
+
+
+def read_in(path: str) -> None:
+    with open(path, "rb") as fh:
+        while fh.read(64 << 20):
+            pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--workload", default="llm")
+    ap.add_argument("--scale", type=float, default=1)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--cache", default="/var/tmp/jtree-bench-cache")
+    ap.add_argument("--workdir", default="/dev/shm/jtree-gpu-breakdown")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--child", default="")
+    ap.add_argument("--path", default="")
+    ap.add_argument("--st-path", default="")
+    a = ap.parse_args()
+    if a.child:
+        print(json.dumps(child(a.child, a.path, a.st_path, a.device)))
+        return
+    modes = [m for m in a.modes.split(",") if m]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise SystemExit(f"unknown modes {bad}; the modes are {MODES}")
+    import jtree
+    import peers as P
+    import workloads as W
+    cache = W.ensure(a.cache, a.workload, a.scale, 0)
+    os.makedirs(a.workdir, exist_ok=True)
+    tree = W.load_tree(cache)
+    path = os.path.join(a.workdir, f"{a.workload}-raw.jtree")
+    jtree.save(tree, path, compression=None, overwrite=True)
+    st_path = ""
+    if "fastsafetensors" in modes:
+        peer = P.PEERS["safetensors"]
+        st_path = P.output_path(a.workdir, peer, a.workload)
+        P.remove(st_path)
+        peer.save(peer.prepare(tree), st_path)
+    del tree
+    arrays = len(specs(path))
+    print(f"{a.workload}: {W.raw_bytes(cache) / 2**30:.2f} GiB in {arrays} arrays; "
+          f"{a.runs} fresh processes per mode; device {a.device}", flush=True)
+    results: Dict[str, List[Dict[str, Any]]] = {}
+    for mode in modes:
+        for _ in range(a.runs):
+            read_in(st_path if mode == "fastsafetensors" else path)
+            p = subprocess.run([sys.executable, __file__, "--child", mode, "--path", path,
+                                "--st-path", st_path, "--device", a.device],
+                               capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                print(f"{mode}: failed ({p.returncode}): {p.stderr.strip()[-2000:]}", flush=True)
+                break
+            results.setdefault(mode, []).append(json.loads(p.stdout.strip().splitlines()[-1]))
+        runs = results.get(mode, [])
+        if not runs:
+            continue
+        line = [f"{mode:16}"]
+        for k in ("alloc_s", "load_s", "again_s"):
+            v = sorted(r[k] for r in runs if k in r)
+            if v:
+                line.append(f"{k[:-2]} {1e3 * v[len(v) // 2]:7.1f} ms "
+                            f"[{1e3 * v[0]:.1f}, {1e3 * v[-1]:.1f}]")
+        print("  ".join(line), flush=True)
+        if "stats" in runs[0]:
+            print(f"{'':16}  stats: {runs[0]['stats']}")
+        if "profile" in runs[-1]:
+            print(runs[-1]["profile"])
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump({"workload": a.workload, "arrays": arrays, "device": a.device,
+                       "results": results}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
