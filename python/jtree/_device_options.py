@@ -73,8 +73,9 @@ class DeviceOptions:
     that can register read-only memory, else staged (the reason in
     ``last_stats.zero_copy_note``); ``"on"`` whatever the page cache holds, and a load that
     cannot (a remote file, a device without read-only registration) is a
-    :class:`NotSupportedError`; ``"off"`` never. Whether it is faster than the staging
-    buffers depends on the machine (bench/gpu.md): measure before turning it on.
+    :class:`NotSupportedError`; ``"off"`` never. On an H200 host it was slower than the
+    staging buffers (bench/gpu.md: registering the pages cost more than copying them):
+    measure before turning it on.
     ``zero_copy="on"`` with ``direct_io="on"`` is refused (both claim the raw chunks). Bad
     values are an :class:`InvalidArgumentError` naming the setting, raised here (the C++
     library's check).

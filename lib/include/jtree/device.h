@@ -89,8 +89,9 @@ enum class DirectIo {
 /// copy into pinned memory (which bounds a warm staged load at the CPU's memcpy speed). The
 /// pieces are those O_DIRECT would read (runs of whole raw chunks stored back to back); the
 /// rest of the load is staged as usual. At most staging_bytes of the file are registered at
-/// once. EXPERIMENTAL, hence off by default: whether registering page-cache pages costs less
-/// than copying them depends on the driver and the machine (bench/gpu.md).
+/// once. EXPERIMENTAL and off by default: measured slower than staging on an H200 host
+/// (registering the pages cost more than copying them: 7.4 against 33 GB/s, bench/gpu.md);
+/// kept for machines where registration is cheaper (bench_device tells).
 enum class ZeroCopy {
   /// Where possible: a local file (mmap works on it; OpenOptions::use_mmap is not needed), an
   /// engine that can register host memory read-only, and at least half of the file's pages
