@@ -113,15 +113,28 @@ std::vector<std::byte> save_raw_rows(const std::string& path, uint64_t rows, uin
   return data;
 }
 
+// save_raw_rows' 8 MiB leaf in a temporary file, its reader, device memory for it and the
+// request for the whole leaf there; no pinned buffer cached at the start.
+struct RawLeafLoad {
+  TempDir dir;
+  std::vector<std::byte> data;
+  std::shared_ptr<Reader> r;
+  DeviceBuffer dev;
+  DeviceRequest req;
+  explicit RawLeafLoad(uint64_t seed)
+      : data(save_raw_rows(dir.file("d.jtree"), 4096, seed)),
+        r(*Reader::open(dir.file("d.jtree"))),
+        dev(data.size()),
+        req{0, std::nullopt, dev.p, data.size()} {
+    (void)release_pinned_memory();
+  }
+};
+
 }  // namespace
 
 TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between loads") {
-  TempDir dir;
-  const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 11);  // 8 MiB
-  auto r = *Reader::open(dir.file("d.jtree"));
-  DeviceBuffer dev(data.size());
-  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
-  (void)release_pinned_memory();
+  RawLeafLoad f(11);
+  auto& [dir, data, r, dev, req] = f;
   for (DirectIo mode : {DirectIo::kOn, DirectIo::kOff, DirectIo::kAuto}) {
     CAPTURE(static_cast<int>(mode));
     DeviceStats stats;
@@ -148,12 +161,8 @@ TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between load
 }
 
 TEST_CASE("CUDA: staging buffers pinned ahead serve the next load; none pinned twice") {
-  TempDir dir;
-  const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 12);  // 8 MiB
-  auto r = *Reader::open(dir.file("d.jtree"));
-  DeviceBuffer dev(data.size());
-  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
-  (void)release_pinned_memory();
+  RawLeafLoad f(12);
+  auto& [dir, data, r, dev, req] = f;
   DeviceOptions o;
   o.staging_bytes = 4 << 20;
   o.staging_buffers = 4;
@@ -173,12 +182,8 @@ TEST_CASE("CUDA: staging buffers pinned ahead serve the next load; none pinned t
 }
 
 TEST_CASE("CUDA: zero copy from the file's registered pages, bit-exact, nothing pinned") {
-  TempDir dir;
-  const auto data = save_raw_rows(dir.file("d.jtree"), 4096, 12);  // 8 MiB
-  auto r = *Reader::open(dir.file("d.jtree"));
-  DeviceBuffer dev(data.size());
-  DeviceRequest req{0, std::nullopt, dev.p, data.size()};
-  (void)release_pinned_memory();
+  RawLeafLoad f(12);
+  auto& [dir, data, r, dev, req] = f;
   for (bool verify : {true, false}) {
     CAPTURE(verify);
     DeviceStats stats;
