@@ -226,6 +226,10 @@ class Loader:
         self.cache: Dict[Any, Thunk] = {}
         # Tensors to fill straight in device memory (jtree._device): (leaf, box, tensor).
         self.device_requests: List[_device.Request] = []
+        # The device requests already being read while the plan goes on (device_planned), and
+        # the bytes planned since the last batch of them.
+        self.early: Optional[_device.EarlyReads] = None
+        self.unread_device_bytes = 0
         # Why the first array bound for a device went through host memory instead (when
         # device_options are given: see check_device_options).
         self.host_path_reason: Optional[str] = None
@@ -270,6 +274,9 @@ class Loader:
             # Within the limits, but more than this machine has: still the file's doing.
             raise self.err(ResourceExhaustedError, path, "out of memory while loading (lower "
                            "the limits of jtree.open for files you do not trust)") from None
+        finally:
+            if self.early is not None:
+                self.early.settle()  # (a failed plan: no early read may outlive the load)
 
     def err(self, cls: type, path: Tuple[Any, ...], msg: str):
         return error(cls, self.name, kp.join(path), msg)
@@ -409,7 +416,7 @@ class Loader:
         """Before anything is read: device_options given to a load that cannot use them is
         an error or a warning (jtree.DeviceOptions says which), never silently ignored."""
         opts = self.o.device_options
-        if opts is None or self.device_requests:
+        if opts is None or self.device_requests or self.early is not None:
             return
         opts.last_stats = None
         if self.host_path_reason is not None:
@@ -433,7 +440,10 @@ class Loader:
             self.file._reader.read_many(self.requests, self.o.verify, self.o.threads,
                                         **({"progress": report} if report else {}))
             self.requests = []
-        if self.device_requests:
+        if self.early is not None:
+            requests, self.device_requests = self.device_requests, []
+            self.early.finish(requests)
+        elif self.device_requests:
             size = sum(_device.nbytes(t) for _, _, t in self.device_requests)
             report = phases.phase(size) if phases is not None else None
             _device.read(self.file._reader, self.device_requests, verify=self.o.verify,
@@ -442,6 +452,25 @@ class Loader:
             self.device_requests = []
         if phases is not None:
             finish(self.o.progress, phases.total)
+
+    def device_planned(self, device: Any, nbytes: int) -> None:
+        """An adapter planned ``nbytes`` more of device requests for the torch ``device`` (the
+        fast paths of _load_torch): the staging buffers start being pinned once half the
+        staging memory is planned (_device.planned), and once a staging memory's worth of
+        requests is planned they start being read (_device.EarlyReads) while the rest is
+        planned and allocated. Not with progress= (its phases count the whole load's bytes
+        before anything is read)."""
+        _device.planned(self.cache, device, nbytes, self.o.device_options)
+        if self.o.progress is not None:
+            return
+        self.unread_device_bytes += nbytes
+        if self.unread_device_bytes >= _device.early_read_bytes(self.o.device_options):
+            if self.early is None:
+                self.early = _device.EarlyReads(self.file._reader, self.o.verify,
+                                                self.o.threads, self.o.device_options)
+            requests, self.device_requests = self.device_requests, []
+            self.unread_device_bytes = 0
+            self.early.submit(requests)
 
     # ---- planning ----
 

@@ -14,7 +14,8 @@ leaf the planner chose into a thunk building that framework's array. It has:
 
 Adapters plan through the Loader (``loader.host_box`` for NumPy host buffers,
 ``loader.request`` for reads into memory the adapter allocated, ``loader.reserve_array`` before
-allocating, ``loader.device_requests`` for device memory) and never import jtree._load: the
+allocating, ``loader.device_requests`` for device memory, ``loader.device_planned`` after
+adding one whose reading may start early) and never import jtree._load: the
 planner imports them (a new framework is a new adapter module plus its line in
 ``jtree._load.ADAPTERS``).
 """

@@ -140,7 +140,7 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
         if not t.is_contiguous():
             return None  # (the general path fills it through a tensor of its own)
         loader.device_requests.append((fl.index, None, t))
-        _device.planned(loader.cache, device, fl.nbytes, loader.o.device_options)
+        loader.device_planned(device, fl.nbytes)
         return lambda: t
     key = array_key(fl, "torch", fl.dtype, fl.shape, device=device)  # (tied: one tensor)
     thunk = loader.cache.get(key)
@@ -164,7 +164,7 @@ def _new_on_device(loader: Any, fl: FileLeaf, stored_t: Any, device: Any, key: A
     loader.reserve_array(fl.shape, _dtypes.torch_itemsize(stored_t), path)
     dst = _device.empty(fl.shape, stored_t, device, loader.name, lambda: kp.join(path))
     loader.device_requests.append((fl.index, None, dst))
-    _device.planned(loader.cache, device, fl.nbytes, loader.o.device_options)
+    loader.device_planned(device, fl.nbytes)
     thunk = memo(lambda: dst)
     loader.cache[key] = thunk
     return thunk

@@ -2,7 +2,8 @@
  * where there is no CUDA device, and (with one) the model's f32 array and a box of it through
  * the CUDA staging path into host memory (cudaMemcpyDefault takes any address), bit-exact,
  * with device options (staging, direct I/O) and the stats out; then
- * jtree_release_pinned_memory, twice. (The options' own misuse is test_misuse.c's.)
+ * jtree_pin_staging_buffers_async (NotSupported without a device), jtree_release_pinned_memory,
+ * twice. (The options' own misuse is test_misuse.c's.)
  * Runs after test_roundtrip, which wrote model_zstd.jtree. */
 #include <stdlib.h>
 
@@ -56,7 +57,11 @@ void test_device(const char* dir) {
     CHECK_FAIL(JTREE_NOT_SUPPORTED, "CUDA",
                jtree_reader_read_many_to_device(r, req, 2, opts, &stats, &jt_err));
     CHECK(stats.direct_bytes == 0 && stats.buffered_bytes == 0 && stats.direct_io_note == NULL);
+    CHECK_FAIL(JTREE_NOT_SUPPORTED, "CUDA", jtree_pin_staging_buffers_async(opts, &jt_err));
+    CHECK_FAIL(JTREE_NOT_SUPPORTED, "CUDA", jtree_pin_staging_buffers_async(NULL, &jt_err));
   } else {
+    /* Pinned ahead (2 x 32 KiB): the loads below may take them instead of pinning their own. */
+    CHECK_OK(jtree_pin_staging_buffers_async(opts, &jt_err));
     CHECK_OK(jtree_reader_read_many_to_device(r, req, 2, opts, &stats, &jt_err));
     CHECK(memcmp(whole, model_f32(), bytes) == 0);
     CHECK(memcmp(rows, model_f32() + 5 * MODEL_F32_COLS, 4 * MODEL_F32_COLS * sizeof(float)) ==

@@ -911,6 +911,71 @@ def test_staging_buffers_start_pinning_once_a_load_plans_half_the_staging(torch,
     assert len(calls) == 2
 
 
+def _early_threads():
+    import threading
+    return [t for t in threading.enumerate() if t.name.startswith("jtree-early-read")]
+
+
+def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, monkeypatch):
+    batches = []
+    native = _device._native_load
+
+    def spy(reader, reqs, device, kw):
+        batches.append(sum(n for _, _, _, n in reqs))
+        return native(reader, reqs, device, kw)
+    monkeypatch.setattr(_device, "_native_load", spy)
+    leaves = {f"w{i}": torch.arange(100_000, dtype=torch.float32) * (i + 1) for i in range(10)}
+    jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
+    # A staging memory of 1 MiB: a batch each 1 MiB planned (three leaves of 400,000 bytes).
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=4)
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, device="cpu", device_options=opts)
+        assert batches == [1_200_000, 1_200_000, 1_200_000, 400_000]  # 3 early, the last
+        for k, v in leaves.items():
+            assert torch.equal(got[k], v), k
+        # The load's stats and stand-in counters cover every batch.
+        assert opts.last_stats.buffered_bytes + opts.last_stats.direct_bytes == 4_000_000
+        assert stats["bytes_copied"] == 4_000_000
+        # out= tensors too; with progress= the load reads once, after the plan.
+        batches.clear()
+        out = {k: torch.empty_like(v) for k, v in leaves.items()}
+        jtree.load(path, out=out, device_options=opts)
+        assert len(batches) == 4 and all(torch.equal(out[k], v) for k, v in leaves.items())
+        batches.clear()
+        seen = []
+        jtree.load(path, device="cpu", device_options=opts,
+                   progress=lambda d, t: seen.append((d, t)))
+        assert batches == [4_000_000] and seen[-1] == (4_000_000, 4_000_000)
+        # The default staging (128 MiB): one read of the whole load, after the plan.
+        batches.clear()
+        jtree.load(path, device="cpu")
+        assert batches == [4_000_000]
+    assert not _early_threads()
+
+
+def test_an_early_batch_error_is_the_load_error_and_nothing_outlives_the_load(torch, path):
+    g = torch.Generator().manual_seed(3)
+    leaves = {f"w{i}": torch.randn(100_000, generator=g) for i in range(6)}
+    jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=4)
+    damaged = path + ".bad"
+    shutil.copy(path, damaged)
+    # Damage the bytes of the first leaves' data (well inside the first early batch).
+    data = bytearray(open(damaged, "rb").read())
+    at = data.find(leaves["w1"].numpy().tobytes()[:4096])
+    assert at > 0
+    data[at + 100] ^= 0xFF
+    open(damaged, "wb").write(bytes(data))
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.CorruptionError, match=r"w1"):
+            jtree.load(damaged, device="cpu", device_options=opts)
+        assert not _early_threads()
+        # A plan that fails after early reads started waits for them before raising.
+        with pytest.raises(jtree.NotFoundError, match="nope"):
+            jtree.load(path, device="cpu", device_options=opts, keys=["w*", "nope"])
+        assert not _early_threads()
+
+
 # ---- on a CUDA GPU ------------------------------------------------------------------------
 
 def _need_gpu(torch):

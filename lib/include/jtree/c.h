@@ -627,6 +627,15 @@ JTREE_C_API int jtree_cuda_device_count(void);
  * Loads running meanwhile keep theirs. 0 in builds without CUDA and when nothing is kept.
  * Thread-safe. (jtree::release_pinned_memory.) */
 JTREE_C_API uint64_t jtree_release_pinned_memory(void);
+/* Starts pinning, on a thread of its own, the staging buffers a large load with `options`
+ * (NULL: the defaults) will use, and returns at once: pinning is slow (about 25 ms for the
+ * default 128 MiB on an H200 host), so a server that calls this as soon as it knows a load is
+ * coming, then allocates its device memory, finds the buffers pinned when it calls
+ * jtree_reader_read_many_to_device(). The buffers are kept as the loads' own are (see
+ * jtree_release_pinned_memory). NotSupported without CUDA or device; InvalidArgument for a
+ * device number out of range. Thread-safe. (jtree::pin_staging_buffers_async.) */
+JTREE_C_API jtree_status_t jtree_pin_staging_buffers_async(const jtree_device_options_t* options,
+                                                           jtree_error_t** err);
 
 /* The payload of a text, bytes, custom or pickle leaf (or a uint8 array), allocated by the
  * library with a NUL byte after it: `*data` (free with jtree_free()) and `*size`. The

@@ -49,6 +49,15 @@ uint64_t jtree_release_pinned_memory(void) {
   }
 }
 
+jtree_status_t jtree_pin_staging_buffers_async(const jtree_device_options_t* options,
+                                               jtree_error_t** err) {
+  return guard(err, [&] {
+    return report(jtree::pin_staging_buffers_async(options ? options->device
+                                                           : jtree::DeviceOptions{}),
+                  err);
+  });
+}
+
 jtree_status_t jtree_direct_io_parse(const char* name, jtree_direct_io_t* out,
                                      jtree_error_t** err) {
   return guard(err, [&] {
