@@ -78,8 +78,9 @@ run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/be
 unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
-run 100 python3 bench/python/gpu_breakdown.py --device cuda --runs 2 \
-  --modes dev,dev-again,out-each,dev-profile,fastsafetensors --out "$out/breakdown.json" \
+run 140 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
+  --modes dev,dev-serial,dev-again,out-each,dev-profile,fastsafetensors \
+  --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
 
 left=$(( total - $(elapsed) - 90 ))

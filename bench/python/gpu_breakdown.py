@@ -7,6 +7,8 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
   alloc-each   torch.empty on the device for every array (what device= and out= pay)
   alloc-one    one torch.empty for all the arrays' bytes, the arrays as views of it
   dev          jtree.load(f, device=...): the whole call (open, plan, allocate, read, copy)
+  dev-serial   the same with JTREE_DEVICE_OVERLAP=0: no pinning ahead, no reading while the
+               load plans (what the loads did before; the gain of the overlap is dev against it)
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
@@ -34,8 +36,8 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ["alloc-each", "alloc-one", "dev", "out-each", "out-one", "out-reserved", "dev-again",
-         "dev-profile", "fastsafetensors"]
+MODES = ["alloc-each", "alloc-one", "dev", "dev-serial", "out-each", "out-one", "out-reserved",
+         "dev-again", "dev-profile", "fastsafetensors"]
 
 
 def specs(path: str) -> List[Any]:
@@ -110,7 +112,7 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
     res: Dict[str, Any] = {}
     if mode in ("alloc-each", "alloc-one"):
         res["alloc_s"], _ = timed(lambda: allocate(path, device, mode == "alloc-one"))
-    elif mode == "dev":
+    elif mode in ("dev", "dev-serial"):
         if device.startswith("cuda"):
             opts = jtree.DeviceOptions()
             res["load_s"], _ = timed(lambda: jtree.load(path, device=device, device_options=opts))
@@ -195,9 +197,10 @@ def main() -> None:
     for mode in modes:
         for _ in range(a.runs):
             read_in(st_path if mode == "fastsafetensors" else path)
+            env = dict(os.environ, JTREE_DEVICE_OVERLAP="0" if mode == "dev-serial" else "1")
             p = subprocess.run([sys.executable, __file__, "--child", mode, "--path", path,
                                 "--st-path", st_path, "--device", a.device],
-                               capture_output=True, text=True, timeout=300)
+                               capture_output=True, text=True, timeout=300, env=env)
             if p.returncode != 0:
                 print(f"{mode}: failed ({p.returncode}): {p.stderr.strip()[-2000:]}", flush=True)
                 break

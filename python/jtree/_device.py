@@ -155,6 +155,14 @@ def why_not_direct(device: Any) -> str:
 DEFAULT_STAGING_BYTES = 128 << 20
 
 
+def overlap() -> bool:
+    """Whether large loads to a device pin their staging buffers ahead and read while they
+    plan (Loader.device_planned): yes unless the environment variable
+    ``JTREE_DEVICE_OVERLAP`` is ``0``, which brings back the serial load (pin, plan and
+    allocate, then read) for comparisons (bench/python/gpu_breakdown.py's dev-serial)."""
+    return os.environ.get("JTREE_DEVICE_OVERLAP", "1") != "0"
+
+
 def planned(cache: dict, device: Any, nbytes: int, options: Any) -> None:
     """Notes that a load (whose per-load ``cache`` dict this is) plans ``nbytes`` more for the
     torch ``device`` on the direct path. Once it has planned half the staging memory (what

@@ -459,7 +459,9 @@ class Loader:
         staging memory is planned (_device.planned), and once a staging memory's worth of
         requests is planned they start being read (_device.EarlyReads) while the rest is
         planned and allocated. Not with progress= (its phases count the whole load's bytes
-        before anything is read)."""
+        before anything is read); neither with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
+        if not _device.overlap():
+            return
         _device.planned(self.cache, device, nbytes, self.o.device_options)
         if self.o.progress is not None:
             return

@@ -950,6 +950,11 @@ def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, mo
         batches.clear()
         jtree.load(path, device="cpu")
         assert batches == [4_000_000]
+        # JTREE_DEVICE_OVERLAP=0: the serial load (for comparisons), one read after the plan.
+        batches.clear()
+        monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "0")
+        got = jtree.load(path, device="cpu", device_options=opts)
+        assert batches == [4_000_000] and all(torch.equal(got[k], v) for k, v in leaves.items())
     assert not _early_threads()
 
 
