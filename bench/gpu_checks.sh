@@ -6,8 +6,8 @@
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
 #   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1),
 #      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
-#   2. the Python GPU tests (test_device_load.py: torch and JAX), and what JAX's allocation of
-#      a load's memory costs (compiled once per size)
+#   2. the Python GPU tests (test_device_load.py: torch and JAX), and what a JAX load's
+#      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
 #      warm and cold page cache, every system, --time-budget
@@ -61,11 +61,18 @@ stage "Python GPU tests"
 (cd tests/python && run 90 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider -rs \
    test_device_load.py -k "gpu or cuda" 2>&1 | tail -15)
 
-stage "JAX: the cost of a load's allocation (compiled per size: is it worth avoiding?)"
+stage "JAX: a load's allocation, jtree's own (cudaMalloc) against JAX's (compiled per size)"
 run 60 env -u LD_LIBRARY_PATH python3 -c "
 import time, jax
-from jtree import _device_jax as d
+from jtree import _device_jax as d, _jtree
 dev = jax.devices('gpu')[0]
+jax.device_put(jax.numpy.zeros(8), dev).block_until_ready()
+t = [time.perf_counter()]
+for n in (1 << 30, 1 << 30, (1 << 30) + 4096):
+    _jtree.device_memory(0, n)
+    t.append(time.perf_counter())
+print('jtree device_memory 1 GiB: %.1f ms, again %.1f ms, another size %.1f ms'
+      % tuple(1e3 * (b - a) for a, b in zip(t, t[1:])))
 t = [time.perf_counter()]
 for n in (1 << 30, 1 << 30, (1 << 30) + 4096):
     d.allocate([dev], n)
@@ -89,7 +96,7 @@ if [ "$left" -gt 60 ]; then
   run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
     --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget "$left" \
-    --systems jtree-raw-torch-out,fastsafetensors,jtree-raw-torch-out-zc,jtree-raw-torch-dev,safetensors,jtree-torch-out,jtree-raw-jax,torch,jtree-raw-torch \
+    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-torch-out,jtree-raw-jax,jtree-torch-out,safetensors,torch,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"

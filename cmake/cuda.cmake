@@ -68,7 +68,8 @@ target_sources(jtree PRIVATE
   ${_jt_cuda_src}/device.cc
   ${_jt_cuda_src}/device_options.cc)
 if(JTREE_HAVE_CUDA)
-  target_sources(jtree PRIVATE ${_jt_cuda_src}/cuda_copy_engine.cc)
+  target_sources(jtree PRIVATE ${_jt_cuda_src}/cuda_copy_engine.cc
+                               ${_jt_cuda_src}/cuda_device_memory.cc)
   # (PRIVATE: libjtree.so carries it; libjtree.a's users get it as a link-only dependency, and
   # jtreeConfig.cmake finds CUDAToolkit for them.)
   target_link_libraries(jtree PRIVATE CUDA::cudart_static)

@@ -1,15 +1,18 @@
 """Loads of JAX arrays straight into GPU memory (issue 22), without torch.
 
 JAX cannot wrap an address as an array, and an array of its own is immutable. So a load makes
-one allocation of JAX's own per device (zeros, all devices in one compiled call; XLA's
-allocator holds most of the GPU's memory by default, so nothing is allocated beside it), the
-staging pipeline fills it like any destination (``jtree._device.read``), and each leaf comes
-back as a view of its bytes through DLPack (``_jtree.device_array``, which keeps the
+one allocation per device -- jtree's own (``_jtree.device_memory``: cudaMalloc, where the
+device has the room beside what XLA's allocator holds, by default 75% of it), else one of
+JAX's own (zeros, all devices in one compiled call: about 100 ms per new size on a GPU) --,
+the staging pipeline fills it like any destination (``jtree._device.read``), and each leaf
+comes back as a view of its bytes through DLPack (``_jtree.device_array``, which keeps the
 allocation alive) -- no copy on the device or the host. The allocation is freed when the last
-array of the load that views it is.
+array of the load that views it is. ``JTREE_JAX_NATIVE_ALLOCATION=0`` makes every load take
+JAX's allocation (for comparisons).
 
 Under ``jtree._device.host_stand_in_for_tests`` the same planning runs for JAX's CPU device,
-the allocation in host memory, through the host-memory stand-in engine.
+the allocation in host memory (``_jtree._host_memory_for_tests``, or JAX's), through the
+host-memory stand-in engine.
 """
 from __future__ import annotations
 
@@ -207,21 +210,44 @@ def place(dests: List[Dest]) -> None:
     # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: each device's
     # first destination starts at the first multiple of ALIGN.)
     size = max(size for _, size in layout.values()) + ALIGN
-    try:
-        arenas = allocate(list(by_device), size)
-    except Exception as e:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
-        if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
-            raise
-        raise ResourceExhaustedError(
-            f"JAX cannot allocate {size} bytes on each of {', '.join(map(str, by_device))} for "
-            f"the arrays of this load ({e})") from e
+    arenas = _native_arenas(list(by_device), size)
+    if arenas is None:
+        try:
+            arenas = allocate(list(by_device), size)
+        except Exception as e:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
+            if "RESOURCE_EXHAUSTED" not in str(e) and "out of memory" not in str(e).lower():
+                raise
+            raise ResourceExhaustedError(
+                f"JAX cannot allocate {size} bytes on each of {', '.join(map(str, by_device))} "
+                f"for the arrays of this load ({e})") from e
     for device, mine in by_device.items():
         arena = arenas[device]
-        base = arena.unsafe_buffer_pointer()
+        base = arena.address if hasattr(arena, "address") else arena.unsafe_buffer_pointer()
         base += -base % ALIGN
         for d, off in zip(mine, layout[device][0]):
             d.arena = arena
             d.address = base + off
+
+
+def _native_arenas(devices: List[Any], size: int) -> Optional[Dict[Any, Any]]:
+    """``size`` bytes on each device from jtree's native module (jtree::allocate_device_memory:
+    cudaMalloc; under the test hook, host memory), device -> the memory; None where a device
+    lacks the room outside what JAX's allocator holds (by default XLA takes 75% of a GPU's
+    memory when it starts), so that the load takes JAX's own allocation instead (:func:`allocate`).
+    Why not always JAX's: its allocation is a computation compiled per size, about 100 ms
+    for each new size on an H200 host (bench/gpu.md), more than the rest of the load."""
+    from . import _jtree  # noqa: PLC0415
+
+    if os.environ.get("JTREE_JAX_NATIVE_ALLOCATION", "1") == "0":
+        return None
+    got: Dict[Any, Any] = {}
+    try:
+        for d in devices:
+            got[d] = (_jtree._host_memory_for_tests(size) if _device._stand_in is not None
+                      else _jtree.device_memory(d.local_hardware_id, size))
+    except ResourceExhaustedError:
+        return None  # (what was allocated is freed with `got`)
+    return got
 
 
 # (devices, size) -> the compiled allocation (jax.jit caches its compilations per size).

@@ -271,10 +271,25 @@ print("ok")
 """
 
 
-def test_jax_device_loads_free_their_memory_with_their_arrays(jax, path):
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_jax_device_loads_free_their_memory_with_their_arrays(jax, path, native, monkeypatch):
     import gc
+    import weakref
 
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from jtree import _device_jax
+
+    # jtree's own allocations (native "1", the default) or JAX's ("0").
+    monkeypatch.setenv("JTREE_JAX_NATIVE_ALLOCATION", native)
+    made = []
+    real = _device_jax._native_arenas
+
+    def spy(devices, size):
+        got = real(devices, size)
+        made.extend(weakref.ref(m) for m in (got or {}).values())
+        return got
+    monkeypatch.setattr(_device_jax, "_native_arenas", spy)
 
     devices = jax.devices()
     if len(devices) < 2:
@@ -290,10 +305,12 @@ def test_jax_device_loads_free_their_memory_with_their_arrays(jax, path):
         assert stats["copies"] > 0 and np.array_equal(np.asarray(got["x"]), x)
         del got
         gc.collect()
-    # The blocks the loads allocated (JAX arrays, owned by the leaves' DLPack views) are gone
-    # with the leaves: nothing a reloading server would accumulate.
+    # The blocks the loads allocated (jtree's or JAX arrays, owned by the leaves' DLPack
+    # views) are gone with the leaves: nothing a reloading server would accumulate.
     left = [a for a in jax.live_arrays() if id(a) not in before]
     assert not left, [(a.shape, a.dtype) for a in left]
+    assert len(made) == (6 if native == "1" else 0)  # (3 loads x 2 devices)
+    assert all(m() is None for m in made)
 
 
 def test_jax_device_memory_exhausted_is_resource_exhausted(jax, path, monkeypatch):
@@ -307,11 +324,54 @@ def test_jax_device_memory_exhausted_is_resource_exhausted(jax, path, monkeypatc
         raise RuntimeError(f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate {size} "
                            f"bytes.")
 
+    def native_full(size):  # (jtree's own allocation finds no room either)
+        raise jtree.ResourceExhaustedError(f"cuda:0: cudaMalloc of {size} bytes: out of memory")
+
     monkeypatch.setattr(_device_jax, "allocate", full)
+    monkeypatch.setattr(_jtree_module(), "_host_memory_for_tests", native_full)
     with _device.host_stand_in_for_tests():
         with pytest.raises(jtree.ResourceExhaustedError, match=re.escape(path) + ": JAX cannot "
                                                                "allocate .* bytes on each of .*cpu"):
             jtree.load(path, shardings=SingleDeviceSharding(jax.devices()[0]))
+
+
+def _jtree_module():
+    from jtree import _jtree
+    return _jtree
+
+
+def test_jax_loads_allocate_their_own_memory_else_jax_s(jax, path, monkeypatch):
+    from jax.sharding import SingleDeviceSharding
+
+    from jtree import _device_jax
+
+    x = np.arange(5000, dtype=np.float32).reshape(50, 100)
+    jtree.save({"x": x, "b": x[0].astype(np.int8)}, path, chunk_bytes=4096)
+    jax_allocations = []
+    real = _device_jax.allocate
+    monkeypatch.setattr(_device_jax, "allocate",
+                        lambda devices, size: jax_allocations.append(size) or real(devices, size))
+    sharding = SingleDeviceSharding(jax.devices()[0])
+
+    def load():
+        with _device.host_stand_in_for_tests() as stats:
+            got = jtree.load(path, shardings=sharding)
+        assert stats["copies"] > 0
+        assert np.array_equal(np.asarray(got["x"]), x)
+        assert np.array_equal(np.asarray(got["b"]), x[0].astype(np.int8))
+
+    load()  # jtree's own memory (cudaMalloc on a GPU; here the stand-in's host memory)
+    assert jax_allocations == []
+    monkeypatch.setenv("JTREE_JAX_NATIVE_ALLOCATION", "0")  # JAX's (for comparisons)
+    load()
+    assert len(jax_allocations) == 1
+    monkeypatch.delenv("JTREE_JAX_NATIVE_ALLOCATION")
+
+    def native_full(size):  # no room beside what XLA's allocator holds: JAX's allocation
+        raise jtree.ResourceExhaustedError(f"cuda:0: cudaMalloc of {size} bytes: out of memory")
+    monkeypatch.setattr(_jtree_module(), "_host_memory_for_tests", native_full)
+    load()
+    assert len(jax_allocations) == 2
 
 
 def test_torch_device_memory_exhausted_is_resource_exhausted_naming_the_leaf(torch, path,

@@ -181,6 +181,27 @@ TEST_CASE("CUDA: staging buffers pinned ahead serve the next load; none pinned t
   CHECK(pin_staging_buffers_async(o).code() == StatusCode::kInvalidArgument);  // (out of range)
 }
 
+TEST_CASE("CUDA: device memory of jtree's own holds a load; too much is ResourceExhausted") {
+  RawLeafLoad f(13);
+  auto mem = allocate_device_memory(0, f.data.size());
+  REQUIRE_MESSAGE(mem.ok(), mem.status().to_string());
+  CHECK((*mem)->size() == f.data.size());
+  CHECK((*mem)->device() == 0);
+  CHECK(reinterpret_cast<uintptr_t>((*mem)->data()) % 256 == 0);
+  DeviceRequest req{0, std::nullopt, (*mem)->data(), f.data.size()};
+  REQUIRE(read_many_to_device(*f.r, std::span(&req, 1)).ok());
+  std::vector<std::byte> back(f.data.size());
+  REQUIRE(cudaMemcpy(back.data(), (*mem)->data(), back.size(), cudaMemcpyDeviceToHost) ==
+          cudaSuccess);
+  CHECK(back == f.data);
+  mem->reset();  // (cudaFree)
+  const Status huge = allocate_device_memory(0, uint64_t{1} << 50).status();  // 1 PiB
+  CHECK(huge.code() == StatusCode::kResourceExhausted);
+  CHECK_MESSAGE(huge.message().find("bytes free") != std::string::npos, huge.message());
+  CHECK(allocate_device_memory(cuda_device_count(), 16).status().code() ==
+        StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("CUDA: zero copy from the file's registered pages, bit-exact, nothing pinned") {
   RawLeafLoad f(12);
   auto& [dir, data, r, dev, req] = f;

@@ -508,6 +508,7 @@ TEST_CASE("the CUDA engine where there is no device: NotSupported, a clear messa
   DeviceOptions bad;
   bad.staging_buffers = 0;
   CHECK(pin_staging_buffers_async(bad).code() == StatusCode::kInvalidArgument);
+  CHECK(allocate_device_memory(0, 1024).status().code() == StatusCode::kNotSupported);
 }
 
 TEST_CASE("the pinned cache: reuses blocks of a fitting size, holds at most its capacity") {

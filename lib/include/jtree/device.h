@@ -241,6 +241,25 @@ inline constexpr uint64_t kPinnedCacheBytes = 256ull << 20;
 /// for a device number out of range.
 JTREE_API Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device = 0);
 
+/// Memory on a CUDA device (allocate_device_memory), freed when the object is destroyed.
+class JTREE_API DeviceMemory {
+ public:
+  virtual ~DeviceMemory();
+  virtual void* data() const = 0;     ///< the device address
+  virtual uint64_t size() const = 0;  ///< bytes
+  virtual int device() const = 0;     ///< the CUDA device ordinal
+};
+
+/// `bytes` of memory on CUDA device `device` from the CUDA runtime (cudaMalloc: aligned to at
+/// least 256 bytes; not initialised), for destinations a caller's framework cannot allocate
+/// without cost: jtree's Python binding gives a JAX load its memory this way (a compiled
+/// allocation of JAX's own costs about 100 ms per new size on an H200 host), each leaf a
+/// DLPack view of it. The calling thread's current device is left as it was.
+/// ResourceExhausted when the device lacks the memory (naming the bytes free), NotSupported
+/// without CUDA support or device, InvalidArgument for a device number out of range.
+JTREE_API Result<std::unique_ptr<DeviceMemory>> allocate_device_memory(int device,
+                                                                       uint64_t bytes);
+
 /// True when this build of the library has CUDA support (JTREE_CUDA found the toolkit).
 JTREE_API bool cuda_built();
 

@@ -29,6 +29,7 @@
 namespace jtree {
 
 CopyEngine::~CopyEngine() = default;
+DeviceMemory::~DeviceMemory() = default;
 
 Status CopyEngine::register_host(const std::byte* p, size_t bytes) {
   (void)p;
