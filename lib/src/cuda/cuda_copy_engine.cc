@@ -298,22 +298,30 @@ Status pin_staging_buffers_async(const DeviceOptions& options) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   const int device = options.device;
   std::thread t([size, missing, device, done] {
-    DeviceScope scope(device);
-    const std::string name = "cuda:" + std::to_string(device);
-    for (size_t i = 0; i < missing; ++i) {
-      Result<std::span<std::byte>> block =
-          scope.status() == cudaSuccess ? pin_block(size, name) : Status::io_error(name);
-      SharedPinnedCache& c = pinned_cache();
-      {
-        std::lock_guard<std::mutex> lock(c.mu);
-        if (!block.ok()) {
-          c.cache.given_up(size);  // (a load pins its own, and reports its own error)
-        } else if (!c.cache.arrived(block->data(), size)) {
-          c.free_block(block->data(), size);
+    SharedPinnedCache& c = pinned_cache();
+    size_t resolved = 0;  // expected blocks that arrived or were given up
+    try {
+      DeviceScope scope(device);
+      const std::string name = "cuda:" + std::to_string(device);
+      for (; resolved < missing; ++resolved) {
+        Result<std::span<std::byte>> block =
+            scope.status() == cudaSuccess ? pin_block(size, name) : Status::io_error(name);
+        {
+          std::lock_guard<std::mutex> lock(c.mu);
+          if (!block.ok()) {
+            c.cache.given_up(size);  // (a load pins its own, and reports its own error)
+          } else if (!c.cache.arrived(block->data(), size)) {
+            c.free_block(block->data(), size);
+          }
         }
+        c.arrival.notify_all();
       }
-      c.arrival.notify_all();
+    } catch (...) {
+      // (Out of memory in a string, say: no load may wait for blocks that will not come.)
+      std::lock_guard<std::mutex> lock(c.mu);
+      for (; resolved < missing; ++resolved) c.cache.given_up(size);
     }
+    c.arrival.notify_all();
     done->store(true);
   });
   std::lock_guard<std::mutex> lock(pinners.mu);
