@@ -459,11 +459,13 @@ class Loader:
         staging memory is planned (_device.planned), and once a staging memory's worth of
         requests is planned they start being read (_device.EarlyReads) while the rest is
         planned and allocated. Not with progress= (its phases count the whole load's bytes
-        before anything is read); neither with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
+        before anything is read), nor into out= arrays (a plan that fails later, on a
+        structure that does not match, must leave the caller's arrays as they were); neither
+        with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
         if not _device.overlap():
             return
         _device.planned(self.cache, device, nbytes, self.o.device_options)
-        if self.o.progress is not None:
+        if self.o.progress is not None or self.o.fill_out:
             return
         self.unread_device_bytes += nbytes
         if self.unread_device_bytes >= _device.early_read_bytes(self.o.device_options):

@@ -996,11 +996,24 @@ def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, mo
         # The load's stats and stand-in counters cover every batch.
         assert opts.last_stats.buffered_bytes + opts.last_stats.direct_bytes == 4_000_000
         assert stats["bytes_copied"] == 4_000_000
-        # out= tensors too; with progress= the load reads once, after the plan.
+        # like= templates too (new tensors).
+        batches.clear()
+        got = jtree.load(path, {k: torch.empty_like(v) for k, v in leaves.items()},
+                         device_options=opts)
+        assert len(batches) == 4 and all(torch.equal(got[k], v) for k, v in leaves.items())
+        # Not into out= tensors (a plan failing later must leave them untouched: below), nor
+        # with progress=: one read, after the plan.
         batches.clear()
         out = {k: torch.empty_like(v) for k, v in leaves.items()}
         jtree.load(path, out=out, device_options=opts)
-        assert len(batches) == 4 and all(torch.equal(out[k], v) for k, v in leaves.items())
+        assert batches == [4_000_000] and all(torch.equal(out[k], v) for k, v in leaves.items())
+        nested = path + ".nested"
+        jtree.save({"p": leaves, "q": {"x": torch.ones(3)}}, nested, compression=None)
+        zeros = {"p": {k: torch.zeros_like(v) for k, v in leaves.items()},
+                 "q": {"y": torch.zeros(3)}}  # (not the file's key: the plan fails at "q")
+        with pytest.raises(jtree.Error, match="q"):
+            jtree.load(nested, out=zeros, device_options=opts)
+        assert not any(t.any() for t in zeros["p"].values())
         batches.clear()
         seen = []
         jtree.load(path, device="cpu", device_options=opts,
