@@ -174,10 +174,16 @@ def planned(cache: dict, device: Any, nbytes: int, options: Any) -> None:
     key = ("planned bytes", device)
     before = cache.get(key, 0)
     cache[key] = after = before + nbytes
-    staging = options._staging_bytes if options is not None and options._staging_bytes else None
-    threshold = (staging if staging is not None else DEFAULT_STAGING_BYTES) // 2
+    threshold = staging_bytes(options) // 2
     if before < threshold <= after:
         pin_ahead(device, options)
+
+
+def staging_bytes(options: Any) -> int:
+    """The staging memory per device of a load with ``options`` (a jtree.DeviceOptions or None:
+    the default)."""
+    staging = options._staging_bytes if options is not None else None
+    return staging if staging else DEFAULT_STAGING_BYTES
 
 
 def pin_ahead(device: Any, options: Any) -> None:
@@ -327,14 +333,6 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     if options is not None:
         options.last_stats = stats
     return stats
-
-
-def early_read_bytes(options: Any) -> int:
-    """How many bytes of device requests a load plans before it starts reading them while it
-    plans the rest (EarlyReads): the staging memory of ``options`` (a jtree.DeviceOptions or
-    None), so that each early batch fills the staging buffers about once."""
-    staging = options._staging_bytes if options is not None else None
-    return staging if staging else DEFAULT_STAGING_BYTES
 
 
 class EarlyReads:

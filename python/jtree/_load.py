@@ -468,7 +468,8 @@ class Loader:
         if self.o.progress is not None or self.o.fill_out:
             return
         self.unread_device_bytes += nbytes
-        if self.unread_device_bytes >= _device.early_read_bytes(self.o.device_options):
+        # (A batch a staging memory's worth: it fills the staging buffers about once.)
+        if self.unread_device_bytes >= _device.staging_bytes(self.o.device_options):
             if self.early is None:
                 self.early = _device.EarlyReads(self.file._reader, self.o.verify,
                                                 self.o.threads, self.o.device_options)
