@@ -92,6 +92,8 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
         device = "cuda:0"  # (fastsafetensors needs the index)
     import torch
     import jtree
+    import gpu_load  # noqa: F401  (allocate's imports, before the clock: not an allocation cost)
+    import workloads  # noqa: F401
     if mode == "fastsafetensors":
         import fastsafetensors  # noqa: F401
     if device.startswith("cuda"):
