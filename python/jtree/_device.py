@@ -92,7 +92,7 @@ class Destination:
     runs (jtree._device_jax.Dest: memory of JAX's own, allocated for the whole load at once).
     ``read`` calls ``place`` of its class once with all of a load's destinations of that class;
     then each has its ``address`` and ``native_device()`` (a CUDA ordinal; None for the host
-    stand-in)."""
+    stand-in); until then its ``address`` is 0."""
 
     nbytes: int
     address: int
@@ -100,6 +100,13 @@ class Destination:
     @staticmethod
     def place(dests: List["Destination"]) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def place_early(dests: List["Destination"]) -> bool:
+        """Gives ``dests`` their addresses now, while the load still plans, where that is
+        cheap (jtree's own device memory); False, placing none of them, where it is not (they
+        are then placed when the load reads them): see :func:`place_early`."""
+        return False
 
     def native_device(self) -> Optional[int]:
         raise NotImplementedError
@@ -187,14 +194,32 @@ def staging_bytes(options: Any) -> int:
 
 
 def pin_ahead(device: Any, options: Any) -> None:
-    """Starts pinning the staging buffers of a coming load to the torch CUDA ``device`` with
-    ``options`` (jtree::pin_staging_buffers_async: a native thread; returns at once). Nothing
-    under the host stand-in (its engine pins nothing)."""
+    """Starts pinning the staging buffers of a coming load to ``device`` (a torch CUDA device
+    or a JAX GPU) with ``options`` (jtree::pin_staging_buffers_async: a native thread;
+    returns at once). Nothing under the host stand-in (its engine pins nothing)."""
     if _stand_in is not None:
         return
     kw = {} if options is None else dict(staging_bytes=options._staging_bytes,
                                          staging_buffers=options._staging_buffers)
-    _native().pin_staging_buffers_async(_torch_native_device(device), **kw)
+    ordinal = getattr(device, "local_hardware_id", None)  # (a JAX device's CUDA ordinal)
+    if ordinal is None:
+        ordinal = _torch_native_device(device)
+    _native().pin_staging_buffers_async(ordinal, **kw)
+
+
+def place_early(requests: Sequence[Request]) -> bool:
+    """Gives the Destinations among ``requests`` their addresses now, so that the requests
+    can be read while the load still plans (EarlyReads): True when each Destination class
+    placed its own (Destination.place_early; torch tensors need nothing), False when one
+    declined, nothing then placed by any of them (the requests are read after the plan, when
+    :func:`read` places them)."""
+    by_class: dict = {}
+    for _, _, t in requests:
+        if isinstance(t, Destination):
+            by_class.setdefault(type(t), []).append(t)
+    if len(by_class) > 1:
+        return False  # (one class could place and the next decline: keep it all-or-nothing)
+    return all(cls.place_early(dests) for cls, dests in by_class.items())
 
 
 def is_device_target(device: Any) -> bool:
@@ -222,9 +247,10 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     the settings of ``options`` (a jtree.DeviceOptions; None: the defaults; staging_bytes is
     per device). Before it, torch's current stream of each device is synchronized (the tensors
     were allocated, and maybe written for out=, in that stream's order, and jtree copies on
-    streams of its own), and Destinations get their addresses (``place``). When it returns the
-    data is on the devices. ``progress(done, total)`` sees bytes queued for copying, over all
-    devices (never called concurrently with itself; False cancels every device's load). The
+    streams of its own), and Destinations not placed yet (:func:`place_early`) get their
+    addresses (``place``). When it returns the data is on the devices. ``progress(done,
+    total)`` sees bytes queued for copying, over all devices (never called concurrently with
+    itself; False cancels every device's load). The
     first error stops the other devices' loads and is raised once they have ended. Returns the
     load's DeviceStats (summed over the devices), also stored in ``options.last_stats``.
     ``fresh`` False: a later batch of the same Python load (EarlyReads), whose stand-in
@@ -237,7 +263,7 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     torch_devices = set()
     placed: dict = {}
     for _, _, t in requests:
-        if isinstance(t, Destination):
+        if isinstance(t, Destination) and not t.address:  # (not placed early)
             placed.setdefault(type(t), []).append(t)
     for cls, dests in placed.items():
         try:

@@ -10,6 +10,13 @@ allocation alive) -- no copy on the device or the host. The allocation is freed 
 array of the load that views it is. ``JTREE_JAX_NATIVE_ALLOCATION=0`` makes every load take
 JAX's allocation (for comparisons).
 
+A load larger than its staging memory reads its leaves in batches while it still plans the
+rest (``jtree._device.EarlyReads``, as torch loads do): each batch then gets jtree's own
+allocation per device as soon as it is planned (:meth:`Dest.place_early`). Where jtree cannot
+allocate (the device is full, or ``JTREE_JAX_NATIVE_ALLOCATION=0``) the load reads everything
+not yet read after the plan, into one allocation of JAX's -- never a compiled allocation per
+batch.
+
 Under ``jtree._device.host_stand_in_for_tests`` the same planning runs for JAX's CPU device,
 the allocation in host memory (``_jtree._host_memory_for_tests``, or JAX's), through the
 host-memory stand-in engine.
@@ -40,7 +47,8 @@ _DL_CPU, _DL_CUDA = 1, 2
 
 class Dest(_device.Destination):
     """The bytes of one device slice of a JAX leaf: ``nbytes`` at ``address`` in ``arena``, an
-    allocation made for the whole load on ``device`` when it runs (:func:`place`)."""
+    allocation made on ``device`` for the load when it runs (:func:`place`), or for a batch
+    of its leaves read while it plans (:meth:`place_early`)."""
 
     __slots__ = ("device", "nbytes", "arena", "address")
 
@@ -53,6 +61,11 @@ class Dest(_device.Destination):
     @staticmethod
     def place(dests: List[Any]) -> None:
         place(dests)
+
+    @staticmethod
+    def place_early(dests: List[Any]) -> bool:
+        """jtree's own memory for ``dests`` now (False where it cannot allocate it)."""
+        return place(dests, native_only=True)
 
     def native_device(self) -> Optional[int]:
         """The CUDA ordinal jtree copies to (None: the host stand-in)."""
@@ -189,16 +202,19 @@ def why_not(d: Any, dtype: str) -> Optional[str]:
     return None
 
 
-def place(dests: List[Dest]) -> None:
-    """Makes one allocation per device for ``dests`` and gives each its address there (every
-    destination at a multiple of ALIGN). Waits until the allocations exist: jtree's copies run
-    on streams of their own."""
+def place(dests: List[Dest], native_only: bool = False) -> bool:
+    """Makes one allocation per device for those of ``dests`` not placed yet and gives each
+    its address there (every destination at a multiple of ALIGN); True. Waits until the
+    allocations exist: jtree's copies run on streams of their own. ``native_only``: only
+    jtree's own allocation (what a load can make while it still plans, for its early reads:
+    JAX's would compile a computation for each new size), else nothing is placed and the
+    result is False."""
     by_device: Dict[Any, List[Dest]] = {}
     for d in dests:
-        if d.nbytes > 0:
+        if d.nbytes > 0 and d.arena is None:
             by_device.setdefault(d.device, []).append(d)
     if not by_device:
-        return
+        return True
     layout = {}
     for device, mine in by_device.items():
         offsets = []
@@ -206,12 +222,15 @@ def place(dests: List[Dest]) -> None:
         for d in mine:
             offsets.append(size)
             size += -(-d.nbytes // ALIGN) * ALIGN
-        layout[device] = (offsets, size)
-    # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: each device's
-    # first destination starts at the first multiple of ALIGN.)
-    size = max(size for _, size in layout.values()) + ALIGN
-    arenas = _native_arenas(list(by_device), size)
+        # (XLA aligns a GPU allocation to 256 bytes or more, its CPU ones to 64: each
+        # device's first destination starts at the first multiple of ALIGN.)
+        layout[device] = (offsets, size + ALIGN)
+    arenas = _native_arenas({device: size for device, (_, size) in layout.items()})
+    if arenas is None and native_only:
+        return False
     if arenas is None:
+        # (One compiled call for all the devices: each gets the largest size.)
+        size = max(size for _, size in layout.values())
         try:
             arenas = allocate(list(by_device), size)
         except Exception as e:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
@@ -227,22 +246,24 @@ def place(dests: List[Dest]) -> None:
         for d, off in zip(mine, layout[device][0]):
             d.arena = arena
             d.address = base + off
+    return True
 
 
-def _native_arenas(devices: List[Any], size: int) -> Optional[Dict[Any, Any]]:
-    """``size`` bytes on each device from jtree's native module (jtree::allocate_device_memory:
-    cudaMalloc; under the test hook, host memory), device -> the memory; None where a device
-    lacks the room outside what JAX's allocator holds (by default XLA takes 75% of a GPU's
-    memory when it starts), so that the load takes JAX's own allocation instead (:func:`allocate`).
-    Why not always JAX's: its allocation is a computation compiled per size, about 100 ms
-    for each new size on an H200 host (bench/gpu.md), more than the rest of the load."""
+def _native_arenas(sizes: Dict[Any, int]) -> Optional[Dict[Any, Any]]:
+    """``sizes[device]`` bytes on each device from jtree's native module
+    (jtree::allocate_device_memory: cudaMalloc; under the test hook, host memory), device ->
+    the memory; None where a device lacks the room outside what JAX's allocator holds (by
+    default XLA takes 75% of a GPU's memory when it starts), so that the load takes JAX's own
+    allocation instead (:func:`allocate`). Why not always JAX's: its allocation is a
+    computation compiled per size, about 100 ms for each new size on an H200 host
+    (bench/gpu.md), more than the rest of the load."""
     from . import _jtree  # noqa: PLC0415
 
     if os.environ.get("JTREE_JAX_NATIVE_ALLOCATION", "1") == "0":
         return None
     got: Dict[Any, Any] = {}
     try:
-        for d in devices:
+        for d, size in sizes.items():
             got[d] = (_jtree._host_memory_for_tests(size) if _device._stand_in is not None
                       else _jtree.device_memory(d.local_hardware_id, size))
     except ResourceExhaustedError:

@@ -230,6 +230,7 @@ class Loader:
         # the bytes planned since the last batch of them.
         self.early: Optional[_device.EarlyReads] = None
         self.unread_device_bytes = 0
+        self.early_declined = False  # (a batch's destinations could not be placed early)
         # Why the first array bound for a device went through host memory instead (when
         # device_options are given: see check_device_options).
         self.host_path_reason: Optional[str] = None
@@ -454,22 +455,28 @@ class Loader:
             finish(self.o.progress, phases.total)
 
     def device_planned(self, device: Any, nbytes: int) -> None:
-        """An adapter planned ``nbytes`` more of device requests for the torch ``device`` (the
-        fast paths of _load_torch): the staging buffers start being pinned once half the
-        staging memory is planned (_device.planned), and once a staging memory's worth of
-        requests is planned they start being read (_device.EarlyReads) while the rest is
-        planned and allocated. Not with progress= (its phases count the whole load's bytes
-        before anything is read), nor into out= arrays (a plan that fails later, on a
-        structure that does not match, must leave the caller's arrays as they were); neither
-        with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
+        """An adapter planned ``nbytes`` more of device requests for ``device`` (a torch CUDA
+        device: the fast paths of _load_torch; a JAX GPU: _load_jax.direct_to_devices): the
+        staging buffers start being pinned once half the staging memory is planned
+        (_device.planned), and once a staging memory's worth of requests is planned they
+        start being read (_device.EarlyReads) while the rest is planned and allocated. Not
+        with progress= (its phases count the whole load's bytes before anything is read),
+        nor into out= arrays (a plan that fails later, on a structure that does not match,
+        must leave the caller's arrays as they were), nor where a batch's destinations cannot
+        be placed while the plan goes on (_device.place_early: JAX arrays when jtree cannot
+        allocate their memory itself; the rest of the load is then read after the plan);
+        none of it with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
         if not _device.overlap():
             return
         _device.planned(self.cache, device, nbytes, self.o.device_options)
-        if self.o.progress is not None or self.o.fill_out:
+        if self.o.progress is not None or self.o.fill_out or self.early_declined:
             return
         self.unread_device_bytes += nbytes
         # (A batch a staging memory's worth: it fills the staging buffers about once.)
         if self.unread_device_bytes >= _device.staging_bytes(self.o.device_options):
+            if not _device.place_early(self.device_requests):
+                self.early_declined = True
+                return
             if self.early is None:
                 self.early = _device.EarlyReads(self.file._reader, self.o.verify,
                                                 self.o.threads, self.o.device_options)

@@ -118,6 +118,7 @@ def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ..
         whole = bshape == fl.shape
         loader.device_requests.append(
             (fl.index, None if whole else ([b for b, _ in box], [e for _, e in box]), dest))
+        loader.device_planned(d, dest.nbytes)
         dests.append((bshape, dest))
 
     single = isinstance(sharding, jax.sharding.SingleDeviceSharding)

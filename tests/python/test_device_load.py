@@ -285,8 +285,8 @@ def test_jax_device_loads_free_their_memory_with_their_arrays(jax, path, native,
     made = []
     real = _device_jax._native_arenas
 
-    def spy(devices, size):
-        got = real(devices, size)
+    def spy(sizes):
+        got = real(sizes)
         made.extend(weakref.ref(m) for m in (got or {}).values())
         return got
     monkeypatch.setattr(_device_jax, "_native_arenas", spy)
@@ -1052,6 +1052,100 @@ def test_an_early_batch_error_is_the_load_error_and_nothing_outlives_the_load(to
         with pytest.raises(jtree.NotFoundError, match="nope"):
             jtree.load(path, device="cpu", device_options=opts, keys=["w*", "nope"])
         assert not _early_threads()
+
+
+def test_jax_loads_read_while_they_plan_each_batch_in_memory_of_its_own(jax, path,
+                                                                         monkeypatch):
+    import gc
+    import weakref
+
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    from jtree import _device_jax
+
+    devices = jax.devices()
+    if len(devices) < 2:
+        _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    batches, arenas, jax_allocations, pinned = [], [], [], []
+    native, real_arenas, real_allocate = (_device._native_load, _device_jax._native_arenas,
+                                          _device_jax.allocate)
+
+    def spy_load(reader, reqs, device, kw):
+        batches.append(sum(n for _, _, _, n in reqs))
+        return native(reader, reqs, device, kw)
+
+    def spy_arenas(sizes):
+        got = real_arenas(sizes)
+        arenas.extend((sizes[d], weakref.ref(m)) for d, m in (got or {}).items())
+        return got
+    monkeypatch.setattr(_device, "_native_load", spy_load)
+    monkeypatch.setattr(_device_jax, "_native_arenas", spy_arenas)
+    monkeypatch.setattr(_device_jax, "allocate", lambda devices, size: jax_allocations.append(
+        size) or real_allocate(devices, size))
+    monkeypatch.setattr(_device, "pin_ahead", lambda dev, opts: pinned.append(dev))
+    leaves = {f"w{i}": np.arange(100_000, dtype=np.float32) * (i + 1) for i in range(10)}
+    jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
+    # A staging memory of 1 MiB: a batch each 1 MiB planned (three leaves of 400,000 bytes).
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=4)
+    one = SingleDeviceSharding(devices[0])
+
+    def load(sharding, **kw):
+        with _device.host_stand_in_for_tests() as stats:
+            got = jtree.load(path, shardings=sharding, device_options=opts, **kw)
+        for k, v in leaves.items():
+            assert np.array_equal(np.asarray(got[k]), v), k
+        return got, stats
+
+    got, stats = load(one)
+    assert batches == [1_200_000, 1_200_000, 1_200_000, 400_000]  # 3 early, the last
+    # Each batch in an allocation of jtree's own (its leaves at multiples of 256 bytes, one
+    # alignment's slack), made as it was planned; none of JAX's.
+    assert [n for n, _ in arenas] == [3 * 400_128 + 256] * 3 + [400_128 + 256]
+    assert jax_allocations == []
+    assert stats["bytes_copied"] == 4_000_000
+    assert opts.last_stats.buffered_bytes + opts.last_stats.direct_bytes == 4_000_000
+    assert pinned == [devices[0]]  # (pinning ahead, for the load's device, once)
+    del got
+    gc.collect()
+    assert all(m() is None for _, m in arenas)  # (freed with the arrays)
+    assert not _early_threads()
+    # Sharded over two devices: the batches carry both devices' slices.
+    batches.clear()
+    arenas.clear()
+    two = NamedSharding(Mesh(np.array(devices[:2]), ("a",)), PartitionSpec("a"))
+    got, _ = load(two)
+    # (4 batches, each a native load per device.)
+    assert batches == [600_000] * 6 + [200_000] * 2
+    assert len(arenas) == 8 and all(n == 3 * 200_192 + 256 for n, _ in arenas[:6])
+    for shard in got["w3"].addressable_shards:
+        assert np.array_equal(np.asarray(shard.data), leaves["w3"][shard.index])
+    # Where jtree cannot allocate the memory itself, nothing is read early and JAX allocates
+    # once for the whole load (never a compiled allocation per batch).
+    for env in [("JTREE_JAX_NATIVE_ALLOCATION", "0"), None]:
+        batches.clear()
+        jax_allocations.clear()
+        if env:
+            monkeypatch.setenv(*env)
+        else:
+            monkeypatch.delenv("JTREE_JAX_NATIVE_ALLOCATION")
+
+            def native_full(size):
+                raise jtree.ResourceExhaustedError(f"cuda:0: cudaMalloc of {size} bytes")
+            monkeypatch.setattr(_jtree_module(), "_host_memory_for_tests", native_full)
+        load(one)
+        assert batches == [4_000_000] and len(jax_allocations) == 1
+    monkeypatch.undo()
+    # progress= and JTREE_DEVICE_OVERLAP=0: one read after the plan.
+    monkeypatch.setattr(_device, "_native_load", spy_load)
+    batches.clear()
+    seen = []
+    load(one, progress=lambda d, t: seen.append(d))
+    assert batches == [4_000_000] and seen[-1] == 4_000_000
+    batches.clear()
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "0")
+    load(one)
+    assert batches == [4_000_000]
+    assert not _early_threads()
 
 
 # ---- on a CUDA GPU ------------------------------------------------------------------------
