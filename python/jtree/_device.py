@@ -239,15 +239,29 @@ def is_jax_device_target(d: Any) -> bool:
     return _stand_in is not None or d.platform != "cpu"
 
 
+def sync_streams(requests: Sequence[Request]) -> None:
+    """Synchronizes torch's current stream of each device the torch tensors of ``requests``
+    are on (none under the host stand-in): the tensors were allocated, and maybe written for
+    out=, in that stream's order, and jtree copies on streams of its own. torch's current
+    stream is the calling thread's: call it from the thread that allocated them."""
+    if _stand_in is not None:
+        return
+    devices = {t.device for _, _, t in requests
+               if not isinstance(t, Destination) and t.numel() > 0}
+    for dev in devices:
+        sys.modules["torch"].cuda.current_stream(dev).synchronize()
+
+
 def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threads: int = 0,
-         options: Any = None, progress: Any = None, fresh: bool = True) -> Any:
+         options: Any = None, progress: Any = None, fresh: bool = True,
+         synced: bool = False) -> Any:
     """Fills the requests' destinations with one native call per device, the devices' calls
     running at once on threads of their own (each has its own staging buffers, copy engine and
     PCIe link; the file's reader and its worker threads are shared), the GIL released, with
     the settings of ``options`` (a jtree.DeviceOptions; None: the defaults; staging_bytes is
-    per device). Before it, torch's current stream of each device is synchronized (the tensors
-    were allocated, and maybe written for out=, in that stream's order, and jtree copies on
-    streams of its own), and Destinations not placed yet (:func:`place_early`) get their
+    per device). Before it, torch's current stream of each device is synchronized
+    (:func:`sync_streams`; ``synced``: the caller did, in the thread that allocated the
+    tensors, as EarlyReads does before its worker thread calls this), and Destinations not placed yet (:func:`place_early`) get their
     addresses (``place``). When it returns the data is on the devices. ``progress(done,
     total)`` sees bytes queued for copying, over all devices (never called concurrently with
     itself; False cancels every device's load). The
@@ -260,7 +274,6 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     # Grouped by the native target: a CUDA ordinal; under the test hook, one group per device
     # (JAX's CPU devices, torch's CPU), all served by the host stand-in (native device None).
     by_device: dict = {}
-    torch_devices = set()
     placed: dict = {}
     for _, _, t in requests:
         if isinstance(t, Destination) and not t.address:  # (not placed early)
@@ -280,14 +293,10 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
             continue  # (nothing to read; and an empty tensor may have no address)
         if not t.is_contiguous():
             raise InvalidArgumentError("a direct device load needs contiguous destinations")
-        torch_devices.add(t.device)
         key = (_torch_native_device(t.device), "torch" if _stand_in is not None else "")
         by_device.setdefault(key, []).append((leaf, box, t.data_ptr(), nbytes(t)))
-    if _stand_in is None:
-        for dev in torch_devices:
-            # (torch.cuda.current_stream: the tensors were allocated, maybe written for out=,
-            # in that stream's order; jtree copies on streams of its own.)
-            sys.modules["torch"].cuda.current_stream(dev).synchronize()
+    if not synced:
+        sync_streams(requests)
     if options is not None:
         options.last_stats = None
     if _stand_in is not None and fresh:
@@ -386,9 +395,12 @@ class EarlyReads:
         of those failed: finish raises its error)."""
         if not requests or any(f.done() and f.exception() is not None for f in self._futures):
             return
+        # (Here, not in the worker: torch's current stream is per thread, and the caller's
+        # is the one the tensors were allocated on.)
+        sync_streams(requests)
         self._futures.append(self._pool.submit(
             read, self._reader, requests, verify=self._verify, threads=self._threads,
-            options=self._options, fresh=not self._futures))
+            options=self._options, fresh=not self._futures, synced=True))
 
     def finish(self, requests: List[Request]) -> Any:
         """Reads ``requests`` (the last batch) after the others and waits for all; raises the

@@ -977,13 +977,20 @@ def _early_threads():
 
 
 def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, monkeypatch):
-    batches = []
-    native = _device._native_load
+    import threading
+
+    batches, synced = [], []
+    native, sync = _device._native_load, _device.sync_streams
 
     def spy(reader, reqs, device, kw):
         batches.append(sum(n for _, _, _, n in reqs))
         return native(reader, reqs, device, kw)
+
+    def spy_sync(reqs):
+        synced.append(threading.get_ident())
+        return sync(reqs)
     monkeypatch.setattr(_device, "_native_load", spy)
+    monkeypatch.setattr(_device, "sync_streams", spy_sync)
     leaves = {f"w{i}": torch.arange(100_000, dtype=torch.float32) * (i + 1) for i in range(10)}
     jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
     # A staging memory of 1 MiB: a batch each 1 MiB planned (three leaves of 400,000 bytes).
@@ -993,6 +1000,9 @@ def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, mo
         assert batches == [1_200_000, 1_200_000, 1_200_000, 400_000]  # 3 early, the last
         for k, v in leaves.items():
             assert torch.equal(got[k], v), k
+        # torch's streams are synchronized once a batch, by the thread that allocated the
+        # tensors (torch's current stream is per thread), not by the worker reading them.
+        assert synced == [threading.get_ident()] * 4
         # The load's stats and stand-in counters cover every batch.
         assert opts.last_stats.buffered_bytes + opts.last_stats.direct_bytes == 4_000_000
         assert stats["bytes_copied"] == 4_000_000
@@ -1270,3 +1280,25 @@ def test_gpu_staging_buffers_pinned_ahead_serve_the_load(torch, path):
         assert torch.equal(got[k].cpu(), v), k
     # The four 2 MiB buffers pinned ahead served the load and stayed cached; none twice.
     assert jtree.release_pinned_memory() == 8 << 20
+
+
+def test_gpu_early_reads_inside_a_side_stream_wait_for_its_work(torch, path):
+    _need_gpu(torch)
+    g = torch.Generator().manual_seed(11)
+    leaves = {f"w{i}": torch.randn(1 << 20, generator=g) for i in range(8)}  # 32 MiB
+    jtree.save(leaves, path, compression=None)
+    opts = jtree.DeviceOptions(staging_bytes=8 << 20, staging_buffers=4)  # early batches
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        # Work queued on the side stream into a block freed at once: the load's tensors are
+        # carved out of it while that work may still run. The load must wait for it (it
+        # synchronizes torch's current stream of the thread that allocated them, s), or the
+        # work would overwrite what was read.
+        x = torch.ones(8 << 20, device="cuda:0")
+        for _ in range(2000):
+            x.mul_(1.0001)
+        del x
+        got = jtree.load(path, device="cuda:0", device_options=opts)
+    torch.cuda.synchronize()
+    for k, v in leaves.items():
+        assert torch.equal(got[k].cpu(), v), k
