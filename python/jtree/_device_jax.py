@@ -88,7 +88,9 @@ class Dest(_device.Destination):
         a = _import(lambda: _jtree.device_array(
             self.arena, self.address, list(shape), _dtypes.code_of_name(view), dl_type, ordinal),
             dl_type, ordinal)
-        if a.devices() != {self.device}:  # (the stand-in's arrays land on JAX's first CPU)
+        # (The stand-in's arrays land on JAX's first CPU; a GPU's on the device of the ordinal,
+        # this one: not asked, a few microseconds an array.)
+        if cpu and a.devices() != {self.device}:
             a = jax.device_put(a, self.device)
         if view != dtype:
             a = jax.lax.bitcast_convert_type(a, _dtypes.numpy_dtype(dtype))

@@ -209,6 +209,10 @@ class LoadOptions:
         self.device_options = _device_options.checked(device_options)
 
 
+# Loader.cache key of _device.overlap()'s answer for the load.
+_OVERLAP = ("device overlap",)
+
+
 class Loader:
     """One load: plan (``plan``), read (``read``), build (the returned thunk)."""
 
@@ -466,7 +470,10 @@ class Loader:
         be placed while the plan goes on (_device.place_early: JAX arrays when jtree cannot
         allocate their memory itself; the rest of the load is then read after the plan);
         none of it with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
-        if not _device.overlap():
+        overlap = self.cache.get(_OVERLAP)
+        if overlap is None:  # (asked once a load: it reads the environment)
+            overlap = self.cache[_OVERLAP] = _device.overlap()
+        if not overlap:
             return
         _device.planned(self.cache, device, nbytes, self.o.device_options)
         if self.o.progress is not None or self.o.fill_out or self.early_declined:
@@ -685,7 +692,7 @@ class Loader:
         if (target is ALL or target is True) and self.o.cast is None:
             fast = (_load_numpy.as_stored(self, fl, path) if self.o.framework == "numpy"
                     else _load_torch.as_stored(self, fl, path) if self.o.framework == "torch"
-                    else None)
+                    else _load_jax.as_stored(self, fl, path))
             if fast is not None:
                 return fast
         else:  # a torch template of the stored dtype and shape (cast= and pad_truncate= do

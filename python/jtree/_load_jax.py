@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _device, _device_jax, _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, dtype_name
+from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
 from ._load_numpy import block as _numpy_block
 from ._structure import FileLeaf
 
@@ -94,6 +94,60 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
         return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     return build
+
+
+# Loader.cache key of as_stored's answer for the load: (the device, its sharding) or False.
+_ONE_DEVICE = ("jax fast path",)
+
+
+def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:
+    """The common case of Loader.array() for JAX, without the general per-leaf planning (a
+    model's 873 arrays spent about half their Python there; bench/python/device_plan_cost.py):
+    the whole leaf, of its stored dtype, read straight into the memory of the one device the
+    load places everything on -- its ``shardings=`` a SingleDeviceSharding, or none given
+    where the process has a single JAX device (jax_array's rule) -- when the direct path
+    serves that device and dtype (what direct_to_devices does for it). None where the
+    general path is needed."""
+    one = loader.cache.get(_ONE_DEVICE)
+    if one is None:
+        one = loader.cache[_ONE_DEVICE] = _one_device(loader.o.shardings)
+    if not one:
+        return None
+    device, sharding = one
+    key = ("jax fast path", fl.dtype)
+    item = loader.cache.get(key)
+    if item is None:  # (asked once per dtype and load: why_not looks at the environment)
+        item = loader.cache[key] = (_dtypes.numpy_dtype(fl.dtype, loader.name, path).itemsize
+                                    if _device_jax.why_not(device, fl.dtype) is None else 0)
+    if not item:
+        return None
+    # (The general path's key, so that each finds what the other planned: tied leaves.)
+    key = array_key(fl, NAME, fl.dtype, fl.shape, loader.o.shardings)
+    thunk = loader.cache.get(key)
+    if thunk is not None:
+        return thunk
+    shape = fl.shape
+    loader.reserve_array(shape, item, path)
+    dest = _device_jax.Dest(device, item * math.prod(shape))
+    loader.device_requests.append((fl.index, None, dest))
+    loader.device_planned(device, dest.nbytes)
+    thunk = loader.cache[key] = memo(lambda: dest.array(shape, fl.dtype))
+    return thunk
+
+
+def _one_device(shardings: Any) -> Any:
+    """(the device, its sharding) when every array of a load with ``shardings=`` goes to one
+    JAX device as a whole: a SingleDeviceSharding, or None where the process has one device
+    and no default device is set (jax_array's rule); else False."""
+    import jax  # noqa: PLC0415  (a JAX load: imported by now or for its first array)
+
+    if shardings is None:
+        only, _ = _device_jax.only_device()
+        return (only, None) if only is not None else False
+    if isinstance(shardings, jax.sharding.SingleDeviceSharding):
+        (device,) = shardings.device_set
+        return device, shardings
+    return False
 
 
 def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],

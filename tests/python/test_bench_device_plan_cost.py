@@ -1,5 +1,5 @@
 """bench/python/device_plan_cost.py (the Python side of loads into device memory: torch with
-and without the template fast path, JAX with and without jax.dlpack.from_dlpack) runs end to
+and without the template fast path, JAX with and without its fast path) runs end to
 end at a tiny size, and checks itself that each fast path took its general path never and the
 general path every time. It tests the script, not speed."""
 import os

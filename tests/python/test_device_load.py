@@ -1158,6 +1158,56 @@ def test_jax_loads_read_while_they_plan_each_batch_in_memory_of_its_own(jax, pat
     assert not _early_threads()
 
 
+def test_jax_single_device_loads_skip_the_general_planning(jax, ml_dtypes, path, monkeypatch):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    from jtree import _load_jax
+
+    devices = jax.devices()
+    if len(devices) < 2:
+        _skip_loudly("needs 2 JAX devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    general = []
+    real = _load_jax.jax_array
+    monkeypatch.setattr(_load_jax, "jax_array", lambda loader, fl, *a: general.append(
+        fl.dtype) or real(loader, fl, *a))
+    g = np.random.default_rng(9)
+    x = g.standard_normal((40, 30)).astype(np.float32)
+    tree = {"x": x, "tied": x, "bf": x[:5].astype(ml_dtypes.bfloat16),
+            "f8": x[:3].astype(ml_dtypes.float8_e4m3fn),
+            "i4": np.arange(-8, 8, dtype=ml_dtypes.int4),
+            "empty": np.zeros((0, 3), np.float32), "n": 7}
+    jtree.save(tree, path, chunk_bytes=1024)
+
+    def load(sharding, **kw):
+        general.clear()
+        with _device.host_stand_in_for_tests() as stats:
+            got = jtree.load(path, shardings=sharding, **kw)
+        for k, v in tree.items():
+            if k == "n":
+                assert got[k] == 7
+                continue
+            cast = "cast" in kw and v.dtype == np.float32
+            want = v.astype(ml_dtypes.bfloat16) if cast else v
+            assert got[k].dtype == want.dtype and got[k].shape == want.shape, k
+            assert np.array_equal(np.asarray(got[k]).view(np.uint8), want.view(np.uint8)), k
+        return got, stats
+
+    one = SingleDeviceSharding(devices[1])
+    got, stats = load(one)
+    # Straight to the device without the general planner, but int4 (which JAX's DLPack import
+    # lacks), read through host memory by the general path as before.
+    assert general == ["int4"] and stats["copies"] > 0
+    assert got["tied"] is got["x"]  # (tied leaves: one array, as on the general path)
+    assert all(got[k].devices() == {devices[1]} for k in ("x", "bf", "f8", "i4", "empty"))
+    assert got["x"].sharding == one
+    # cast= and a sharding over several devices: the general path for every array (the tied
+    # leaf planned once).
+    load(one, cast={"float32": "bfloat16"})
+    assert len(general) == 5
+    load(NamedSharding(Mesh(np.array(devices[:2]), ("a",)), PartitionSpec()))
+    assert len(general) == 5
+
+
 # ---- on a CUDA GPU ------------------------------------------------------------------------
 
 def _need_gpu(torch):
