@@ -8,7 +8,8 @@
 #      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
 #   2. the Python GPU tests (test_device_load.py: torch and JAX), and what a JAX load's
 #      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
-#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
+#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs),
+#      and raw loads through staging small enough for the CPU's cache (16 MiB/8, 32 MiB/16)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
 #      warm and cold page cache, every system, --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
@@ -81,6 +82,14 @@ print('JAX allocation of 1 GiB: first %.1f ms (compiles), again %.1f ms, another
 
 stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
+# Staging small enough to stay in the CPU's last-level cache (the copy into the buffers and the
+# DMA out of them then need not go through DRAM: the host's memcpy bound, 31-37 GB/s on the
+# H200 VM, is what holds the default ring at 60% of pinned). 128 MiB/8 beat 256/4 and 32/4.
+for v in "16 8" "32 16"; do
+  read -r mib bufs <<< "$v"
+  run 40 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm --only raw --zero-copy off \
+    --staging-mib "$mib" --buffers "$bufs" | tee -a "$out/bench_device_small_staging.txt" | grep -i "raw\|staging"
+done
 unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
