@@ -15,7 +15,8 @@ from ._errors import (AlreadyExistsError, CorruptionError, InvalidArgumentError,
 from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
 from ._device_options import DeviceOptions
 from . import _fileobj
-from ._file import File
+from . import _keypath as kp
+from ._file import File, LazyArray, Node
 from ._multi_process import collective_save
 from ._progress import finish, progress_callback
 from ._load import spec_tree
@@ -405,6 +406,8 @@ def _open(path: Union[PathLike, File], options: Dict[str, Any],
     """An open File for a path (or the File given)."""
     if isinstance(path, File):
         return path
+    if isinstance(path, (Node, LazyArray)):
+        return path._f
     kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict", "mmap")
           if options.get(k) is not None}
     if allow_full_download:
@@ -421,7 +424,9 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          progress: Any = False, allow_full_download: bool = False,
          device_options: Optional[DeviceOptions] = None) -> Any:
     """Loads a .jtree file (a path, a URL, a :class:`File` from :func:`jtree.open`, a seekable
-    binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`).
+    binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`), or
+    a part of an open one (``jtree.load(f["params"])``, as ``f["params"].load()``: a
+    :class:`Node` or :class:`LazyArray`; key paths and ``keys=`` patterns stay the file's).
 
     Arrays come back as NumPy arrays (bfloat16, float8, float4 and int4 as ml_dtypes types),
     or as ``framework="torch"`` tensors or ``"jax"`` arrays; other leaves as the Python values
@@ -510,18 +515,50 @@ def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
     # per leaf) are freed here, before it runs again. Otherwise its next collection scans
     # them all, only to find them freed (60-100 ms for 100,000 leaves).
     f = _open(path, options, allow_full_download)
-    return load_subtree(f, f._root, (), pytree, fill_out=fill_out, **options)
+    node, at = _subtree(f, path)
+    return load_subtree(f, node, at, pytree, fill_out=fill_out, **options)
+
+
+def _subtree(f: File, path: Any) -> Any:
+    """(the node, its key path) that a load of ``path`` starts at: a Node or LazyArray of an
+    open file (``f["params"]``) is that subtree; anything else the file's root."""
+    if isinstance(path, (Node, LazyArray)):
+        return path._node, path._path
+    return f._root, ()
 
 
 def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True,
                    allow_full_download: bool = False) -> Any:
-    """The structure of a .jtree file: its containers, with a :class:`LeafSpec` (kind, shape,
-    dtype) in place of each leaf. Reads the header only, never array data. The result can be
+    """The structure of a .jtree file (or of a part of an open one: ``f["params"]``): its
+    containers, with a :class:`LeafSpec` (kind, shape, dtype) in place of each leaf. Reads the header only, never array data. The result can be
     edited (``None`` to skip a leaf, another dtype to cast) and passed to :func:`load` as
     ``pytree``. ``allow_full_download`` as in :func:`load` (a server that ignores Range
     requests: the whole file is downloaded once)."""
     f = _open(path, {"strict": strict}, allow_full_download)
-    return spec_tree(f._root, strict=strict, file=f.name)
+    return _structure(f, path, strict)
+
+
+def _structure(f: File, path: Any, strict: bool) -> Any:
+    """load_pytreedef's tree of ``path`` in the open file ``f``: the file's, or for a part of
+    it (a Node or LazyArray) that part of the file's (built in one native pass, then
+    indexed by the part's keys: containers rebuilt in Python, such as custom nodes, cannot be
+    indexed, and their parts are NotSupportedError)."""
+    if isinstance(path, LazyArray):
+        return path.spec()
+    spec = spec_tree(f._root, strict=strict, file=f.name)
+    if not isinstance(path, Node):
+        return spec
+    for i, key in enumerate(path._path):
+        if isinstance(spec, dict) or (isinstance(spec, (list, tuple)) and isinstance(key, int)):
+            spec = spec[key]
+        elif isinstance(spec, tuple) and hasattr(spec, "_fields"):  # (a namedtuple's field)
+            spec = getattr(spec, key)
+        else:
+            raise error(NotSupportedError, f.name, kp.join(path._path[:i]),
+                        f"the structure of a part of a {type(spec).__qualname__} (a container "
+                        f"rebuilt by its own code) cannot be taken: load the file's, "
+                        f"jtree.load_pytreedef(f)")
+    return spec
 
 
 def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, *,
@@ -535,8 +572,9 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, *,
         raise TypeError(f"nonblocking_load() got unexpected options {sorted(unknown)}")
     f = _open(path, options, allow_full_download)
     strict = options.get("strict")
-    structure = spec_tree(f._root, strict=f.strict if strict is None else strict, file=f.name)
-    fut = _pool().submit(load, f, pytree, **options)
+    structure = _structure(f, path, f.strict if strict is None else strict)
+    fut = _pool().submit(load, path if isinstance(path, (Node, LazyArray)) else f, pytree,
+                         **options)
     return Future(fut, structure)
 
 

@@ -68,6 +68,13 @@ class PatternSet:
                 pending.discard(i)
         return any(_prefix_match(p, path) for p in self.patterns)
 
+    def may_select_below(self, parts: Sequence[str]) -> bool:
+        """False when no pattern can select anything at ``parts`` or below it (a container
+        whose subtree a load need not look into); True when one might (a ``**`` always
+        might)."""
+        path = tuple(parts)
+        return any(_may_match_below(p, path) for p in self.patterns)
+
     def text(self, i: int) -> str:
         """Pattern number ``i`` as the caller wrote it."""
         return self.texts[i]
@@ -93,6 +100,16 @@ def nearest(pattern: str, paths: Sequence[str], n: int = 3) -> List[str]:
                                                             cutoff=0.6)
                 if last[k] not in got][:n - len(got)]
     return got
+
+
+def _may_match_below(pattern: Tuple[str, ...], path: Tuple[str, ...]) -> bool:
+    # True when the pattern matches `path`, one of its prefixes, or may match a path below it.
+    for i, head in enumerate(pattern):
+        if head == "**" or i == len(path):
+            return True
+        if not fnmatchcase(path[i], head):
+            return False
+    return True
 
 
 def _prefix_match(pattern: Tuple[str, ...], path: Tuple[str, ...]) -> bool:

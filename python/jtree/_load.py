@@ -536,6 +536,11 @@ class Loader:
             return self.leaf(node.leaf, target, path)  # type: ignore[arg-type]
         if self.pending and not node.children:
             self.selected(path)  # (a pattern naming an empty container matched it)
+        if ((target is ALL or target is True) and self.o.keys is not None and node.children
+                and not self.o.keys.may_select_below([str(p) for p in path])):
+            # Nothing below can be selected: not a leaf of it is looked at (with prune the
+            # parent drops it; else its structure, with None leaves, as a False mask gives).
+            return _PRUNED if self.o.prune else self.container(node, False, path)
         return self.container(node, target, path)
 
     def container(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:

@@ -118,3 +118,77 @@ def test_prune_gives_a_state_dict_subset_torch_accepts(path, torch):
     assert torch.equal(fresh[2].weight, before)  # untouched
     with pytest.raises(jtree.NotFoundError, match=r"'0\.wieght'.*nearest: '0\.weight'"):
         jtree.load(path, keys="0.wieght", framework="torch", prune=True)
+
+
+@pytest.mark.parametrize("keys", [
+    "params/dense/kernel", "params/layers/*/w", "params/layers/?", "**/w", "params/layers/[01]/w",
+    ["opt_state/0", "step"], "params", "*/dense/*", "nothing", "empty", "opt_state/*",
+])
+@pytest.mark.parametrize("prune", [False, True])
+def test_subtrees_a_selection_cannot_reach_are_not_walked(ckpt, keys, prune, monkeypatch):
+    from jtree import _keypath, _load
+
+    path, _ = ckpt
+    looked = []
+    selected = _load.Loader.selected
+    monkeypatch.setattr(_load.Loader, "selected",
+                        lambda self, p: looked.append(p) or selected(self, p))
+    got = jtree.load(path, keys=keys, prune=prune)
+    walked = list(looked)
+    # The same load looking at every leaf (what loads did before subtrees were skipped).
+    monkeypatch.setattr(_keypath.PatternSet, "may_select_below", lambda self, parts: True)
+    looked.clear()
+    want = jtree.load(path, keys=keys, prune=prune)
+    assert_same(got, want)
+    assert set(walked) <= set(looked)
+    if keys == "params/dense/kernel":  # (nothing of params/layers or opt_state looked at)
+        assert ("params", "layers", 0, "w") in looked and ("opt_state", 0) in looked
+        assert not [p for p in walked if p[:2] == ("params", "layers") or p[0] == "opt_state"]
+
+
+def test_a_selection_from_a_large_file_skips_what_it_cannot_reach(path, monkeypatch):
+    from jtree import _load
+
+    tree = {f"g{i}": {f"l{j}": np.full(3, i * 100 + j, np.int32) for j in range(50)}
+            for i in range(40)}
+    jtree.save(tree, path)
+    looked = []
+    selected = _load.Loader.selected
+    monkeypatch.setattr(_load.Loader, "selected",
+                        lambda self, p: looked.append(p) or selected(self, p))
+    with jtree.open(path) as f:
+        out = jtree.load(f, keys=["g7/l3", "g9/*"], prune=True)
+        assert list(out) == ["g7", "g9"] and list(out["g7"]) == ["l3"]
+        assert out["g7"]["l3"].tolist() == [703] * 3 and len(out["g9"]) == 50
+        assert len(looked) == 100  # the leaves of g7 and g9, not the other 1,900
+        full = jtree.load(f, keys="g7/l3")  # without prune: the whole skeleton, Nones
+        assert set(full) == set(tree) and full["g3"]["l1"] is None
+        assert full["g7"]["l3"].tolist() == [703] * 3
+
+
+def test_a_node_or_array_of_an_open_file_loads_as_its_subtree(ckpt):
+    path, tree = ckpt
+    with jtree.open(path) as f:
+        assert_same(jtree.load(f["params"]), tree["params"])  # (as f["params"].load())
+        kernel = tree["params"]["dense"]["kernel"]
+        assert_same(jtree.load(f["params"]["dense"]["kernel"]), kernel)
+        # Patterns stay the file's key paths.
+        got = jtree.load(f["params"], keys="params/dense/*", prune=True)
+        assert list(got) == ["dense"] and sorted(got["dense"]) == ["bias", "kernel"]
+        with pytest.raises(jtree.NotFoundError, match="'params/zz'"):
+            jtree.load(f["params"], keys="params/zz")
+        spec = jtree.load_pytreedef(f["params"])
+        assert sorted(spec) == ["dense", "layers"] and spec["dense"]["kernel"].shape == (2, 3)
+        fut = jtree.nonblocking_load(f["params"]["dense"])
+        assert sorted(fut.pytree) == ["bias", "kernel"]
+        assert_same(fut.result(), tree["params"]["dense"])
+
+
+def test_the_structure_of_a_part_inside_a_namedtuple(path):
+    import collections
+    Point = collections.namedtuple("Point", ["x", "y"])
+    jtree.save({"p": Point(x={"a": np.arange(3)}, y=np.ones(2))}, path)
+    with jtree.open(path) as f:
+        assert jtree.load_pytreedef(f["p"]["x"])["a"].shape == (3,)
+        assert jtree.load_pytreedef(f["p"]).y.shape == (2,)
+        assert_same(jtree.load(f["p"]["x"]), {"a": np.arange(3)})
