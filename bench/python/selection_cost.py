@@ -1,0 +1,71 @@
+"""What a ``keys=`` selection costs in a file of many leaves: ``jtree.load(f, keys=...)`` of
+one leaf (and of one group) from a file of --groups x --leaves small arrays, with the subtrees
+no pattern can reach skipped (PatternSet.may_select_below, what loads do) against every leaf
+looked at (what they did before), alternated in one process on one open file, with and without
+``prune=True``. It times jtree's planning (the data is a few bytes a leaf); not a comparison
+with the peers (bench/peers.py's "one leaf" rows are).
+
+    .venv/bin/python bench/python/selection_cost.py --groups 200 --leaves 100 --runs 11
+
+Prints the median [min, max] of each, and skipped / walked.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Dict, List
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--groups", type=int, default=200)
+    ap.add_argument("--leaves", type=int, default=100, help="leaves per group")
+    ap.add_argument("--runs", type=int, default=11)
+    a = ap.parse_args()
+
+    import numpy as np
+    import jtree
+    from jtree import _keypath
+
+    skip = _keypath.PatternSet.may_select_below
+    tree = {f"g{i}": {f"l{j}": np.full(4, j, np.float32) for j in range(a.leaves)}
+            for i in range(a.groups)}
+    g, l = a.groups // 2, a.leaves // 2
+    cases = {f"keys='g{g}/l{l}'": dict(keys=f"g{g}/l{l}"),
+             f"keys='g{g}/l{l}', prune": dict(keys=f"g{g}/l{l}", prune=True),
+             f"keys='g{g}/*', prune": dict(keys=f"g{g}/*", prune=True)}
+    times: Dict[str, List[float]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "many.jtree")
+        jtree.save(tree, path)
+        with jtree.open(path) as f:
+            for run in range(a.runs + 1):  # (run 0 warms up: the file's nodes are made)
+                for name, kw in cases.items():
+                    for mode in ("skipped", "walked"):
+                        _keypath.PatternSet.may_select_below = (
+                            skip if mode == "skipped" else (lambda self, parts: True))
+                        t0 = time.perf_counter()
+                        got = jtree.load(f, **kw)
+                        dt = time.perf_counter() - t0
+                        _keypath.PatternSet.may_select_below = skip
+                        if run:
+                            times.setdefault(f"{name} {mode}", []).append(dt)
+                        assert float(got[f"g{g}"][f"l{l}"][0]) == l
+    print(f"jtree {jtree.__version__}, {a.groups * a.leaves} leaves ({a.groups} groups of "
+          f"{a.leaves}), {a.runs} loads each, one open file")
+    for name in cases:
+        med = {}
+        for mode in ("skipped", "walked"):
+            ts = times[f"{name} {mode}"]
+            med[mode] = statistics.median(ts)
+            print(f"  {name:28s} {mode:8s}: {med[mode] * 1e3:7.2f} ms "
+                  f"[{min(ts) * 1e3:.2f}, {max(ts) * 1e3:.2f}]")
+        print(f"  {name} skipped / walked: {med['skipped'] / med['walked']:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
