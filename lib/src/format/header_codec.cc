@@ -661,7 +661,17 @@ NodeView HeaderView::node(uint32_t i) const {
 }
 
 void HeaderView::decode_leaf(uint32_t i, Leaf& out) const {
+  // Reset, keeping the capacity of the shapes and the inline bytes: a caller decoding leaf
+  // after leaf into one Leaf (validate_index, at every open) then allocates nothing.
+  Shape shape = std::move(out.shape), chunk_shape = std::move(out.chunk_shape),
+        chunk_bounds = std::move(out.chunk_bounds);
+  std::string inline_data = std::move(out.inline_data);
   out = Leaf{};
+  out.shape = std::move(shape);
+  out.chunk_shape = std::move(chunk_shape);
+  out.chunk_bounds = std::move(chunk_bounds);
+  out.inline_data = std::move(inline_data);
+  reset_scratch(out);
   // Checked by open_header: decoding it again cannot fail.
   (void)format::decode_leaf(root_->leaves()->Get(i), i, limits_, out);
   out.first_chunk = first_chunk_[i];

@@ -154,8 +154,11 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
     return leaf_ok<kMessages>();
   }
 
-  // Chunked: a regular grid (chunk_shape) or a rectilinear one (chunk_bounds, version 2).
-  Shape max_chunk;
+  // Chunked: a regular grid (chunk_shape) or a rectilinear one (chunk_bounds, version 2). The
+  // largest chunk: the chunk shape itself for a regular grid (not copied: this runs for every
+  // leaf of a file as it is opened).
+  Shape rectilinear_max;
+  const Shape* max_chunk = &l.chunk_shape;
   std::optional<uint64_t> n;
   if (!l.chunk_bounds.empty()) {
     if (!l.chunk_shape.empty()) {
@@ -168,7 +171,8 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
                                        "increasing ends that finish at its extent"));
     }
     n = rectilinear_chunk_count(*ends);
-    max_chunk = ChunkGrid::rectilinear(l.shape, std::move(*ends)).max_chunk();
+    rectilinear_max = ChunkGrid::rectilinear(l.shape, std::move(*ends)).max_chunk();
+    max_chunk = &rectilinear_max;
   } else {
     if (l.chunk_shape.size() != l.shape.size()) {
       JTREE_LEAF_FAIL(kCorruption,
@@ -185,9 +189,8 @@ LeafResult<kMessages> check_leaf(const Tree& t, const Leaf& l, size_t i, const L
       }
     }
     n = grid_chunk_count(l.shape, l.chunk_shape);
-    max_chunk = l.chunk_shape;
   }
-  auto chunk_elements = checked_product(max_chunk, kMaxElements);
+  auto chunk_elements = checked_product(*max_chunk, kMaxElements);
   uint64_t chunk_bytes = chunk_elements ? stored_bytes(l.dtype, *chunk_elements) : UINT64_MAX;
   if (chunk_bytes > std::min(limits.max_chunk_bytes, kMaxChunkFormatBytes)) {
     JTREE_LEAF_FAIL(kResourceExhausted,
@@ -221,8 +224,8 @@ size_t planes_of(const Leaf& leaf) {
   return std::max<size_t>(1, dtype_info(leaf.dtype)->stored_bits / 8);
 }
 
-void for_each_chunk_raw_size(const Leaf& leaf,
-                             const std::function<void(uint64_t, uint64_t)>& fn) {
+void for_each_chunk_raw_size_general(const Leaf& leaf,
+                                     const std::function<void(uint64_t, uint64_t)>& fn) {
   if (!leaf.chunk_bounds.empty()) {
     const ChunkGrid grid = ChunkGrid::of(leaf);
     for (uint64_t k = 0; k < grid.count(); ++k) fn(k, stored_bytes(leaf.dtype, grid.elements(k)));

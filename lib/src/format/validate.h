@@ -2,6 +2,8 @@
 // Everything a reader relies on is checked here, before any chunk is touched.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -76,10 +78,50 @@ Status validate_index(const Tree& tree, const IndexData& index, uint64_t expecte
 /// element size).
 size_t planes_of(const Leaf& leaf);
 
+/// for_each_chunk_raw_size for any leaf (rectilinear grids, any rank), through a
+/// std::function and the leaf's ChunkGrid.
+void for_each_chunk_raw_size_general(const Leaf& leaf,
+                                     const std::function<void(uint64_t, uint64_t)>& fn);
+
 /// Calls fn(chunk number within the leaf, raw bytes of that chunk) for every chunk of a
-/// validated chunked leaf, in order, without allocating per chunk.
-void for_each_chunk_raw_size(const Leaf& leaf,
-                             const std::function<void(uint64_t, uint64_t)>& fn);
+/// validated chunked leaf, in order, without allocating. (Inline, and without a ChunkGrid for
+/// regular grids of rank up to 16: an open runs it for every leaf of the file, where the
+/// std::function's capture and the grid's vectors were several allocations a leaf.)
+template <class Fn>
+void for_each_chunk_raw_size(const Leaf& leaf, Fn&& fn) {
+  constexpr size_t kInlineRank = 16;
+  const size_t r = leaf.shape.size();
+  if (!leaf.chunk_bounds.empty() || r > kInlineRank) {
+    for_each_chunk_raw_size_general(leaf, fn);
+    return;
+  }
+  const Shape& s = leaf.shape;
+  const Shape& c = leaf.chunk_shape;
+  // Chunks along each dim (as ChunkGrid counts them), the odometer, and the extent of the
+  // current chunk along each dim: c[d], except the last chunk of the dim.
+  std::array<uint64_t, kInlineRank> grid{}, g{}, extent{};
+  uint64_t count = 1, elements = 1;
+  for (size_t d = 0; d < r; ++d) {
+    grid[d] = s[d] == 0 ? 0 : (s[d] - 1) / c[d] + 1;
+    count *= grid[d];  // (validated not to overflow)
+    extent[d] = std::min(c[d], s[d]);
+    elements *= extent[d];
+  }
+  for (uint64_t k = 0; k < count; ++k) {
+    fn(k, stored_bytes(leaf.dtype, elements));
+    // Advance the odometer and recompute the product only for changed dims.
+    for (size_t d = r; d-- > 0;) {
+      if (++g[d] < grid[d]) {
+        extent[d] = std::min(c[d], s[d] - g[d] * c[d]);
+        break;
+      }
+      g[d] = 0;
+      extent[d] = std::min(c[d], s[d]);
+    }
+    elements = 1;
+    for (size_t d = 0; d < r; ++d) elements *= extent[d];
+  }
+}
 
 /// Raw (stored-form) bytes of chunk `local` of a validated chunked leaf.
 uint64_t chunk_raw_size(const Leaf& leaf, uint64_t local);
