@@ -1242,7 +1242,7 @@ def test_gpu_load_is_bit_exact_and_direct(torch, path, compression):
         assert s.device.type == "cuda" and torch.equal(s.cpu(), tree["w"][10:200:3, 5:60])
 
 
-def test_gpu_jax_shardings(jax, ml_dtypes, path):
+def test_gpu_jax_shardings(jax, ml_dtypes, path, monkeypatch):
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
     if not gpus or _device.cuda_device_count() == 0:
         msg = (f"!!! SKIPPED: JAX sees {len(gpus)} GPUs, jtree's CUDA runtime "
@@ -1260,18 +1260,34 @@ def test_gpu_jax_shardings(jax, ml_dtypes, path):
     jtree.save(tree, path, chunk_bytes=4096)
     sharding = NamedSharding(Mesh(np.array(gpus), ("a",)), PartitionSpec("a"))
     one = SingleDeviceSharding(gpus[-1])
-    opts = jtree.DeviceOptions()
-    before = gpus[-1].memory_stats()["bytes_in_use"]
-    got = jtree.load(path, shardings=lambda k, s: sharding if k == "x" else one,
-                     device_options=opts)
-    assert got["x"].sharding == sharding and np.array_equal(np.asarray(got["x"]), x)
-    for k in ("bf", "f8"):
-        assert got[k].sharding == one and got[k].dtype == tree[k].dtype, k
-        assert np.array_equal(np.asarray(got[k]).view(np.uint8), tree[k].view(np.uint8)), k
-    # Straight to the devices (the stats count every byte), in memory JAX's allocator holds.
-    total = sum(v.nbytes for v in tree.values())
-    assert opts.last_stats.direct_bytes + opts.last_stats.buffered_bytes == total
-    assert gpus[-1].memory_stats()["bytes_in_use"] - before >= tree["bf"].nbytes
+    from jtree import _device_jax
+
+    native = []  # what jtree's own allocation gave each load (None: no room, JAX's then)
+    real = _device_jax._native_arenas
+    monkeypatch.setattr(_device_jax, "_native_arenas",
+                        lambda sizes: native.append(real(sizes)) or native[-1])
+    # jtree's own memory (cudaMalloc), then JAX's allocation (JTREE_JAX_NATIVE_ALLOCATION=0).
+    for own in (True, False):
+        if not own:
+            monkeypatch.setenv("JTREE_JAX_NATIVE_ALLOCATION", "0")
+        native.clear()
+        opts = jtree.DeviceOptions()
+        before = gpus[-1].memory_stats()["bytes_in_use"]
+        got = jtree.load(path, shardings=lambda k, s: sharding if k == "x" else one,
+                         device_options=opts)
+        assert got["x"].sharding == sharding and np.array_equal(np.asarray(got["x"]), x)
+        for k in ("bf", "f8"):
+            assert got[k].sharding == one and got[k].dtype == tree[k].dtype, k
+            assert np.array_equal(np.asarray(got[k]).view(np.uint8), tree[k].view(np.uint8)), k
+        # Straight to the devices (the stats count every byte).
+        total = sum(v.nbytes for v in tree.values())
+        assert opts.last_stats.direct_bytes + opts.last_stats.buffered_bytes == total
+        if own and os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE") == "false":
+            # (XLA took no pool ahead: the device has the room for jtree's allocation.)
+            assert native and all(m is not None for m in native), native
+        if not own:  # in memory JAX's allocator holds
+            assert gpus[-1].memory_stats()["bytes_in_use"] - before >= tree["bf"].nbytes
+        del got
 
 
 def test_gpu_zero_copy_from_the_page_cache(torch, path):
