@@ -530,9 +530,9 @@ def _subtree(f: File, path: Any) -> Any:
 def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True,
                    allow_full_download: bool = False) -> Any:
     """The structure of a .jtree file (or of a part of an open one: ``f["params"]``): its
-    containers, with a :class:`LeafSpec` (kind, shape, dtype) in place of each leaf. Reads the header only, never array data. The result can be
-    edited (``None`` to skip a leaf, another dtype to cast) and passed to :func:`load` as
-    ``pytree``. ``allow_full_download`` as in :func:`load` (a server that ignores Range
+    containers, with a :class:`LeafSpec` (kind, shape, dtype) in place of each leaf. Reads the
+    header only, never array data. The result can be edited (``None`` to skip a leaf, another
+    dtype to cast) and passed to :func:`load` as ``pytree``. ``allow_full_download`` as in :func:`load` (a server that ignores Range
     requests: the whole file is downloaded once)."""
     f = _open(path, {"strict": strict}, allow_full_download)
     return _structure(f, path, strict)

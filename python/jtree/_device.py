@@ -261,10 +261,10 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
     the settings of ``options`` (a jtree.DeviceOptions; None: the defaults; staging_bytes is
     per device). Before it, torch's current stream of each device is synchronized
     (:func:`sync_streams`; ``synced``: the caller did, in the thread that allocated the
-    tensors, as EarlyReads does before its worker thread calls this), and Destinations not placed yet (:func:`place_early`) get their
-    addresses (``place``). When it returns the data is on the devices. ``progress(done,
-    total)`` sees bytes queued for copying, over all devices (never called concurrently with
-    itself; False cancels every device's load). The
+    tensors, as EarlyReads does before its worker thread calls this), and Destinations not
+    placed yet (:func:`place_early`) get their addresses (``place``). When it returns the data
+    is on the devices. ``progress(done, total)`` sees bytes queued for copying, over all
+    devices (never called concurrently with itself; False cancels every device's load). The
     first error stops the other devices' loads and is raised once they have ended. Returns the
     load's DeviceStats (summed over the devices), also stored in ``options.last_stats``.
     ``fresh`` False: a later batch of the same Python load (EarlyReads), whose stand-in

@@ -75,6 +75,12 @@ class PatternSet:
         path = tuple(parts)
         return any(_may_match_below(p, path) for p in self.patterns)
 
+    def may_walk_everything(self) -> bool:
+        """Whether a load with these patterns may look into every container (the root's
+        pattern "", or a first component with wildcards, ``**`` included); False when each
+        names its first key plainly."""
+        return any(not p or any(c in p[0] for c in "*?[") for p in self.patterns)
+
     def text(self, i: int) -> str:
         """Pattern number ``i`` as the caller wrote it."""
         return self.texts[i]

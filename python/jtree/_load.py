@@ -259,7 +259,12 @@ class Loader:
                             self.o)
                         if got is not None:
                             return got[0]
-                    root._tree.fill_all(root)  # the whole tree is walked: made in one pass
+                    keys = self.o.keys
+                    if keys is None or not self.o.prune or keys.may_walk_everything():
+                        # The whole tree is walked (without prune, the skeleton of what is not
+                        # selected is built too): made in one pass. (A pruned selection made
+                        # container by container makes only the containers it looks into.)
+                        root._tree.fill_all(root)
                 try:
                     build = self.plan(root, target, path)
                     if self.pending:
@@ -534,13 +539,14 @@ class Loader:
             if not self.selected(path):
                 return _PRUNED if self.o.prune else _const(None)
             return self.leaf(node.leaf, target, path)  # type: ignore[arg-type]
+        if ((target is ALL or target is True) and self.o.keys is not None
+                and not self.o.keys.may_select_below([str(p) for p in path])):
+            # Nothing at or below it can be selected: not a leaf of it is looked at (with
+            # prune the parent drops it, its children not even made; else its structure, with
+            # None leaves, as a False mask gives).
+            return _PRUNED if self.o.prune else self.container(node, False, path)
         if self.pending and not node.children:
             self.selected(path)  # (a pattern naming an empty container matched it)
-        if ((target is ALL or target is True) and self.o.keys is not None and node.children
-                and not self.o.keys.may_select_below([str(p) for p in path])):
-            # Nothing below can be selected: not a leaf of it is looked at (with prune the
-            # parent drops it; else its structure, with None leaves, as a False mask gives).
-            return _PRUNED if self.o.prune else self.container(node, False, path)
         return self.container(node, target, path)
 
     def container(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:

@@ -161,6 +161,10 @@ def test_a_selection_from_a_large_file_skips_what_it_cannot_reach(path, monkeypa
         assert list(out) == ["g7", "g9"] and list(out["g7"]) == ["l3"]
         assert out["g7"]["l3"].tolist() == [703] * 3 and len(out["g9"]) == 50
         assert len(looked) == 100  # the leaves of g7 and g9, not the other 1,900
+        # Nothing was made of the groups it did not look into (the open file's tree is made
+        # as it is visited).
+        groups = {c.key: c for c in f._root.children}
+        assert groups["g3"]._children is None and groups["g7"]._children is not None
         full = jtree.load(f, keys="g7/l3")  # without prune: the whole skeleton, Nones
         assert set(full) == set(tree) and full["g3"]["l1"] is None
         assert full["g7"]["l3"].tolist() == [703] * 3
