@@ -35,6 +35,10 @@ run() { local s=$1; shift; timeout -k 5 "$s" "$@"; echo "--- rc=$? ($*)"; }
 stage machine
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 nproc; python3 --version
+# GPUDirect Storage (cuFile, optional in issue 22): its kernel module and library, if any
+# (torch's CUDA wheels bring libcufile; without nvidia-fs it runs in compatibility mode only).
+echo "nvidia-fs: $(cat /proc/driver/nvidia-fs/version 2>/dev/null || echo absent)"
+python3 -c "import glob, site; print('libcufile:', glob.glob(site.getsitepackages()[0] + '/nvidia/*/lib/libcufile.so*') or glob.glob('/usr/local/cuda*/lib64/libcufile.so*') or 'absent')" || true
 
 stage install
 site=$(mktemp -d /tmp/jtree-gpu-site.XXXXXX)
