@@ -213,3 +213,46 @@ TEST_CASE("index checks: counts, bounds, overlap, encodings") {
   c.chunks[1].segment = 3;
   CHECK_FALSE(run(c).ok());
 }
+
+TEST_CASE("index checks of many leaves: the first error in leaf order, distant overlaps") {
+  // 10,000 leaves of one raw 8-byte chunk each: of two bad records the first leaf's is
+  // reported, and chunks thousands of leaves apart that share bytes are found.
+  constexpr uint32_t kLeaves = 10000;
+  Tree t;
+  Node root;
+  root.kind = NodeKind::kDict;
+  root.num_children = kLeaves;
+  t.nodes.push_back(root);
+  IndexData ix;
+  for (uint32_t i = 0; i < kLeaves; ++i) {
+    Node n;
+    n.kind = NodeKind::kLeaf;
+    n.key = Key::string("l" + std::to_string(i));
+    n.leaf = i;
+    t.nodes.push_back(n);
+    Leaf l = chunked({2}, {2});
+    l.codec = Codec::kRaw;
+    l.filter = Filter::kNone;
+    t.leaves.push_back(std::move(l));
+    ix.chunks.push_back(ChunkRecord{8ull * i, 8, 0, 0, 0, 0, 0});
+  }
+  REQUIRE(t.finalize().ok());
+  REQUIRE(validate_leaves(t, Limits{}).ok());
+  const uint64_t data = 8ull * kLeaves;
+  ix.segments = {{128, data, 9}};
+  const uint64_t index_at = 128 + data;
+  Region meta[] = {{0, 128, "preamble"}, {index_at, 100, "index"},
+                   {index_at + 100, 128, "footer"}};
+  auto run = [&](const IndexData& x) {
+    return validate_index(t, x, kLeaves, index_at + 228, meta, FileKind::kCheckpoint, 0);
+  };
+  CHECK(run(ix).ok());
+  IndexData c = ix;
+  c.chunks[9000].stored_size = 7;  // (a later range)
+  c.chunks[5000].stored_size = 9;
+  Status st = run(c);
+  CHECK(st.message().find("leaf l5000: chunk 0: raw chunk of 9 bytes") != std::string::npos);
+  c = ix;
+  c.chunks[9999].offset = 8;  // on leaf 1's bytes, thousands of leaves away
+  CHECK(run(c).message().find("chunks overlap at file offset 136") != std::string::npos);
+}
