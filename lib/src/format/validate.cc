@@ -226,36 +226,9 @@ size_t planes_of(const Leaf& leaf) {
 
 void for_each_chunk_raw_size_general(const Leaf& leaf,
                                      const std::function<void(uint64_t, uint64_t)>& fn) {
-  if (!leaf.chunk_bounds.empty()) {
-    const ChunkGrid grid = ChunkGrid::of(leaf);
-    for (uint64_t k = 0; k < grid.count(); ++k) fn(k, stored_bytes(leaf.dtype, grid.elements(k)));
-    return;
-  }
-  const Shape& s = leaf.shape;
-  const Shape& c = leaf.chunk_shape;
-  const size_t r = s.size();
-  ChunkGrid grid(s, c);
-  // Extent of each chunk along each dim: c[d], except the last chunk of the dim.
-  Shape g(r, 0), extent(r);
-  uint64_t elements = 1;
-  for (size_t d = 0; d < r; ++d) {
-    extent[d] = std::min(c[d], s[d]);
-    elements *= extent[d];
-  }
-  for (uint64_t k = 0; k < grid.count(); ++k) {
-    fn(k, stored_bytes(leaf.dtype, elements));
-    // Advance the odometer and recompute the product only for changed dims.
-    for (size_t d = r; d-- > 0;) {
-      if (++g[d] < grid.grid()[d]) {
-        extent[d] = std::min(c[d], s[d] - g[d] * c[d]);
-        break;
-      }
-      g[d] = 0;
-      extent[d] = std::min(c[d], s[d]);
-    }
-    elements = 1;
-    for (size_t d = 0; d < r; ++d) elements *= extent[d];
-  }
+  // (Rectilinear grids and ranks over 16 only: the inline version walks the others.)
+  const ChunkGrid grid = ChunkGrid::of(leaf);
+  for (uint64_t k = 0; k < grid.count(); ++k) fn(k, stored_bytes(leaf.dtype, grid.elements(k)));
 }
 
 uint64_t chunk_raw_size(const Leaf& leaf, uint64_t local) {

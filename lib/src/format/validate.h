@@ -79,14 +79,15 @@ Status validate_index(const Tree& tree, const IndexData& index, uint64_t expecte
 size_t planes_of(const Leaf& leaf);
 
 /// for_each_chunk_raw_size for any leaf (rectilinear grids, any rank), through a
-/// std::function and the leaf's ChunkGrid.
+/// std::function and the leaf's ChunkGrid (what the inline version leaves to it).
 void for_each_chunk_raw_size_general(const Leaf& leaf,
                                      const std::function<void(uint64_t, uint64_t)>& fn);
 
 /// Calls fn(chunk number within the leaf, raw bytes of that chunk) for every chunk of a
-/// validated chunked leaf, in order, without allocating. (Inline, and without a ChunkGrid for
-/// regular grids of rank up to 16: an open runs it for every leaf of the file, where the
-/// std::function's capture and the grid's vectors were several allocations a leaf.)
+/// validated chunked leaf, in order. Regular grids of rank up to 16 are walked inline without
+/// allocating (an open runs it for every leaf of the file, where a std::function's capture
+/// and a ChunkGrid's vectors were several allocations a leaf); others through
+/// for_each_chunk_raw_size_general.
 template <class Fn>
 void for_each_chunk_raw_size(const Leaf& leaf, Fn&& fn) {
   constexpr size_t kInlineRank = 16;
