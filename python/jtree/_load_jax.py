@@ -96,7 +96,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     return build
 
 
-# Loader.cache key of as_stored's answer for the load: (the device, its sharding) or False.
+# Loader.cache key of as_stored's answer for the load: the one device, or False.
 _ONE_DEVICE = ("jax fast path",)
 
 
@@ -108,12 +108,11 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     where the process has a single JAX device (jax_array's rule) -- when the direct path
     serves that device and dtype (what direct_to_devices does for it). None where the
     general path is needed."""
-    one = loader.cache.get(_ONE_DEVICE)
-    if one is None:
-        one = loader.cache[_ONE_DEVICE] = _one_device(loader.o.shardings)
-    if not one:
+    device = loader.cache.get(_ONE_DEVICE)
+    if device is None:
+        device = loader.cache[_ONE_DEVICE] = _one_device(loader.o.shardings)
+    if device is False:
         return None
-    device, sharding = one
     key = ("jax fast path", fl.dtype)
     item = loader.cache.get(key)
     if item is None:  # (asked once per dtype and load: why_not looks at the environment)
@@ -136,17 +135,17 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
 
 
 def _one_device(shardings: Any) -> Any:
-    """(the device, its sharding) when every array of a load with ``shardings=`` goes to one
-    JAX device as a whole: a SingleDeviceSharding, or None where the process has one device
-    and no default device is set (jax_array's rule); else False."""
+    """The JAX device every array of a load with ``shardings=`` goes to as a whole: a
+    SingleDeviceSharding's, or (None) the process's only device where no default device is
+    set (jax_array's rule); else False."""
     import jax  # noqa: PLC0415  (a JAX load: imported by now or for its first array)
 
     if shardings is None:
         only, _ = _device_jax.only_device()
-        return (only, None) if only is not None else False
+        return only if only is not None else False
     if isinstance(shardings, jax.sharding.SingleDeviceSharding):
         (device,) = shardings.device_set
-        return device, shardings
+        return device
     return False
 
 
