@@ -260,10 +260,10 @@ class Loader:
                         if got is not None:
                             return got[0]
                     keys = self.o.keys
-                    if keys is None or not self.o.prune or keys.may_walk_everything():
-                        # The whole tree is walked (without prune, the skeleton of what is not
-                        # selected is built too): made in one pass. (A pruned selection made
-                        # container by container makes only the containers it looks into.)
+                    if keys is None or keys.may_walk_everything():
+                        # The whole tree is walked: made in one pass. (A selection made
+                        # container by container makes only the containers it looks into; the
+                        # skeleton of the others, without prune, is made natively: none_tree.)
                         root._tree.fill_all(root)
                 try:
                     build = self.plan(root, target, path)
@@ -531,7 +531,7 @@ class Loader:
                 return _PRUNED
             if node.kind in (LEAF, NONE):
                 return _const(None)
-            return self.container(node, False, path)
+            return self.none_tree(node, path)
         if node.kind == NONE:  # (a pattern naming it matched: the file holds None there)
             chosen = self.selected(path) if self.pending or self.o.prune else True
             return _const(None) if chosen or not self.o.prune else _PRUNED
@@ -544,10 +544,19 @@ class Loader:
             # Nothing at or below it can be selected: not a leaf of it is looked at (with
             # prune the parent drops it, its children not even made; else its structure, with
             # None leaves, as a False mask gives).
-            return _PRUNED if self.o.prune else self.container(node, False, path)
+            return _PRUNED if self.o.prune else self.none_tree(node, path)
         if self.pending and not node.children:
             self.selected(path)  # (a pattern naming an empty container matched it)
         return self.container(node, target, path)
+
+    def none_tree(self, node: FileNode, path: Tuple[Any, ...]) -> Thunk:
+        """The structure of container ``node`` with None leaves (a False mask, a part no keys=
+        pattern can reach), made now in one native pass (Reader.none_tree), not a plan and a
+        thunk per node: a container Python cannot rebuild (an unregistered custom node with
+        strict=True) fails before anything is read, as the walk's check did."""
+        assert node._tree is not None  # (every FileNode is made by a file's LazyTree)
+        return _const(node._tree.reader.none_tree(
+            node.index, container_builder(self.o.strict, self.name, self.o.framework), path))
 
     def container(self, node: FileNode, target: Any, path: Tuple[Any, ...]) -> Thunk:
         pairs, nt_class = self.match(node, target, path)

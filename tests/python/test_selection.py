@@ -168,6 +168,88 @@ def test_a_selection_from_a_large_file_skips_what_it_cannot_reach(path, monkeypa
         full = jtree.load(f, keys="g7/l3")  # without prune: the whole skeleton, Nones
         assert set(full) == set(tree) and full["g3"]["l1"] is None
         assert full["g7"]["l3"].tolist() == [703] * 3
+        assert len(looked) == 150  # (g7's leaves once more)
+        # The skeleton is made natively, from the file's nodes: still no FileNode of g3's.
+        assert groups["g3"]._children is None
+
+
+class _Holder:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+jtree.register_pytree_node_serialization(
+    _Holder, serialized_name="test_selection.Holder", serialize_auxdata=lambda aux: b"",
+    deserialize_auxdata=lambda b: None, flatten_func=lambda h: ({"a": h.a, "b": h.b}, None),
+    unflatten_func=lambda aux, ch: _Holder(ch["a"], ch["b"]))
+
+
+def _every_kind_of_container():
+    import collections
+    Point = collections.namedtuple("Point", ["x", "y"])
+    w = np.arange(4.0)
+    return {
+        "skip": {"nt": Point(x=np.ones(2), y=[w, None]), "od": collections.OrderedDict(b=1, a=w),
+                 "tup": (w, (), {"deep": [[np.zeros(1)]]}), "empty": {}, "list": [],
+                 "holder": _Holder(w, {"z": 3}), "none": None},  # (w: one leaf, tied)
+        "keep": {"x": np.arange(3)},
+    }
+
+
+@pytest.mark.parametrize("how", ["keys", "mask"])
+def test_the_skeleton_of_what_is_not_loaded_is_what_the_walk_made(path, how, monkeypatch):
+    """A subtree no keys= pattern reaches, or a False mask, is made in one native pass
+    (Reader.none_tree): the same containers, classes and None leaves as the Python walk made
+    (Loader.container with a False target), every kind of container included."""
+    from jtree import _load
+
+    tree = _every_kind_of_container()
+    jtree.save(tree, path)
+    load = (lambda: jtree.load(path, keys="keep/x")) if how == "keys" else \
+        (lambda: jtree.load(path, {"skip": False, "keep": True}))
+    calls = []
+    native = _load.Loader.none_tree
+    monkeypatch.setattr(_load.Loader, "none_tree",
+                        lambda self, node, p: calls.append(p) or native(self, node, p))
+    got = load()
+    assert calls == [("skip",)]
+    monkeypatch.setattr(_load.Loader, "none_tree",
+                        lambda self, node, p: self.container(node, False, p))
+    want = load()
+    assert_same(got["keep"], tree["keep"])
+    skip = got["skip"]
+    assert type(skip["nt"]).__name__ == "Point" and skip["nt"] == (None, [None, None])
+    assert type(skip["od"]).__name__ == "OrderedDict" and list(skip["od"].items()) == [
+        ("b", None), ("a", None)]
+    assert skip["tup"] == (None, (), {"deep": [[None]]}) and skip["empty"] == {}
+    assert skip["list"] == [] and skip["none"] is None
+    assert isinstance(skip["holder"], _Holder) and skip["holder"].a is None
+    assert skip["holder"].b == {"z": None}
+    for key in skip:  # the same as the walk's, class by class
+        g, w = skip[key], want["skip"][key]
+        assert type(g) is type(w) or type(g).__name__ == type(w).__name__ == "Point", key
+        if not isinstance(g, _Holder):
+            assert g == w, key
+
+
+def test_an_unregistered_node_in_a_skeleton_is_named_by_its_key_path(path):
+    from jtree import _registry
+
+    jtree.save({"keep": np.arange(2), "skip": {"inner": [1, _Holder(np.ones(2), 2)]}}, path)
+    with _registry._lock:
+        entry = _registry._nodes_by_name.pop("test_selection.Holder")
+        del _registry._nodes_by_type[_Holder]
+    try:
+        with pytest.raises(jtree.NotSupportedError) as e:
+            jtree.load(path, keys="keep")
+        assert e.value.key_path == "skip/inner/1" and "test_selection.Holder" in str(e.value)
+        assert e.value.file == path
+        got = jtree.load(path, keys="keep", strict=False)  # loaded as a dict instead
+        assert got["skip"] == {"inner": [None, {"a": None, "b": None}]}
+    finally:
+        with _registry._lock:
+            _registry._nodes_by_name["test_selection.Holder"] = entry
+            _registry._nodes_by_type[_Holder] = entry
 
 
 def test_a_node_or_array_of_an_open_file_loads_as_its_subtree(ckpt):

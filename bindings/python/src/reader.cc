@@ -15,6 +15,7 @@
 #include "device_read.h"
 #include "py_progress.h"
 #include "py_source.h"
+#include "tree_assembly.h"
 
 namespace jtpy {
 
@@ -149,6 +150,14 @@ class PyReader {
   nb::object spec_tree(nb::handle spec_cls, nb::handle kind_names, nb::handle dtype_of,
                        nb::handle container) const {
     return jtpy::spec_tree(*r_, spec_cls, kind_names, dtype_of, container);
+  }
+
+  // The structure below node `node` with None for every leaf (see jtpy::assemble_tree): what
+  // a load keeps of a part it does not load (a False mask, a subtree keys= cannot reach), made
+  // without a Python frame per node.
+  nb::object none_tree(uint32_t node, nb::handle container, nb::handle parts) const {
+    check_node(node);
+    return assemble_tree(*r_, container, [](uint32_t) { return nb::none(); }, node, parts);
   }
 
   // Node `node`: (node tuple, leaf tuple | None), the leaf tuple given for a Leaf node.
@@ -424,6 +433,12 @@ void register_reader(nb::module_& m) {
            "The whole structure with a spec_cls object per leaf, in one pass: dicts, lists, "
            "tuples and None made natively, other containers by container(kind, type_name, "
            "aux, keys, values, key_path_parts); dtype_of(code) -> (dtype, item size) | None.")
+      .def("none_tree", &PyReader::none_tree, nb::arg("node"), nb::arg("container"),
+           nb::arg("parts"),
+           "The structure below node `node` with None for each leaf, in one pass: dicts, "
+           "lists, tuples and None made natively, other containers by container(kind, "
+           "type_name, aux, keys, values, key_path_parts), whose parts begin with `parts` "
+           "(node's own key path parts).")
       .def("load_plain", &PyReader::load_plain, nb::arg("numpy_dtype_of"), nb::arg("container"),
            nb::arg("wrap").none(), nb::arg("mmap_mode"), nb::arg("verify") = true,
            nb::arg("threads") = 0,

@@ -29,8 +29,10 @@ inline bool native(jtree::NodeKind k) {
          k == jtree::NodeKind::kTuple;
 }
 
-// The finished container of frame `f`, whose ancestors are `stack`.
-inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::handle container) {
+// The finished container of frame `f`, whose ancestors are `stack`; `prefix` is the key path
+// parts of stack[0] (the walk's first node: empty for the file's root).
+inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::handle container,
+                         nb::handle prefix) {
   switch (f.node.kind) {
     case jtree::NodeKind::kDict:
     case jtree::NodeKind::kList:
@@ -43,9 +45,10 @@ inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::ha
     default:
       break;
   }
-  // Its key path (for an error about it): each node's key, or its position in its parent,
-  // from the root's child down (the root, stack[0], has no part).
+  // Its key path (for an error about it): the walk's first node's path, then each node's key,
+  // or its position in its parent, from that node's child down.
   nb::list parts;
+  for (nb::handle p : prefix) parts.append(p);
   auto add = [&](const Frame& g) {
     parts.append(g.key.is_none() ? nb::object(nb::int_(g.position)) : g.key);
   };
@@ -63,16 +66,20 @@ inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::ha
 
 }  // namespace assembly_detail
 
-/// The whole tree of `reader` in one preorder pass: `leaf_value(leaf index)` gives each leaf's
-/// Python value (the caller keeps one object per leaf for tied leaves), None nodes are None,
-/// and every container that is not a dict, list or tuple is
-/// `container(kind, type_name, aux, keys, values, key_path_parts)`.
+/// The tree of `reader` below node `first` (0: the whole file) in one preorder pass:
+/// `leaf_value(leaf index)` gives each leaf's Python value (the caller keeps one object per
+/// leaf for tied leaves), None nodes are None, and every container that is not a dict, list or
+/// tuple is `container(kind, type_name, aux, keys, values, key_path_parts)`, whose parts begin
+/// with `prefix`, the key path parts of node `first` (empty for the root).
 template <class LeafValue>
-nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue&& leaf_value) {
+nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue&& leaf_value,
+                         uint32_t first = 0, nb::handle prefix = nb::tuple()) {
   using assembly_detail::Frame;
+  if (first >= r.num_nodes()) throw_value_error("assemble_tree: no such node");
   std::vector<Frame> stack;
   nb::object result = nb::none();
-  for (uint32_t i = 0; i < r.num_nodes(); ++i) {
+  // (A node's subtree is the nodes after it in preorder until its frame is finished.)
+  for (uint32_t i = first; i < r.num_nodes(); ++i) {
     const jtree::NodeView n = r.node(i);
     nb::object key = key_to_py(n.key);
     const uint32_t position = stack.empty() ? 0 : stack.back().done;
@@ -89,7 +96,7 @@ nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue
         stack.push_back(std::move(f));
         continue;
       }
-      value = assembly_detail::finish(f, stack, container);
+      value = assembly_detail::finish(f, stack, container, prefix);
     }
     // Hand the value up, finishing every container it completes.
     while (!stack.empty()) {
@@ -107,10 +114,13 @@ nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue
       if (++top.done < top.node.num_children) break;
       Frame f = std::move(top);
       stack.pop_back();
-      value = assembly_detail::finish(f, stack, container);
+      value = assembly_detail::finish(f, stack, container, prefix);
       key = f.key;
     }
-    if (stack.empty()) result = value;
+    if (stack.empty()) {
+      result = value;
+      break;
+    }
   }
   return result;
 }
