@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <set>
@@ -272,6 +273,39 @@ TEST_CASE("ThreadPool runs submitted tasks and finishes queued ones before joini
           return Status::success();
         }).ok());
   CHECK(sum.load() == 4950);
+}
+
+// The threads of this process (Linux: /proc/self/task has one entry per thread).
+size_t process_threads() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST_CASE("ThreadPool starts its workers with its first task, not before") {
+  const size_t before = process_threads();
+  {
+    ThreadPool pool(3);
+    CHECK(pool.size() == 3);  // (what parallel_for counts on, before any worker exists)
+    CHECK(process_threads() == before);
+    std::atomic<int> sum{0};
+    // Work that runs on the caller alone (one item, or parallelism 1) starts none.
+    CHECK(parallel_for(pool, 1, 0, [&](size_t) {
+            sum.fetch_add(1);
+            return Status::success();
+          }).ok());
+    CHECK(parallel_for(pool, 50, 1, [&](size_t) {
+            sum.fetch_add(1);
+            return Status::success();
+          }).ok());
+    CHECK(sum.load() == 51);
+    CHECK(process_threads() == before);
+    std::promise<void> ran;
+    pool.submit([&ran] { ran.set_value(); });
+    ran.get_future().wait();
+    CHECK(process_threads() == before + 3);
+  }
+  CHECK(process_threads() == before);  // joined
 }
 
 TEST_CASE("resolve_threads") {

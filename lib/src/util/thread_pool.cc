@@ -14,11 +14,7 @@ int resolve_threads(int threads) {
   return hw == 0 ? 1 : static_cast<int>(hw);
 }
 
-ThreadPool::ThreadPool(int threads) {
-  int n = resolve_threads(threads);
-  workers_.reserve(n);
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { run(); });
-}
+ThreadPool::ThreadPool(int threads) : threads_(resolve_threads(threads)) {}
 
 ThreadPool::~ThreadPool() {
   {
@@ -32,6 +28,12 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::submit(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (workers_.empty()) {
+      // (Started here rather than by the constructor: creating threads costs a fresh
+      // process's first small open more than its work, and many processes never need them.)
+      workers_.reserve(threads_);
+      for (int i = 0; i < threads_; ++i) workers_.emplace_back([this] { run(); });
+    }
     queue_.push_back(std::move(task));
   }
   cv_.notify_one();

@@ -19,7 +19,9 @@ namespace jtree {
 
 class ThreadPool {
  public:
-  /// `threads` workers; 0 means std::thread::hardware_concurrency().
+  /// `threads` workers; 0 means std::thread::hardware_concurrency(). The workers start with
+  /// the first task: a process whose work all runs on the caller (a small file's open, a
+  /// parallel_for of one item) creates no thread.
   explicit ThreadPool(int threads = 0);
   /// Finishes queued tasks, then joins the workers.
   ~ThreadPool();
@@ -28,7 +30,8 @@ class ThreadPool {
 
   /// Queues a task. Tasks must not throw.
   void submit(std::function<void()> task);
-  int size() const { return static_cast<int>(workers_.size()); }
+  /// The workers it has or will start: what parallel_for may count on.
+  int size() const { return threads_; }
 
   /// The process-wide pool (hardware threads), created on first use in each process: a child
   /// of fork() gets its own (the parent's workers do not exist in it), so jtree works in
@@ -45,7 +48,8 @@ class ThreadPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stop_ = false;
-  std::vector<std::thread> workers_;
+  int threads_ = 0;
+  std::vector<std::thread> workers_;  // started by the first submit (under mu_)
 };
 
 /// Runs fn(i) for every i in [0, n), on the caller plus up to `parallelism - 1` pool workers
