@@ -14,8 +14,8 @@
 #      warm and cold page cache, every system, --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
-# SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-3 leave minus
-# 60 s for stage 5. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
+# SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-4 leave minus
+# 90 s for stage 5. It stops at once (exit 3) when jtree sees no CUDA device. Extra Python wheels (fastsafetensors...) in BUNDLE_DIR/wheels/ are
 # installed with the jtree wheel.
 set -u
 [ $# -ge 2 ] || { sed -n 2,15p "$0" >&2; exit 2; }
@@ -45,13 +45,22 @@ site=$(mktemp -d /tmp/jtree-gpu-site.XXXXXX)
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
   "$bundle"/jtree_arrays-*.whl $(ls "$bundle"/wheels/*.whl 2>/dev/null) || exit 1
 export PYTHONPATH=$site
-python3 -c "import jtree._device as d; print('jtree CUDA support:', d.cuda_built(), '- devices:', d.cuda_device_count())"
+echo "bundle: $(tr '\n' ';' < "$bundle/BUILD_INFO" 2>/dev/null || echo 'no BUILD_INFO')"
+devices=$(python3 -c "import jtree._device as d; print(d.cuda_device_count() if d.cuda_built() else 0)" || echo 0)
+echo "jtree sees $devices CUDA device(s)"
+if [ "$devices" = 0 ]; then
+  # (Without a device every stage below would time host fallbacks: minutes of a short device
+  # budget measuring nothing. A driver older than the bundle's toolkit is the usual cause:
+  # nvidia-smi's "CUDA Version" is the newest runtime its driver serves.)
+  echo "!!! jtree sees no CUDA device: stopping. Driver: $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' || echo 'nvidia-smi failed')"
+  exit 3
+fi
 
 stage "C++ GPU tests"
 export LD_LIBRARY_PATH=$bundle/lib
 work=$(mktemp -d /var/tmp/jtree-gpu-work.XXXXXX)  # (a disk file system: O_DIRECT cases)
 for t in test_device_cuda test_device_zero_copy test_device_direct test_device_staging; do
-  (cd "$work" && run 120 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
+  (cd "$work" && run 45 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
 done
 
 stage "C example: examples/c/shard_loader into GPU memory against its host load"
@@ -102,13 +111,15 @@ run 140 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
 
-left=$(( total - $(elapsed) - 60 ))
+# (Stage 5 takes up to 2 x 40 s; gpu_load.py stops starting systems at its --time-budget and
+# is killed at `left`, so that the whole stays within SECONDS.)
+left=$(( total - $(elapsed) - 90 ))
 stage "gpu_load.py: llm, warm and cold ($left s)"
 if [ "$left" -gt 60 ]; then
-  run $(( left + 30 )) python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
+  run "$left" python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
-    --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget "$left" \
-    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-torch-out,jtree-raw-jax,jtree-torch-out,safetensors,torch,jtree-raw-torch \
+    --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget $(( left - 30 )) \
+    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-jax,jtree-raw-torch-out,jtree-torch-out,safetensors,torch,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"

@@ -11,6 +11,7 @@
 #                        test_device_staging, bench_device, shard_loader (examples/c)
 #                        (stripped)
 #   lib/                 the shared libraries they need beyond glibc and libstdc++
+#   BUILD_INFO           the commit and the CUDA toolkit it was built from
 # Then, on the GPU machine, from a checkout of the same commit: bench/gpu_checks.sh OUT_DIR
 # (it installs the wheel with pip --target, runs the tests and the benchmarks).
 # Build directories: $TMPDIR/jtree-gpu-bundle-<id>/ (kept: a second run rebuilds what changed).
@@ -65,6 +66,13 @@ done
 for t in "${targets[@]}"; do ldd "$out/bin/$t"; done | awk '/=> \//{print $3}' | sort -u |
   grep -v -E '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
   while read -r l; do cp -L "$l" "$out/lib/"; done
+# What it was built from: gpu_checks.sh prints it (a driver older than this toolkit sees no
+# device).
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+{
+  echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- || echo ' (with uncommitted changes)')"
+  echo "CUDA toolkit $("$nvcc" --version | grep -o 'release [0-9.]*' || echo unknown)"
+} > "$out/BUILD_INFO"
 # fastsafetensors (a peer of bench/python/gpu_load.py) for that Python, when PyPI answers.
 mkdir -p "$out/wheels"
 "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \

@@ -2,7 +2,8 @@
 
 JAX cannot wrap an address as an array, and an array of its own is immutable. So a load makes
 one allocation per device -- jtree's own (``_jtree.device_memory``: cudaMalloc, where the
-device has the room beside what XLA's allocator holds, by default 75% of it), else one of
+device has the room beside what XLA's allocator holds, by default 75% of it, and still keeps
+NATIVE_HEADROOM free), else one of
 JAX's own (zeros, all devices in one compiled call: about 100 ms per new size on a GPU) --,
 the staging pipeline fills it like any destination (``jtree._device.read``), and each leaf
 comes back as a view of its bytes through DLPack (``_jtree.device_array``, which keeps the
@@ -251,14 +252,22 @@ def place(dests: List[Dest], native_only: bool = False) -> bool:
     return True
 
 
+# Bytes of each GPU that jtree's own allocations leave free (jtree::allocate_device_memory's
+# keep_free): XLA allocates outside its pool too (compiled kernels, cuBLAS and cuDNN workspaces,
+# NCCL communicators), and a load that took every byte beside the pool would make the next
+# jit or collective fail with out of memory. Past it, the load takes JAX's allocation, inside
+# the pool.
+NATIVE_HEADROOM = 2 << 30
+
+
 def _native_arenas(sizes: Dict[Any, int]) -> Optional[Dict[Any, Any]]:
     """``sizes[device]`` bytes on each device from jtree's native module
-    (jtree::allocate_device_memory: cudaMalloc; under the test hook, host memory), device ->
-    the memory; None where a device lacks the room outside what JAX's allocator holds (by
-    default XLA takes 75% of a GPU's memory when it starts), so that the load takes JAX's own
-    allocation instead (:func:`allocate`). Why not always JAX's: its allocation is a
-    computation compiled per size, about 100 ms for each new size on an H200 host
-    (bench/gpu.md), more than the rest of the load."""
+    (jtree::allocate_device_memory: cudaMalloc, leaving NATIVE_HEADROOM free; under the test
+    hook, host memory), device -> the memory; None where a device lacks that room outside what
+    JAX's allocator holds (by default XLA takes 75% of a GPU's memory when it starts), so that
+    the load takes JAX's own allocation instead (:func:`allocate`). Why not always JAX's: its
+    allocation is a computation compiled per size, about 100 ms for each new size on an H200
+    host (bench/gpu.md), more than the rest of the load."""
     from . import _jtree  # noqa: PLC0415
 
     if os.environ.get("JTREE_JAX_NATIVE_ALLOCATION", "1") == "0":
@@ -267,7 +276,8 @@ def _native_arenas(sizes: Dict[Any, int]) -> Optional[Dict[Any, Any]]:
     try:
         for d, size in sizes.items():
             got[d] = (_jtree._host_memory_for_tests(size) if _device._stand_in is not None
-                      else _jtree.device_memory(d.local_hardware_id, size))
+                      else _jtree.device_memory(d.local_hardware_id, size,
+                                                keep_free=NATIVE_HEADROOM))
     except ResourceExhaustedError:
         return None  # (what was allocated is freed with `got`)
     return got

@@ -271,6 +271,38 @@ print("ok")
 """
 
 
+def test_jax_loads_leave_room_on_the_gpu_beside_their_own_memory(monkeypatch):
+    # (No GPU needed: _jtree.device_memory is replaced by a spy that behaves as the native
+    # one does, refusing what would not leave keep_free bytes free; the C++ refusal itself
+    # is test_device_cuda's, on a GPU.)
+    from jtree import _device_jax, _jtree
+    from jtree._errors import ResourceExhaustedError
+
+    class Gpu:
+        def __init__(self, ordinal):
+            self.local_hardware_id = ordinal
+
+    free = {0: 10 << 30, 1: 3 << 30}
+    calls = []
+
+    def device_memory(device, size, keep_free=0):
+        calls.append((device, size, keep_free))
+        if free[device] - size < keep_free:
+            raise ResourceExhaustedError(f"cuda:{device}: it would leave less than {keep_free}")
+        return ("memory", device, size)
+
+    monkeypatch.setattr(_device, "_stand_in", None)  # (the GPU branch)
+    monkeypatch.setattr(_jtree, "device_memory", device_memory)
+    a, b = Gpu(0), Gpu(1)
+    got = _device_jax._native_arenas({a: 1 << 30})
+    assert got == {a: ("memory", 0, 1 << 30)}
+    assert calls == [(0, 1 << 30, _device_jax.NATIVE_HEADROOM)]
+    # A device where the load would not leave the headroom free: JAX's allocation instead.
+    assert _device_jax.NATIVE_HEADROOM == 2 << 30
+    assert _device_jax._native_arenas({a: 1 << 30, b: 2 << 30}) is None
+    assert calls[-1] == (1, 2 << 30, 2 << 30)
+
+
 @pytest.mark.parametrize("native", ["1", "0"])
 def test_jax_device_loads_free_their_memory_with_their_arrays(jax, path, native, monkeypatch):
     import gc

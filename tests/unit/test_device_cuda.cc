@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include <doctest/doctest.h>
 
+#include "cuda/device_scope.h"
 #include "jtree/device.h"
 #include "unit/test_util.h"
 #include "util/box_copy.h"
@@ -198,6 +200,14 @@ TEST_CASE("CUDA: device memory of jtree's own holds a load; too much is Resource
   const Status huge = allocate_device_memory(0, uint64_t{1} << 50).status();  // 1 PiB
   CHECK(huge.code() == StatusCode::kResourceExhausted);
   CHECK_MESSAGE(huge.message().find("bytes free") != std::string::npos, huge.message());
+  // Room to keep free: refused before cudaMalloc when the allocation would take it.
+  size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  const Status kept = allocate_device_memory(0, 1 << 20, free_bytes).status();
+  CHECK(kept.code() == StatusCode::kResourceExhausted);
+  CHECK_MESSAGE(kept.message().find("to stay free") != std::string::npos, kept.message());
+  auto within = allocate_device_memory(0, 1 << 20, free_bytes / 4);
+  CHECK_MESSAGE(within.ok(), within.status().to_string());
   CHECK(allocate_device_memory(cuda_device_count(), 16).status().code() ==
         StatusCode::kInvalidArgument);
 }
@@ -272,6 +282,36 @@ TEST_CASE("CUDA: a bad device number, and the current device left as it was") {
   REQUIRE(cudaGetDevice(&cur) == cudaSuccess);
   CHECK(cur == n - 1);
   (*ok)->free_pinned(*buf);
+}
+
+TEST_CASE("CUDA: the driver says which devices have a context; memory freed on any thread") {
+  // (lib/src/cuda/device_scope.h: a thread's previous device is made current again only where
+  // its context exists, asked of the driver; were the lookups to fail, every device would
+  // count as having one, as before, so they must succeed here.)
+  REQUIRE(cuda_detail::driver_function("cuDeviceGet") != nullptr);
+  REQUIRE(cuda_detail::driver_function("cuDevicePrimaryCtxGetState") != nullptr);
+  REQUIRE(cuda_detail::driver_function("cuNoSuchFunction") == nullptr);
+  CHECK(cudaGetLastError() == cudaSuccess);  // (a failed lookup leaves no error behind)
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  REQUIRE(cudaFree(nullptr) == cudaSuccess);  // (device 0's primary context made)
+  CHECK(cuda_detail::primary_context_active(0));
+  // jtree's device memory freed by a thread that never used CUDA (a JAX array's last owner).
+  auto mem = allocate_device_memory(0, 1 << 20);
+  REQUIRE(mem.ok());
+  std::thread([&] { mem->reset(); }).join();
+  CHECK(cudaGetLastError() == cudaSuccess);
+  // A scope on a thread without a context: the load's device is current in it.
+  int inside = -1, after = -1;
+  std::thread([&] {
+    {
+      cuda_detail::DeviceScope scope(0);
+      CHECK(scope.status() == cudaSuccess);
+      (void)cudaGetDevice(&inside);
+    }
+    (void)cudaGetDevice(&after);
+  }).join();
+  CHECK(inside == 0);
+  CHECK(after == 0);
 }
 
 int main(int argc, char** argv) {

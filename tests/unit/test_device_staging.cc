@@ -579,6 +579,32 @@ TEST_CASE("the pinned cache: blocks pinned ahead of a load are awaited only wher
   CHECK(cache.drain().size() == 2);
 }
 
+TEST_CASE("the pinned cache: room for blocks pinned ahead counts those held and expected") {
+  // (pin_staging_buffers_async pins ahead no more than this: a block that arrives past the
+  // capacity is freed, and the load it was for pins its own: pinned twice.)
+  staging::PinnedCache cache(1000);
+  CHECK(cache.room_for(300) == 3);
+  cache.expect(300);
+  cache.expect(300);
+  CHECK(cache.room_for(300) == 1);  // (two expected: 600 of 1000)
+  CHECK(cache.room_for(100) == 4);
+  std::vector<std::byte> a(300), b(300), c(300);
+  CHECK(cache.arrived(a.data(), 300));
+  CHECK(cache.room_for(300) == 1);  // (one held, one expected)
+  cache.given_up(300);
+  CHECK(cache.room_for(300) == 2);
+  cache.expect(300);
+  cache.expect(300);
+  CHECK(cache.room_for(300) == 0);  // full: a third device's load pins its own
+  CHECK(cache.room_for(1) == 100);
+  CHECK(cache.arrived(b.data(), 300));
+  CHECK(cache.arrived(c.data(), 300));  // (every block expected within the room fits)
+  CHECK(cache.cached_bytes() == 900);
+  CHECK(cache.room_for(0) > 0);
+  CHECK(cache.drain().size() == 3);
+  CHECK(cache.room_for(300) == 3);
+}
+
 TEST_CASE("DeviceOptions::check: each setting out of range refused, naming it; never clamped") {
   auto refused = [](const DeviceOptions& o, const std::string& words) {
     const Status st = o.check();

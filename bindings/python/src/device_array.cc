@@ -40,20 +40,21 @@ void register_device_array(nb::module_& m) {
       .def_ro("size", &NativeMemory::size, "Bytes.");
   m.def(
       "device_memory",
-      [](int device, uint64_t bytes) {
+      [](int device, uint64_t bytes, uint64_t keep_free) {
         auto mem = std::make_unique<NativeMemory>();
         {
           nb::gil_scoped_release release;  // (cudaMalloc may wait for the device)
-          mem->device = value_or_raise(jtree::allocate_device_memory(device, bytes));
+          mem->device = value_or_raise(jtree::allocate_device_memory(device, bytes, keep_free));
         }
         mem->address = reinterpret_cast<uintptr_t>(mem->device->data());
         mem->size = bytes;
         return mem;
       },
-      nb::arg("device"), nb::arg("bytes"),
+      nb::arg("device"), nb::arg("bytes"), nb::arg("keep_free") = 0,
       "`bytes` of memory on CUDA device `device` (jtree::allocate_device_memory: cudaMalloc, "
       "not initialised), freed when the object is. ResourceExhaustedError when the device "
-      "lacks it, NotSupportedError without CUDA or device.");
+      "lacks it, or when fewer than `keep_free` bytes would stay free; NotSupportedError "
+      "without CUDA or device.");
   m.def(
       "_host_memory_for_tests",
       [](uint64_t bytes) {

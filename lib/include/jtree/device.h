@@ -237,7 +237,9 @@ inline constexpr uint64_t kPinnedCacheBytes = 256ull << 20;
 /// fails), cudaMemcpyAsync on non-blocking streams. Pinning memory is slow, so the buffers a
 /// load frees are kept for the next load of the process, up to kPinnedCacheBytes in all,
 /// shared by every engine and device. The calling thread's current device is left as it
-/// was. Thread-safe. NotSupported without CUDA support or without a device; InvalidArgument
+/// was, except on a thread that had no CUDA context current: it is not made to create one on
+/// device 0 again (it keeps the engine's device; PyTorch's rule, lib/src/cuda/device_scope.h).
+/// Thread-safe. NotSupported without CUDA support or without a device; InvalidArgument
 /// for a device number out of range.
 JTREE_API Result<std::unique_ptr<CopyEngine>> make_cuda_copy_engine(int device = 0);
 
@@ -254,11 +256,17 @@ class JTREE_API DeviceMemory {
 /// least 256 bytes; not initialised), for destinations a caller's framework cannot allocate
 /// without cost: jtree's Python binding gives a JAX load its memory this way (a compiled
 /// allocation of JAX's own costs about 100 ms per new size on an H200 host), each leaf a
-/// DLPack view of it. The calling thread's current device is left as it was.
-/// ResourceExhausted when the device lacks the memory (naming the bytes free), NotSupported
-/// without CUDA support or device, InvalidArgument for a device number out of range.
+/// DLPack view of it. `keep_free` > 0: the allocation is refused unless at least that many
+/// bytes of the device stay free after it (cudaMemGetInfo first): room a framework needs
+/// outside its own pool (XLA's kernels, cuBLAS and NCCL workspaces), which a load of jtree's
+/// must not take. The calling thread's current device is left as it was (made current again
+/// only where that creates no CUDA context), and the memory may be freed on any thread.
+/// ResourceExhausted when the device lacks the memory or the room to keep (naming the bytes
+/// free), NotSupported without CUDA support or device, InvalidArgument for a device number
+/// out of range.
 JTREE_API Result<std::unique_ptr<DeviceMemory>> allocate_device_memory(int device,
-                                                                       uint64_t bytes);
+                                                                       uint64_t bytes,
+                                                                       uint64_t keep_free = 0);
 
 /// True when this build of the library has CUDA support (JTREE_CUDA found the toolkit).
 JTREE_API bool cuda_built();

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/device_scope.h"
 #include "cuda/pinned_cache.h"
 #include "jtree/device.h"
 #include "util/populated_memory.h"
@@ -20,6 +21,8 @@
 namespace jtree {
 
 namespace {
+
+using cuda_detail::DeviceScope;
 
 // Pinned staging buffers kept between loads, shared by every engine of the process (pinned
 // memory is portable: one block serves every device). Never destroyed: at exit the CUDA
@@ -32,14 +35,20 @@ struct SharedPinnedCache {
   // Blocks pinned with cudaHostRegister over map_populated memory (the others came from
   // cudaHostAlloc): each is freed the way it was made.
   std::set<std::byte*> registered;
+  // The device current when each block was pinned: current again while it is freed, which may
+  // happen on any thread (one without a context would otherwise get one on device 0).
+  std::map<std::byte*, int> pinned_on;
 
   // Frees a block (under mu).
   void free_block(std::byte* p, size_t size) {
+    auto on = pinned_on.find(p);
+    DeviceScope scope(on == pinned_on.end() ? -1 : on->second);
+    if (on != pinned_on.end()) pinned_on.erase(on);
     if (registered.erase(p) > 0) {
-      (void)cudaHostUnregister(p);
+      if (cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
       unmap_populated({p, size});
-    } else {
-      (void)cudaFreeHost(p);
+    } else if (cudaFreeHost(p) != cudaSuccess) {
+      (void)cudaGetLastError();
     }
   }
 };
@@ -58,31 +67,9 @@ Status cuda_error(std::string_view what, cudaError_t e, std::string_view where) 
                          cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
-// Makes `device` current for the scope and restores the caller's current device after it:
-// the engine's calls must not change which device the calling thread works on.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) {
-      status_ = cudaSetDevice(device);
-      restore_ = previous_ >= 0;
-    }
-  }
-  ~DeviceScope() {
-    if (restore_) (void)cudaSetDevice(previous_);
-  }
-  cudaError_t status() const { return status_; }
-
- private:
-  int previous_ = -1;
-  bool restore_ = false;
-  cudaError_t status_ = cudaSuccess;
-};
-
-// A new pinned block of `bytes` on the calling thread's current device (portable: pinned for
-// every device), not yet in the cache; pinned_cache().registered knows how to free it.
-Result<std::span<std::byte>> pin_block(size_t bytes, const std::string& name) {
+// A new pinned block of `bytes` on `device`, the calling thread's current device (portable:
+// pinned for every device), not yet in the cache; pinned_cache() knows how to free it.
+Result<std::span<std::byte>> pin_block(size_t bytes, int device, const std::string& name) {
   // Pages faulted in by several threads, then registered: several times faster than
   // cudaHostAlloc, which faults them in on one thread (util/populated_memory.h).
   Result<std::span<std::byte>> mem = map_populated(bytes, populate_threads());
@@ -91,6 +78,7 @@ Result<std::span<std::byte>> pin_block(size_t bytes, const std::string& name) {
       SharedPinnedCache& c = pinned_cache();
       std::lock_guard<std::mutex> lock(c.mu);
       c.registered.insert(mem->data());
+      c.pinned_on[mem->data()] = device;
       return *mem;
     }
     (void)cudaGetLastError();  // (clears it: cudaHostAlloc below is the fallback)
@@ -103,6 +91,9 @@ Result<std::span<std::byte>> pin_block(size_t bytes, const std::string& name) {
     const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name);
     return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(st.message()) : st;
   }
+  SharedPinnedCache& c = pinned_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.pinned_on[static_cast<std::byte*>(p)] = device;
   return std::span<std::byte>(static_cast<std::byte*>(p), bytes);
 }
 
@@ -156,7 +147,7 @@ class CudaCopyEngine final : public CopyEngine {
     }
     DeviceScope scope(device_);
     if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
-    JTREE_ASSIGN_OR_RETURN(std::span<std::byte> block, pin_block(bytes, name_));
+    JTREE_ASSIGN_OR_RETURN(std::span<std::byte> block, pin_block(bytes, device_, name_));
     SharedPinnedCache& c = pinned_cache();
     std::lock_guard<std::mutex> lock(c.mu);
     c.cache.lend(block.data(), bytes);
@@ -179,7 +170,7 @@ class CudaCopyEngine final : public CopyEngine {
     // Non-blocking: no implicit synchronization with the legacy default stream, so copies run
     // alongside whatever else the application does on the device.
     const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (e != cudaSuccess) return cuda_error("cudaStreamCreateWithFlags", e, name_);
+    if (e != cudaSuccess) return cleared_error("cudaStreamCreateWithFlags", e);
     std::lock_guard<std::mutex> lock(mu_);
     const int id = next_++;
     streams_[id] = s;
@@ -200,7 +191,7 @@ class CudaCopyEngine final : public CopyEngine {
     if (scope.status() != cudaSuccess) return cuda_error("cudaSetDevice", scope.status(), name_);
     // cudaMemcpyDefault: the runtime tells device, managed and host destinations apart (UVA).
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-    if (e != cudaSuccess) return cuda_error("cudaMemcpyAsync", e, name_);
+    if (e != cudaSuccess) return cleared_error("cudaMemcpyAsync", e);
     return Status::success();
   }
 
@@ -231,6 +222,7 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   void unregister_host(const std::byte* p) override {
+    DeviceScope scope(device_);  // (any thread: see device_scope.h)
     if (cudaHostUnregister(const_cast<std::byte*>(p)) != cudaSuccess) (void)cudaGetLastError();
   }
 
@@ -239,11 +231,19 @@ class CudaCopyEngine final : public CopyEngine {
     if (s == nullptr) return Status::invalid_argument(name_ + ": no stream " + std::to_string(stream));
     DeviceScope scope(device_);
     const cudaError_t e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess) return cuda_error("cudaStreamSynchronize", e, name_);
+    if (e != cudaSuccess) return cleared_error("cudaStreamSynchronize", e);
     return Status::success();
   }
 
  private:
+  // The error of a failed call, cleared from the runtime's last error: a program that shares
+  // jtree's runtime (a C or C++ program linking libjtree) must not find it in its own
+  // cudaGetLastError() later.
+  Status cleared_error(std::string_view what, cudaError_t e) const {
+    (void)cudaGetLastError();
+    return cuda_error(what, e, name_);
+  }
+
   cudaStream_t find(int stream) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = streams_.find(stream);
@@ -290,14 +290,17 @@ Status pin_staging_buffers_async(const DeviceOptions& options) {
     std::lock_guard<std::mutex> lock(c.mu);
     const size_t have = c.cache.count(size);
     const size_t want = static_cast<size_t>(options.staging_buffers);
-    missing = have >= want ? 0 : want - have;
+    // No more than the cache can keep: a block pinned ahead that does not fit is freed when
+    // it arrives, and the load then pins its own (loads to several devices at once, or
+    // staging over the cache's size, would pay for pinning twice).
+    missing = std::min(have >= want ? 0 : want - have, c.cache.room_for(size));
     for (size_t i = 0; i < missing; ++i) c.cache.expect(size);
   }
   if (missing == 0) return Status::success();
   static Pinners pinners;  // (made after the runtime started: make_cuda_copy_engine above)
   auto done = std::make_shared<std::atomic<bool>>(false);
   const int device = options.device;
-  std::thread t([size, missing, device, done] {
+  auto pin = [size, missing, device, done] {
     SharedPinnedCache& c = pinned_cache();
     size_t resolved = 0;  // expected blocks that arrived or were given up
     try {
@@ -305,7 +308,7 @@ Status pin_staging_buffers_async(const DeviceOptions& options) {
       const std::string name = "cuda:" + std::to_string(device);
       for (; resolved < missing; ++resolved) {
         Result<std::span<std::byte>> block =
-            scope.status() == cudaSuccess ? pin_block(size, name) : Status::io_error(name);
+            scope.status() == cudaSuccess ? pin_block(size, device, name) : Status::io_error(name);
         {
           std::lock_guard<std::mutex> lock(c.mu);
           if (!block.ok()) {
@@ -323,7 +326,20 @@ Status pin_staging_buffers_async(const DeviceOptions& options) {
     }
     c.arrival.notify_all();
     done->store(true);
-  });
+  };
+  std::thread t;
+  try {
+    t = std::thread(pin);
+  } catch (...) {
+    // (No thread: no block will come, and no load may wait for one. A load pins its own.)
+    SharedPinnedCache& c = pinned_cache();
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      for (size_t i = 0; i < missing; ++i) c.cache.given_up(size);
+    }
+    c.arrival.notify_all();
+    return Status::success();
+  }
   std::lock_guard<std::mutex> lock(pinners.mu);
   pinners.reap();
   pinners.threads.emplace_back(std::move(t), std::move(done));

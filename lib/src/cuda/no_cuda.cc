@@ -15,8 +15,10 @@ Status pin_staging_buffers_async(const DeviceOptions& options) {
   return make_cuda_copy_engine(options.device).status();
 }
 
-Result<std::unique_ptr<DeviceMemory>> allocate_device_memory(int device, uint64_t bytes) {
+Result<std::unique_ptr<DeviceMemory>> allocate_device_memory(int device, uint64_t bytes,
+                                                              uint64_t keep_free) {
   (void)bytes;
+  (void)keep_free;
   return make_cuda_copy_engine(device).status();
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <span>
@@ -42,7 +43,19 @@ class PinnedCache {
 
   /// Notes that a block of `size` bytes is being pinned for the cache (its arrival: arrived,
   /// or given_up when pinning it failed).
-  void expect(size_t size) { expected_.insert(size); }
+  void expect(size_t size) {
+    expected_.insert(size);
+    expected_bytes_ += size;
+  }
+
+  /// How many more blocks of `size` bytes the cache could keep, counting the blocks it holds
+  /// and those expected (what is worth pinning ahead: a block that arrives past the capacity
+  /// is freed).
+  size_t room_for(size_t size) const {
+    const uint64_t used = cached_ + expected_bytes_;
+    if (size == 0) return std::numeric_limits<size_t>::max();
+    return used >= capacity_ ? 0 : static_cast<size_t>((capacity_ - used) / size);
+  }
 
   /// A block noted by expect(size) is here: kept (true) when it fits within the capacity,
   /// otherwise the caller frees it (false).
@@ -57,7 +70,9 @@ class PinnedCache {
   /// A block noted by expect(size) will not come.
   void given_up(size_t size) {
     auto it = expected_.find(size);
-    if (it != expected_.end()) expected_.erase(it);
+    if (it == expected_.end()) return;
+    expected_.erase(it);
+    expected_bytes_ -= size;
   }
 
   /// Whether a block being pinned would serve take(bytes) (then waiting for it beats pinning
@@ -101,6 +116,7 @@ class PinnedCache {
   uint64_t cached_ = 0;
   std::multimap<uint64_t, std::byte*> free_;  // size -> block
   std::multiset<uint64_t> expected_;          // sizes of blocks being pinned for the cache
+  uint64_t expected_bytes_ = 0;               // their sum
   std::map<std::byte*, size_t> lent_;         // block -> its real size
 };
 
