@@ -5,14 +5,14 @@ The syntax is the C++ library's, and so is the code that writes and splits them
 keys from the root joined by '/', list and tuple items by position, '/' and '\\' inside string
 keys escaped by '\\', the empty string key written '\\e' (the root's path is '').
 Patterns use the same syntax; each component is matched with shell-style wildcards
-(``*``, ``?``, ``[...]``) and a component ``**`` matches any number of components. A pattern
-that matches a container selects everything below it.
+(``*``, ``?``, ``[...]``, as fnmatch.fnmatchcase matches them) and a component ``**`` matches
+any number of components. A pattern that matches a container selects everything below it. The
+matching is the C++ library's too (lib/include/jtree/key_path_pattern.h, ``_jtree.KeyPathPatterns``).
 """
 from __future__ import annotations
 
 import difflib
-from fnmatch import fnmatchcase
-from typing import Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Set, Union
 
 from . import _jtree
 from ._errors import InvalidArgumentError
@@ -46,7 +46,10 @@ def split(path: str) -> List[str]:
 
 
 class PatternSet:
-    """Key-path patterns; ``selects(parts)`` tells whether a leaf at ``parts`` is chosen."""
+    """Key-path patterns; ``selects(parts)`` tells whether a leaf at ``parts`` is chosen. The
+    matching is the C++ library's (jtree::KeyPathPatterns, lib/include/jtree/key_path_pattern.h:
+    components as fnmatch.fnmatchcase matches them, ``**`` for any number of components), so
+    that the native load of a selection (jtree._load_plain) and the walk here agree."""
 
     def __init__(self, patterns: Union[str, Sequence[str]]):
         if isinstance(patterns, str):
@@ -56,30 +59,32 @@ class PatternSet:
             raise InvalidArgumentError(
                 f"keys must be a key-path pattern (str) or a list of them, not {patterns!r}")
         self.texts: List[str] = list(patterns)
-        self.patterns: List[Tuple[str, ...]] = [tuple(split(p)) for p in patterns]
+        self.native = _jtree.KeyPathPatterns(self.texts)
+
+    def __len__(self) -> int:
+        return len(self.texts)
 
     def selects(self, parts: Sequence[str], pending: Optional[Set[int]] = None) -> bool:
         """True when a pattern matches ``parts`` or one of its prefixes. The numbers of the
         patterns that match are removed from ``pending`` (the patterns not matched yet: a load
         reports those that matched nothing)."""
-        path = tuple(parts)
         if pending:
-            for i in [i for i in pending if _prefix_match(self.patterns[i], path)]:
-                pending.discard(i)
-        return any(_prefix_match(p, path) for p in self.patterns)
+            matched = self.native.matching(parts)
+            pending.difference_update(matched)
+            return bool(matched)
+        return self.native.selects(parts)
 
     def may_select_below(self, parts: Sequence[str]) -> bool:
         """False when no pattern can select anything at ``parts`` or below it (a container
         whose subtree a load need not look into); True when one might (a ``**`` always
         might)."""
-        path = tuple(parts)
-        return any(_may_match_below(p, path) for p in self.patterns)
+        return self.native.may_select_below(parts)
 
     def may_walk_everything(self) -> bool:
         """Whether a load with these patterns may look into every container (the root's
         pattern "", or a first component with wildcards, ``**`` included); False when each
         names its first key plainly."""
-        return any(not p or any(c in p[0] for c in "*?[") for p in self.patterns)
+        return self.native.may_walk_everything()
 
     def text(self, i: int) -> str:
         """Pattern number ``i`` as the caller wrote it."""
@@ -106,25 +111,3 @@ def nearest(pattern: str, paths: Sequence[str], n: int = 3) -> List[str]:
                                                             cutoff=0.6)
                 if last[k] not in got][:n - len(got)]
     return got
-
-
-def _may_match_below(pattern: Tuple[str, ...], path: Tuple[str, ...]) -> bool:
-    # True when the pattern matches `path`, one of its prefixes, or may match a path below it.
-    for i, head in enumerate(pattern):
-        if head == "**" or i == len(path):
-            return True
-        if not fnmatchcase(path[i], head):
-            return False
-    return True
-
-
-def _prefix_match(pattern: Tuple[str, ...], path: Tuple[str, ...]) -> bool:
-    # True when the pattern matches `path` or one of its prefixes (a container's path).
-    if not pattern:
-        return True
-    head = pattern[0]
-    if head == "**":
-        return any(_prefix_match(pattern[1:], path[i:]) for i in range(len(path) + 1))
-    if not path:
-        return False
-    return fnmatchcase(path[0], head) and _prefix_match(pattern[1:], path[1:])

@@ -244,7 +244,7 @@ class Loader:
         # allocated, so a load's native calls do not grow with its leaves.
         self.reservations: List[Tuple[int, Tuple[Any, ...], Optional[Callable[[], None]]]] = []
         # The keys= patterns that matched nothing yet (reported once the plan is made).
-        self.pending = set(range(len(opts.keys.patterns))) if opts.keys is not None else None
+        self.pending = set(range(len(opts.keys))) if opts.keys is not None else None
 
     def run(self, root: FileNode, target: Any, path: Tuple[Any, ...] = ()) -> Any:
         allow_deep_trees()

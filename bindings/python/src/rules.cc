@@ -1,11 +1,12 @@
 // The library's decisions that the Python package asks for instead of making them itself
 // (issue 21: one owner per decision): the memory budget of a load, key-path escaping, basic
-// index resolution, local path vs URL, the node/leaf/codec numbers, and which read settings
+// index resolution, key-path patterns (KeyPathPatterns), local path vs URL, the node/leaf/codec numbers, and which read settings
 // are valid. Each function only
 // translates between Python objects and the C++ call.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <climits>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common.h"
+#include "jtree/key_path_pattern.h"
 
 namespace jtpy {
 namespace {
@@ -32,6 +34,16 @@ std::string str_bytes(nb::handle s) {
   if (b == nullptr) throw nb::python_error();
   std::string out(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
   Py_DECREF(b);
+  return out;
+}
+
+// The components of a path given as a sequence of str.
+std::vector<std::string> path_parts(nb::handle parts) {
+  std::vector<std::string> out;
+  for (nb::handle p : parts) {
+    if (!PyUnicode_Check(p.ptr())) throw_type_error("a key path's parts are str");
+    out.push_back(str_bytes(p));
+  }
   return out;
 }
 
@@ -163,6 +175,49 @@ void register_rules(nb::module_& m) {
         return bytes_str(out);
       },
       nb::arg("parts"), "The key path of a sequence of keys (str) and positions or int keys.");
+  // Key-path patterns (jtree/key_path_pattern.h): keys= selections ask it which paths they
+  // select (jtree._keypath.PatternSet); the native load of a selection uses the same object.
+  nb::class_<jtree::KeyPathPatterns>(m, "KeyPathPatterns",
+                                     "Key-path patterns (jtree::KeyPathPatterns).")
+      .def(
+          "__init__",
+          [](jtree::KeyPathPatterns* self, nb::handle patterns) {
+            std::vector<std::string> texts;
+            for (nb::handle p : patterns) {
+              if (!PyUnicode_Check(p.ptr())) throw_type_error("KeyPathPatterns: str patterns");
+              texts.push_back(str_bytes(p));
+            }
+            new (self) jtree::KeyPathPatterns(value_or_raise(jtree::KeyPathPatterns::make(texts)));
+          },
+          nb::arg("patterns"), "InvalidArgumentError for a pattern ending with '\\'.")
+      .def("__len__", &jtree::KeyPathPatterns::size)
+      .def(
+          "selects", [](const jtree::KeyPathPatterns& k, nb::handle parts) {
+            return k.selects(path_parts(parts));
+          },
+          nb::arg("parts"), "Whether a pattern matches the path `parts` (str) or a prefix.")
+      .def(
+          "matching",
+          [](const jtree::KeyPathPatterns& k, nb::handle parts) {
+            const std::vector<std::string> path = path_parts(parts);
+            nb::list out;
+            for (size_t i = 0; i < k.size(); ++i) {
+              if (k.selects(i, path)) out.append(i);
+            }
+            return out;
+          },
+          nb::arg("parts"), "The numbers of the patterns that select the path `parts`.")
+      .def(
+          "may_select_below",
+          [](const jtree::KeyPathPatterns& k, nb::handle parts) {
+            return k.may_select_below(path_parts(parts));
+          },
+          nb::arg("parts"), "False when no pattern can select anything at or below `parts`.")
+      .def("may_walk_everything", &jtree::KeyPathPatterns::may_walk_everything,
+           "Whether a pattern is '' or has a wildcard in its first component.");
+  m.def("glob_match", [](nb::handle glob, nb::handle text) {
+        return jtree::glob_match(str_bytes(glob), str_bytes(text));
+      }, nb::arg("glob"), nb::arg("text"), "One component matched as fnmatch.fnmatchcase does.");
   m.def(
       "split_key_path",
       [](nb::handle path) {
