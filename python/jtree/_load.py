@@ -258,7 +258,11 @@ class Loader:
                             container_builder(self.o.strict, self.name, self.o.framework),
                             self.o)
                         if got is not None:
-                            return got[0]
+                            tree, unmatched = got
+                            if unmatched:
+                                self.pending = set(unmatched)
+                                raise self.unmatched(root, path)
+                            return tree
                     keys = self.o.keys
                     if keys is None or keys.may_walk_everything():
                         # The whole tree is walked: made in one pass. (A selection made

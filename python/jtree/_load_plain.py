@@ -1,13 +1,15 @@
 """The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file as NumPy arrays (or, with
 ``framework="torch"`` on the CPU and the memory map on, torch tensors) and Python values, with
-no selection, cast, target, device or progress (the call made most), done in one native pass
-(``Reader.load_plain``, bindings/python/src/plain_load.cc) instead of the general loader's plan
-of a Python frame, thunk and reservation per leaf (jtree._load). Same rules, same result; where
-the file needs more (pickled or custom leaves, a dtype NumPy or torch lacks, the memory limits,
-a damaged str) the native pass declines and the general loader loads it."""
+no cast, target, device or progress (the call made most), a ``keys=`` selection allowed (with or
+without prune), done in one native pass (``Reader.load_plain``, bindings/python/src/plain_load.cc;
+a selection's rules in node_selection.h, its patterns the same jtree::KeyPathPatterns the
+general loader asks) instead of the general loader's plan of a Python frame, thunk and
+reservation per leaf (jtree._load). Same rules, same result; where the file needs more
+(pickled or custom leaves loaded, a dtype NumPy or torch lacks, the memory limits, a damaged
+str) the native pass declines and the general loader loads it."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -30,7 +32,7 @@ def applies(o: Any) -> bool:
             return False  # (direct(cpu): the tests' host stand-in for a device)
     elif o.framework != "numpy" or o.device is not None:
         return False
-    return (o.cast is None and o.keys is None and not o.prune and not o.fill_out
+    return (o.cast is None and (o.keys is not None or not o.prune) and not o.fill_out
             and o.progress is None and o.device_options is None and o.shardings is None)
 
 
@@ -74,14 +76,17 @@ def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.nda
     return dtype_of, wrap
 
 
-def load(reader: Any, container: Any, o: Any) -> Optional[Tuple[Any]]:
-    """``(tree,)``: the whole file of the native ``reader`` loaded, containers other than
-    dicts, lists and tuples made by ``container`` (jtree._load.container_builder); None when
-    the general loader must load it."""
+def load(reader: Any, container: Any, o: Any) -> Optional[Tuple[Any, List[int]]]:
+    """``(tree, [])``: the whole file of the native ``reader`` loaded (what ``o.keys``
+    selects of it), containers other than dicts, lists and tuples made by ``container``
+    (jtree._load.container_builder); ``(None, numbers)`` when keys= patterns match nothing
+    (nothing read: the caller's NotFoundError names them); None when the general loader must
+    load it."""
+    keys = o.keys.native if o.keys is not None else None
     if o.framework == "torch":
         # (Copy-on-write for mmap="r" too: torch tensors have no read-only flag.)
         dtype_of, wrap = _torch_wrap()
         return reader.load_plain(dtype_of, container, wrap, _MMAP_MODE[True], o.verify,
-                                 o.threads)
+                                 o.threads, keys, o.prune)
     return reader.load_plain(numpy_dtype_of, container, None, _MMAP_MODE[o.mmap], o.verify,
-                             o.threads)
+                             o.threads, keys, o.prune)

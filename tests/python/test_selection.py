@@ -120,6 +120,14 @@ def test_prune_gives_a_state_dict_subset_torch_accepts(path, torch):
         jtree.load(path, keys="0.wieght", framework="torch", prune=True)
 
 
+def _general_loader_only(monkeypatch):
+    # The Python loader's walk, which loads selections that the native pass does not (to a
+    # device, with a cast or a target, of a part of the file): tests/python/
+    # test_selection_native.py compares the two.
+    from jtree import _load_plain
+    monkeypatch.setattr(_load_plain, "applies", lambda o: False)
+
+
 @pytest.mark.parametrize("keys", [
     "params/dense/kernel", "params/layers/*/w", "params/layers/?", "**/w", "params/layers/[01]/w",
     ["opt_state/0", "step"], "params", "*/dense/*", "nothing", "empty", "opt_state/*",
@@ -128,6 +136,7 @@ def test_prune_gives_a_state_dict_subset_torch_accepts(path, torch):
 def test_subtrees_a_selection_cannot_reach_are_not_walked(ckpt, keys, prune, monkeypatch):
     from jtree import _keypath, _load
 
+    _general_loader_only(monkeypatch)
     path, _ = ckpt
     looked = []
     selected = _load.Loader.selected
@@ -149,6 +158,7 @@ def test_subtrees_a_selection_cannot_reach_are_not_walked(ckpt, keys, prune, mon
 def test_a_selection_from_a_large_file_skips_what_it_cannot_reach(path, monkeypatch):
     from jtree import _load
 
+    _general_loader_only(monkeypatch)
     tree = {f"g{i}": {f"l{j}": np.full(3, i * 100 + j, np.int32) for j in range(50)}
             for i in range(40)}
     jtree.save(tree, path)
@@ -203,6 +213,7 @@ def test_the_skeleton_of_what_is_not_loaded_is_what_the_walk_made(path, how, mon
     (Loader.container with a False target), every kind of container included."""
     from jtree import _load
 
+    _general_loader_only(monkeypatch)
     tree = _every_kind_of_container()
     jtree.save(tree, path)
     load = (lambda: jtree.load(path, keys="keep/x")) if how == "keys" else \

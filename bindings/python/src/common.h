@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "jtree/jtree.h"
+#include "jtree/key_path_pattern.h"
 
 namespace nb = nanobind;
 
@@ -96,12 +97,14 @@ nb::list leaf_specs(nb::handle rows, nb::handle spec_cls, nb::handle kind_names,
                     nb::handle dtype_of);
 void register_specs(nb::module_& m);
 
-/// A whole load of a plain file in one native pass (plain_load.cc): a 1-tuple holding the
-/// loaded tree, or None when the file needs the general Python loader (see there). `wrap`:
-/// None for NumPy arrays, else `wrap(array, dtype code)` makes each array's value (torch).
+/// A whole load of a plain file in one native pass (plain_load.cc): (tree, []), or with `keys`
+/// whose patterns match nothing (None, [their numbers]) with nothing read; None when the file
+/// needs the general Python loader (see there). `wrap`: None for NumPy arrays, else
+/// `wrap(array, dtype code)` makes each array's value (torch). `keys` (or null): a keys=
+/// selection, `prune` its prune=True.
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
                       nb::handle container, nb::handle wrap, int mmap_mode, bool verify,
-                      int threads);
+                      int threads, const jtree::KeyPathPatterns* keys, bool prune);
 
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);

@@ -1,6 +1,7 @@
 // A whole load of a plain file in one native pass: `jtree.load(path)` (or File.load(), or
-// with framework="torch" on the CPU) with no selection, cast, target, device or progress, the
-// call users make most.
+// with framework="torch" on the CPU) with no cast, target, device or progress, the call users
+// make most; and the same with a keys= selection (prune or not), whose rules node_selection.h
+// decides from the same jtree::KeyPathPatterns the Python loader asks.
 //
 // Why here: the Python loader (python/jtree/_load.py) plans a load a leaf at a time (a
 // FileNode and a FileLeaf per leaf, a plan thunk, a reservation, np.empty): about 6 us a leaf,
@@ -20,7 +21,9 @@
 // - every array and payload this load allocates is reserved first from a jtree::MemoryBudget
 //   of the open's limits, in the Python loader's order;
 // - containers as assemble_tree makes them (tree_assembly.h: dicts, lists, tuples here, the
-//   others by Python's `container`).
+//   others by Python's `container`);
+// - with keys=, only the leaves the selection loads are planned and read; the patterns that
+//   match nothing are returned before anything is read (the caller's NotFoundError).
 // Declined: a pickled or custom leaf, a dtype without a NumPy type (bfloat16 without
 // ml_dtypes), an array NumPy cannot represent, an allocation over the limits, a str leaf that
 // is not UTF-8. It declines before anything Python can see has happened (the reads and maps
@@ -59,36 +62,53 @@ struct Entry {
 class PlainLoad {
  public:
   PlainLoad(const jtree::Reader& r, nb::handle numpy_dtype_of, nb::handle container,
-            nb::handle wrap, int mmap_mode, bool verify, int threads)
+            nb::handle wrap, int mmap_mode, bool verify, int threads,
+            const jtree::KeyPathPatterns* keys, bool prune)
       : r_(r),
         numpy_dtype_of_(numpy_dtype_of),
         container_(container),
         wrap_(wrap),
         mmap_mode_(mmap_mode),
-        budget_(r.options().limits) {
+        budget_(r.options().limits),
+        keys_(keys),
+        prune_(prune) {
     options_.verify_checksums = verify;
     options_.threads = threads;
   }
 
+  // (tree, []) or, when keys= patterns matched nothing, (None, [their numbers]) with nothing
+  // read; None when declined.
   nb::object run() {
+    if (keys_ != nullptr) selection_.emplace(r_, *keys_, prune_);
     if (!plan() || !reserve_all()) return nb::none();
+    // (After the reservations, as the Python loader reports a leaf over the limits before the
+    // patterns that matched nothing; before anything is allocated or read.)
+    if (selection_ && !selection_->all_matched()) {
+      nb::list unmatched;
+      for (size_t i = 0; i < selection_->matched.size(); ++i) {
+        if (!selection_->matched[i]) unmatched.append(i);
+      }
+      return nb::make_tuple(nb::none(), unmatched);
+    }
     allocate();
     if (!map()) return nb::none();
     read();
     if (!make_values()) return nb::none();
     nb::object tree = assemble_tree(
-        r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; });
-    return nb::make_tuple(tree);
+        r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; }, 0,
+        nb::tuple(), selection_ ? &*selection_ : nullptr);
+    return nb::make_tuple(tree, nb::list());
   }
 
  private:
-  // Each leaf the tree refers to, once, in preorder of its first node (the Python loader's
-  // planning order), classified; false when one is declined.
+  // Each leaf the tree refers to (that the selection loads), once, in preorder of its first
+  // node (the Python loader's planning order), classified; false when one is declined.
   bool plan() {
     slot_.assign(r_.num_leaves(), kUnused);
     for (uint32_t i = 0; i < r_.num_nodes(); ++i) {
       const jtree::NodeView n = r_.node(i);
       if (n.kind != jtree::NodeKind::kLeaf || slot_[n.leaf] != kUnused) continue;
+      if (selection_ && selection_->state[i] != NodeSelection::kKeep) continue;
       slot_[n.leaf] = static_cast<uint32_t>(entries_.size());
       Entry& e = entries_.emplace_back();
       e.index = n.leaf;
@@ -306,15 +326,21 @@ class PlainLoad {
   std::vector<uint32_t> slot_;   // leaf number -> entry (kUnused: not in the tree)
   std::vector<Entry> entries_;
   std::vector<std::pair<jtree::DType, std::optional<std::pair<nb::object, uint64_t>>>> dtypes_;
+  const jtree::KeyPathPatterns* keys_;  // a keys= selection, or null
+  bool prune_;
+  std::optional<NodeSelection> selection_;
 };
 
 }  // namespace
 
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
                       nb::handle container, nb::handle wrap, int mmap_mode, bool verify,
-                      int threads) {
+                      int threads, const jtree::KeyPathPatterns* keys, bool prune) {
   if (mmap_mode < 0 || mmap_mode > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
-  return PlainLoad(reader, numpy_dtype_of, container, wrap, mmap_mode, verify, threads).run();
+  if (prune && keys == nullptr) throw_value_error("load_plain: prune without keys");
+  return PlainLoad(reader, numpy_dtype_of, container, wrap, mmap_mode, verify, threads, keys,
+                   prune)
+      .run();
 }
 
 }  // namespace jtpy

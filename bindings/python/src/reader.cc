@@ -142,8 +142,10 @@ class PyReader {
 
   // A whole plain load (see jtpy::load_plain): (tree,) or None.
   nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, nb::handle wrap,
-                        int mmap_mode, bool verify, int threads) const {
-    return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, mmap_mode, verify, threads);
+                        int mmap_mode, bool verify, int threads,
+                        const jtree::KeyPathPatterns* keys, bool prune) const {
+    return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, mmap_mode, verify, threads,
+                            keys, prune);
   }
 
   // load_pytreedef of the whole file (see jtpy::spec_tree).
@@ -441,11 +443,13 @@ void register_reader(nb::module_& m) {
            "(node's own key path parts).")
       .def("load_plain", &PyReader::load_plain, nb::arg("numpy_dtype_of"), nb::arg("container"),
            nb::arg("wrap").none(), nb::arg("mmap_mode"), nb::arg("verify") = true,
-           nb::arg("threads") = 0,
+           nb::arg("threads") = 0, nb::arg("keys").none() = nb::none(), nb::arg("prune") = false,
            "The whole file loaded as NumPy arrays and Python values in one pass (jtree.load "
-           "with no selection, cast, target or device): (tree,), or None where the general "
-           "loader must do it (pickled or custom leaves, a dtype NumPy lacks, the memory "
-           "limits). numpy_dtype_of(code) -> np.dtype | None; wrap None, or wrap(array, "
+           "with no cast, target or device; keys: a KeyPathPatterns selection or None, prune "
+           "its prune=True): (tree, []), (None, [numbers of the keys patterns that match "
+           "nothing]) with nothing read, or None where the general loader must do it "
+           "(pickled or custom leaves, a dtype NumPy lacks, the memory limits). "
+           "numpy_dtype_of(code) -> np.dtype | None; wrap None, or wrap(array, "
            "code) -> each array's value (torch tensors); mmap_mode 0 copies, 1 copy-on-write "
            "views of mapped leaves, 2 read-only views; containers other than dict/list/tuple "
            "by container(kind, type_name, aux, keys, values, parts).")

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common.h"
+#include "node_selection.h"
 
 namespace jtpy {
 
@@ -70,12 +71,17 @@ inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::ha
 /// `leaf_value(leaf index)` gives each leaf's Python value (the caller keeps one object per
 /// leaf for tied leaves), None nodes are None, and every container that is not a dict, list or
 /// tuple is `container(kind, type_name, aux, keys, values, key_path_parts)`, whose parts begin
-/// with `prefix`, the key path parts of node `first` (empty for the root).
+/// with `prefix`, the key path parts of node `first` (empty for the root). With `selection`
+/// (from the root only), what a keys= selection keeps (node_selection.h): leaves it does not
+/// load are None, dropped nodes are left out of dicts and None elsewhere, and a dropped root
+/// is {} (a dict or OrderedDict) or None.
 template <class LeafValue>
 nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue&& leaf_value,
-                         uint32_t first = 0, nb::handle prefix = nb::tuple()) {
+                         uint32_t first = 0, nb::handle prefix = nb::tuple(),
+                         const NodeSelection* selection = nullptr) {
   using assembly_detail::Frame;
   if (first >= r.num_nodes()) throw_value_error("assemble_tree: no such node");
+  if (selection != nullptr && first != 0) throw_value_error("assemble_tree: a selection's root");
   std::vector<Frame> stack;
   nb::object result = nb::none();
   // (A node's subtree is the nodes after it in preorder until its frame is finished.)
@@ -83,8 +89,23 @@ nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue
     const jtree::NodeView n = r.node(i);
     nb::object key = key_to_py(n.key);
     const uint32_t position = stack.empty() ? 0 : stack.back().done;
+    const uint8_t state = selection != nullptr ? selection->state[i] : NodeSelection::kKeep;
+    bool dropped = false;
     nb::object value;
-    if (n.kind == jtree::NodeKind::kLeaf) {
+    if (state == NodeSelection::kDrop) {
+      dropped = true;
+      value = nb::none();
+      if (n.kind != jtree::NodeKind::kLeaf && n.kind != jtree::NodeKind::kNone) {
+        i = selection->end[i] - 1;  // (its subtree is dropped with it)
+      }
+      if (stack.empty()) {  // the root
+        const bool dict = n.kind == jtree::NodeKind::kDict ||
+                          n.kind == jtree::NodeKind::kOrderedDict;
+        return dict ? nb::object(nb::dict()) : nb::none();
+      }
+    } else if (state == NodeSelection::kNone) {
+      value = nb::none();
+    } else if (n.kind == jtree::NodeKind::kLeaf) {
       value = leaf_value(n.leaf);
     } else if (n.kind == jtree::NodeKind::kNone) {
       value = nb::none();
@@ -101,15 +122,17 @@ nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue
     // Hand the value up, finishing every container it completes.
     while (!stack.empty()) {
       Frame& top = stack.back();
-      if (top.node.kind == jtree::NodeKind::kDict) {
-        if (PyDict_SetItem(top.values.ptr(), key.ptr(), value.ptr()) != 0) {
+      // (A dropped child is left out of a dict, and is None in any other container.)
+      const bool skip = dropped && (top.node.kind == jtree::NodeKind::kDict ||
+                                    top.node.kind == jtree::NodeKind::kOrderedDict);
+      dropped = false;
+      if (!skip) {
+        const int err = top.node.kind == jtree::NodeKind::kDict
+                            ? PyDict_SetItem(top.values.ptr(), key.ptr(), value.ptr())
+                            : PyList_Append(top.values.ptr(), value.ptr());
+        if (err != 0 || (top.keys.is_valid() && PyList_Append(top.keys.ptr(), key.ptr()) != 0)) {
           throw nb::python_error();
         }
-      } else if (PyList_Append(top.values.ptr(), value.ptr()) != 0) {
-        throw nb::python_error();
-      }
-      if (top.keys.is_valid() && PyList_Append(top.keys.ptr(), key.ptr()) != 0) {
-        throw nb::python_error();
       }
       if (++top.done < top.node.num_children) break;
       Frame f = std::move(top);
