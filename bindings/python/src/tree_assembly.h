@@ -89,7 +89,8 @@ nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue
     const jtree::NodeView n = r.node(i);
     nb::object key = key_to_py(n.key);
     const uint32_t position = stack.empty() ? 0 : stack.back().done;
-    const uint8_t state = selection != nullptr ? selection->state[i] : NodeSelection::kKeep;
+    const uint8_t state =
+        selection != nullptr ? selection->state[i] : static_cast<uint8_t>(NodeSelection::kKeep);
     bool dropped = false;
     nb::object value;
     if (state == NodeSelection::kDrop) {
