@@ -1,5 +1,6 @@
 """What a ``keys=`` selection costs in a file of many leaves: ``jtree.load(f, keys=...)`` of
-one leaf, of one group, of one leaf in every group and of about half the leaves, from a file of --groups x --leaves
+one leaf, of one group, of one leaf in every group and of about half the leaves, and
+``jtree.load(f["g..."])`` of one group (a part of the file), from a file of --groups x --leaves
 small arrays, just opened (``jtree.open`` outside the clock), with and without ``prune=True``,
 three ways alternated in one process:
 
@@ -54,28 +55,32 @@ def main() -> None:
     tree = {f"g{i}": {f"l{j}": np.full(4, j, np.float32) for j in range(a.leaves)}
             for i in range(a.groups)}
     g, l = a.groups // 2, a.leaves // 2
-    cases = {f"keys='g{g}/l{l}'": dict(keys=f"g{g}/l{l}"),
-             f"keys='g{g}/l{l}', prune": dict(keys=f"g{g}/l{l}", prune=True),
-             f"keys='g{g}/*', prune": dict(keys=f"g{g}/*", prune=True),
-             f"keys='**/l{l}', prune": dict(keys=f"**/l{l}", prune=True),
-             "keys='**/l[0-5]*' (half)": dict(keys="**/l[0-5]*")}
+    # Each case: the load, and the selected leaf l of group g in what it returns.
+    whole = (lambda f, **kw: jtree.load(f, **kw)), (lambda got: got[f"g{g}"][f"l{l}"])
+    cases = {f"keys='g{g}/l{l}'": (whole, dict(keys=f"g{g}/l{l}")),
+             f"keys='g{g}/l{l}', prune": (whole, dict(keys=f"g{g}/l{l}", prune=True)),
+             f"keys='g{g}/*', prune": (whole, dict(keys=f"g{g}/*", prune=True)),
+             f"keys='**/l{l}', prune": (whole, dict(keys=f"**/l{l}", prune=True)),
+             "keys='**/l[0-5]*' (half)": (whole, dict(keys="**/l[0-5]*")),
+             f"load(f['g{g}']) (a part)": (((lambda f: jtree.load(f[f"g{g}"])),
+                                           (lambda got: got[f"l{l}"])), {})}
     modes = ("native", "walk", "walk-all")
     times: Dict[str, List[float]] = {}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "many.jtree")
         jtree.save(tree, path)
         for run in range(a.runs + 1):  # (run 0 warms up: first calls, imports)
-            for name, kw in cases.items():
+            for name, ((load, leaf), kw) in cases.items():
                 for mode in modes:
                     use(mode)
                     with jtree.open(path) as f:
                         t0 = time.perf_counter()
-                        got = jtree.load(f, **kw)
+                        got = load(f, **kw)
                         dt = time.perf_counter() - t0
                     use("native")
                     if run:
                         times.setdefault(f"{name} {mode}", []).append(dt)
-                    assert float(got[f"g{g}"][f"l{l}"][0]) == l
+                    assert float(leaf(got)[0]) == l
     print(f"jtree {jtree.__version__}, {a.groups * a.leaves} leaves ({a.groups} groups of "
           f"{a.leaves}), {a.runs} loads each, each the first of a file just opened")
     for name in cases:

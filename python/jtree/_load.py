@@ -252,11 +252,11 @@ class Loader:
             # (Paused until the result is built: the plan's objects die with this Loader.)
             with paused_gc():
                 if (target is ALL or target is True) and root._tree is not None:
-                    if root.index == 0 and _load_plain.applies(self.o):
+                    if _load_plain.applies(self.o):
                         got = _load_plain.load(
                             root._tree.reader,
                             container_builder(self.o.strict, self.name, self.o.framework),
-                            self.o)
+                            self.o, root.index, path)
                         if got is not None:
                             tree, unmatched = got
                             if unmatched:

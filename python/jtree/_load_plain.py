@@ -1,4 +1,5 @@
-"""The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file as NumPy arrays (or, with
+"""The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file (or of a part of it,
+``jtree.load(f["params"])``) as NumPy arrays (or, with
 ``framework="torch"`` on the CPU and the memory map on, torch tensors) and Python values, with
 no cast, target, device or progress (the call made most), a ``keys=`` selection allowed (with or
 without prune), done in one native pass (``Reader.load_plain``, bindings/python/src/plain_load.cc;
@@ -76,17 +77,18 @@ def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.nda
     return dtype_of, wrap
 
 
-def load(reader: Any, container: Any, o: Any) -> Optional[Tuple[Any, List[int]]]:
-    """``(tree, [])``: the whole file of the native ``reader`` loaded (what ``o.keys``
-    selects of it), containers other than dicts, lists and tuples made by ``container``
-    (jtree._load.container_builder); ``(None, numbers)`` when keys= patterns match nothing
-    (nothing read: the caller's NotFoundError names them); None when the general loader must
-    load it."""
+def load(reader: Any, container: Any, o: Any, node: int = 0,
+         path: Tuple[Any, ...] = ()) -> Optional[Tuple[Any, List[int]]]:
+    """``(tree, [])``: the file of the native ``reader`` loaded (the subtree of ``node``,
+    whose key path is ``path``; what ``o.keys`` selects of it), containers other than dicts,
+    lists and tuples made by ``container`` (jtree._load.container_builder); ``(None,
+    numbers)`` when keys= patterns match nothing (nothing read: the caller's NotFoundError
+    names them); None when the general loader must load it."""
     keys = o.keys.native if o.keys is not None else None
     if o.framework == "torch":
         # (Copy-on-write for mmap="r" too: torch tensors have no read-only flag.)
         dtype_of, wrap = _torch_wrap()
         return reader.load_plain(dtype_of, container, wrap, _MMAP_MODE[True], o.verify,
-                                 o.threads, keys, o.prune)
+                                 o.threads, keys, o.prune, node, path)
     return reader.load_plain(numpy_dtype_of, container, None, _MMAP_MODE[o.mmap], o.verify,
-                             o.threads, keys, o.prune)
+                             o.threads, keys, o.prune, node, path)

@@ -161,3 +161,32 @@ def test_unselected_leaves_the_native_pass_cannot_load_do_not_decline_it(path, m
     assert got["obj"] is None and got["a"].tolist() == [0, 1, 2]
     with pytest.raises(jtree.InvalidArgumentError, match="allow_pickle=True"):
         jtree.load(path, keys="obj")  # (selected: the general loader's clear error)
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_parts_of_a_file_load_natively_as_the_walk_loads_them(path, prune, monkeypatch):
+    # jtree.load(f["params"]) and the like: the subtree of one node, in the native pass, with
+    # key paths (for patterns and errors) that go on from the part's own.
+    jtree.save(rich_tree(), path)
+    parts = [("params",), ("params", "layers"), ("params", "layers", 1), ("opt",), ("nt",),
+             ("od",), ("box",), ("big",), ("tied_b",), (7,)]
+    patterns = [None, "**/w", "params/layers/1", "params/dense/*", "opt/3", "nt/y/0",
+                "box/b/*", "zz", "**"]
+    with jtree.open(path) as f:
+        for part in parts:
+            node = f
+            for k in part:
+                node = node[k]
+            for keys in patterns:
+                if keys is None and prune:
+                    continue
+                kw = {} if keys is None else dict(keys=keys, prune=prune)
+                try:
+                    want = general(monkeypatch, node, **kw)
+                except jtree.NotFoundError as e:
+                    with pytest.raises(jtree.NotFoundError) as got_error:
+                        native(monkeypatch, node, **kw)
+                    assert str(got_error.value) == str(e), (part, keys)
+                    continue
+                got = native(monkeypatch, node, **kw)
+                assert canon(got) == canon(want), (part, keys, prune)

@@ -27,13 +27,25 @@
 
 namespace jtpy {
 
+// The node after the subtree of node `first` (preorder: its descendants follow it).
+inline uint32_t subtree_end(const jtree::Reader& r, uint32_t first) {
+  uint64_t left = r.node(first).num_children;
+  uint32_t j = first + 1;
+  for (; left > 0; ++j, --left) left += r.node(j).num_children;
+  return j;
+}
+
 struct NodeSelection {
   enum State : uint8_t { kKeep = 0, kNone = 1, kDrop = 2 };
   std::vector<uint8_t> state;   // per node: kKeep, kNone (a leaf loaded as None) or kDrop
   std::vector<uint32_t> end;    // per container: the node after its subtree
   std::vector<char> matched;    // per pattern: whether it selected something
 
-  NodeSelection(const jtree::Reader& r, const jtree::KeyPathPatterns& patterns, bool prune) {
+  // The selection of the subtree of node `first` (0: the whole file), whose key path is
+  // `first_path` (the patterns name the file's key paths; a pattern matched only outside the
+  // subtree has matched nothing here).
+  NodeSelection(const jtree::Reader& r, const jtree::KeyPathPatterns& patterns, bool prune,
+                uint32_t first = 0, std::vector<std::string> first_path = {}) {
     const uint32_t n = r.num_nodes();
     state.assign(n, kKeep);
     end.assign(n, 0);
@@ -43,8 +55,8 @@ struct NodeSelection {
       bool all_dropped;
     };
     std::vector<Frame> stack;
-    std::vector<std::string> path;  // the components of the node being decided
-    for (uint32_t i = 0; i < n; ++i) {
+    std::vector<std::string> path = std::move(first_path);  // the node being decided's
+    for (uint32_t i = first; i < n; ++i) {
       const jtree::NodeView v = r.node(i);
       const uint32_t at = i;
       if (!stack.empty()) path.push_back(component(v.key, stack.back().position));
@@ -75,6 +87,7 @@ struct NodeSelection {
         end[top.node] = i + 1;
         stack.pop_back();
       }
+      if (stack.empty()) break;  // (node `first` decided, its subtree with it)
     }
   }
 

@@ -1,7 +1,8 @@
 // A whole load of a plain file in one native pass: `jtree.load(path)` (or File.load(), or
 // with framework="torch" on the CPU) with no cast, target, device or progress, the call users
-// make most; and the same with a keys= selection (prune or not), whose rules node_selection.h
-// decides from the same jtree::KeyPathPatterns the Python loader asks.
+// make most; the same of a part of the file (`jtree.load(f["params"])`, its subtree); and the
+// same with a keys= selection (prune or not), whose rules node_selection.h decides from the
+// same jtree::KeyPathPatterns the Python loader asks.
 //
 // Why here: the Python loader (python/jtree/_load.py) plans a load a leaf at a time (a
 // FileNode and a FileLeaf per leaf, a plan thunk, a reservation, np.empty): about 6 us a leaf,
@@ -63,7 +64,7 @@ class PlainLoad {
  public:
   PlainLoad(const jtree::Reader& r, nb::handle numpy_dtype_of, nb::handle container,
             nb::handle wrap, int mmap_mode, bool verify, int threads,
-            const jtree::KeyPathPatterns* keys, bool prune)
+            const jtree::KeyPathPatterns* keys, bool prune, uint32_t first, nb::handle parts)
       : r_(r),
         numpy_dtype_of_(numpy_dtype_of),
         container_(container),
@@ -71,7 +72,9 @@ class PlainLoad {
         mmap_mode_(mmap_mode),
         budget_(r.options().limits),
         keys_(keys),
-        prune_(prune) {
+        prune_(prune),
+        first_(first),
+        parts_(parts) {
     options_.verify_checksums = verify;
     options_.threads = threads;
   }
@@ -79,7 +82,20 @@ class PlainLoad {
   // (tree, []) or, when keys= patterns matched nothing, (None, [their numbers]) with nothing
   // read; None when declined.
   nb::object run() {
-    if (keys_ != nullptr) selection_.emplace(r_, *keys_, prune_);
+    if (first_ >= r_.num_nodes()) throw_value_error("load_plain: no such node");
+    end_ = subtree_end(r_, first_);
+    if (keys_ != nullptr) {
+      // (The patterns see the parts as str: positions and int keys in decimal.)
+      std::vector<std::string> path;
+      for (nb::handle p : parts_) {
+        const nb::str text(p);
+        Py_ssize_t len = 0;
+        const char* c = PyUnicode_AsUTF8AndSize(text.ptr(), &len);
+        if (c == nullptr) throw nb::python_error();
+        path.emplace_back(c, static_cast<size_t>(len));
+      }
+      selection_.emplace(r_, *keys_, prune_, first_, std::move(path));
+    }
     if (!plan() || !reserve_all()) return nb::none();
     // (After the reservations, as the Python loader reports a leaf over the limits before the
     // patterns that matched nothing; before anything is allocated or read.)
@@ -95,8 +111,8 @@ class PlainLoad {
     read();
     if (!make_values()) return nb::none();
     nb::object tree = assemble_tree(
-        r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; }, 0,
-        nb::tuple(), selection_ ? &*selection_ : nullptr);
+        r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; }, first_,
+        parts_, selection_ ? &*selection_ : nullptr);
     return nb::make_tuple(tree, nb::list());
   }
 
@@ -105,7 +121,7 @@ class PlainLoad {
   // node (the Python loader's planning order), classified; false when one is declined.
   bool plan() {
     slot_.assign(r_.num_leaves(), kUnused);
-    for (uint32_t i = 0; i < r_.num_nodes(); ++i) {
+    for (uint32_t i = first_; i < end_; ++i) {
       const jtree::NodeView n = r_.node(i);
       if (n.kind != jtree::NodeKind::kLeaf || slot_[n.leaf] != kUnused) continue;
       if (selection_ && selection_->state[i] != NodeSelection::kKeep) continue;
@@ -328,6 +344,9 @@ class PlainLoad {
   std::vector<std::pair<jtree::DType, std::optional<std::pair<nb::object, uint64_t>>>> dtypes_;
   const jtree::KeyPathPatterns* keys_;  // a keys= selection, or null
   bool prune_;
+  uint32_t first_;     // the node loaded (0: the whole file)
+  nb::handle parts_;   // its key path parts (keys and positions)
+  uint32_t end_ = 0;   // the node after its subtree
   std::optional<NodeSelection> selection_;
 };
 
@@ -335,11 +354,12 @@ class PlainLoad {
 
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
                       nb::handle container, nb::handle wrap, int mmap_mode, bool verify,
-                      int threads, const jtree::KeyPathPatterns* keys, bool prune) {
+                      int threads, const jtree::KeyPathPatterns* keys, bool prune,
+                      uint32_t first, nb::handle parts) {
   if (mmap_mode < 0 || mmap_mode > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
   if (prune && keys == nullptr) throw_value_error("load_plain: prune without keys");
   return PlainLoad(reader, numpy_dtype_of, container, wrap, mmap_mode, verify, threads, keys,
-                   prune)
+                   prune, first, parts)
       .run();
 }
 

@@ -143,9 +143,10 @@ class PyReader {
   // A whole plain load (see jtpy::load_plain): (tree,) or None.
   nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, nb::handle wrap,
                         int mmap_mode, bool verify, int threads,
-                        const jtree::KeyPathPatterns* keys, bool prune) const {
+                        const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
+                        nb::handle parts) const {
     return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, mmap_mode, verify, threads,
-                            keys, prune);
+                            keys, prune, first, parts);
   }
 
   // load_pytreedef of the whole file (see jtpy::spec_tree).
@@ -444,7 +445,9 @@ void register_reader(nb::module_& m) {
       .def("load_plain", &PyReader::load_plain, nb::arg("numpy_dtype_of"), nb::arg("container"),
            nb::arg("wrap").none(), nb::arg("mmap_mode"), nb::arg("verify") = true,
            nb::arg("threads") = 0, nb::arg("keys").none() = nb::none(), nb::arg("prune") = false,
-           "The whole file loaded as NumPy arrays and Python values in one pass (jtree.load "
+           nb::arg("first") = 0, nb::arg("parts") = nb::tuple(),
+           "The whole file (or the subtree of node `first`, whose key path parts are `parts`) "
+           "loaded as NumPy arrays and Python values in one pass (jtree.load "
            "with no cast, target or device; keys: a KeyPathPatterns selection or None, prune "
            "its prune=True): (tree, []), (None, [numbers of the keys patterns that match "
            "nothing]) with nothing read, or None where the general loader must do it "

@@ -72,16 +72,15 @@ inline nb::object finish(const Frame& f, const std::vector<Frame>& stack, nb::ha
 /// leaf for tied leaves), None nodes are None, and every container that is not a dict, list or
 /// tuple is `container(kind, type_name, aux, keys, values, key_path_parts)`, whose parts begin
 /// with `prefix`, the key path parts of node `first` (empty for the root). With `selection`
-/// (from the root only), what a keys= selection keeps (node_selection.h): leaves it does not
-/// load are None, dropped nodes are left out of dicts and None elsewhere, and a dropped root
-/// is {} (a dict or OrderedDict) or None.
+/// (made for the same `first`), what a keys= selection keeps (node_selection.h): leaves it
+/// does not load are None, dropped nodes are left out of dicts and None elsewhere, and a
+/// dropped top node is {} (a dict or OrderedDict) or None.
 template <class LeafValue>
 nb::object assemble_tree(const jtree::Reader& r, nb::handle container, LeafValue&& leaf_value,
                          uint32_t first = 0, nb::handle prefix = nb::tuple(),
                          const NodeSelection* selection = nullptr) {
   using assembly_detail::Frame;
   if (first >= r.num_nodes()) throw_value_error("assemble_tree: no such node");
-  if (selection != nullptr && first != 0) throw_value_error("assemble_tree: a selection's root");
   std::vector<Frame> stack;
   nb::object result = nb::none();
   // (A node's subtree is the nodes after it in preorder until its frame is finished.)
