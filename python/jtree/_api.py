@@ -441,8 +441,11 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     the dtype to cast to, the shape (different shapes need ``pad_truncate=True``: zeros pad,
     extra elements are dropped), the framework, and for JAX the sharding.
     ``keys`` selects leaves by key-path patterns such as ``"params/*/kernel"`` or
-    ``["step", "**/bias"]``; the others come back as None and are never read. A pattern that
-    matches nothing is a :class:`NotFoundError` naming it and the nearest key paths.
+    ``["step", "**/bias"]`` (each component matched as ``fnmatch.fnmatchcase`` matches: ``*``,
+    ``?``, ``[seq]``, ``[!seq]``; ``**`` any number of components; a pattern naming a
+    container selects everything below it); the others come back as None and are never read.
+    A pattern that matches nothing is a :class:`NotFoundError` naming it and the nearest key
+    paths.
     ``prune=True`` returns only what is loaded: dicts drop the entries not selected (by
     ``keys`` or ``pytree``) and the containers left with nothing, so a state_dict subset
     comes back that ``load_state_dict(strict=False)`` takes (lists, tuples and other
