@@ -73,6 +73,7 @@ def main() -> None:
             for name, ((load, leaf), kw) in cases.items():
                 for mode in modes:
                     use(mode)
+                    got = None  # (the previous result freed outside the clock)
                     with jtree.open(path) as f:
                         t0 = time.perf_counter()
                         got = load(f, **kw)
