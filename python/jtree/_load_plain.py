@@ -24,9 +24,11 @@ _MMAP_MODE = {False: 0, True: 1, "r": 2}
 
 
 def applies(o: Any) -> bool:
-    """Whether a whole load with LoadOptions ``o`` is a plain one (the caller checks that the
-    target is everything, from the file's root): NumPy, or torch on the CPU from the memory
-    map (jtree._load_torch.as_stored's case; without the map torch tensors are made by torch)."""
+    """Whether a load with LoadOptions ``o`` is a plain one (the caller checks that the target
+    is everything, of the file or of one node's subtree): NumPy, or torch on the CPU from the
+    memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
+    torch); a keys= selection with or without prune (prune alone, which selects everything,
+    takes the general loader)."""
     if o.framework == "torch":
         if not o.mmap or (o.device is not None and (o.device.type != "cpu"
                                                     or _device.direct(o.device))):
