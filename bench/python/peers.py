@@ -236,6 +236,25 @@ class JtreeRawTorch(JtreeRaw):
         return TorchSave().to_numpy(x)
 
 
+class JtreeJax(Jtree):
+    """What a JAX user meets: the default (zstd) file loaded as JAX arrays (on the process's one
+    CPU device), against jax's pytree_serialization and orbax, which load JAX arrays too."""
+    name, label = "jtree-jax", "jtree (zstd) as JAX arrays"
+    modules = ("jtree",)
+    load_opts = {"framework": "jax"}
+    ops = ("save", "load", "leaf")
+    note = "jtree.load(path, framework='jax'): JAX arrays on the one CPU device"
+
+    def setup(self):
+        _jax_env()
+        Peer.setup(self)
+        import jax
+        jax.devices()  # the backend starts once per process, before the clock
+
+    def to_numpy(self, x):
+        return JaxPytree.to_numpy(self, x)
+
+
 class JtreeOneThread(Jtree):
     name, label = "jtree-1t", "jtree (zstd, threads=1)"
     save_opts = {"threads": 1}
@@ -803,7 +822,7 @@ class Memory(Peer):
 
 
 PEERS: Dict[str, Peer] = {p.name: p for p in (
-    Jtree(), JtreeRaw(), JtreeRawUnverified(), JtreeRawCopy(), JtreeRawTorch(), JtreeOneThread(),
+    Jtree(), JtreeRaw(), JtreeRawUnverified(), JtreeRawCopy(), JtreeRawTorch(), JtreeJax(), JtreeOneThread(),
     JaxPytree(), Orbax(), OrbaxRaw(), FlaxMsgpack(),
     Tensorstore(), Safetensors(), TorchSave(), NumpyNpz(), NumpyNpyDir(), H5py(), H5pyGzip(),
     ZarrZip(), ZstdAnchor(), Memory())}

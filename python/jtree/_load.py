@@ -710,6 +710,25 @@ class Loader:
 
     # ---- arrays ----
 
+    def spec_as_stored(self, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> Optional[Thunk]:
+        """A LeafSpec target of the stored shape and dtype (``load_pytreedef``'s tree given
+        back as the target, the JAX proposal's way to restore) is the leaf as stored, in the
+        load's framework: that adapter's ``as_stored`` (what the general path makes of it: a
+        LeafSpec's dtype is taken as it is, cast= does not apply). None otherwise."""
+        if (not isinstance(t, LeafSpec) or t.kind != "array" or tuple(t.shape) != fl.shape
+                or t.dtype is None):
+            return None
+        try:
+            name = dtype_name(t.dtype)
+        except (InvalidArgumentError, TypeError):
+            return None  # (the general path's clear error)
+        if name != fl.dtype:
+            return None
+        framework = self.o.framework
+        return (_load_numpy.as_stored(self, fl, path) if framework == "numpy"
+                else _load_torch.as_stored(self, fl, path) if framework == "torch"
+                else _load_jax.as_stored(self, fl, path))
+
     def array(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
         """An array leaf: where it goes (the target's framework, dtype, shape and placement,
         else the load's options), planned by that framework's adapter."""
@@ -721,7 +740,9 @@ class Loader:
                 return fast
         else:  # a torch template of the stored dtype and shape (cast= and pad_truncate= do
             # not apply to a template)
-            fast = _load_torch.from_template(self, fl, target, path)
+            fast = (_load_torch.from_template(self, fl, target, path)
+                    or _load_jax.from_template(self, fl, target, path)
+                    or self.spec_as_stored(fl, target, path))
             if fast is not None:
                 return fast
         where = kp.join(path)

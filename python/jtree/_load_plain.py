@@ -1,6 +1,7 @@
 """The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file (or of a part of it,
 ``jtree.load(f["params"])``) as NumPy arrays (or, with
-``framework="torch"`` on the CPU and the memory map on, torch tensors) and Python values, with
+``framework="torch"`` on the CPU and the memory map on, torch tensors; with ``framework="jax"``
+where the process's one JAX device is a CPU, JAX arrays) and Python values, with
 no cast, target, device or progress (the call made most), a ``keys=`` selection allowed (with or
 without prune), done in one native pass (``Reader.load_plain``, bindings/python/src/plain_load.cc;
 a selection's rules in node_selection.h, its patterns the same jtree::KeyPathPatterns the
@@ -27,12 +28,16 @@ def applies(o: Any) -> bool:
     """Whether a load with LoadOptions ``o`` is a plain one (the caller checks that the target
     is everything, of the file or of one node's subtree): NumPy, or torch on the CPU from the
     memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
-    torch); a keys= selection with or without prune (prune alone, which selects everything,
-    takes the general loader)."""
+    torch), or JAX with no shardings= where the process's one JAX device is a CPU
+    (:func:`_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
+    selects everything, takes the general loader)."""
     if o.framework == "torch":
         if not o.mmap or (o.device is not None and (o.device.type != "cpu"
                                                     or _device.direct(o.device))):
             return False  # (direct(cpu): the tests' host stand-in for a device)
+    elif o.framework == "jax":
+        if o.shardings is not None or _jax_cpu_device() is None:
+            return False
     elif o.framework != "numpy" or o.device is not None:
         return False
     return (o.cast is None and (o.keys is not None or not o.prune) and not o.fill_out
@@ -79,6 +84,41 @@ def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.nda
     return dtype_of, wrap
 
 
+def _jax_cpu_device() -> Any:
+    """The JAX device a plain JAX load puts its arrays on: the process's one device where that
+    is a CPU and nothing else decides a placement (jtree._device_jax.only_device: no default
+    device configured, one process); else None (several devices: jax.device_put places
+    uncommitted arrays, which the general loader makes; a GPU: the direct path)."""
+    from . import _device_jax  # noqa: PLC0415
+
+    if _device._stand_in is not None:
+        return None  # (the tests' hook: JAX's CPUs stand for GPUs, the direct path's)
+    device, _ = _device_jax.only_device()
+    return device if device is not None and device.platform == "cpu" else None
+
+
+def _jax_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarray, int], Any]]:
+    """(numpy_dtype_of, wrap) of a JAX plain load: each array read as a NumPy array of its
+    stored dtype (a view of the file's map where it can be), then moved to the process's one
+    CPU device as the general loader moves it (jtree._load_jax.jax_array: a DLPack import,
+    jtree._device_jax.to_cpu_device, else ``jax.device_put``). Dtypes DLPack does not carry
+    into JAX (float8, int4...) decline to the general loader, whose ``jax.device_put`` error
+    for one the backend cannot hold names the leaf."""
+    from . import _device_jax  # noqa: PLC0415
+
+    device = _jax_cpu_device()
+
+    def dtype_of(code: int) -> Optional[np.dtype]:
+        name = _dtypes.NAME_OF.get(code, "")
+        return numpy_dtype_of(code) if name in _device_jax.VIEWED else None
+
+    def wrap(a: np.ndarray, code: int) -> Any:
+        got = _device_jax.to_cpu_device(a, device)
+        return got if got is not None else _dtypes.jax_device_put(a)
+
+    return dtype_of, wrap
+
+
 def load(reader: Any, container: Any, o: Any, node: int = 0,
          path: Tuple[Any, ...] = ()) -> Optional[Tuple[Any, List[int]]]:
     """``(tree, [])``: the file of the native ``reader`` loaded (the subtree of ``node``,
@@ -87,6 +127,12 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
     numbers)`` when keys= patterns match nothing (nothing read: the caller's NotFoundError
     names them); None when the general loader must load it."""
     keys = o.keys.native if o.keys is not None else None
+    if o.framework == "jax":
+        # (Copy-on-write for mmap="r" too, as torch's: XLA keeps an aligned leaf's mapped
+        # bytes as they are, no copy, and a JAX array has no read-only flag to carry.)
+        dtype_of, wrap = _jax_wrap()
+        return reader.load_plain(dtype_of, container, wrap, _MMAP_MODE[bool(o.mmap)],
+                                 o.verify, o.threads, keys, o.prune, node, path)
     if o.framework == "torch":
         # (Copy-on-write for mmap="r" too: torch tensors have no read-only flag.)
         dtype_of, wrap = _torch_wrap()

@@ -94,6 +94,27 @@ def test_register_dataclass_and_flax_struct_round_trip(classes, path):
     assert jax.tree.structure(back) == jax.tree.structure(state)
 
 
+def test_the_plain_jax_load_rebuilds_the_dataclasses(classes, path, monkeypatch):
+    # Where the process's one JAX device is a CPU, the load is the native plain pass (its
+    # containers rebuilt by the same callback): the same classes, as the general loader's.
+    import jax  # noqa: PLC0415
+
+    from jtree import _device_jax, _load_plain  # noqa: PLC0415
+
+    state = _state(classes)
+    jtree.save(state, path)
+    dev = jax.devices("cpu")[0]
+    monkeypatch.setattr(_device_jax, "only_device", lambda: (dev, ""))
+    plain = []
+    real = _load_plain.load
+    monkeypatch.setattr(_load_plain, "load", lambda *a: plain.append(1) or real(*a))
+    back = jtree.load(path, framework="jax")
+    assert plain == [1]
+    _check(back, state, classes)
+    assert isinstance(back.params["dense"].w, jax.Array)
+    assert jax.tree.structure(back) == jax.tree.structure(state)
+
+
 def test_found_again_by_name_without_a_registration(classes, path):
     """A new process has no jtree registration: the load finds the classes by the names in
     the file among the imported modules."""

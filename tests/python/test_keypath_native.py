@@ -108,3 +108,22 @@ def test_a_pattern_ending_with_an_unfinished_escape_is_invalid():
         _keypath.PatternSet(["ok", "a\\"])
     with pytest.raises(jtree.InvalidArgumentError, match="keys must be"):
         _keypath.PatternSet([1])
+
+
+def test_many_double_stars_do_not_take_exponential_time(tmp_path):
+    # "**/a" thirty times then "x", against a chain of 60 "a" keys without an "x": trying
+    # every split of every "**" would not end; the selection is refused at once instead.
+    import jtree  # noqa: PLC0415
+
+    tree = leaf = {}
+    for _ in range(59):
+        leaf["a"] = {}
+        leaf = leaf["a"]
+    leaf["a"] = 1
+    p = str(tmp_path / "deep.jtree")
+    jtree.save(tree, p)
+    pattern = "/".join(["**/a"] * 30 + ["x"])
+    with pytest.raises(jtree.NotFoundError, match="matched nothing|match"):
+        jtree.load(p, keys=pattern)
+    ps = _keypath.PatternSet(["**/**/**/w"])  # ("**/**" is "**")
+    assert ps.selects(("w",)) and ps.selects(("a", "b", "w")) and not ps.selects(("a",))

@@ -142,6 +142,8 @@ def test_file_objects_bytes_and_open_files_take_the_plain_load(tmp_path, monkeyp
 
 @pytest.mark.parametrize("options", [
     dict(cast=np.float32), dict(framework="torch", mmap=False),
+    # (JAX: with the suite's 8 devices; one CPU device takes the plain pass,
+    # test_jax_cpu_loads.py.)
     dict(framework="jax"), dict(prune=True), dict(progress=lambda done, total: None),
 ])
 def test_loads_with_options_take_the_general_loader(tmp_path, monkeypatch, options, request):

@@ -2,6 +2,7 @@
 // fnmatch.fnmatchcase over many random patterns is tests/python/test_keypath_native.py.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,69 @@ TEST_CASE("KeyPathPatterns: prefixes, '**', what may be below, unmatched pattern
   REQUIRE(none.ok());
   CHECK_FALSE(none->selects(Path{"a"}));
   CHECK_FALSE(none->may_select_below(Path{}));
+}
+
+// The rule written plainly (every split of every "**" tried), for small cases: a pattern's
+// components `p` from `pi` against path[ti...] or a prefix of it.
+bool reference(const Path& p, size_t pi, const Path& path, size_t ti) {
+  if (pi == p.size()) return true;
+  if (p[pi] == "**") {
+    for (size_t k = ti; k <= path.size(); ++k) {
+      if (reference(p, pi + 1, path, k)) return true;
+    }
+    return false;
+  }
+  return ti < path.size() && glob_match(p[pi], path[ti]) && reference(p, pi + 1, path, ti + 1);
+}
+
+std::string joined(const Path& p) {
+  std::string s;
+  for (size_t i = 0; i < p.size(); ++i) s += (i ? "/" : "") + p[i];
+  return s;
+}
+
+TEST_CASE("KeyPathPatterns: many '**' match as the plain rule does, in polynomial time") {
+  // Random patterns of up to 6 components over a small alphabet (several "**" among them)
+  // against random paths of up to 7 keys.
+  const std::vector<std::string> parts = {"**", "a", "b", "*", "?", "[ab]"};
+  const std::vector<std::string> keys = {"a", "b", "c"};
+  uint64_t state = 12345;
+  auto next = [&](size_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>((state >> 33) % n);
+  };
+  int checked = 0, matched = 0;
+  for (int round = 0; round < 20000; ++round) {
+    Path p(next(7)), path(next(8));
+    for (auto& c : p) c = parts[next(parts.size())];
+    for (auto& c : path) c = keys[next(keys.size())];
+    auto k = KeyPathPatterns::make({joined(p)});
+    REQUIRE(k.ok());
+    const bool want = reference(p, 0, path, 0);
+    CHECK_MESSAGE(k->selects(path) == want, joined(p), " against ", joined(path));
+    ++checked;
+    matched += want;
+  }
+  CHECK(matched > 1000);
+  CHECK(checked - matched > 1000);
+  // 30 "**" against 60 keys that never end in "x": trying every split would not end.
+  Path p, deep(60, "a");
+  for (int i = 0; i < 30; ++i) {
+    p.push_back("**");
+    p.push_back("a");
+  }
+  p.push_back("x");
+  auto k = KeyPathPatterns::make({joined(p)});
+  REQUIRE(k.ok());
+  CHECK_FALSE(k->selects(deep));
+  deep.push_back("x");
+  CHECK(k->selects(deep));
+  CHECK(k->selects(Path{"x"}) == false);  // (each "a" needs a key)
+  auto stars = KeyPathPatterns::make({"**/**/**/w"});  // ("**/**" is "**")
+  REQUIRE(stars.ok());
+  CHECK(stars->selects(Path{"w"}));
+  CHECK(stars->selects(Path{"a", "b", "w", "0"}));
+  CHECK_FALSE(stars->selects(Path{"a", "b"}));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "jtree/dtype.h"
 #include "jtree/io.h"
 #include "jtree/key_path.h"
+#include "jtree/key_path_pattern.h"
 #include "jtree/multihost.h"
 #include "jtree/options.h"
 #include "jtree/reader.h"

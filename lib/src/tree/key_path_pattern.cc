@@ -208,16 +208,50 @@ struct Glob {
 
 using Pattern = std::vector<Glob>;
 
-// Whether `p` from component `pi` matches path[ti...] or a prefix of it.
-bool prefix_match(const Pattern& p, size_t pi, std::span<const std::string> path, size_t ti) {
+// Whether `p` from component `pi` matches path[ti...] or a prefix of it, trying each split of
+// a "**" in turn: linear with one "**", exponential in their number (prefix_match says when).
+bool prefix_match_splits(const Pattern& p, size_t pi, std::span<const std::string> path,
+                         size_t ti) {
   if (pi == p.size()) return true;
   if (p[pi].double_star) {
     for (size_t k = ti; k <= path.size(); ++k) {
-      if (prefix_match(p, pi + 1, path, k)) return true;
+      if (prefix_match_splits(p, pi + 1, path, k)) return true;
     }
     return false;
   }
-  return ti < path.size() && p[pi].match(path[ti]) && prefix_match(p, pi + 1, path, ti + 1);
+  return ti < path.size() && p[pi].match(path[ti]) &&
+         prefix_match_splits(p, pi + 1, path, ti + 1);
+}
+
+// Whether `p` matches `path` or a prefix of it. With two "**" or more, trying every split
+// would take exponential time ("**/a/**/a/.../x" against a deep path of a's): the positions
+// in `path` each prefix of the pattern can reach are carried instead, component by component,
+// at most (pattern x path) component matches. (Written here: fnmatch has no path patterns.)
+bool prefix_match(const Pattern& p, std::span<const std::string> path) {
+  const auto stars = std::count_if(p.begin(), p.end(), [](const Glob& g) { return g.double_star; });
+  if (stars <= 1) return prefix_match_splits(p, 0, path, 0);
+  std::vector<char> reach(path.size() + 1, 0), next(path.size() + 1, 0);
+  reach[0] = 1;  // (no component matched yet: at the root)
+  for (const Glob& g : p) {
+    bool any = false;
+    if (g.double_star) {
+      char on = 0;
+      for (size_t t = 0; t <= path.size(); ++t) {
+        on = static_cast<char>(on | reach[t]);
+        next[t] = on;
+        any = any || on;
+      }
+    } else {
+      next[0] = 0;
+      for (size_t t = 0; t < path.size(); ++t) {
+        next[t + 1] = static_cast<char>(reach[t] && g.match(path[t]));
+        any = any || next[t + 1];
+      }
+    }
+    if (!any) return false;
+    reach.swap(next);
+  }
+  return true;  // (every component matched, ending somewhere: the path or a prefix of it)
 }
 
 }  // namespace
@@ -246,7 +280,11 @@ Result<KeyPathPatterns> KeyPathPatterns::make(const std::vector<std::string>& pa
                                       parts.status().message());
     }
     Pattern p;
-    for (std::string& part : *parts) p.emplace_back(std::move(part));
+    for (std::string& part : *parts) {
+      // ("**/**" is "**": one of them, fewer splits to try.)
+      if (part == "**" && !p.empty() && p.back().double_star) continue;
+      p.emplace_back(std::move(part));
+    }
     c->patterns.push_back(std::move(p));
   }
   return KeyPathPatterns(std::move(c));
@@ -255,7 +293,7 @@ Result<KeyPathPatterns> KeyPathPatterns::make(const std::vector<std::string>& pa
 size_t KeyPathPatterns::size() const { return c_->patterns.size(); }
 
 bool KeyPathPatterns::selects(size_t i, std::span<const std::string> path) const {
-  return prefix_match(c_->patterns[i], 0, path, 0);
+  return prefix_match(c_->patterns[i], path);
 }
 
 bool KeyPathPatterns::selects(std::span<const std::string> path, std::vector<char>* matched) const {

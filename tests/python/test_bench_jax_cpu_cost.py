@@ -1,0 +1,19 @@
+"""bench/python/jax_cpu_cost.py (JAX loads on a CPU: the fast paths against the general
+planning with jax.device_put) runs end to end at a tiny size, every load checked against the
+saved arrays and its DLPack imports counted. It tests the script, not speed."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "bench", "python", "jax_cpu_cost.py")
+
+
+def test_the_script_compares_the_fast_paths_and_the_general_planning(jax):
+    p = subprocess.run([sys.executable, SCRIPT, "--groups", "6", "--leaves", "5", "--runs", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "30 arrays (6 groups of 5), 2 loads each, JAX on one CPU device" in p.stdout, p.stdout
+    assert len(re.findall(r"fast / before: \d+\.\d\dx", p.stdout)) == 4, p.stdout
+    assert len(re.findall(r" before: +\d+\.\d\d ms", p.stdout)) == 4, p.stdout
