@@ -5,8 +5,9 @@ makes (``jtree.load(f, framework="jax")``; ``jtree.load(f, abstract)`` with
 two ways alternated in one process (the file just opened, ``jtree.open`` outside the clock):
 
 - fast: what loads do since 2026-11-27: the native plain pass with a DLPack import per array
-  (jtree._load_plain, jtree._device_jax.to_cpu_device), and for targets of the stored shape
-  and dtype the leaves as stored (jtree._load_jax.from_template, Loader.spec_as_stored);
+  (jtree._load_plain, jtree._device_jax.to_cpu_device); for targets of the stored shape and
+  dtype the leaves as stored (jtree._load_jax.from_template, Loader.spec_as_stored); for the
+  file's own structure as the target, the plain pass too (Loader.own_structure);
 - before: those turned off, and no DLPack import (the general per-leaf planning and
   ``jax.device_put`` per array: what every such load did before).
 
@@ -49,17 +50,18 @@ def main() -> None:
     if len(jax.devices()) != 1:
         raise SystemExit(f"needs one JAX device, found {jax.devices()}")
     real = (_load_plain.applies, _load_jax.from_template, _load_jax.as_stored,
-            _load.Loader.spec_as_stored)
+            _load.Loader.spec_as_stored, _load.Loader.own_structure)
 
     def use(fast: bool) -> None:
         (_load_plain.applies, _load_jax.from_template, _load_jax.as_stored,
-         _load.Loader.spec_as_stored) = real
+         _load.Loader.spec_as_stored, _load.Loader.own_structure) = real
         importing[0] = fast
         if not fast:
             _load_plain.applies = lambda o: False
             _load_jax.from_template = lambda *_a: None
             _load_jax.as_stored = lambda *_a: None
             _load.Loader.spec_as_stored = lambda *_a: None
+            _load.Loader.own_structure = lambda *_a: False
 
     # DLPack imports made (fast), or refused so that jax.device_put moves every array
     # (before: the general path's host arrays took jax.device_put too).

@@ -217,6 +217,7 @@ def slow_load(monkeypatch, *args, **kw):
         m.setattr(_load_jax, "from_template", lambda *a: None)
         m.setattr(_load_jax, "as_stored", lambda *a: None)
         m.setattr(_load.Loader, "spec_as_stored", lambda *a: None)
+        m.setattr(_load.Loader, "own_structure", lambda *a: False)
         return jtree.load(*args, **kw)
 
 
@@ -310,3 +311,62 @@ def test_leaf_spec_dtypes_given_as_types_or_names_are_the_stored_dtype(monkeypat
     for k in t:
         assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), k
     assert got["c"].dtype == np.float32
+
+
+@pytest.mark.parametrize("framework", ["numpy", "jax"])
+def test_the_files_own_structure_as_the_target_is_the_plain_load(jax, one_cpu, monkeypatch,
+                                                                  tmp_path, framework):
+    # load(path, pytree=load_pytreedef(path)), the JAX proposal's restore: every leaf as
+    # stored, so the plain pass; namedtuples, OrderedDicts, int keys, None and values too.
+    from test_plain_load import mixed_tree  # noqa: PLC0415
+
+    t = mixed_tree()
+    del t["f8"], t["i4"]  # (dtypes DLPack does not carry: the plain JAX pass declines them)
+    path = str(tmp_path / "m.jtree")
+    jtree.save(t, path)
+    spec = jtree.load_pytreedef(path)
+    spy = Spy(monkeypatch)
+    got = jtree.load(path, spec, framework=framework)
+    assert spy.plain == [True]
+    want = slow_load(monkeypatch, path, spec, framework=framework)
+    from conftest import assert_same  # noqa: PLC0415
+
+    def host(x):  # (JAX arrays as NumPy, containers kept: int and str keys side by side)
+        if isinstance(x, jax.Array):
+            return np.asarray(x)
+        if isinstance(x, dict):
+            return type(x)((k, host(v)) for k, v in x.items())
+        if isinstance(x, tuple) and hasattr(x, "_fields"):
+            return type(x)(*[host(v) for v in x])
+        if isinstance(x, (list, tuple)):
+            return type(x)(host(v) for v in x)
+        return x
+
+    if framework == "jax":
+        assert isinstance(got["big"], jax.Array) and isinstance(want["big"], jax.Array)
+    assert_same(host(got), host(want))
+    # Edited (a leaf skipped), or holding an array: the general loader, no error.
+    spy.plain.clear()
+    edited = dict(spec, small=None)
+    assert jtree.load(path, edited, framework=framework)["small"] is None
+    with_array = dict(spec, small=np.zeros(4, np.int16))
+    assert jtree.load(path, with_array, framework=framework)["small"].shape == (4,)
+    assert spy.plain == []
+
+
+def test_a_structure_this_process_cannot_build_leaves_the_target_to_the_general_path(
+        monkeypatch, path):
+    # (A custom node whose class is not importable here: load_pytreedef's tree cannot be built,
+    # which is no error for a target that skips that node.)
+    from jtree import _load  # noqa: PLC0415
+
+    jtree.save({"a": np.arange(3), "b": np.ones(2)}, path)
+    spec = jtree.load_pytreedef(path)
+
+    def cannot(*_a, **_k):
+        raise jtree.NotSupportedError("the file holds a custom node this process lacks")
+
+    monkeypatch.setattr(_load, "spec_tree", cannot)
+    got = jtree.load(path, dict(spec, b=None))
+    np.testing.assert_array_equal(got["a"], np.arange(3))
+    assert got["b"] is None
