@@ -223,8 +223,10 @@ def to_cpu_device(a: Any, device: Any) -> Any:
         return None
     try:
         return importer(a, code)
-    except TypeError:  # (this jaxlib refuses the arguments: jax.device_put from now on)
-        _cpu_importers[device] = None
+    except Exception:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
+        # This jaxlib refuses the call or the dtype (an older one may take no bool over
+        # DLPack): jax.device_put for this dtype from now on, which gives the same array.
+        _cpu_codes[key] = None
         return None
 
 

@@ -370,3 +370,19 @@ def test_a_structure_this_process_cannot_build_leaves_the_target_to_the_general_
     got = jtree.load(path, dict(spec, b=None))
     np.testing.assert_array_equal(got["a"], np.arange(3))
     assert got["b"] is None
+
+
+def test_a_dtype_jaxlib_refuses_to_import_falls_back_to_device_put(jax, monkeypatch):
+    # (An older jaxlib may refuse a dtype over DLPack, or the call's arguments.)
+    dev = jax.devices("cpu")[0]
+    x = np.array([True, False, True])
+    monkeypatch.setattr(_device_jax, "_cpu_codes", {})
+    monkeypatch.setattr(_device_jax, "_cpu_importers", {})
+
+    def refuses(a, code):
+        raise RuntimeError("UNIMPLEMENTED: this dtype over DLPack")
+
+    monkeypatch.setattr(_device_jax, "_cpu_importer", lambda device: refuses)
+    assert _device_jax.to_cpu_device(x, dev) is None  # (the caller's jax.device_put)
+    assert _device_jax.to_cpu_device(x, dev) is None  # (not asked again)
+    assert list(_device_jax._cpu_codes.values()) == [None]
