@@ -98,27 +98,58 @@ class Dest(_device.Destination):
         return a
 
 
-# (id of a JAX backend, ordinal) -> (its device, the stream of its external ready events, the
-# backend) for _import.
+# (id of a JAX backend, ordinal) -> (its device, the stream of its external ready events,
+# jaxlib's import, the backend): _import_target's.
 _importers: Dict[Tuple[int, int], Any] = {}
 # Set once this jaxlib turned out not to have what _import calls.
 _import_unavailable = False
 
 
-_internals: Optional[Tuple[Any, Any, Any, int]] = None
+_internals: Optional[Tuple[Any, Any, int]] = None
 
 
-def _jax_internals() -> Tuple[Any, Any, Any, int]:
-    """The modules of JAX that _import uses and jaxlib's extension version, imported once (an
-    import statement per call costs microseconds a leaf)."""
+def _jax_internals() -> Tuple[Any, Any, int]:
+    """(xla_bridge, jaxlib's _jax, jaxlib's extension version): what _import_target uses,
+    imported once (an import statement per call costs microseconds a leaf)."""
     global _internals
     if _internals is None:
-        from jax._src import dtypes as jdtypes  # noqa: PLC0415
         from jax._src import xla_bridge  # noqa: PLC0415
         from jax._src.lib import _jax, jaxlib_extension_version  # noqa: PLC0415
 
-        _internals = (jdtypes, xla_bridge, _jax, jaxlib_extension_version)
+        _internals = (xla_bridge, _jax, jaxlib_extension_version)
     return _internals
+
+
+def _import_target(dl_type: int, ordinal: int) -> Tuple[Any, Any, Any]:
+    """(jaxlib's device of DLPack device type ``dl_type`` and ``ordinal``, the stream of its
+    external ready events or None, ``to_buffer(capsule, device, stream)``: jaxlib's own DLPack
+    import, ``_jax.dlpack_managed_tensor_to_buffer``, called as this jaxlib's signature wants
+    it), looked up once per backend and ordinal: the one place that knows that call, for
+    :func:`_import` and to_cpu_device. AttributeError or ImportError where this jaxlib lacks
+    it."""
+    xla_bridge, _jax, jaxlib_extension_version = _jax_internals()
+    # (Keyed by the backend too: one made anew, after jax.clear_caches or a backend restart,
+    # has devices of its own. The entry keeps its backend alive.)
+    backend = xla_bridge.get_backend("cpu" if dl_type == _DL_CPU else "cuda")
+    key = (id(backend), ordinal)
+    known = _importers.get(key)
+    if known is None:
+        dev = backend.device_from_local_hardware_id(ordinal)
+        try:
+            stream = dev.get_stream_for_external_ready_events()
+        except Exception as e:  # noqa: BLE001 (as from_dlpack: UNIMPLEMENTED is none)
+            if "UNIMPLEMENTED" not in str(e):
+                raise
+            stream = None
+        f = _jax.dlpack_managed_tensor_to_buffer
+        if jaxlib_extension_version >= 467:  # (the DLPack device type is an argument since)
+            def to_buffer(capsule: Any, d: Any, st: Any) -> Any:
+                return f(capsule, d, st, None, dl_type)
+        else:
+            def to_buffer(capsule: Any, d: Any, st: Any) -> Any:
+                return f(capsule, d, st, None)
+        known = _importers[key] = (dev, stream, to_buffer, backend)
+    return known[:3]
 
 
 def _import(make: Any, dl_type: int, ordinal: int) -> Any:
@@ -135,31 +166,12 @@ def _import(make: Any, dl_type: int, ordinal: int) -> Any:
 
     if not _import_unavailable:
         try:
-            jdtypes, xla_bridge, _jax, jaxlib_extension_version = _jax_internals()
-            # (Keyed by the backend too: one made anew, after jax.clear_caches or a backend
-            # restart, has devices of its own. The entry keeps its backend alive.)
-            backend = xla_bridge.get_backend("cpu" if dl_type == _DL_CPU else "cuda")
-            key = (id(backend), ordinal)
-            known = _importers.get(key)
-            if known is None:
-                dev = backend.device_from_local_hardware_id(ordinal)
-                try:
-                    stream = dev.get_stream_for_external_ready_events()
-                except Exception as e:  # noqa: BLE001 (as from_dlpack: UNIMPLEMENTED is none)
-                    if "UNIMPLEMENTED" not in str(e):
-                        raise
-                    stream = None
-                known = _importers[key] = (dev, stream, backend)
-            dev, stream, _ = known
-            capsule = make().__dlpack__(stream=stream)
-            if jaxlib_extension_version >= 467:
-                arr = _jax.dlpack_managed_tensor_to_buffer(capsule, dev, stream, None, dl_type)
-            else:
-                arr = _jax.dlpack_managed_tensor_to_buffer(capsule, dev, stream, None)
+            dev, stream, to_buffer = _import_target(dl_type, ordinal)
+            arr = to_buffer(make().__dlpack__(stream=stream), dev, stream)
         except (ImportError, AttributeError, TypeError):
             _import_unavailable = True  # (the public function from now on)
         else:
-            canonical = jdtypes.canonicalize_dtype(arr.dtype)
+            canonical = jax.dtypes.canonicalize_dtype(arr.dtype)
             return arr if canonical == arr.dtype else jax.numpy.asarray(arr, dtype=canonical)
     return jax.dlpack.from_dlpack(make())
 
@@ -233,12 +245,10 @@ def to_cpu_device(a: Any, device: Any) -> Any:
 def _cpu_importer(device: Any) -> Any:
     """``import(a, code)`` for to_cpu_device: ``a``'s bytes as a DLPack tensor of jtree dtype
     ``code`` (_jtree.device_array, which keeps ``a`` alive: NumPy's own export has no
-    bfloat16) imported into ``device`` by jaxlib; None where imports do not land on
-    ``device`` or this jaxlib lacks the call."""
+    bfloat16) imported into ``device`` by jaxlib (:func:`_import_target`); None where imports
+    do not land on ``device`` or this jaxlib lacks the call."""
     try:
-        _, xla_bridge, _jax, jaxlib_extension_version = _jax_internals()
-        dev = xla_bridge.get_backend("cpu").device_from_local_hardware_id(0)
-        to_buffer = _jax.dlpack_managed_tensor_to_buffer
+        dev, stream, to_buffer = _import_target(_DL_CPU, 0)
     except (ImportError, AttributeError):
         return None
     if dev != device:
@@ -246,13 +256,9 @@ def _cpu_importer(device: Any) -> Any:
     from . import _jtree  # noqa: PLC0415
 
     make = _jtree.device_array
-    if jaxlib_extension_version >= 467:
-        return lambda a, code: to_buffer(
-            make(a, a.ctypes.data, list(a.shape), code, _DL_CPU, 0).__dlpack__(stream=None),
-            dev, None, None, _DL_CPU)
     return lambda a, code: to_buffer(
-        make(a, a.ctypes.data, list(a.shape), code, _DL_CPU, 0).__dlpack__(stream=None),
-        dev, None, None)
+        make(a, a.ctypes.data, list(a.shape), code, _DL_CPU, 0).__dlpack__(stream=stream),
+        dev, stream)
 
 
 def why_not(d: Any, dtype: str) -> Optional[str]:

@@ -70,10 +70,10 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
             lambda: _device.is_jax_device_target(jax.devices()[0]),
             lambda: _why_host(fl, whole, path) if only is not None else why_not_only)
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
-        # (The process's only device, a CPU: a DLPack import, else jax.device_put's placement.)
-        cpu = only if only is not None and only.platform == "cpu" else None
-        return lambda: _to_device(loader, loader.numpy_cast(get(), stored, want, path), cpu,
-                                  path)
+        # (The process's only device, a CPU: a DLPack import, else jax.device_put's default
+        # placement.)
+        return lambda: _to_device(loader, loader.numpy_cast(get(), stored, want, path), only,
+                                  None, path)
     # Each device's slice is read on its own (replicas once): the global array is never
     # assembled in host memory.
     index_map = sharding.addressable_devices_indices_map(shape)
@@ -91,21 +91,22 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     def build() -> Any:
         host = {b: loader.numpy_cast(g(), stored, want, path) for b, g in boxes.items()}
-        arrays = [_to_device(loader, host[b], d, path) for d, b in per_device]
+        arrays = [_to_device(loader, host[b], d, d, path) for d, b in per_device]
         return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     return build
 
 
-def _to_device(loader: Any, a: Any, device: Any, path: Tuple[Any, ...]) -> Any:
-    """The host array ``a`` as a JAX array on ``device`` (None: jax.device_put's default
-    placement, uncommitted): a CPU device's through a DLPack import where it can
-    (_device_jax.to_cpu_device: a quarter of jax.device_put's time), else jax.device_put."""
+def _to_device(loader: Any, a: Any, device: Any, placed: Any, path: Tuple[Any, ...]) -> Any:
+    """The host array ``a`` as a JAX array on ``device``: where that is a CPU device, through
+    a DLPack import where it can (_device_jax.to_cpu_device: a quarter of jax.device_put's
+    time), else ``jax.device_put`` to ``placed`` (``device``, or None: JAX's default
+    placement, uncommitted, for a load without shardings=)."""
     if device is not None and device.platform == "cpu":
         got = _device_jax.to_cpu_device(a, device)
         if got is not None:
             return got
-    return _dtypes.jax_device_put(a, device, loader.name, kp.join(path))
+    return _dtypes.jax_device_put(a, placed, loader.name, kp.join(path))
 
 
 # Loader.cache key of as_stored's answer for the load: the one device, or False.
@@ -162,14 +163,7 @@ def _on_cpu(loader: Any, fl: FileLeaf, device: Any, path: Tuple[Any, ...]) -> Op
         return thunk
     get = loader.stored_array(fl, _dtypes.numpy_dtype(fl.dtype, loader.name, path), path)
     placed = None if loader.o.shardings is None else device
-
-    def build() -> Any:
-        a = get()
-        got = _device_jax.to_cpu_device(a, device)
-        return got if got is not None else _dtypes.jax_device_put(a, placed, loader.name,
-                                                                  kp.join(path))
-
-    thunk = loader.cache[key] = memo(build)
+    thunk = loader.cache[key] = memo(lambda: _to_device(loader, get(), device, placed, path))
     return thunk
 
 

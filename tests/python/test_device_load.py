@@ -457,10 +457,11 @@ def test_jax_arrays_are_imported_without_from_dlpack_and_fall_back_to_it(jax, ml
     sharding = SingleDeviceSharding(jax.devices()[1])
     for refuse in (False, True):
         if refuse:  # (a jaxlib without the function; jax's from_dlpack keeps its own)
-            jdtypes, bridge, _, version = _device_jax._jax_internals()
+            bridge, _, version = _device_jax._jax_internals()
             monkeypatch.setattr(_device_jax, "_jax_internals",
-                                lambda: (jdtypes, bridge, types.SimpleNamespace(), version))
+                                lambda: (bridge, types.SimpleNamespace(), version))
             monkeypatch.setattr(_device_jax, "_import_unavailable", False)
+            monkeypatch.setattr(_device_jax, "_importers", {})  # (what was looked up before)
         with _device.host_stand_in_for_tests() as engine:
             got = jtree.load(path, shardings=sharding)
         assert engine["bytes_copied"] == sum(a.nbytes for a in tree.values())
