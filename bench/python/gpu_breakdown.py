@@ -9,6 +9,12 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
   dev          jtree.load(f, device=...): the whole call (open, plan, allocate, read, copy)
   dev-serial   the same with JTREE_DEVICE_OVERLAP=0: no pinning ahead, no reading while the
                load plans (what the loads did before; the gain of the overlap is dev against it)
+  dev-pin      dev with the pinning ahead but no reads while the load plans (its batches are
+               declined: read after the plan, in one native call)
+  dev-reads    dev with the reads while the load plans but no pinning ahead
+  dev-reserve, dev-pin-reserve  dev, dev-pin after one torch.empty of all the arrays' bytes,
+               freed at once (inside the clock): torch's caching allocator then carves the
+               arrays out of that one segment, so no cudaMalloc runs while copies are in flight
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
@@ -36,8 +42,60 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ["alloc-each", "alloc-one", "dev", "dev-serial", "out-each", "out-one", "out-reserved",
-         "dev-again", "dev-profile", "fastsafetensors"]
+MODES = ["alloc-each", "alloc-one", "dev", "dev-serial", "dev-pin", "dev-reads", "dev-reserve",
+         "dev-pin-reserve", "out-each", "out-one", "out-reserved", "dev-again", "dev-profile",
+         "fastsafetensors"]
+DEV_MODES = ("dev", "dev-serial", "dev-pin", "dev-reads", "dev-reserve", "dev-pin-reserve")
+
+
+def instrument(res: Dict[str, Any]) -> Any:
+    """Times, in this child, each native read of a device load (start and end from the
+    returned clock's zero, MiB) and the device allocations of the load's arrays (their total
+    and count), into res["batches"] and res["alloc_in_load_ms"]; returns the functions that
+    start a load's clock and keep what was timed (done). Wraps jtree internals: a measurement, not an API."""
+    from jtree import _device, _load_torch
+    zero = [time.perf_counter()]
+    batches: List[Any] = []
+    alloc = [0.0, 0]
+    native, new = _device._native_load, _load_torch._new_on_device
+
+    def timed_native(reader: Any, reqs: List[Any], dev: Any, kw: dict) -> Any:
+        t = time.perf_counter()
+        r = native(reader, reqs, dev, kw)
+        batches.append([round(1e3 * (t - zero[0]), 1), round(1e3 * (time.perf_counter() - zero[0]), 1),
+                        round(sum(q[3] for q in reqs) / 2**20)])
+        return r
+
+    def timed_new(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        r = new(*a, **k)
+        alloc[0] += time.perf_counter() - t
+        alloc[1] += 1
+        return r
+
+    _device._native_load, _load_torch._new_on_device = timed_native, timed_new
+
+    def start() -> None:
+        zero[0] = time.perf_counter()
+        batches.clear()
+        alloc[0], alloc[1] = 0.0, 0
+
+    def done() -> None:
+        res["alloc_in_load_ms"] = [round(1e3 * alloc[0], 1), alloc[1]]
+        res["batches"] = list(batches)
+    return start, done
+
+
+def total_bytes(path: str) -> int:
+    """The bytes of the file's arrays (what one reserving allocation must hold)."""
+    import torch
+    total = 0
+    for shape, dt in specs(path):
+        n = torch.empty((), dtype=dt, device="meta").element_size()
+        for d in shape:
+            n *= d
+        total += n
+    return total
 
 
 def specs(path: str) -> List[Any]:
@@ -114,13 +172,28 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
     res: Dict[str, Any] = {}
     if mode in ("alloc-each", "alloc-one"):
         res["alloc_s"], _ = timed(lambda: allocate(path, device, mode == "alloc-one"))
-    elif mode in ("dev", "dev-serial"):
-        if device.startswith("cuda"):
-            opts = jtree.DeviceOptions()
-            res["load_s"], _ = timed(lambda: jtree.load(path, device=device, device_options=opts))
-            res["stats"] = str(opts.last_stats)
-        else:  # (device options apply to device memory only)
-            res["load_s"], _ = timed(lambda: jtree.load(path, device=device))
+    elif mode in DEV_MODES:
+        from jtree import _device
+        if mode in ("dev-pin", "dev-pin-reserve"):
+            _device.place_early = lambda requests: False  # (batches declined: read after the plan)
+        if mode == "dev-reads":
+            _device.pin_ahead = lambda device, options: None
+        reserve = total_bytes(path) if mode.endswith("-reserve") else 0
+        start, done = instrument(res)
+        opts = jtree.DeviceOptions() if device.startswith("cuda") else None
+
+        def load() -> Any:
+            start()
+            if reserve:
+                del_me = torch.empty(reserve, dtype=torch.uint8, device=device)
+                del del_me
+            return jtree.load(path, device=device, device_options=opts)
+        res["load_s"], t = timed(load)
+        done()
+        res["stats"] = str(opts.last_stats) if opts is not None else ""
+        del t
+        start()
+        res["again_s"], _ = timed(lambda: jtree.load(path, device=device))
     elif mode in ("out-each", "out-one", "out-reserved"):
         def alloc() -> Any:
             if mode == "out-reserved":
@@ -217,8 +290,13 @@ def main() -> None:
                 line.append(f"{k[:-2]} {1e3 * v[len(v) // 2]:7.1f} ms "
                             f"[{1e3 * v[0]:.1f}, {1e3 * v[-1]:.1f}]")
         print("  ".join(line), flush=True)
-        if "stats" in runs[0]:
+        if runs[0].get("stats"):
             print(f"{'':16}  stats: {runs[0]['stats']}")
+        for r in runs[:1]:
+            if "alloc_in_load_ms" in r:
+                print(f"{'':16}  first run: allocations in the load {r['alloc_in_load_ms'][0]} ms "
+                      f"({r['alloc_in_load_ms'][1]}); native reads [start, end ms, MiB]: "
+                      f"{r['batches']}")
         if "profile" in runs[-1]:
             print(runs[-1]["profile"])
     if a.out:
