@@ -8,8 +8,7 @@
 #      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
 #   2. the Python GPU tests (test_device_load.py: torch and JAX), and what a JAX load's
 #      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
-#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs),
-#      and raw loads through staging small enough for the CPU's cache (16 MiB/8, 32 MiB/16)
+#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
 #      warm and cold page cache, every system, --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
@@ -75,39 +74,18 @@ stage "Python GPU tests"
    test_device_load.py -k "gpu or cuda" 2>&1 | tail -15)
 
 stage "JAX: a load's allocation, jtree's own (cudaMalloc) against JAX's (compiled per size)"
-run 60 env -u LD_LIBRARY_PATH python3 -c "
-import time, jax
-from jtree import _device_jax as d, _jtree
-dev = jax.devices('gpu')[0]
-jax.device_put(jax.numpy.zeros(8), dev).block_until_ready()
-t = [time.perf_counter()]
-for n in (1 << 30, 1 << 30, (1 << 30) + 4096):
-    _jtree.device_memory(0, n)
-    t.append(time.perf_counter())
-print('jtree device_memory 1 GiB: %.1f ms, again %.1f ms, another size %.1f ms'
-      % tuple(1e3 * (b - a) for a, b in zip(t, t[1:])))
-t = [time.perf_counter()]
-for n in (1 << 30, 1 << 30, (1 << 30) + 4096):
-    d.allocate([dev], n)
-    t.append(time.perf_counter())
-print('JAX allocation of 1 GiB: first %.1f ms (compiles), again %.1f ms, another size %.1f ms'
-      % tuple(1e3 * (b - a) for a, b in zip(t, t[1:])))" 2>&1 | grep -v '^WARNING' | tail -12
+(cd bench/python && run 60 env -u LD_LIBRARY_PATH python3 jax_allocation_probe.py 2>&1 |
+   grep -v '^WARNING')
 
 stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
-# Staging small enough to stay in the CPU's last-level cache (the copy into the buffers and the
-# DMA out of them then need not go through DRAM: the host's memcpy bound, 31-37 GB/s on the
-# H200 VM, is what holds the default ring at 60% of pinned). 128 MiB/8 beat 256/4 and 32/4.
-for v in "16 8" "32 16"; do
-  read -r mib bufs <<< "$v"
-  run 40 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm --only raw --zero-copy off \
-    --staging-mib "$mib" --buffers "$bufs" | tee -a "$out/bench_device_small_staging.txt" | grep -i "raw\|staging"
-done
+# (Staging small enough for the CPU's cache, 16 MiB/8 and 32 MiB/16, was measured on
+# 2026-11-27: 8.9 and 8.3 GB/s against the default's 29.8, bench/gpu.md. Not run again.)
 unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
 run 140 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
-  --modes dev,dev-serial,dev-again,out-each,dev-profile,fastsafetensors \
+  --modes dev,dev-serial,dev-reads,dev-reserve,out-each,dev-again,fastsafetensors \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
 
@@ -119,7 +97,7 @@ if [ "$left" -gt 60 ]; then
   run "$left" python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
     --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget $(( left - 30 )) \
-    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-jax,jtree-raw-torch-out,jtree-torch-out,safetensors,torch,jtree-raw-torch \
+    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-jax,safetensors,torch,jtree-raw-torch-out,jtree-torch-out,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"

@@ -6,15 +6,18 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
 
   alloc-each   torch.empty on the device for every array (what device= and out= pay)
   alloc-one    one torch.empty for all the arrays' bytes, the arrays as views of it
-  dev          jtree.load(f, device=...): the whole call (open, plan, allocate, read, copy)
-  dev-serial   the same with JTREE_DEVICE_OVERLAP=0: no pinning ahead, no reading while the
-               load plans (what the loads did before; the gain of the overlap is dev against it)
-  dev-pin      dev with the pinning ahead but no reads while the load plans (its batches are
-               declined: read after the plan, in one native call)
-  dev-reads    dev with the reads while the load plans but no pinning ahead
-  dev-reserve, dev-pin-reserve  dev, dev-pin after one torch.empty of all the arrays' bytes,
-               freed at once (inside the clock): torch's caching allocator then carves the
-               arrays out of that one segment, so no cudaMalloc runs while copies are in flight
+  dev          jtree.load(f, device=...): the whole call (open, plan, allocate, read, copy),
+               as it runs by default: the staging buffers pinned ahead while it plans
+  dev-serial   the same with JTREE_DEVICE_OVERLAP=0: no pinning ahead (the gain of pinning
+               ahead is dev against it)
+  dev-reads    JTREE_DEVICE_OVERLAP=reads: besides, each staging memory's worth of the plan is
+               read on a worker thread while the load plans the rest (not the default since
+               2026-11-27: measured slower, bench/gpu.md)
+  dev-reads-unpinned  dev-reads without the pinning ahead
+  dev-reserve, dev-reads-reserve  dev, dev-reads after one torch.empty of all the arrays'
+               bytes, freed at once (inside the clock): torch's caching allocator then carves
+               the arrays out of that one segment, so no cudaMalloc runs while copies are in
+               flight
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
@@ -42,10 +45,11 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ["alloc-each", "alloc-one", "dev", "dev-serial", "dev-pin", "dev-reads", "dev-reserve",
-         "dev-pin-reserve", "out-each", "out-one", "out-reserved", "dev-again", "dev-profile",
-         "fastsafetensors"]
-DEV_MODES = ("dev", "dev-serial", "dev-pin", "dev-reads", "dev-reserve", "dev-pin-reserve")
+MODES = ["alloc-each", "alloc-one", "dev", "dev-serial", "dev-reads", "dev-reads-unpinned",
+         "dev-reserve", "dev-reads-reserve", "out-each", "out-one", "out-reserved", "dev-again",
+         "dev-profile", "fastsafetensors"]
+DEV_MODES = ("dev", "dev-serial", "dev-reads", "dev-reads-unpinned", "dev-reserve",
+             "dev-reads-reserve")
 
 
 def instrument(res: Dict[str, Any]) -> Any:
@@ -174,9 +178,7 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
         res["alloc_s"], _ = timed(lambda: allocate(path, device, mode == "alloc-one"))
     elif mode in DEV_MODES:
         from jtree import _device
-        if mode in ("dev-pin", "dev-pin-reserve"):
-            _device.place_early = lambda requests: False  # (batches declined: read after the plan)
-        if mode == "dev-reads":
+        if mode == "dev-reads-unpinned":
             _device.pin_ahead = lambda device, options: None
         reserve = total_bytes(path) if mode.endswith("-reserve") else 0
         start, done = instrument(res)
@@ -272,7 +274,12 @@ def main() -> None:
     for mode in modes:
         for _ in range(a.runs):
             read_in(st_path if mode == "fastsafetensors" else path)
-            env = dict(os.environ, JTREE_DEVICE_OVERLAP="0" if mode == "dev-serial" else "1")
+            env = dict(os.environ)
+            env.pop("JTREE_DEVICE_OVERLAP", None)  # (the default, but for these modes:)
+            if mode == "dev-serial":
+                env["JTREE_DEVICE_OVERLAP"] = "0"
+            elif mode.startswith("dev-reads"):
+                env["JTREE_DEVICE_OVERLAP"] = "reads"
             p = subprocess.run([sys.executable, __file__, "--child", mode, "--path", path,
                                 "--st-path", st_path, "--device", a.device],
                                capture_output=True, text=True, timeout=300, env=env)
@@ -283,7 +290,7 @@ def main() -> None:
         runs = results.get(mode, [])
         if not runs:
             continue
-        line = [f"{mode:16}"]
+        line = [f"{mode:19}"]
         for k in ("alloc_s", "load_s", "again_s"):
             v = sorted(r[k] for r in runs if k in r)
             if v:
@@ -291,10 +298,10 @@ def main() -> None:
                             f"[{1e3 * v[0]:.1f}, {1e3 * v[-1]:.1f}]")
         print("  ".join(line), flush=True)
         if runs[0].get("stats"):
-            print(f"{'':16}  stats: {runs[0]['stats']}")
+            print(f"{'':19}  stats: {runs[0]['stats']}")
         for r in runs[:1]:
             if "alloc_in_load_ms" in r:
-                print(f"{'':16}  first run: allocations in the load {r['alloc_in_load_ms'][0]} ms "
+                print(f"{'':19}  first run: allocations in the load {r['alloc_in_load_ms'][0]} ms "
                       f"({r['alloc_in_load_ms'][1]}); native reads [start, end ms, MiB]: "
                       f"{r['batches']}")
         if "profile" in runs[-1]:

@@ -162,12 +162,31 @@ def why_not_direct(device: Any) -> str:
 DEFAULT_STAGING_BYTES = 128 << 20
 
 
-def overlap() -> bool:
-    """Whether large loads to a device pin their staging buffers ahead and read while they
-    plan (Loader.device_planned): yes unless the environment variable
-    ``JTREE_DEVICE_OVERLAP`` is ``0``, which brings back the serial load (pin, plan and
-    allocate, then read) for comparisons (bench/python/gpu_breakdown.py's dev-serial)."""
-    return os.environ.get("JTREE_DEVICE_OVERLAP", "1") != "0"
+# JTREE_DEVICE_OVERLAP's values (overlap()).
+OVERLAP_MODES = ("pin", "reads", "0")
+
+
+def overlap() -> str:
+    """What a large load to a device does while it plans (Loader.device_planned), from the
+    environment variable ``JTREE_DEVICE_OVERLAP``:
+
+    - ``pin`` (the default): its staging buffers are pinned ahead, on a native thread, while
+      it plans and allocates; everything is read after the plan, in one native call.
+    - ``reads``: besides, each staging memory's worth of planned requests starts being read on
+      a worker thread while the plan goes on (EarlyReads). Measured slower on an H200 host
+      (bench/gpu.md, 2026-11-27: 134 against 90 ms for 1 GiB to torch, 138-151 against 105 ms
+      to JAX): the batches read at 10-12 GB/s where one call reads at 16-26, and the device
+      allocations made meanwhile take twice as long. Kept for hosts and sources where reading
+      is the slow part, and for comparisons.
+    - ``0``: neither (the serial load: plan and allocate, then pin and read).
+
+    Any other value is an InvalidArgumentError (a misspelt setting must not be ignored)."""
+    mode = os.environ.get("JTREE_DEVICE_OVERLAP", "pin")
+    if mode not in OVERLAP_MODES:
+        raise InvalidArgumentError(
+            f"JTREE_DEVICE_OVERLAP={mode!r}: the values are 'pin' (the default: pin the staging "
+            "buffers ahead), 'reads' (also read while the load plans) and '0' (neither)")
+    return mode
 
 
 def planned(cache: dict, device: Any, nbytes: int, options: Any) -> None:
@@ -372,9 +391,11 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
 
 class EarlyReads:
     """The reads of a load's device requests started while the load still plans (and
-    allocates the device memory of) the rest: on a GPU host planning 873 arrays and their
-    allocations took about 36 ms of a 1 GiB load's 99 (bench/gpu.md), time the reads can
-    overlap. Batches are read in the order given, one after the other, on one worker thread
+    allocates the device memory of) the rest, with JTREE_DEVICE_OVERLAP=reads only
+    (:func:`overlap`): planning 873 arrays and their allocations take about 36 ms of a 1 GiB
+    load's 99, time the reads were meant to overlap, but on the one GPU host measured
+    (bench/gpu.md, 2026-11-27) the batched reads and the allocations beside them slowed each
+    other down, and the load took longer. Batches are read in the order given, one after the other, on one worker thread
     (each batch one :func:`read`; the native call releases the GIL, so the planning goes on
     meanwhile; one at a time, so the batches share the cached staging buffers). No batch
     starts after one has failed. :meth:`finish` reads the last batch, waits for all and raises

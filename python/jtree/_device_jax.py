@@ -11,8 +11,9 @@ allocation alive) -- no copy on the device or the host. The allocation is freed 
 array of the load that views it is. ``JTREE_JAX_NATIVE_ALLOCATION=0`` makes every load take
 JAX's allocation (for comparisons).
 
-A load larger than its staging memory reads its leaves in batches while it still plans the
-rest (``jtree._device.EarlyReads``, as torch loads do): each batch then gets jtree's own
+With ``JTREE_DEVICE_OVERLAP=reads`` (not the default: measured slower, jtree._device.overlap),
+a load larger than its staging memory reads its leaves in batches while it still plans the
+rest (``jtree._device.EarlyReads``, as torch loads then do): each batch then gets jtree's own
 allocation per device as soon as it is planned (:meth:`Dest.place_early`). Where jtree cannot
 allocate (the device is full, or ``JTREE_JAX_NATIVE_ALLOCATION=0``) the load reads everything
 not yet read after the plan, into one allocation of JAX's -- never a compiled allocation per

@@ -496,21 +496,23 @@ class Loader:
         """An adapter planned ``nbytes`` more of device requests for ``device`` (a torch CUDA
         device: the fast paths of _load_torch; a JAX GPU: _load_jax.direct_to_devices): the
         staging buffers start being pinned once half the staging memory is planned
-        (_device.planned), and once a staging memory's worth of requests is planned they
-        start being read (_device.EarlyReads) while the rest is planned and allocated. Not
-        with progress= (its phases count the whole load's bytes before anything is read),
-        nor into out= arrays (a plan that fails later, on a structure that does not match,
-        must leave the caller's arrays as they were), nor where a batch's destinations cannot
-        be placed while the plan goes on (_device.place_early: JAX arrays when jtree cannot
-        allocate their memory itself; the rest of the load is then read after the plan);
-        none of it with JTREE_DEVICE_OVERLAP=0 (_device.overlap)."""
+        (_device.planned). With JTREE_DEVICE_OVERLAP=reads (_device.overlap; not the default:
+        measured slower), once a staging memory's worth of requests is planned they start
+        being read (_device.EarlyReads) while the rest is planned and allocated; not with
+        progress= (its phases count the whole load's bytes before anything is read), nor into
+        out= arrays (a plan that fails later, on a structure that does not match, must leave
+        the caller's arrays as they were), nor where a batch's destinations cannot be placed
+        while the plan goes on (_device.place_early: JAX arrays when jtree cannot allocate
+        their memory itself; the rest of the load is then read after the plan). None of it
+        with JTREE_DEVICE_OVERLAP=0."""
         overlap = self.cache.get(_OVERLAP)
         if overlap is None:  # (asked once a load: it reads the environment)
             overlap = self.cache[_OVERLAP] = _device.overlap()
-        if not overlap:
+        if overlap == "0":
             return
         _device.planned(self.cache, device, nbytes, self.o.device_options)
-        if self.o.progress is not None or self.o.fill_out or self.early_declined:
+        if (overlap != "reads" or self.o.progress is not None or self.o.fill_out
+                or self.early_declined):
             return
         self.unread_device_bytes += nbytes
         # (A batch a staging memory's worth: it fills the staging buffers about once.)

@@ -1009,8 +1009,33 @@ def _early_threads():
     return [t for t in threading.enumerate() if t.name.startswith("jtree-early-read")]
 
 
+def test_overlap_settings_default_and_misspelt(torch, path, monkeypatch):
+    loads = []
+    native = _device._native_load
+    monkeypatch.setattr(_device, "_native_load", lambda reader, reqs, device, kw: loads.append(
+        sum(n for _, _, _, n in reqs)) or native(reader, reqs, device, kw))
+    leaves = {f"w{i}": torch.arange(100_000, dtype=torch.float32) * (i + 1) for i in range(10)}
+    jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
+    opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=4)
+    monkeypatch.delenv("JTREE_DEVICE_OVERLAP", raising=False)
+    with _device.host_stand_in_for_tests():
+        # The default pins ahead but reads after the plan, in one native call (reading while
+        # planning measured slower on a GPU host: bench/gpu.md).
+        got = jtree.load(path, device="cpu", device_options=opts)
+        assert loads == [4_000_000] and all(torch.equal(got[k], v) for k, v in leaves.items())
+        assert not _early_threads()
+        for bad in ("1", "yes", ""):
+            monkeypatch.setenv("JTREE_DEVICE_OVERLAP", bad)
+            with pytest.raises(jtree.InvalidArgumentError,
+                               match=f"JTREE_DEVICE_OVERLAP='{bad}'.*'pin'.*'reads'.*'0'"):
+                jtree.load(path, device="cpu", device_options=opts)
+    assert _device.OVERLAP_MODES == ("pin", "reads", "0")
+
+
 def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, monkeypatch):
     import threading
+
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "reads")
 
     batches, synced = [], []
     native, sync = _device._native_load, _device.sync_streams
@@ -1074,7 +1099,9 @@ def test_reads_start_while_the_plan_goes_on_in_batches_bit_exact(torch, path, mo
     assert not _early_threads()
 
 
-def test_an_early_batch_error_is_the_load_error_and_nothing_outlives_the_load(torch, path):
+def test_an_early_batch_error_is_the_load_error_and_nothing_outlives_the_load(torch, path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "reads")
     g = torch.Generator().manual_seed(3)
     leaves = {f"w{i}": torch.randn(100_000, generator=g) for i in range(6)}
     jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
@@ -1126,6 +1153,7 @@ def test_jax_loads_read_while_they_plan_each_batch_in_memory_of_its_own(jax, pat
     monkeypatch.setattr(_device_jax, "allocate", lambda devices, size: jax_allocations.append(
         size) or real_allocate(devices, size))
     monkeypatch.setattr(_device, "pin_ahead", lambda dev, opts: pinned.append(dev))
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "reads")
     leaves = {f"w{i}": np.arange(100_000, dtype=np.float32) * (i + 1) for i in range(10)}
     jtree.save(leaves, path, compression=None, chunk_bytes=64 << 10)
     # A staging memory of 1 MiB: a batch each 1 MiB planned (three leaves of 400,000 bytes).
@@ -1178,8 +1206,14 @@ def test_jax_loads_read_while_they_plan_each_batch_in_memory_of_its_own(jax, pat
         load(one)
         assert batches == [4_000_000] and len(jax_allocations) == 1
     monkeypatch.undo()
-    # progress= and JTREE_DEVICE_OVERLAP=0: one read after the plan.
+    # The default (pinning ahead only), progress= and JTREE_DEVICE_OVERLAP=0: one read after
+    # the plan.
     monkeypatch.setattr(_device, "_native_load", spy_load)
+    monkeypatch.delenv("JTREE_DEVICE_OVERLAP", raising=False)
+    batches.clear()
+    load(one)
+    assert batches == [4_000_000]
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "reads")
     batches.clear()
     seen = []
     load(one, progress=lambda d, t: seen.append(d))
@@ -1381,8 +1415,11 @@ def test_gpu_staging_buffers_pinned_ahead_serve_the_load(torch, path):
     assert jtree.release_pinned_memory() == 8 << 20
 
 
-def test_gpu_early_reads_inside_a_side_stream_wait_for_its_work(torch, path):
+@pytest.mark.parametrize("overlap", ["pin", "reads"])
+def test_gpu_early_reads_inside_a_side_stream_wait_for_its_work(torch, path, monkeypatch,
+                                                                 overlap):
     _need_gpu(torch)
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", overlap)  # (the default, and early reads)
     g = torch.Generator().manual_seed(11)
     leaves = {f"w{i}": torch.randn(1 << 20, generator=g) for i in range(8)}  # 32 MiB
     jtree.save(leaves, path, compression=None)
