@@ -212,12 +212,14 @@ def to_cpu_device(a: Any, device: Any) -> Any:
     a CPU; a tree of 20,000 small arrays spent 2 s there); None where that does not serve,
     for the caller's ``jax.device_put``: a dtype DLPack does not carry into JAX (float8,
     int4...; not VIEWED), one JAX makes narrower (64-bit types without jax_enable_x64: the
-    cast is device_put's), an empty or non-contiguous array, a device other than the one
-    imports land on (JAX's first CPU), or a jaxlib without the call. The array is committed
-    to ``device`` (DLPack imports are), where ``jax.device_put(a)`` leaves it uncommitted
-    there: the same placement in a process whose only device it is (only_device), the case
-    callers use it for. XLA copies the bytes or, aligned, keeps them as they are: ``a``
-    stays alive with the result."""
+    cast is device_put's), an empty or non-contiguous array, a device imports do not land on
+    (:func:`_cpu_importer` checks each device once), or a jaxlib without the call. The array
+    is committed to ``device`` (DLPack imports are), where ``jax.device_put(a)`` leaves it
+    uncommitted there: the same placement in a process whose only device it is
+    (only_device), and what the shards of a sharded array are anyway. XLA copies the bytes
+    or, aligned, keeps them as they are: ``a`` stays alive with the result, and a caller
+    placing the same bytes on several devices gives each its own copy (a computation that
+    donates one shard may write into its memory)."""
     import jax  # noqa: PLC0415
 
     key = (a.dtype, jax.config.jax_enable_x64)
@@ -246,20 +248,38 @@ def to_cpu_device(a: Any, device: Any) -> Any:
 def _cpu_importer(device: Any) -> Any:
     """``import(a, code)`` for to_cpu_device: ``a``'s bytes as a DLPack tensor of jtree dtype
     ``code`` (_jtree.device_array, which keeps ``a`` alive: NumPy's own export has no
-    bfloat16) imported into ``device`` by jaxlib (:func:`_import_target`); None where imports
-    do not land on ``device`` or this jaxlib lacks the call."""
+    bfloat16) imported into the CPU device ``device`` (any of a process's CPU devices: the
+    tensor says "CPU", jaxlib places it on the device it is given; :func:`_import_target`);
+    None where this jaxlib lacks the call, or where a first import, of one float32, does not
+    come back on ``device`` with its value (asked once per device)."""
+    import numpy as np  # noqa: PLC0415
+
+    from . import _jtree  # noqa: PLC0415
+
+    ordinal = getattr(device, "local_hardware_id", None)
+    if ordinal is None:
+        return None
     try:
-        dev, stream, to_buffer = _import_target(_DL_CPU, 0)
+        dev, stream, to_buffer = _import_target(_DL_CPU, ordinal)
     except (ImportError, AttributeError):
         return None
     if dev != device:
         return None
-    from . import _jtree  # noqa: PLC0415
-
     make = _jtree.device_array
-    return lambda a, code: to_buffer(
-        make(a, a.ctypes.data, list(a.shape), code, _DL_CPU, 0).__dlpack__(stream=stream),
-        dev, stream)
+
+    def imported(a: Any, code: int) -> Any:
+        return to_buffer(
+            make(a, a.ctypes.data, list(a.shape), code, _DL_CPU, 0).__dlpack__(stream=stream),
+            dev, stream)
+
+    probe = np.array([1.5], np.float32)
+    try:
+        got = imported(probe, _dtypes.code_of_name("float32"))
+        if got.devices() != {device} or float(np.asarray(got)[0]) != 1.5:
+            return None
+    except Exception:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
+        return None
+    return imported
 
 
 def why_not(d: Any, dtype: str) -> Optional[str]:

@@ -91,7 +91,15 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     def build() -> Any:
         host = {b: loader.numpy_cast(g(), stored, want, path) for b, g in boxes.items()}
-        arrays = [_to_device(loader, host[b], d, d, path) for d, b in per_device]
+        arrays, placed = [], set()
+        for d, b in per_device:
+            a = host[b]
+            if b in placed and d.platform == "cpu":
+                # (A replica: a CPU device's DLPack import may keep the host bytes as they
+                # are, and a computation donating one shard would then write into another's.)
+                a = a.copy()
+            placed.add(b)
+            arrays.append(_to_device(loader, a, d, d, path))
         return jax.make_array_from_single_device_arrays(shape, sharding, arrays)
 
     return build

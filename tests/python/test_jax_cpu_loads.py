@@ -174,8 +174,84 @@ def test_to_cpu_device_serves_only_what_it_imports_as_device_put_would(jax):
     assert _device_jax.to_cpu_device(np.ones(3, ml_dtypes.float8_e5m2), first) is None
     if not jax.config.jax_enable_x64:
         assert _device_jax.to_cpu_device(np.arange(3), first) is None  # (made int32 there)
-    if d1 != first:
-        assert _device_jax.to_cpu_device(np.ones(3, np.float32), d1) is None
+    # Any of the process's CPU devices (a sharded array's shards), committed there.
+    got = _device_jax.to_cpu_device(np.ones(3, np.float32), d1)
+    assert got.devices() == {d1} and got.committed
+    np.testing.assert_array_equal(np.asarray(got), np.ones(3, np.float32))
+
+
+def test_an_import_that_lands_elsewhere_is_not_used_for_that_device(jax, monkeypatch):
+    # jaxlib is given the device to import into; where a version placed the tensor on its own
+    # device instead (the DLPack tensor says "CPU 0"), the probe of _cpu_importer sees it once
+    # and that device keeps jax.device_put.
+    cpus = jax.devices("cpu")
+    if len(cpus) < 2:
+        _need_devices()
+    real = _device_jax._import_target
+
+    def ignores_the_device(dl_type, ordinal):
+        dev, stream, to_buffer = real(dl_type, ordinal)
+        first = real(dl_type, 0)[0]
+        return dev, stream, lambda capsule, d, st: to_buffer(capsule, first, st)
+
+    monkeypatch.setattr(_device_jax, "_import_target", ignores_the_device)
+    monkeypatch.setattr(_device_jax, "_cpu_importers", {})
+    assert _device_jax.to_cpu_device(np.ones(3, np.float32), cpus[1]) is None
+    assert _device_jax._cpu_importers == {cpus[1]: None}  # (asked once)
+    assert _device_jax.to_cpu_device(np.ones(3, np.float32), cpus[0]).devices() == {cpus[0]}
+
+
+def _need_devices():
+    pytest.skip("!!! SKIPPED: needs 8 JAX CPU devices (XLA_FLAGS=...device_count=8)")
+
+
+def test_shardings_over_cpu_devices_import_every_shard_each_replica_its_own(jax, monkeypatch,
+                                                                            path):
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    cpus = jax.devices("cpu")
+    if len(cpus) < 8:
+        _need_devices()
+    imported = []
+    real = _device_jax.to_cpu_device
+
+    def spy(a, d):
+        got = real(a, d)
+        if got is not None:  # (imported, not left to jax.device_put)
+            imported.append(d)
+        return got
+    monkeypatch.setattr(_device_jax, "to_cpu_device", spy)
+    r = np.random.default_rng(5)
+    tree = {"w": r.standard_normal((64, 6), dtype=np.float32),
+            "b": r.standard_normal((8, 3)).astype(ml_dtypes.bfloat16),
+            "i": np.arange(40, dtype=np.int32).reshape(8, 5)}
+    jtree.save(tree, path, compression=None)
+    mesh = Mesh(np.array(cpus[:8]).reshape(4, 2), ("x", "y"))
+    for spec in (PartitionSpec(), PartitionSpec("x"), PartitionSpec("x", "y"),
+                 PartitionSpec(None, "y")):
+        sharding = NamedSharding(mesh, spec)
+        imported.clear()
+        target = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding)
+                  for k, v in tree.items() if v.shape[-1] % 2 == 0 or "y" not in spec}
+        got = jtree.load(path, dict(target, **{k: None for k in tree if k not in target}))
+        for k in target:
+            a = got[k]
+            assert a.sharding == sharding and a.dtype == tree[k].dtype, (k, spec)
+            np.testing.assert_array_equal(np.asarray(a), tree[k])
+            for shard in a.addressable_shards:
+                np.testing.assert_array_equal(np.asarray(shard.data), tree[k][shard.index])
+            # Replicas do not share memory: a computation donating the array may write each
+            # shard in place.
+            pointers = [s.data.unsafe_buffer_pointer() for s in a.addressable_shards]
+            assert len(set(pointers)) == len(pointers), (k, spec)
+        assert len(imported) == 8 * len(target)  # (every shard through the import)
+    # Donated, each replica computes from its own bytes.
+    sharding = NamedSharding(mesh, PartitionSpec())
+    got = jtree.load(path, {"w": jax.ShapeDtypeStruct((64, 6), np.float32, sharding=sharding),
+                            "b": None, "i": None})
+    out = jax.jit(lambda a: a + 1, donate_argnums=0)(got["w"])
+    for shard in out.addressable_shards:
+        np.testing.assert_array_equal(np.asarray(shard.data), tree["w"] + 1)
 
 
 _ONE_DEVICE = r"""
