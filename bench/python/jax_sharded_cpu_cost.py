@@ -4,9 +4,11 @@ over the first axis), as ``jax.eval_shape`` plus the user's shardings give them.
 alternated in one process (the file just opened, ``jtree.open`` outside the clock):
 
 - fast: every device's slice imported into its device through DLPack (jtree._device_jax.
-  to_cpu_device, any CPU device since 2026-11-27), each replica its own copy of the bytes;
+  to_cpu_device, any CPU device since 2026-11-27), each replica its own copy of the bytes; a
+  small leaf split over devices read once, whole, and cut (jtree._load_jax.SMALL_LEAF_BYTES);
 - before: the DLPack import only for JAX's first CPU device, ``jax.device_put`` for the other
-  seven (what these loads did before; the replicas' copies stay, a few microseconds).
+  seven, and a read per slice (what these loads did before; the replicas' copies stay, a few
+  microseconds).
 
     .venv/bin/python bench/python/jax_sharded_cpu_cost.py --groups 100 --leaves 20 --runs 5
 
@@ -37,12 +39,13 @@ def main() -> None:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     import jtree
-    from jtree import _device_jax
+    from jtree import _device_jax, _load_jax
 
     cpus = jax.devices("cpu")
-    real_importer = _device_jax._cpu_importer
+    real_importer, small = _device_jax._cpu_importer, _load_jax.SMALL_LEAF_BYTES
 
     def use(fast: bool) -> None:
+        _load_jax.SMALL_LEAF_BYTES = small if fast else -1
         _device_jax._cpu_importers.clear()
         _device_jax._cpu_importer = (real_importer if fast else
                                      lambda d: real_importer(d) if d == cpus[0] else None)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jtree
+from jtree import _load_jax
 from conftest import require
 
 jax = require("jax")
@@ -82,7 +83,9 @@ def test_the_global_array_is_never_assembled(path, mesh):
 
 
 def test_load_with_a_sharding_reads_each_slice_once(path, mesh):
-    a = np.random.default_rng(3).standard_normal((1024, 256)).astype(np.float32)
+    # (2 MiB: leaves up to _load_jax.SMALL_LEAF_BYTES are read whole, once, and cut.)
+    a = np.random.default_rng(3).standard_normal((2048, 256)).astype(np.float32)
+    assert a.nbytes > _load_jax.SMALL_LEAF_BYTES
     jtree.save({"x": a}, path, compression=None, chunk_bytes=64 << 10)
     sharding = NamedSharding(mesh, P("x"))  # 4 row blocks, each on 2 devices
     with jtree.open(path) as f:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jtree
-from jtree import _device_jax, _load_jax, _load_plain
+from jtree import _device_jax, _load, _load_jax, _load_plain
 
 
 @pytest.fixture
@@ -205,13 +205,25 @@ def _need_devices():
     pytest.skip("!!! SKIPPED: needs 8 JAX CPU devices (XLA_FLAGS=...device_count=8)")
 
 
+@pytest.mark.parametrize("small", [True, False])
 def test_shardings_over_cpu_devices_import_every_shard_each_replica_its_own(jax, monkeypatch,
-                                                                            path):
+                                                                            path, small):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     cpus = jax.devices("cpu")
     if len(cpus) < 8:
         _need_devices()
+    # small: these leaves read whole, once, and cut (_load_jax.SMALL_LEAF_BYTES); else a
+    # read per slice.
+    reads = []
+    real_box = _load.Loader.host_box
+
+    def spy_box(self, fl, box, p, dst=None):
+        reads.append(box)
+        return real_box(self, fl, box, p, dst)
+    monkeypatch.setattr(_load.Loader, "host_box", spy_box)
+    if not small:
+        monkeypatch.setattr(_load_jax, "SMALL_LEAF_BYTES", -1)
     imported = []
     real = _device_jax.to_cpu_device
 
@@ -231,9 +243,13 @@ def test_shardings_over_cpu_devices_import_every_shard_each_replica_its_own(jax,
                  PartitionSpec(None, "y")):
         sharding = NamedSharding(mesh, spec)
         imported.clear()
+        reads.clear()
         target = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding)
                   for k, v in tree.items() if v.shape[-1] % 2 == 0 or "y" not in spec}
         got = jtree.load(path, dict(target, **{k: None for k in tree if k not in target}))
+        boxes = len({tuple((i.start, i.stop) for i in index)
+                     for index in sharding.addressable_devices_indices_map((8, 2)).values()})
+        assert len(reads) == len(target) * (1 if small or boxes == 1 else boxes), spec
         for k in target:
             a = got[k]
             assert a.sharding == sharding and a.dtype == tree[k].dtype, (k, spec)
