@@ -56,7 +56,8 @@ def instrument(res: Dict[str, Any]) -> Any:
     """Times, in this child, each native read of a device load (start and end from the
     returned clock's zero, MiB) and the device allocations of the load's arrays (their total
     and count), into res["batches"] and res["alloc_in_load_ms"]; returns the functions that
-    start a load's clock and keep what was timed (done). Wraps jtree internals: a measurement, not an API."""
+    start a load's clock and keep what was timed (done). Wraps jtree internals: a
+    measurement, not an API."""
     from jtree import _device, _load_torch
     zero = [time.perf_counter()]
     batches: List[Any] = []
@@ -66,7 +67,8 @@ def instrument(res: Dict[str, Any]) -> Any:
     def timed_native(reader: Any, reqs: List[Any], dev: Any, kw: dict) -> Any:
         t = time.perf_counter()
         r = native(reader, reqs, dev, kw)
-        batches.append([round(1e3 * (t - zero[0]), 1), round(1e3 * (time.perf_counter() - zero[0]), 1),
+        end = time.perf_counter()
+        batches.append([round(1e3 * (t - zero[0]), 1), round(1e3 * (end - zero[0]), 1),
                         round(sum(q[3] for q in reqs) / 2**20)])
         return r
 

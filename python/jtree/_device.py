@@ -395,9 +395,10 @@ class EarlyReads:
     (:func:`overlap`): planning 873 arrays and their allocations take about 36 ms of a 1 GiB
     load's 99, time the reads were meant to overlap, but on the one GPU host measured
     (bench/gpu.md, 2026-11-27) the batched reads and the allocations beside them slowed each
-    other down, and the load took longer. Batches are read in the order given, one after the other, on one worker thread
-    (each batch one :func:`read`; the native call releases the GIL, so the planning goes on
-    meanwhile; one at a time, so the batches share the cached staging buffers). No batch
+    other down, and the load took longer. Batches are read in the order given, one after
+    the other, on one worker thread (each batch one :func:`read`; the native call releases
+    the GIL, so the planning goes on meanwhile; one at a time, so the batches share the
+    cached staging buffers). No batch
     starts after one has failed. :meth:`finish` reads the last batch, waits for all and raises
     the first error; a load that fails before that calls :meth:`settle` (no copy may still be
     writing into memory the failed load lets go)."""

@@ -17,3 +17,13 @@ def test_the_script_compares_the_fast_paths_and_the_general_planning(jax):
     assert "30 arrays (6 groups of 5), 2 loads each, JAX on one CPU device" in p.stdout, p.stdout
     assert len(re.findall(r"fast / before: \d+\.\d\dx", p.stdout)) == 4, p.stdout
     assert len(re.findall(r" before: +\d+\.\d\d ms", p.stdout)) == 4, p.stdout
+
+
+def test_the_sharded_script_compares_imports_on_every_cpu_device_with_the_first_only(jax):
+    """bench/python/jax_sharded_cpu_cost.py, tiny: every load checked (shardings and values)."""
+    script = os.path.join(ROOT, "bench", "python", "jax_sharded_cpu_cost.py")
+    p = subprocess.run([sys.executable, script, "--groups", "2", "--leaves", "3", "--runs", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "6 arrays of 64x16 float32 over 8 CPU devices" in p.stdout, p.stdout
+    assert len(re.findall(r"fast / before: \d+\.\d\dx", p.stdout)) == 2, p.stdout
