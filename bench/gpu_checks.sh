@@ -84,8 +84,8 @@ run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/be
 unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
-run 140 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
-  --modes dev,dev-serial,dev-reads,dev-reserve,out-each,dev-again,fastsafetensors \
+run 160 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
+  --modes dev,dev-serial,dev-reads,dev-expandable,out-each,dev-again,fastsafetensors \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
 
