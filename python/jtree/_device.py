@@ -175,7 +175,7 @@ def overlap() -> str:
     - ``reads``: besides, each staging memory's worth of planned requests starts being read on
       a worker thread while the plan goes on (EarlyReads). Measured slower on an H200 host
       (bench/gpu.md, 2026-11-27: 134 against 90 ms for 1 GiB to torch, 138-151 against 105 ms
-      to JAX): the batches read at 10-12 GB/s where one call reads at 16-26, and the device
+      to JAX): the batches read at 10-13 GB/s where one call reads at 17-28, and the device
       allocations made meanwhile take twice as long. Kept for hosts and sources where reading
       is the slow part, and for comparisons.
     - ``0``: neither (the serial load: plan and allocate, then pin and read).
