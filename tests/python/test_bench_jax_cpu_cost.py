@@ -27,3 +27,14 @@ def test_the_sharded_script_compares_imports_on_every_cpu_device_with_the_first_
     assert p.returncode == 0, p.stdout + p.stderr
     assert "6 arrays of 64x16 float32 over 8 CPU devices" in p.stdout, p.stdout
     assert len(re.findall(r"fast / before: \d+\.\d\dx", p.stdout)) == 2, p.stdout
+
+
+def test_the_sharded_script_in_fresh_processes_checks_and_times_each_way(jax):
+    """--fresh: each load a child process of its own (open and structure on the clock)."""
+    script = os.path.join(ROOT, "bench", "python", "jax_sharded_cpu_cost.py")
+    p = subprocess.run([sys.executable, script, "--groups", "2", "--leaves", "2", "--runs", "1",
+                        "--fresh"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4 arrays of 64x16 float32 over 8 CPU devices; 1 runs each, alternated; each load " \
+        "a fresh process" in p.stdout, p.stdout
+    assert len(re.findall(r"fast / before: \d+\.\d\dx", p.stdout)) == 2, p.stdout
