@@ -3,9 +3,11 @@
 over the first axis), as ``jax.eval_shape`` plus the user's shardings give them. Two ways,
 alternated:
 
-- fast: every device's slice imported into its device through DLPack (jtree._device_jax.
-  to_cpu_device, any CPU device since 2026-11-27), each replica its own copy of the bytes; a
-  small leaf split over devices read once, whole, and cut (jtree._load_jax.SMALL_LEAF_BYTES);
+- fast: a small leaf (jtree._load_jax.SMALL_LEAF_BYTES), split or replicated over the
+  devices, read once, whole, and placed by one ``jax.device_put`` with its sharding (since
+  2026-11-27, second change); larger ones: every device's slice imported into its device
+  through DLPack (jtree._device_jax.to_cpu_device, any CPU device since 2026-11-27), each
+  replica its own copy of the bytes;
 - before: the DLPack import only for JAX's first CPU device, ``jax.device_put`` for the other
   seven, and a read per slice (what these loads did before; the replicas' copies stay, a few
   microseconds).

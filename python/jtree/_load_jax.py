@@ -87,13 +87,24 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     loader.note_host_path(lambda: any(_device.is_jax_device_target(d) for d, _ in per_device),
                           lambda: _why_host(fl, per_device, path))
     distinct = {b for _, b in per_device}
-    if (fl.nbytes <= SMALL_LEAF_BYTES and tuple(shape) == tuple(fl.shape) and len(distinct) > 1
+    on_cpus = all(d.platform == "cpu" for d, _ in per_device)
+    if (fl.nbytes <= SMALL_LEAF_BYTES and tuple(shape) == tuple(fl.shape)
+            and (len(distinct) > 1 or (on_cpus and len(per_device) > 1))
             and sum(math.prod(hi - lo for lo, hi in b) for b in distinct) == math.prod(shape)):
-        # (A small leaf split over this process's devices, all of it theirs: one read of the
-        # whole leaf, each slice cut out of it, where a read per slice cost about 25 us each
-        # in planning alone. Where other processes hold part of it, each process still reads
-        # only its own slices.)
+        # (A small leaf split or replicated over this process's devices, all of it theirs:
+        # one read of the whole leaf, where a read per slice cost about 25 us each in planning
+        # alone. Where other processes hold part of it, each process still reads only its own
+        # slices.)
         whole = loader.host_box(fl, tuple((0, n) for n in shape), path)
+        if on_cpus:
+            # (CPU devices: jax.device_put of the whole leaf with its sharding cuts and places
+            # every slice in XLA's C++: 0.6-0.8x the time of a DLPack import per slice and
+            # make_array_from_single_device_arrays (bench/python/jax_sharded_cpu_cost.py).
+            # Replicas may share the leaf's bytes, as jax.device_put's own do; a donating
+            # computation does not write into such a buffer (tests/python/
+            # test_jax_cpu_loads.py).)
+            return lambda: _dtypes.jax_device_put(loader.numpy_cast(whole(), stored, want, path),
+                                                  sharding, loader.name, kp.join(path))
 
         def slices() -> Dict[Tuple[Tuple[int, int], ...], Any]:
             w = loader.numpy_cast(whole(), stored, want, path)
@@ -109,8 +120,8 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
         per_device, shape, sharding, path)
 
 
-# Leaves up to this size split over several devices of this process, and wholly theirs, are
-# read whole, once (jax_array).
+# Leaves up to this size split over several devices of this process (or replicated over its
+# CPU devices), and wholly theirs, are read whole, once (jax_array).
 SMALL_LEAF_BYTES = 1 << 20
 
 

@@ -206,15 +206,24 @@ def _need_devices():
 
 
 @pytest.mark.parametrize("small", [True, False])
-def test_shardings_over_cpu_devices_import_every_shard_each_replica_its_own(jax, monkeypatch,
-                                                                            path, small):
+def test_shardings_over_cpu_devices_put_or_import_every_shard(jax, monkeypatch, path, small):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from jtree import _dtypes
 
     cpus = jax.devices("cpu")
     if len(cpus) < 8:
         _need_devices()
-    # small: these leaves read whole, once, and cut (_load_jax.SMALL_LEAF_BYTES); else a
-    # read per slice.
+    # small: these leaves read whole, once, and placed by one jax.device_put with their
+    # sharding (_load_jax.SMALL_LEAF_BYTES); else a read per slice (replicas once), each
+    # shard imported through DLPack, each replica its own copy.
+    puts = []
+    real_put = _dtypes.jax_device_put
+
+    def spy_put(x, device=None, *rest):
+        puts.append(device)
+        return real_put(x, device, *rest)
+    monkeypatch.setattr(_dtypes, "jax_device_put", spy_put)
     reads = []
     real_box = _load.Loader.host_box
 
@@ -244,6 +253,7 @@ def test_shardings_over_cpu_devices_import_every_shard_each_replica_its_own(jax,
         sharding = NamedSharding(mesh, spec)
         imported.clear()
         reads.clear()
+        puts.clear()
         target = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding)
                   for k, v in tree.items() if v.shape[-1] % 2 == 0 or "y" not in spec}
         got = jtree.load(path, dict(target, **{k: None for k in tree if k not in target}))
@@ -256,18 +266,29 @@ def test_shardings_over_cpu_devices_import_every_shard_each_replica_its_own(jax,
             np.testing.assert_array_equal(np.asarray(a), tree[k])
             for shard in a.addressable_shards:
                 np.testing.assert_array_equal(np.asarray(shard.data), tree[k][shard.index])
-            # Replicas do not share memory: a computation donating the array may write each
-            # shard in place.
-            pointers = [s.data.unsafe_buffer_pointer() for s in a.addressable_shards]
-            assert len(set(pointers)) == len(pointers), (k, spec)
-        assert len(imported) == 8 * len(target)  # (every shard through the import)
-    # Donated, each replica computes from its own bytes.
+            if not small:
+                # Imported replicas do not share memory (an import may keep the host bytes as
+                # they are): a computation donating the array may write each shard in place.
+                pointers = [s.data.unsafe_buffer_pointer() for s in a.addressable_shards]
+                assert len(set(pointers)) == len(pointers), (k, spec)
+        if small:  # (one jax.device_put per leaf, with its sharding; no import)
+            assert puts == [sharding] * len(target) and imported == [], spec
+        else:
+            assert len(imported) == 8 * len(target) and puts == []  # (every shard imported)
+    # Donated, each replica computes from its own bytes, over and over (jax.device_put's
+    # replicas may share the host bytes: XLA must not write into them).
     sharding = NamedSharding(mesh, PartitionSpec())
-    got = jtree.load(path, {"w": jax.ShapeDtypeStruct((64, 6), np.float32, sharding=sharding),
-                            "b": None, "i": None})
-    out = jax.jit(lambda a: a + 1, donate_argnums=0)(got["w"])
-    for shard in out.addressable_shards:
-        np.testing.assert_array_equal(np.asarray(shard.data), tree["w"] + 1)
+    for k in ("w", "i"):
+        got = jtree.load(path, {n: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding)
+                                if n == k else None for n, v in tree.items()})
+        out = got[k]
+        for _ in range(3):
+            out = jax.jit(lambda a: a + 1, donate_argnums=0)(out)
+        want = tree[k] + tree[k].dtype.type(1)
+        want = want + want.dtype.type(1)
+        want = want + want.dtype.type(1)  # (three roundings, as the three computations)
+        for shard in out.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(shard.data), want)
 
 
 _ONE_DEVICE = r"""
