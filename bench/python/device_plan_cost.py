@@ -1,7 +1,11 @@
 """The Python side of a load into device memory: how long jtree's Python takes before and
 after the native copy for ``jtree.load(f, out=tensors)`` and ``jtree.load(f, like)`` (the GPU
 benchmark's torch rows, gpu_load.py), with the template fast path
-(jtree._load_torch.from_template) and with the general per-leaf path it replaces; and for
+(jtree._load_torch.from_template) and with the general per-leaf path it replaces; for
+``jtree.load(f, device=...)``, the native pass (jtree._load_plain._load_to_device: the tree
+planned and the device tensors allocated by Reader.load_plain, one Python call per array
+for its torch.empty) against the Python planner's per-leaf fast path (_load_torch.as_stored,
+what such loads took before 2026-11-27's fourth session); and for
 ``jtree.load(f, shardings=SingleDeviceSharding(d))`` (JAX, when installed), the fast path
 (jtree._load_jax.as_stored: no general per-leaf planning; each array imported by jaxlib's
 DLPack function directly, jtree._device_jax._import) against the general planning with
@@ -60,7 +64,7 @@ def main() -> None:
 
     import torch
     import jtree
-    from jtree import _device, _device_jax, _load_jax, _load_torch
+    from jtree import _device, _device_jax, _load_jax, _load_plain, _load_torch
 
     try:
         import jax
@@ -86,6 +90,18 @@ def main() -> None:
         return counted
 
     _load_torch.tensor = counting(_load_torch.tensor)
+    # device=: the Python planner's leaves (_load_torch.as_stored), counted apart.
+    as_stored_counts: Dict[str, int] = {}
+    real_as_stored = _load_torch.as_stored
+
+    def counted_as_stored(*args: Any) -> Any:
+        as_stored_counts[current[0]] = as_stored_counts.get(current[0], 0) + 1
+        return real_as_stored(*args)
+    _load_torch.as_stored = counted_as_stored
+    plain_applies = _load_plain.applies
+
+    def use_native_pass(fast: bool) -> None:
+        _load_plain.applies = plain_applies if fast else (lambda _o: False)
     fast_template = _load_torch.from_template
 
     def use_templates(fast: bool) -> None:
@@ -100,6 +116,7 @@ def main() -> None:
     calls: Dict[str, Any] = {
         "out=": (use_templates, lambda f, t: jtree.load(f, out=t)),
         "like=": (use_templates, lambda f, t: jtree.load(f, t)),
+        "device=": (use_native_pass, lambda f, t: jtree.load(f, device="cpu")),
     }
     if jax is not None:
         jax.dlpack.from_dlpack = counting(jax.dlpack.from_dlpack)
@@ -124,6 +141,7 @@ def main() -> None:
                 if run == 1:
                     times.clear()
                     counts.clear()
+                    as_stored_counts.clear()
                 for name in ("fast", "general"):
                     for call, (use, load) in calls.items():
                         use(name == "fast")
@@ -135,7 +153,8 @@ def main() -> None:
                         use(True)
 
     for call in calls:
-        fast, general = counts.get(f"{call} fast", 0), counts.get(f"{call} general", 0)
+        seen = as_stored_counts if call == "device=" else counts
+        fast, general = seen.get(f"{call} fast", 0), seen.get(f"{call} general", 0)
         # (JAX's general path counts each array twice: planned, then imported.)
         expected = arrays * a.runs * (2 if call == "shardings=" else 1)
         if fast or general != expected:

@@ -1,8 +1,9 @@
 """The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file (or of a part of it,
 ``jtree.load(f["params"])``) as NumPy arrays (or, with
 ``framework="torch"`` on the CPU and the memory map on, torch tensors; with ``framework="jax"``
-where the process's one JAX device is a CPU, JAX arrays) and Python values, with
-no cast, target, device or progress (the call made most), a ``keys=`` selection allowed (with or
+where the process's one JAX device is a CPU, JAX arrays; with ``device=`` a device the direct
+path serves, torch tensors in its memory, filled by jtree._device) and Python values, with
+no cast, target or progress (the call made most), a ``keys=`` selection allowed (with or
 without prune), done in one native pass (``Reader.load_plain``, bindings/python/src/plain_load.cc;
 a selection's rules in node_selection.h, its patterns the same jtree::KeyPathPatterns the
 general loader asks) instead of the general loader's plan of a Python frame, thunk and
@@ -28,9 +29,13 @@ def applies(o: Any) -> bool:
     """Whether a load with LoadOptions ``o`` is a plain one (the caller checks that the target
     is everything, of the file or of one node's subtree): NumPy, or torch on the CPU from the
     memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
-    torch), or JAX with no shardings= where the process's one JAX device is a CPU
-    (:func:`_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
-    selects everything, takes the general loader)."""
+    torch), or torch to a device the direct path serves (:func:`_to_device`), or JAX with no
+    shardings= where the process's one JAX device is a CPU (:func:`_jax_cpu_device`); a keys=
+    selection with or without prune (prune alone, which selects everything, takes the general
+    loader). Only a device load may have device_options."""
+    if _to_device(o):
+        return (o.cast is None and (o.keys is not None or not o.prune) and not o.fill_out
+                and o.progress is None and o.shardings is None)
     if o.framework == "torch":
         if not o.mmap or (o.device is not None and (o.device.type != "cpu"
                                                     or _device.direct(o.device))):
@@ -42,6 +47,15 @@ def applies(o: Any) -> bool:
         return False
     return (o.cast is None and (o.keys is not None or not o.prune) and not o.fill_out
             and o.progress is None and o.device_options is None and o.shardings is None)
+
+
+def _to_device(o: Any) -> bool:
+    """Whether ``o`` loads torch tensors to a device the direct path serves (the tests' host
+    stand-in's CPU too), planned as _load_torch.as_stored plans it, but for
+    JTREE_DEVICE_OVERLAP=reads, whose reads while planning only the general loader does (a
+    setting this pass would ignore)."""
+    return (o.framework == "torch" and o.device is not None and _device.direct(o.device)
+            and _device.overlap() != "reads")
 
 
 def numpy_dtype_of(code: int) -> Optional[np.dtype]:
@@ -119,6 +133,38 @@ def _jax_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarr
     return dtype_of, wrap
 
 
+def _device_new(o: Any) -> Tuple[Callable[[int], Optional[np.dtype]],
+                                 Callable[[Tuple[int, ...], int], Any]]:
+    """(numpy_dtype_of, new_device) of a plain load to ``o.device``: each array a new tensor
+    of its stored dtype in the device's memory (torch.empty, as _load_torch._new_on_device
+    makes it), the staging buffers pinned ahead once half their size is allocated
+    (_device.planned, as the general loader's device_planned). Dtypes torch lacks decline to
+    the general loader (through NumPy)."""
+    import torch  # noqa: PLC0415
+
+    torch_of: Dict[int, Any] = {}
+    device, options = o.device, o.device_options
+    pin = _device.overlap() != "0"
+    cache: dict = {}
+    empty = torch.empty
+
+    def dtype_of(code: int) -> Optional[np.dtype]:
+        name = _dtypes.NAME_OF.get(code, "")
+        t = getattr(torch, name, None) if name not in _dtypes.TORCH_MISSING else None
+        if not isinstance(t, torch.dtype):
+            return None
+        torch_of[code] = t
+        return numpy_dtype_of(code)
+
+    def new_device(shape: Tuple[int, ...], code: int) -> Any:
+        t = empty(shape, dtype=torch_of[code], device=device)
+        if pin:
+            _device.planned(cache, device, t.numel() * t.element_size(), options)
+        return t
+
+    return dtype_of, new_device
+
+
 def load(reader: Any, container: Any, o: Any, node: int = 0,
          path: Tuple[Any, ...] = ()) -> Optional[Tuple[Any, List[int]]]:
     """``(tree, [])``: the file of the native ``reader`` loaded (the subtree of ``node``,
@@ -127,6 +173,8 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
     numbers)`` when keys= patterns match nothing (nothing read: the caller's NotFoundError
     names them); None when the general loader must load it."""
     keys = o.keys.native if o.keys is not None else None
+    if _to_device(o):
+        return _load_to_device(reader, container, o, keys, node, path)
     if o.framework == "jax":
         # (Copy-on-write for mmap="r" too, as torch's: XLA keeps an aligned leaf's mapped
         # bytes as they are, no copy, and a JAX array has no read-only flag to carry.)
@@ -140,3 +188,28 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
                                  o.threads, keys, o.prune, node, path)
     return reader.load_plain(numpy_dtype_of, container, None, _MMAP_MODE[o.mmap], o.verify,
                              o.threads, keys, o.prune, node, path)
+
+
+def _load_to_device(reader: Any, container: Any, o: Any, keys: Any, node: int,
+                    path: Tuple[Any, ...]) -> Optional[Tuple[Any, List[int]]]:
+    """:func:`load` to ``o.device``: the tree planned and its device tensors allocated in the
+    native pass, then filled by one jtree._device.read (pinned staging, the GIL released).
+    Out of device memory while allocating, and a load with device_options but no array (the
+    general loader's error for device_options it cannot use), decline to the general loader,
+    which raises its own clear error naming the leaf or the setting."""
+    import torch  # noqa: PLC0415
+
+    dtype_of, new_device = _device_new(o)
+    try:
+        got = reader.load_plain(dtype_of, container, None, 0, o.verify, o.threads, keys,
+                                o.prune, node, path, new_device=new_device)
+    except torch.cuda.OutOfMemoryError:  # (torch.OutOfMemoryError, any device)
+        return None
+    if got is None or len(got) == 2:  # (declined; or keys= patterns that match nothing)
+        return got
+    tree, unmatched, requests = got
+    if o.device_options is not None and not requests:
+        return None
+    _device.read(reader, requests, verify=o.verify, threads=o.threads,
+                 options=o.device_options)
+    return tree, unmatched

@@ -1,6 +1,6 @@
 """bench/python/device_plan_cost.py (the Python side of loads into device memory: torch with
-and without the template fast path, JAX with and without its fast path) runs end to
-end at a tiny size, and checks itself that each fast path took its general path never and the
+and without the template fast path, device= with and without the native pass, JAX with and
+without its fast path) runs end to end at a tiny size, and checks itself that each fast path took its general path never and the
 general path every time. It tests the script, not speed."""
 import os
 import re
@@ -20,5 +20,5 @@ def test_the_script_compares_both_paths():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "63 arrays, 2 loads each" in p.stdout, p.stdout  # (2 layers: 3 x (2 x 9 + 3))
     require("jax")  # (its rows too, where it is installed)
-    for call in ("out=", "like=", "shardings="):
+    for call in ("out=", "like=", "device=", "shardings="):
         assert re.search(rf"{re.escape(call)} fast / general: \d+\.\d\dx", p.stdout), p.stdout

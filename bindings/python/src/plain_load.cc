@@ -16,6 +16,11 @@
 //   leaf (mmap_mode 1; 2: views made read-only; 0: never), else new arrays, all read in one
 //   read_many; a saved scalar (FLAG_SCALAR, shape ()) is a NumPy scalar. With `wrap` (torch)
 //   each array is `wrap(array, code)` instead (a tensor over the same memory; no scalars);
+// - with `new_device` (a load to a device the direct path serves: jtree._load_plain) each
+//   array is `new_device(shape, code)` instead, a new tensor in device memory (its dtype's item
+//   size still from `numpy_dtype_of`), not read here: the result carries the list of read
+//   requests, (leaf, None, tensor), for jtree._device.read, which copies them through pinned
+//   staging buffers (the device path's rules: jtree._load_torch.as_stored);
 // - Int/Float/Bool/Complex leaves are their values, Str/Bytes/ByteArray leaves their payloads
 //   (str, bytes, bytearray);
 // - a leaf referred to twice (tied weights) is one object;
@@ -46,7 +51,7 @@ namespace {
 constexpr uint32_t kUnused = UINT32_MAX;
 
 struct Entry {
-  enum class How : uint8_t { kValue, kNewArray, kMapped, kPayload };
+  enum class How : uint8_t { kValue, kNewArray, kMapped, kPayload, kDevice };
   How how = How::kValue;
   uint32_t index = 0;  // the leaf's number in the file
   // The Reader's own decoded leaf (kept for its life, as read_many and map_leaves keep the
@@ -54,7 +59,7 @@ struct Entry {
   const jtree::Leaf* leaf = nullptr;
   nb::object dtype;    // arrays: the NumPy dtype
   uint64_t nbytes = 0;
-  nb::object array;    // kNewArray: the new array
+  nb::object array;    // kNewArray: the new array; kDevice: the new device tensor
   jtree::MappedLeaf mapped;
   std::string payload;
   nb::object value;    // what the tree holds
@@ -63,12 +68,13 @@ struct Entry {
 class PlainLoad {
  public:
   PlainLoad(const jtree::Reader& r, nb::handle numpy_dtype_of, nb::handle container,
-            nb::handle wrap, int mmap_mode, bool verify, int threads,
+            nb::handle wrap, nb::handle new_device, int mmap_mode, bool verify, int threads,
             const jtree::KeyPathPatterns* keys, bool prune, uint32_t first, nb::handle parts)
       : r_(r),
         numpy_dtype_of_(numpy_dtype_of),
         container_(container),
         wrap_(wrap),
+        new_device_(new_device),
         mmap_mode_(mmap_mode),
         budget_(r.options().limits),
         keys_(keys),
@@ -80,7 +86,7 @@ class PlainLoad {
   }
 
   // (tree, []) or, when keys= patterns matched nothing, (None, [their numbers]) with nothing
-  // read; None when declined.
+  // read; None when declined. With new_device: (tree, [], [device read requests]).
   nb::object run() {
     if (first_ >= r_.num_nodes()) throw_value_error("load_plain: no such node");
     end_ = subtree_end(r_, first_);
@@ -113,7 +119,14 @@ class PlainLoad {
     nb::object tree = assemble_tree(
         r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; }, first_,
         parts_, selection_ ? &*selection_ : nullptr);
-    return nb::make_tuple(tree, nb::list());
+    if (new_device_.is_none()) return nb::make_tuple(tree, nb::list());
+    nb::list requests;
+    for (Entry& e : entries_) {
+      if (e.how == Entry::How::kDevice) {
+        requests.append(nb::make_tuple(e.index, nb::none(), e.value));
+      }
+    }
+    return nb::make_tuple(tree, nb::list(), requests);
   }
 
  private:
@@ -152,6 +165,10 @@ class PlainLoad {
         const std::optional<std::pair<nb::object, uint64_t>> dt = dtype(l.dtype);
         if (!dt || !representable(l.shape, dt->second, &e.nbytes)) return false;
         e.dtype = dt->first;
+        if (!new_device_.is_none()) {
+          e.how = Entry::How::kDevice;
+          return true;
+        }
         const bool mappable = mmap_mode_ != 0 && l.storage == jtree::Storage::kChunked;
         e.how = mappable && e.nbytes > 0 ? Entry::How::kMapped : Entry::How::kNewArray;
         return true;
@@ -189,11 +206,14 @@ class PlainLoad {
 
   bool reserve(const Entry& e) { return budget_.reserve(e.nbytes, "").ok(); }
 
-  // The allocations planned so far (new arrays, payloads), reserved in order before any is
-  // made; the mapped leaves are not allocations.
+  // The allocations planned so far (new arrays, device tensors, payloads), reserved in order
+  // before any is made, as the Python loader reserves them; the mapped leaves are not
+  // allocations.
   bool reserve_all() {
     for (const Entry& e : entries_) {
-      if ((e.how == Entry::How::kNewArray || e.how == Entry::How::kPayload) && !reserve(e)) {
+      if ((e.how == Entry::How::kNewArray || e.how == Entry::How::kPayload ||
+           e.how == Entry::How::kDevice) &&
+          !reserve(e)) {
         return false;
       }
     }
@@ -204,6 +224,8 @@ class PlainLoad {
     for (Entry& e : entries_) {
       if (e.how == Entry::How::kNewArray) {
         new_array(e);
+      } else if (e.how == Entry::How::kDevice) {
+        e.value = new_device_(shape_tuple(e.leaf->shape), static_cast<int>(e.leaf->dtype));
       } else if (e.how == Entry::How::kPayload) {
         e.payload.resize(e.nbytes);
       }
@@ -280,6 +302,7 @@ class PlainLoad {
     for (Entry& e : entries_) {
       switch (e.how) {
         case Entry::How::kValue:
+        case Entry::How::kDevice:  // (made by allocate(), filled by the caller)
           continue;
         case Entry::How::kPayload:
           if (!payload_value(e)) return false;
@@ -334,7 +357,7 @@ class PlainLoad {
   }
 
   const jtree::Reader& r_;
-  nb::handle numpy_dtype_of_, container_, wrap_;
+  nb::handle numpy_dtype_of_, container_, wrap_, new_device_;
   int mmap_mode_;
   jtree::MemoryBudget budget_;
   jtree::ReadOptions options_;
@@ -353,13 +376,17 @@ class PlainLoad {
 }  // namespace
 
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
-                      nb::handle container, nb::handle wrap, int mmap_mode, bool verify,
-                      int threads, const jtree::KeyPathPatterns* keys, bool prune,
-                      uint32_t first, nb::handle parts) {
+                      nb::handle container, nb::handle wrap, nb::handle new_device,
+                      int mmap_mode, bool verify, int threads,
+                      const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
+                      nb::handle parts) {
   if (mmap_mode < 0 || mmap_mode > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
   if (prune && keys == nullptr) throw_value_error("load_plain: prune without keys");
-  return PlainLoad(reader, numpy_dtype_of, container, wrap, mmap_mode, verify, threads, keys,
-                   prune, first, parts)
+  if (!wrap.is_none() && !new_device.is_none()) {
+    throw_value_error("load_plain: wrap and new_device exclude each other");
+  }
+  return PlainLoad(reader, numpy_dtype_of, container, wrap, new_device, mmap_mode, verify,
+                   threads, keys, prune, first, parts)
       .run();
 }
 

@@ -1,0 +1,198 @@
+"""Loads to a device of whole files, parts of files and keys= selections (no cast, target,
+out= or progress) are planned in the native pass (Reader.load_plain with new_device:
+jtree._load_plain._load_to_device): the device tensors allocated there, then filled by one
+jtree._device.read. Through the host stand-in (the CPU stands for the device), each is compared
+with the general loader's plan of the same load (_load_torch.as_stored), and what the native
+pass does not do declines to it: dtypes torch lacks, the memory limits, out of device memory,
+device_options on a load without arrays, JTREE_DEVICE_OVERLAP=reads."""
+import random
+
+import numpy as np
+import pytest
+
+import jtree
+from jtree import _device, _load_plain
+from test_selection import _Holder as Box
+from test_selection_native import FIXED, _random_patterns, rich_tree
+
+
+def canon(x, torch):
+    """A comparable form of a loaded tree: classes, keys in order, tensors' dtype, shape,
+    device and bytes."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", str(x.dtype), tuple(x.shape), str(x.device),
+                x.contiguous().view(-1).view(torch.uint8).tolist() if x.numel() else [])
+    if isinstance(x, tuple) and hasattr(type(x), "_fields"):
+        return ("namedtuple", type(x).__name__, x._fields, [canon(v, torch) for v in x])
+    if isinstance(x, Box):
+        return ("box", canon(x.a, torch), canon(x.b, torch))
+    if isinstance(x, dict):
+        return (type(x).__name__, [(k, canon(v, torch)) for k, v in x.items()])
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [canon(v, torch) for v in x])
+    return (type(x).__name__, x)
+
+
+def general(monkeypatch, *args, **kw):
+    with monkeypatch.context() as m:
+        m.setattr(_load_plain, "applies", lambda o: False)
+        return jtree.load(*args, **kw)
+
+
+def native(monkeypatch, *args, declined=False, **kw):
+    """jtree.load(*args, **kw), checking that the native device pass was asked and that it
+    loaded the tree (``declined``: that it left it to the general loader)."""
+    results = []
+    real = _load_plain._load_to_device
+    with monkeypatch.context() as m:
+        m.setattr(_load_plain, "_load_to_device",
+                  lambda *a: results.append(real(*a)) or results[-1])
+        got = jtree.load(*args, **kw)
+    assert results, "the native device pass was not asked"
+    assert (results[-1] is None) == declined, results[-1]
+    return got
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_device_selections_in_the_native_pass_are_the_general_loaders(torch, path, prune,
+                                                                       monkeypatch):
+    jtree.save(rich_tree(), path, chunk_bytes=4096)
+    with _device.host_stand_in_for_tests() as stats:
+        for keys in [None] + FIXED + _random_patterns(random.Random(11 + prune), 60):
+            if keys is None and prune:
+                continue
+            kw = dict(device="cpu") if keys is None else dict(device="cpu", keys=keys,
+                                                               prune=prune)
+            try:
+                want = general(monkeypatch, path, **kw)
+            except jtree.NotFoundError as e:
+                with pytest.raises(jtree.NotFoundError) as got_error:
+                    native(monkeypatch, path, **kw)
+                assert str(got_error.value) == str(e), keys
+                continue
+            got = native(monkeypatch, path, **kw)
+            assert canon(got, torch) == canon(want, torch), (keys, prune)
+            if isinstance(got, dict) and got.get("tied_a") is not None:
+                if got.get("tied_b") is not None:
+                    assert got["tied_a"] is got["tied_b"]  # (tied: one tensor, as there)
+    assert stats["misuses"] == 0
+
+
+def test_the_whole_file_goes_through_the_staged_copies_in_one_load(torch, path, monkeypatch):
+    tree = rich_tree()
+    jtree.save(tree, path, chunk_bytes=4096)
+    with _device.host_stand_in_for_tests() as stats:
+        got = native(monkeypatch, path, device="cpu")
+    # Every array a tensor of its stored dtype, filled through the stand-in's copies.
+    assert isinstance(got["big"], torch.Tensor) and got["big"].dtype == torch.float32
+    assert np.array_equal(got["big"].numpy(), tree["big"])
+    assert got["params"]["dense"]["kernel"].dtype == torch.float64
+    assert got["opt"][3][0].shape == () and int(got["opt"][3][0]) == 4  # (a saved scalar)
+    assert got["box"].b["z"] == "text" and got[7] == "an int key" and got["step"] == 12
+    assert got["tied_a"] is got["tied_b"]
+    assert stats["bytes_copied"] >= tree["big"].nbytes + tree["tied_a"].nbytes
+    assert stats["allocations"] == stats["frees"] and stats["misuses"] == 0
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_parts_of_a_file_to_a_device_in_the_native_pass(torch, path, prune, monkeypatch):
+    jtree.save(rich_tree(), path)
+    parts = [("params",), ("params", "layers", 1), ("opt",), ("nt",), ("box",), ("big",),
+             ("tied_b",)]
+    with _device.host_stand_in_for_tests(), jtree.open(path) as f:
+        for part in parts:
+            node = f
+            for k in part:
+                node = node[k]
+            for keys in [None, "**/w", "params/layers/1", "box/b/*", "zz", "**"]:
+                if keys is None and prune:
+                    continue
+                kw = dict(device="cpu") if keys is None else dict(device="cpu", keys=keys,
+                                                                   prune=prune)
+                try:
+                    want = general(monkeypatch, node, **kw)
+                except jtree.NotFoundError as e:
+                    with pytest.raises(jtree.NotFoundError) as got_error:
+                        native(monkeypatch, node, **kw)
+                    assert str(got_error.value) == str(e), (part, keys)
+                    continue
+                got = native(monkeypatch, node, **kw)
+                assert canon(got, torch) == canon(want, torch), (part, keys, prune)
+
+
+def test_a_dtype_torch_lacks_declines_to_the_general_loader(torch, path, monkeypatch):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    tree = {"f8": np.arange(6, dtype=np.float32).astype(ml_dtypes.float8_e4m3), "w": np.ones(3)}
+    jtree.save(tree, path)
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.NotSupportedError) as want:
+            general(monkeypatch, path, device="cpu")
+        with pytest.raises(jtree.NotSupportedError) as got:
+            native(monkeypatch, path, device="cpu", declined=True)
+        # (keys= without it: the native pass loads the rest.)
+        rest = native(monkeypatch, path, device="cpu", keys="w")
+    assert str(got.value) == str(want.value) and "'f8'" in str(got.value)
+    assert rest["f8"] is None and torch.equal(rest["w"], torch.ones(3, dtype=torch.float64))
+
+
+def test_over_the_limits_the_general_loaders_error_names_the_leaf(torch, path, monkeypatch):
+    jtree.save({"a": np.ones(100, np.float32), "b": np.ones(1000, np.float32)}, path)
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.ResourceExhaustedError) as want:
+            general(monkeypatch, jtree.open(path, limits={"max_total_bytes": 3000}), device="cpu")
+        with pytest.raises(jtree.ResourceExhaustedError) as got:
+            native(monkeypatch, jtree.open(path, limits={"max_total_bytes": 3000}), device="cpu",
+                   declined=True)
+    assert str(got.value) == str(want.value) and "b" in str(got.value)
+
+
+def test_out_of_device_memory_names_the_leaf_and_the_file(torch, path, monkeypatch):
+    jtree.save({"small": np.ones(10, np.float32), "huge": np.ones((64, 64), np.float32)}, path)
+    real = torch.empty
+
+    def empty(*shape, **kw):
+        dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if tuple(dims) == (64, 64):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 KiB")
+        return real(*shape, **kw)
+    monkeypatch.setattr(torch, "empty", empty)
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.ResourceExhaustedError, match="huge") as e:
+            native(monkeypatch, path, device="cpu", declined=True)
+    assert path in str(e.value) and "16384 bytes" in str(e.value)
+
+
+def test_device_options_on_a_load_without_arrays_are_not_ignored(torch, path, monkeypatch):
+    jtree.save({"step": 3, "name": "run"}, path)
+    with _device.host_stand_in_for_tests():
+        with pytest.raises(jtree.Error) as want:
+            general(monkeypatch, path, device="cpu", device_options=jtree.DeviceOptions())
+        with pytest.raises(type(want.value)) as got:
+            native(monkeypatch, path, device="cpu", device_options=jtree.DeviceOptions(),
+                   declined=True)
+    assert str(got.value) == str(want.value)
+
+
+def test_device_options_apply_to_the_native_pass(torch, path, monkeypatch):
+    jtree.save({"w": np.ones((300, 70), np.float32)}, path, chunk_bytes=4096)
+    opts = jtree.DeviceOptions(staging_bytes=1 << 16, staging_buffers=2)
+    with _device.host_stand_in_for_tests() as stats:
+        got = native(monkeypatch, path, device="cpu", device_options=opts)
+    assert torch.equal(got["w"], torch.ones((300, 70)))
+    st = opts.last_stats
+    assert st is not None and st.direct_bytes + st.buffered_bytes >= 300 * 70 * 4
+    assert stats["peak_pinned_bytes"] <= 1 << 16
+
+
+def test_reading_while_planning_is_the_general_loaders(torch, path, monkeypatch):
+    jtree.save({"w": np.ones(10, np.float32)}, path)
+    asked = []
+    monkeypatch.setattr(_load_plain, "_load_to_device", lambda *a: asked.append(a))
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "reads")
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(path, device="cpu")
+    assert asked == [] and torch.equal(got["w"], torch.ones(10))
+    monkeypatch.setenv("JTREE_DEVICE_OVERLAP", "pin")
+    with _device.host_stand_in_for_tests():
+        jtree.load(path, device="cpu")
+    assert len(asked) == 1
