@@ -3,13 +3,14 @@ after the native copy for ``jtree.load(f, out=tensors)`` and ``jtree.load(f, lik
 benchmark's torch rows, gpu_load.py), with the template fast path
 (jtree._load_torch.from_template) and with the general per-leaf path it replaces; for
 ``jtree.load(f, device=...)``, the native pass (jtree._load_plain._load_to_device: the tree
-planned and the device tensors allocated by Reader.load_plain, one Python call per array
-for its torch.empty) against the Python planner's per-leaf fast path (_load_torch.as_stored,
-what such loads took before 2026-11-27's fourth session); and for
-``jtree.load(f, shardings=SingleDeviceSharding(d))`` (JAX, when installed), the fast path
-(jtree._load_jax.as_stored: no general per-leaf planning; each array imported by jaxlib's
-DLPack function directly, jtree._device_jax._import) against the general planning with
-``jax.dlpack.from_dlpack`` per array; each pair in one run.
+planned and each array's device tensor allocated by Reader.load_plain, one Python call per
+array for its torch.empty) against the Python planner's per-leaf fast path
+(_load_torch.as_stored, what such loads took before the native pass); and for
+``jtree.load(f, shardings=SingleDeviceSharding(d))`` (JAX, when installed) the fast paths
+(the native pass, each array imported by jaxlib's DLPack function directly,
+jtree._device_jax._import) against the general planning with ``jax.dlpack.from_dlpack`` per
+array (``shardings=``), and the native pass against the planner's fast path
+(_load_jax.as_stored), both with that import (``shardings= pass``); each pair in one run.
 
 No GPU is needed: the loads go through jtree's host stand-in engine (the CPU stands for the
 device, as in the tests), and the native staged copy is replaced by a stub, so what is timed
@@ -92,12 +93,12 @@ def main() -> None:
     _load_torch.tensor = counting(_load_torch.tensor)
     # device=: the Python planner's leaves (_load_torch.as_stored), counted apart.
     as_stored_counts: Dict[str, int] = {}
-    real_as_stored = _load_torch.as_stored
-
-    def counted_as_stored(*args: Any) -> Any:
-        as_stored_counts[current[0]] = as_stored_counts.get(current[0], 0) + 1
-        return real_as_stored(*args)
-    _load_torch.as_stored = counted_as_stored
+    def counted_as_stored(real: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            as_stored_counts[current[0]] = as_stored_counts.get(current[0], 0) + 1
+            return real(*args)
+        return counted
+    _load_torch.as_stored = counted_as_stored(_load_torch.as_stored)
     plain_applies = _load_plain.applies
 
     def use_native_pass(fast: bool) -> None:
@@ -107,11 +108,12 @@ def main() -> None:
     def use_templates(fast: bool) -> None:
         _load_torch.from_template = fast_template if fast else (lambda *_a: None)
 
-    fast_jax = _load_jax.as_stored
+    fast_jax = _load_jax.as_stored = counted_as_stored(_load_jax.as_stored)
 
     def use_jax_fast_path(fast: bool) -> None:
         _load_jax.as_stored = fast_jax if fast else (lambda *_a: None)
         _device_jax._import_unavailable = not fast
+        use_native_pass(fast)
 
     calls: Dict[str, Any] = {
         "out=": (use_templates, lambda f, t: jtree.load(f, out=t)),
@@ -124,6 +126,8 @@ def main() -> None:
         sharding = SingleDeviceSharding(jax.devices("cpu")[0])
         calls["shardings="] = (use_jax_fast_path, lambda f, t: jax.block_until_ready(
             jtree.load(f, shardings=sharding)))
+        # (The native pass against the planner's fast path, both importing as jaxlib does.)
+        calls["shardings= pass"] = (use_native_pass, calls["shardings="][1])
 
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "llm.jtree")
@@ -153,7 +157,8 @@ def main() -> None:
                         use(True)
 
     for call in calls:
-        seen = as_stored_counts if call == "device=" else counts
+        # (device= and the JAX pass: what the planner's fast path planned.)
+        seen = as_stored_counts if call in ("device=", "shardings= pass") else counts
         fast, general = seen.get(f"{call} fast", 0), seen.get(f"{call} general", 0)
         # (JAX's general path counts each array twice: planned, then imported.)
         expected = arrays * a.runs * (2 if call == "shardings=" else 1)
@@ -170,7 +175,7 @@ def main() -> None:
         for name in ("fast", "general"):
             ts = times[f"{call} {name}"]
             med[name] = statistics.median(ts)
-            print(f"  jtree.load(f, {call:10s}) {name:7s}: {med[name] * 1e3:6.2f} ms "
+            print(f"  jtree.load(f, {call:15s}) {name:7s}: {med[name] * 1e3:6.2f} ms "
                   f"[{min(ts) * 1e3:.2f}, {max(ts) * 1e3:.2f}]  "
                   f"({med[name] / arrays * 1e6:.1f} us an array)")
         print(f"  {call} fast / general: {med['fast'] / med['general']:.2f}x")

@@ -1,8 +1,8 @@
 """The plain load: ``jtree.load(f)`` / ``File.load()`` of a whole file (or of a part of it,
 ``jtree.load(f["params"])``) as NumPy arrays (or, with
 ``framework="torch"`` on the CPU and the memory map on, torch tensors; with ``framework="jax"``
-where the process's one JAX device is a CPU, JAX arrays; with ``device=`` a device the direct
-path serves, torch tensors in its memory, filled by jtree._device) and Python values, with
+where the process's one JAX device is a CPU, JAX arrays; to a device the direct path serves,
+torch tensors or JAX arrays in its memory, filled by jtree._device) and Python values, with
 no cast, target or progress (the call made most), a ``keys=`` selection allowed (with or
 without prune), done in one native pass (``Reader.load_plain``, bindings/python/src/plain_load.cc;
 a selection's rules in node_selection.h, its patterns the same jtree::KeyPathPatterns the
@@ -29,13 +29,14 @@ def applies(o: Any) -> bool:
     """Whether a load with LoadOptions ``o`` is a plain one (the caller checks that the target
     is everything, of the file or of one node's subtree): NumPy, or torch on the CPU from the
     memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
-    torch), or torch to a device the direct path serves (:func:`_to_device`), or JAX with no
-    shardings= where the process's one JAX device is a CPU (:func:`_jax_cpu_device`); a keys=
-    selection with or without prune (prune alone, which selects everything, takes the general
-    loader). Only a device load may have device_options."""
-    if _to_device(o):
+    torch), or torch or JAX to a device the direct path serves (:func:`_device_target`), or
+    JAX with no shardings= where the process's one JAX device is a CPU
+    (:func:`_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
+    selects everything, takes the general loader). Only a device load may have
+    device_options, or JAX's shardings= (a SingleDeviceSharding)."""
+    if _device_target(o) is not None:
         return (o.cast is None and (o.keys is not None or not o.prune) and not o.fill_out
-                and o.progress is None and o.shardings is None)
+                and o.progress is None)
     if o.framework == "torch":
         if not o.mmap or (o.device is not None and (o.device.type != "cpu"
                                                     or _device.direct(o.device))):
@@ -49,13 +50,26 @@ def applies(o: Any) -> bool:
             and o.progress is None and o.device_options is None and o.shardings is None)
 
 
-def _to_device(o: Any) -> bool:
-    """Whether ``o`` loads torch tensors to a device the direct path serves (the tests' host
-    stand-in's CPU too), planned as _load_torch.as_stored plans it, but for
-    JTREE_DEVICE_OVERLAP=reads, whose reads while planning only the general loader does (a
-    setting this pass would ignore)."""
-    return (o.framework == "torch" and o.device is not None and _device.direct(o.device)
-            and _device.overlap() != "reads")
+def _device_target(o: Any) -> Any:
+    """The device a load with LoadOptions ``o`` puts every array on, whole, through the direct
+    path (the tests' host stand-in's CPU too), as _load_torch.as_stored and _load_jax.as_stored
+    plan it: torch's ``device=``, or JAX's one device (``shardings=`` a SingleDeviceSharding,
+    or none where the process has one device) where it is not a CPU; None for every other
+    load, and with JTREE_DEVICE_OVERLAP=reads, whose reads while planning only the general
+    loader does (a setting this pass would ignore)."""
+    if o.framework == "torch":
+        if o.device is None or not _device.direct(o.device):
+            return None
+        device = o.device
+    elif o.framework == "jax" and o.device is None:
+        from . import _load_jax  # noqa: PLC0415
+
+        device = _load_jax._one_device(o.shardings)
+        if device is False or (device.platform == "cpu" and _device._stand_in is None):
+            return None
+    else:
+        return None
+    return device if _device.overlap() != "reads" else None
 
 
 def numpy_dtype_of(code: int) -> Optional[np.dtype]:
@@ -133,19 +147,15 @@ def _jax_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarr
     return dtype_of, wrap
 
 
-def _device_new(o: Any) -> Tuple[Callable[[int], Optional[np.dtype]],
-                                 Callable[[Tuple[int, ...], int], Any]]:
-    """(numpy_dtype_of, new_device) of a plain load to ``o.device``: each array a new tensor
-    of its stored dtype in the device's memory (torch.empty, as _load_torch._new_on_device
-    makes it), the staging buffers pinned ahead once half their size is allocated
-    (_device.planned, as the general loader's device_planned). Dtypes torch lacks decline to
-    the general loader (through NumPy)."""
+def _torch_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple[
+        Callable[[int], Optional[np.dtype]], Callable[[Tuple[int, ...], int], Any], None]:
+    """(numpy_dtype_of, new_device, wrap) of a plain torch load to ``device``: each array a new
+    tensor of its stored dtype in the device's memory (torch.empty, as
+    _load_torch._new_on_device makes it); ``planned(device, nbytes)`` told of each. Dtypes
+    torch lacks decline to the general loader (through NumPy, or its clear error)."""
     import torch  # noqa: PLC0415
 
     torch_of: Dict[int, Any] = {}
-    device, options = o.device, o.device_options
-    pin = _device.overlap() != "0"
-    cache: dict = {}
     empty = torch.empty
 
     def dtype_of(code: int) -> Optional[np.dtype]:
@@ -158,11 +168,47 @@ def _device_new(o: Any) -> Tuple[Callable[[int], Optional[np.dtype]],
 
     def new_device(shape: Tuple[int, ...], code: int) -> Any:
         t = empty(shape, dtype=torch_of[code], device=device)
-        if pin:
-            _device.planned(cache, device, t.numel() * t.element_size(), options)
+        planned(device, t.numel() * t.element_size())
         return t
 
-    return dtype_of, new_device
+    return dtype_of, new_device, None
+
+
+def _jax_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple[
+        Callable[[int], Optional[np.dtype]], Callable[[Tuple[int, ...], int], Any],
+        Callable[[Any, int], Any]]:
+    """(numpy_dtype_of, new_device, wrap) of a plain JAX load to ``device``: each array's
+    bytes a jtree._device_jax.Dest (placed for the whole load when it is read: one allocation
+    per device), then a JAX array over them (Dest.array), as _load_jax.as_stored makes it;
+    ``planned(device, nbytes)`` told of each. Dtypes the direct path does not take to that
+    device (_device_jax.why_not) decline to the general loader."""
+    from . import _device_jax  # noqa: PLC0415
+
+    item: Dict[int, int] = {}
+    shapes: Dict[int, Tuple[int, ...]] = {}  # id(Dest) -> its array's shape
+
+    def dtype_of(code: int) -> Optional[np.dtype]:
+        name = _dtypes.NAME_OF.get(code, "")
+        if not name or _device_jax.why_not(device, name) is not None:
+            return None
+        d = numpy_dtype_of(code)
+        if d is not None:
+            item[code] = d.itemsize
+        return d
+
+    def new_device(shape: Tuple[int, ...], code: int) -> Any:
+        n = item[code]
+        for k in shape:
+            n *= k
+        dest = _device_jax.Dest(device, n)
+        shapes[id(dest)] = shape
+        planned(device, n)
+        return dest
+
+    def wrap(dest: Any, code: int) -> Any:
+        return dest.array(shapes[id(dest)], _dtypes.NAME_OF[code])
+
+    return dtype_of, new_device, wrap
 
 
 def load(reader: Any, container: Any, o: Any, node: int = 0,
@@ -173,8 +219,9 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
     numbers)`` when keys= patterns match nothing (nothing read: the caller's NotFoundError
     names them); None when the general loader must load it."""
     keys = o.keys.native if o.keys is not None else None
-    if _to_device(o):
-        return _load_to_device(reader, container, o, keys, node, path)
+    device = _device_target(o)
+    if device is not None:
+        return _load_to_device(reader, container, o, device, keys, node, path)
     if o.framework == "jax":
         # (Copy-on-write for mmap="r" too, as torch's: XLA keeps an aligned leaf's mapped
         # bytes as they are, no copy, and a JAX array has no read-only flag to carry.)
@@ -190,26 +237,38 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
                              o.threads, keys, o.prune, node, path)
 
 
-def _load_to_device(reader: Any, container: Any, o: Any, keys: Any, node: int,
+def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any, node: int,
                     path: Tuple[Any, ...]) -> Optional[Tuple[Any, List[int]]]:
-    """:func:`load` to ``o.device``: the tree planned and its device tensors allocated in the
-    native pass, then filled by one jtree._device.read (pinned staging, the GIL released).
-    Out of device memory while allocating, and a load with device_options but no array (the
+    """:func:`load` to ``device`` (:func:`_device_target`): the tree planned and its device
+    destinations made in the native pass, filled by one jtree._device.read (pinned staging,
+    the GIL released; the staging buffers pinned ahead once half their size is planned, as
+    the general loader's Loader.device_planned does), then made the tree's values. Out of
+    torch's device memory while allocating, and a load with device_options but no array (the
     general loader's error for device_options it cannot use), decline to the general loader,
     which raises its own clear error naming the leaf or the setting."""
+    pin = _device.overlap() != "0"
+    cache: dict = {}
+
+    def planned(dev: Any, nbytes: int) -> None:
+        if pin:
+            _device.planned(cache, dev, nbytes, o.device_options)
+
+    def fill(requests: List[Any]) -> bool:
+        if o.device_options is not None and not requests:
+            return False
+        _device.read(reader, requests, verify=o.verify, threads=o.threads,
+                     options=o.device_options)
+        return True
+
+    if o.framework == "jax":
+        dtype_of, new_device, wrap = _jax_destinations(device, planned)
+        return reader.load_plain(dtype_of, container, wrap, 0, o.verify, o.threads, keys,
+                                 o.prune, node, path, new_device=new_device, fill=fill)
     import torch  # noqa: PLC0415
 
-    dtype_of, new_device = _device_new(o)
+    dtype_of, new_device, _ = _torch_destinations(device, planned)
     try:
-        got = reader.load_plain(dtype_of, container, None, 0, o.verify, o.threads, keys,
-                                o.prune, node, path, new_device=new_device)
+        return reader.load_plain(dtype_of, container, None, 0, o.verify, o.threads, keys,
+                                 o.prune, node, path, new_device=new_device, fill=fill)
     except torch.cuda.OutOfMemoryError:  # (torch.OutOfMemoryError, any device)
         return None
-    if got is None or len(got) == 2:  # (declined; or keys= patterns that match nothing)
-        return got
-    tree, unmatched, requests = got
-    if o.device_options is not None and not requests:
-        return None
-    _device.read(reader, requests, verify=o.verify, threads=o.threads,
-                 options=o.device_options)
-    return tree, unmatched

@@ -20,5 +20,5 @@ def test_the_script_compares_both_paths():
     assert p.returncode == 0, p.stdout + p.stderr
     assert "63 arrays, 2 loads each" in p.stdout, p.stdout  # (2 layers: 3 x (2 x 9 + 3))
     require("jax")  # (its rows too, where it is installed)
-    for call in ("out=", "like=", "device=", "shardings="):
+    for call in ("out=", "like=", "device=", "shardings=", "shardings= pass"):
         assert re.search(rf"{re.escape(call)} fast / general: \d+\.\d\dx", p.stdout), p.stdout

@@ -16,20 +16,20 @@ from test_selection import _Holder as Box
 from test_selection_native import FIXED, _random_patterns, rich_tree
 
 
-def canon(x, torch):
+def canon(x, torch, device=True):
     """A comparable form of a loaded tree: classes, keys in order, tensors' dtype, shape,
-    device and bytes."""
+    device (unless ``device`` is False) and bytes."""
     if isinstance(x, torch.Tensor):
-        return ("tensor", str(x.dtype), tuple(x.shape), str(x.device),
+        return ("tensor", str(x.dtype), tuple(x.shape), str(x.device) if device else "",
                 x.contiguous().view(-1).view(torch.uint8).tolist() if x.numel() else [])
     if isinstance(x, tuple) and hasattr(type(x), "_fields"):
-        return ("namedtuple", type(x).__name__, x._fields, [canon(v, torch) for v in x])
+        return ("namedtuple", type(x).__name__, x._fields, [canon(v, torch, device) for v in x])
     if isinstance(x, Box):
-        return ("box", canon(x.a, torch), canon(x.b, torch))
+        return ("box", canon(x.a, torch, device), canon(x.b, torch, device))
     if isinstance(x, dict):
-        return (type(x).__name__, [(k, canon(v, torch)) for k, v in x.items()])
+        return (type(x).__name__, [(k, canon(v, torch, device)) for k, v in x.items()])
     if isinstance(x, (list, tuple)):
-        return (type(x).__name__, [canon(v, torch) for v in x])
+        return (type(x).__name__, [canon(v, torch, device) for v in x])
     return (type(x).__name__, x)
 
 
@@ -196,3 +196,98 @@ def test_reading_while_planning_is_the_general_loaders(torch, path, monkeypatch)
     with _device.host_stand_in_for_tests():
         jtree.load(path, device="cpu")
     assert len(asked) == 1
+
+
+def jax_canon(x, jax):
+    """canon() for JAX results: arrays by dtype, shape, devices and bytes."""
+    if isinstance(x, jax.Array):
+        return ("jax", str(x.dtype), tuple(x.shape), sorted(str(d) for d in x.devices()),
+                np.asarray(x).tobytes())
+    if isinstance(x, tuple) and hasattr(type(x), "_fields"):
+        return ("namedtuple", type(x).__name__, x._fields, [jax_canon(v, jax) for v in x])
+    if isinstance(x, Box):
+        return ("box", jax_canon(x.a, jax), jax_canon(x.b, jax))
+    if isinstance(x, dict):
+        return (type(x).__name__, [(k, jax_canon(v, jax)) for k, v in x.items()])
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [jax_canon(v, jax) for v in x])
+    return (type(x).__name__, x)
+
+
+@pytest.mark.parametrize("prune", [False, True])
+def test_jax_to_one_device_in_the_native_pass_is_the_general_loaders(jax, path, prune,
+                                                                      monkeypatch):
+    from jax.sharding import SingleDeviceSharding
+
+    device = jax.devices()[-1]  # (not the default one: the arrays must land there)
+    sharding = SingleDeviceSharding(device)
+    jtree.save(rich_tree(), path, chunk_bytes=4096)
+    with _device.host_stand_in_for_tests() as stats:
+        for keys in [None] + FIXED[:18] + _random_patterns(random.Random(5 + prune), 30):
+            if keys is None and prune:
+                continue
+            kw = dict(shardings=sharding) if keys is None else dict(
+                shardings=sharding, keys=keys, prune=prune)
+            try:
+                want = general(monkeypatch, path, **kw)
+            except jtree.NotFoundError as e:
+                with pytest.raises(jtree.NotFoundError) as got_error:
+                    native(monkeypatch, path, **kw)
+                assert str(got_error.value) == str(e), keys
+                continue
+            got = native(monkeypatch, path, **kw)
+            assert jax_canon(got, jax) == jax_canon(want, jax), (keys, prune)
+            if isinstance(got, dict) and got.get("big") is not None:
+                assert got["big"].devices() == {device}
+            if isinstance(got, dict) and got.get("tied_a") is not None:
+                if got.get("tied_b") is not None:
+                    assert got["tied_a"] is got["tied_b"]
+    assert stats["misuses"] == 0 and stats["copies"] > 0
+
+
+def test_jax_dtypes_the_direct_path_lacks_decline(jax, path, monkeypatch):
+    from jax.sharding import SingleDeviceSharding
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    sharding = SingleDeviceSharding(jax.devices()[0])
+    # float8 is read as bytes and bitcast on the device: the native pass takes it; int4 is read
+    # through host memory: the general loader's.
+    f8 = np.arange(6, dtype=np.float32).astype(ml_dtypes.float8_e4m3fn)
+    jtree.save({"f8": f8, "w": np.ones(3, np.float32)}, path)
+    with _device.host_stand_in_for_tests():
+        got = native(monkeypatch, path, shardings=sharding)
+    assert got["f8"].dtype == f8.dtype and np.array_equal(np.asarray(got["f8"]), f8)
+    i4 = np.arange(-4, 4, dtype=np.int8).astype(ml_dtypes.int4)
+    jtree.save({"i4": i4, "w": np.ones(3, np.float32)}, path)
+    with _device.host_stand_in_for_tests():
+        got = native(monkeypatch, path, shardings=sharding, declined=True)
+        want = general(monkeypatch, path, shardings=sharding)
+    assert jax_canon(got, jax) == jax_canon(want, jax)
+
+
+def test_gpu_loads_take_the_native_pass(torch, path, monkeypatch):
+    from test_device_load import _need_gpu
+
+    _need_gpu(torch)
+    tree = rich_tree()
+    jtree.save(tree, path, chunk_bytes=64 << 10)
+    got = native(monkeypatch, path, device="cuda:0")
+    host = jtree.load(path, framework="torch")
+    assert got["big"].device == torch.device("cuda:0")
+    assert canon(got, torch, device=False) == canon(host, torch, device=False)
+    assert got["tied_a"] is got["tied_b"]
+    try:
+        import jax
+    except ImportError:
+        print("!!! JAX not installed: its native device pass was not exercised on the GPU")
+        return
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        print("!!! JAX sees no GPU: its native device pass was not exercised on the GPU")
+        return
+    from jax.sharding import SingleDeviceSharding
+
+    got = native(monkeypatch, path, shardings=SingleDeviceSharding(gpus[0]))
+    assert got["big"].devices() == {gpus[0]}
+    assert np.array_equal(np.asarray(got["big"]), tree["big"])
+    assert got["tied_a"] is got["tied_b"]

@@ -17,10 +17,12 @@
 //   read_many; a saved scalar (FLAG_SCALAR, shape ()) is a NumPy scalar. With `wrap` (torch)
 //   each array is `wrap(array, code)` instead (a tensor over the same memory; no scalars);
 // - with `new_device` (a load to a device the direct path serves: jtree._load_plain) each
-//   array is `new_device(shape, code)` instead, a new tensor in device memory (its dtype's item
-//   size still from `numpy_dtype_of`), not read here: the result carries the list of read
-//   requests, (leaf, None, tensor), for jtree._device.read, which copies them through pinned
-//   staging buffers (the device path's rules: jtree._load_torch.as_stored);
+//   array is `new_device(shape, code)` instead, its destination in device memory (a torch
+//   tensor; for JAX a jtree._device_jax.Dest), its dtype's item size still from
+//   `numpy_dtype_of`, not read here: `fill([(leaf, None, destination)...])` fills them all
+//   (jtree._device.read: pinned staging buffers; False declines), then `wrap(destination,
+//   code)` (if given) makes each array's value (JAX: the array over the filled memory). The
+//   device path's rules are jtree._load_torch.as_stored's and _load_jax.as_stored's;
 // - Int/Float/Bool/Complex leaves are their values, Str/Bytes/ByteArray leaves their payloads
 //   (str, bytes, bytearray);
 // - a leaf referred to twice (tied weights) is one object;
@@ -59,7 +61,7 @@ struct Entry {
   const jtree::Leaf* leaf = nullptr;
   nb::object dtype;    // arrays: the NumPy dtype
   uint64_t nbytes = 0;
-  nb::object array;    // kNewArray: the new array; kDevice: the new device tensor
+  nb::object array;    // kNewArray: the new array; kDevice: its destination
   jtree::MappedLeaf mapped;
   std::string payload;
   nb::object value;    // what the tree holds
@@ -68,13 +70,15 @@ struct Entry {
 class PlainLoad {
  public:
   PlainLoad(const jtree::Reader& r, nb::handle numpy_dtype_of, nb::handle container,
-            nb::handle wrap, nb::handle new_device, int mmap_mode, bool verify, int threads,
+            nb::handle wrap, nb::handle new_device, nb::handle fill, int mmap_mode,
+            bool verify, int threads,
             const jtree::KeyPathPatterns* keys, bool prune, uint32_t first, nb::handle parts)
       : r_(r),
         numpy_dtype_of_(numpy_dtype_of),
         container_(container),
         wrap_(wrap),
         new_device_(new_device),
+        fill_(fill),
         mmap_mode_(mmap_mode),
         budget_(r.options().limits),
         keys_(keys),
@@ -86,7 +90,7 @@ class PlainLoad {
   }
 
   // (tree, []) or, when keys= patterns matched nothing, (None, [their numbers]) with nothing
-  // read; None when declined. With new_device: (tree, [], [device read requests]).
+  // read; None when declined.
   nb::object run() {
     if (first_ >= r_.num_nodes()) throw_value_error("load_plain: no such node");
     end_ = subtree_end(r_, first_);
@@ -113,20 +117,13 @@ class PlainLoad {
       return nb::make_tuple(nb::none(), unmatched);
     }
     allocate();
-    if (!map()) return nb::none();
+    if (!fill_devices() || !map()) return nb::none();
     read();
     if (!make_values()) return nb::none();
     nb::object tree = assemble_tree(
         r_, container_, [this](uint32_t leaf) { return entries_[slot_[leaf]].value; }, first_,
         parts_, selection_ ? &*selection_ : nullptr);
-    if (new_device_.is_none()) return nb::make_tuple(tree, nb::list());
-    nb::list requests;
-    for (Entry& e : entries_) {
-      if (e.how == Entry::How::kDevice) {
-        requests.append(nb::make_tuple(e.index, nb::none(), e.value));
-      }
-    }
-    return nb::make_tuple(tree, nb::list(), requests);
+    return nb::make_tuple(tree, nb::list());
   }
 
  private:
@@ -225,7 +222,7 @@ class PlainLoad {
       if (e.how == Entry::How::kNewArray) {
         new_array(e);
       } else if (e.how == Entry::How::kDevice) {
-        e.value = new_device_(shape_tuple(e.leaf->shape), static_cast<int>(e.leaf->dtype));
+        e.array = new_device_(shape_tuple(e.leaf->shape), static_cast<int>(e.leaf->dtype));
       } else if (e.how == Entry::How::kPayload) {
         e.payload.resize(e.nbytes);
       }
@@ -269,6 +266,19 @@ class PlainLoad {
     return true;
   }
 
+  // The device destinations filled by one call of `fill` (none without new_device); false
+  // when it declines.
+  bool fill_devices() {
+    if (new_device_.is_none()) return true;
+    nb::list requests;
+    for (const Entry& e : entries_) {
+      if (e.how == Entry::How::kDevice) {
+        requests.append(nb::make_tuple(e.index, nb::none(), e.array));
+      }
+    }
+    return nb::cast<bool>(fill_(requests));
+  }
+
   // Every new array and payload in one read_many, the GIL released.
   void read() {
     std::vector<jtree::ReadRequest> reqs;
@@ -302,12 +312,12 @@ class PlainLoad {
     for (Entry& e : entries_) {
       switch (e.how) {
         case Entry::How::kValue:
-        case Entry::How::kDevice:  // (made by allocate(), filled by the caller)
           continue;
         case Entry::How::kPayload:
           if (!payload_value(e)) return false;
           continue;
         case Entry::How::kNewArray:
+        case Entry::How::kDevice:  // (filled by fill_devices)
           e.value = std::move(e.array);
           break;
         case Entry::How::kMapped:
@@ -316,6 +326,8 @@ class PlainLoad {
       }
       if (!wrap_.is_none()) {
         e.value = wrap_(e.value, static_cast<int>(e.leaf->dtype));
+      } else if (e.how == Entry::How::kDevice) {
+        continue;  // (a tensor of its shape already)
       } else if ((e.leaf->flags & jtree::kLeafFlagScalar) != 0 && e.leaf->shape.empty()) {
         PyObject* s = PyObject_GetItem(e.value.ptr(), scalar_index.ptr());
         if (s == nullptr) throw nb::python_error();
@@ -357,7 +369,7 @@ class PlainLoad {
   }
 
   const jtree::Reader& r_;
-  nb::handle numpy_dtype_of_, container_, wrap_, new_device_;
+  nb::handle numpy_dtype_of_, container_, wrap_, new_device_, fill_;
   int mmap_mode_;
   jtree::MemoryBudget budget_;
   jtree::ReadOptions options_;
@@ -377,15 +389,15 @@ class PlainLoad {
 
 nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
                       nb::handle container, nb::handle wrap, nb::handle new_device,
-                      int mmap_mode, bool verify, int threads,
+                      nb::handle fill, int mmap_mode, bool verify, int threads,
                       const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
                       nb::handle parts) {
   if (mmap_mode < 0 || mmap_mode > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
   if (prune && keys == nullptr) throw_value_error("load_plain: prune without keys");
-  if (!wrap.is_none() && !new_device.is_none()) {
-    throw_value_error("load_plain: wrap and new_device exclude each other");
+  if (new_device.is_none() != fill.is_none()) {
+    throw_value_error("load_plain: new_device and fill go together");
   }
-  return PlainLoad(reader, numpy_dtype_of, container, wrap, new_device, mmap_mode, verify,
+  return PlainLoad(reader, numpy_dtype_of, container, wrap, new_device, fill, mmap_mode, verify,
                    threads, keys, prune, first, parts)
       .run();
 }

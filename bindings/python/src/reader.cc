@@ -144,9 +144,9 @@ class PyReader {
   nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, nb::handle wrap,
                         int mmap_mode, bool verify, int threads,
                         const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
-                        nb::handle parts, nb::handle new_device) const {
-    return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, new_device, mmap_mode, verify,
-                            threads, keys, prune, first, parts);
+                        nb::handle parts, nb::handle new_device, nb::handle fill) const {
+    return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, new_device, fill, mmap_mode,
+                            verify, threads, keys, prune, first, parts);
   }
 
   // load_pytreedef of the whole file (see jtpy::spec_tree).
@@ -446,7 +446,7 @@ void register_reader(nb::module_& m) {
            nb::arg("wrap").none(), nb::arg("mmap_mode"), nb::arg("verify") = true,
            nb::arg("threads") = 0, nb::arg("keys").none() = nb::none(), nb::arg("prune") = false,
            nb::arg("first") = 0, nb::arg("parts") = nb::tuple(),
-           nb::arg("new_device").none() = nb::none(),
+           nb::arg("new_device").none() = nb::none(), nb::arg("fill").none() = nb::none(),
            "The whole file (or the subtree of node `first`, whose key path parts are `parts`) "
            "loaded as NumPy arrays and Python values in one pass (jtree.load "
            "with no cast, target or device; keys: a KeyPathPatterns selection or None, prune "
@@ -454,9 +454,10 @@ void register_reader(nb::module_& m) {
            "nothing]) with nothing read, or None where the general loader must do it "
            "(pickled or custom leaves, a dtype NumPy lacks, the memory limits). "
            "numpy_dtype_of(code) -> np.dtype | None; wrap None, or wrap(array, "
-           "code) -> each array's value (torch tensors); new_device None, or (not with wrap) "
-           "new_device(shape, code) -> each array's new device tensor, left unread: the "
-           "result is then (tree, [], [(leaf, None, tensor)...]) for jtree._device.read; "
+           "code) -> each array's value (torch tensors); new_device and fill None, or "
+           "new_device(shape, code) -> each array's device destination and "
+           "fill([(leaf, None, destination)...]) -> bool filling them (False declines), "
+           "wrap then making their values; "
            "mmap_mode 0 copies, 1 copy-on-write "
            "views of mapped leaves, 2 read-only views; containers other than dict/list/tuple "
            "by container(kind, type_name, aux, keys, values, parts).")
