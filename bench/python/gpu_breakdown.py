@@ -7,7 +7,10 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
   alloc-each   torch.empty on the device for every array (what device= and out= pay)
   alloc-one    one torch.empty for all the arrays' bytes, the arrays as views of it
   dev          jtree.load(f, device=...): the whole call (open, plan, allocate, read, copy),
-               as it runs by default: the staging buffers pinned ahead while it plans
+               as it runs by default: planned in the native pass (since 2026-11-27, fourth
+               session), the staging buffers pinned ahead while it plans
+  dev-planner  dev planned by the Python planner instead (_load_torch.as_stored: what
+               device= loads did before the native pass)
   dev-serial   the same with JTREE_DEVICE_OVERLAP=0: no pinning ahead (the gain of pinning
                ahead is dev against it)
   dev-reads    JTREE_DEVICE_OVERLAP=reads: besides, each staging memory's worth of the plan is
@@ -48,10 +51,10 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ["alloc-each", "alloc-one", "dev", "dev-serial", "dev-reads", "dev-reads-unpinned",
+MODES = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned",
          "dev-reserve", "dev-reads-reserve", "dev-expandable", "out-each", "out-one",
          "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
-DEV_MODES = ("dev", "dev-serial", "dev-reads", "dev-reads-unpinned", "dev-reserve",
+DEV_MODES = ("dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned", "dev-reserve",
              "dev-reads-reserve", "dev-expandable")
 
 
@@ -61,11 +64,12 @@ def instrument(res: Dict[str, Any]) -> Any:
     and count), into res["batches"] and res["alloc_in_load_ms"]; returns the functions that
     start a load's clock and keep what was timed (done). Wraps jtree internals: a
     measurement, not an API."""
-    from jtree import _device, _load_torch
+    from jtree import _device, _load_plain, _load_torch
     zero = [time.perf_counter()]
     batches: List[Any] = []
     alloc = [0.0, 0]
     native, new = _device._native_load, _load_torch._new_on_device
+    destinations = _load_plain._torch_destinations
 
     def timed_native(reader: Any, reqs: List[Any], dev: Any, kw: dict) -> Any:
         t = time.perf_counter()
@@ -76,13 +80,23 @@ def instrument(res: Dict[str, Any]) -> Any:
         return r
 
     def timed_new(*a: Any, **k: Any) -> Any:
+        return timed_new_with(lambda: new(*a, **k))
+
+    def timed_destinations(*a: Any) -> Any:
+        # (The native pass's allocations: device= loads it plans; the planner's are
+        # _new_on_device's, timed above.)
+        dtype_of, new_device, wrap = destinations(*a)
+        return dtype_of, lambda *b: timed_new_with(new_device, *b), wrap
+
+    def timed_new_with(fn: Any, *a: Any) -> Any:
         t = time.perf_counter()
-        r = new(*a, **k)
+        r = fn(*a)
         alloc[0] += time.perf_counter() - t
         alloc[1] += 1
         return r
 
     _device._native_load, _load_torch._new_on_device = timed_native, timed_new
+    _load_plain._torch_destinations = timed_destinations
 
     def start() -> None:
         zero[0] = time.perf_counter()
@@ -185,6 +199,11 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
         from jtree import _device
         if mode == "dev-reads-unpinned":
             _device.pin_ahead = lambda device, options: None
+        if mode == "dev-planner":
+            from jtree import _load_plain
+            real_applies = _load_plain.applies
+            _load_plain.applies = lambda o: (real_applies(o)
+                                             and _load_plain._device_target(o) is None)
         reserve = total_bytes(path) if mode.endswith("-reserve") else 0
         start, done = instrument(res)
         opts = jtree.DeviceOptions() if device.startswith("cuda") else None
