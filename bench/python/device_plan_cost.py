@@ -20,6 +20,13 @@ embeddings and heads; 873 arrays at 32 layers), with tiny arrays: the planning d
 depend on their size.
 
     PYTHONPATH=python .venv/bin/python bench/python/device_plan_cost.py --layers 32 --runs 21
+    PYTHONPATH=python .venv/bin/python bench/python/device_plan_cost.py --fresh --runs 11
+
+With ``--fresh`` each ``device=`` and ``shardings=`` load (native pass, and the planner's fast
+path) runs in a fresh Python process instead, as a server's first load meets it: ``import
+torch, jtree`` (and jax) before the clock, then ``jtree.open`` + the load timed, first calls
+included, with the stand-in engine's real host copy (not stubbed); the first load of each way
+is checked against a host load.
 
 Prints, per call, the median [min, max] over --runs loads (one process, the two paths
 alternated, after one load of each to warm up), and the fast path's time over the general
@@ -61,7 +68,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=32, help="layers of the tree (32: 873 arrays)")
     ap.add_argument("--runs", type=int, default=21, help="loads per path and call")
+    ap.add_argument("--fresh", action="store_true",
+                    help="device= and shardings= loads, each in a fresh process")
+    ap.add_argument("--child", nargs=3, metavar=("PATH", "CALL", "WAY"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        return fresh_child(*a.child)
+    if a.fresh:
+        return fresh_main(a)
 
     import torch
     import jtree
@@ -179,6 +193,91 @@ def main() -> None:
                   f"[{min(ts) * 1e3:.2f}, {max(ts) * 1e3:.2f}]  "
                   f"({med[name] / arrays * 1e6:.1f} us an array)")
         print(f"  {call} fast / general: {med['fast'] / med['general']:.2f}x")
+
+
+FRESH_CALLS = ("device=", "shardings=")
+
+
+def fresh_child(path: str, call: str, way: str) -> None:
+    """One fresh-process load (--fresh): prints its time in seconds, after checking the first
+    of each way (``way``: "native" or "planner"; "-check" appended: check it)."""
+    import numpy as np
+    import torch
+    import jtree
+    from jtree import _device, _load_plain
+
+    if call == "shardings=":
+        import jax
+        from jax.sharding import SingleDeviceSharding
+        sharding = SingleDeviceSharding(jax.devices("cpu")[0])
+    if way.startswith("planner"):
+        _load_plain.applies = lambda _o, real=_load_plain.applies: (
+            real(_o) and _load_plain._device_target(_o) is None)
+    taken = []
+    real_pass = _load_plain._load_to_device
+    _load_plain._load_to_device = lambda *x: taken.append(1) or real_pass(*x)
+    with _device.host_stand_in_for_tests():
+        t0 = time.perf_counter()
+        with jtree.open(path) as f:
+            if call == "device=":
+                got = jtree.load(f, device="cpu")
+            else:
+                got = jax.block_until_ready(jtree.load(f, shardings=sharding))
+        t = time.perf_counter() - t0
+    if bool(taken) != way.startswith("native"):
+        raise SystemExit(f"{call} {way}: the native pass was {'' if taken else 'not '}taken")
+    if way.endswith("-check"):
+        want = jtree.load(path, framework="numpy")
+
+        def check(g: Any, w: Any) -> None:
+            if isinstance(w, dict):
+                for k in w:
+                    check(g[k], w[k])
+            elif isinstance(w, np.ndarray):
+                arr = g.float().numpy() if isinstance(g, torch.Tensor) else np.asarray(g)
+                assert np.array_equal(arr.astype(np.float32), w.astype(np.float32))
+            else:
+                assert g == w
+        check(got, want)
+    print(f"TIME {t!r}")
+
+
+def fresh_main(a: Any) -> None:
+    """--fresh: each call's two ways alternated, each load a child process."""
+    import subprocess
+
+    import torch
+    import jtree
+
+    try:
+        import jax  # noqa: F401
+        calls = FRESH_CALLS
+    except ImportError:
+        calls = ("device=",)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "llm.jtree")
+        tree = llm_like(torch, a.layers)
+        jtree.save(tree, path, compression=None)
+        arrays = _count(torch, tree)
+        print(f"jtree {jtree.__version__}, torch {torch.__version__}, {arrays} arrays, "
+              f"{a.runs} fresh processes each, alternated; open + load timed, the host "
+              f"stand-in engine copying")
+        for call in calls:
+            times: Dict[str, List[float]] = {"native": [], "planner": []}
+            for run in range(a.runs):
+                for way in times:
+                    p = subprocess.run(
+                        [sys.executable, __file__, "--child", path, call,
+                         way + ("-check" if run == 0 else "")],
+                        capture_output=True, text=True, timeout=600)
+                    if p.returncode != 0:
+                        raise SystemExit(f"{call} {way} failed:\n{p.stdout}{p.stderr}")
+                    times[way].append(float(p.stdout.split("TIME ")[-1]))
+            med = {w: statistics.median(ts) for w, ts in times.items()}
+            for w, ts in times.items():
+                print(f"  jtree.load(f, {call:10s}) {w:7s}: {med[w] * 1e3:6.2f} ms "
+                      f"[{min(ts) * 1e3:.2f}, {max(ts) * 1e3:.2f}]")
+            print(f"  {call} native / planner: {med['native'] / med['planner']:.2f}x")
 
 
 def _count(torch: Any, t: Any) -> int:

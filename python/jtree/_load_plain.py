@@ -98,8 +98,13 @@ def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.nda
         t = getattr(torch, name, None) if name not in _dtypes.TORCH_MISSING else None
         if not isinstance(t, torch.dtype):
             return None  # (the general loader: through NumPy, or the clear error)
-        torch_of[code] = None if name in _FROM_NUMPY else t
-        return numpy_dtype_of(code)
+        if name in _FROM_NUMPY:
+            torch_of[code] = None
+            return numpy_dtype_of(code)
+        # (Viewed from its bytes: NumPy arrays of its item size do, without importing
+        # ml_dtypes for bfloat16, about 7 ms of a fresh process's first load.)
+        torch_of[code] = t
+        return np.dtype((np.void, t.itemsize))
 
     def wrap(a: np.ndarray, code: int) -> Any:
         t = torch_of[code]
@@ -164,7 +169,9 @@ def _torch_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tup
         if not isinstance(t, torch.dtype):
             return None
         torch_of[code] = t
-        return numpy_dtype_of(code)
+        # (Only its item size counts here: no NumPy array is made. Not numpy_dtype_of, which
+        # would import ml_dtypes for bfloat16, about 8 ms of a fresh process's first load.)
+        return np.dtype((np.void, t.itemsize))
 
     def new_device(shape: Tuple[int, ...], code: int) -> Any:
         t = empty(shape, dtype=torch_of[code], device=device)

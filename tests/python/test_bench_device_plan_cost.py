@@ -22,3 +22,14 @@ def test_the_script_compares_both_paths():
     require("jax")  # (its rows too, where it is installed)
     for call in ("out=", "like=", "device=", "shardings=", "shardings= pass"):
         assert re.search(rf"{re.escape(call)} fast / general: \d+\.\d\dx", p.stdout), p.stdout
+
+
+def test_the_script_in_fresh_processes_checks_both_ways():
+    """--fresh: each load a child process, the first of each way checked against a host load,
+    and each child checks that it took (or not) the native pass."""
+    require("torch")
+    p = subprocess.run([sys.executable, SCRIPT, "--fresh", "--layers", "1", "--runs", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 fresh processes each, alternated" in p.stdout, p.stdout
+    assert re.search(r"device= native / planner: \d+\.\d\dx", p.stdout), p.stdout

@@ -291,3 +291,34 @@ def test_gpu_loads_take_the_native_pass(torch, path, monkeypatch):
     assert got["big"].devices() == {gpus[0]}
     assert np.array_equal(np.asarray(got["big"]), tree["big"])
     assert got["tied_a"] is got["tied_b"]
+
+
+_NO_ML_DTYPES = r"""
+import sys
+import torch
+import jtree
+from jtree import _device
+
+path = sys.argv[1]
+tree = {"bf": torch.arange(6, dtype=torch.bfloat16), "f": torch.ones(3),
+        "u16": torch.arange(4).to(torch.uint16), "s": torch.tensor(1.5, dtype=torch.bfloat16)}
+jtree.save(tree, path)
+host = jtree.load(path, framework="torch")
+with _device.host_stand_in_for_tests():
+    dev = jtree.load(path, device="cpu")
+for got in (host, dev):
+    for k, v in tree.items():
+        assert got[k].dtype == v.dtype and torch.equal(got[k], v), k
+assert "ml_dtypes" not in sys.modules, "a torch load imported ml_dtypes"
+print("ok")
+"""
+
+
+def test_torch_loads_of_bfloat16_do_not_import_ml_dtypes(torch, path):
+    # (Its import is about 7 ms of a fresh process's first load; torch has bfloat16 itself.)
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", _NO_ML_DTYPES, path], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stdout + p.stderr
