@@ -53,25 +53,43 @@ def native(monkeypatch, *args, declined=False, **kw):
     return got
 
 
+def both_ways(monkeypatch, source, form, **kw):
+    """jtree.load(source, **kw) by the general loader and by the native pass: the same tree
+    (``form``: canon or jax_canon of each) or the same NotFoundError; the native one, or
+    None for a NotFoundError."""
+    try:
+        want = general(monkeypatch, source, **kw)
+    except jtree.NotFoundError as e:
+        with pytest.raises(jtree.NotFoundError) as got_error:
+            native(monkeypatch, source, **kw)
+        assert str(got_error.value) == str(e), kw
+        return None
+    got = native(monkeypatch, source, **kw)
+    assert form(got) == form(want), kw
+    return got
+
+
+def selections(seed, fixed=FIXED, random_ones=60):
+    """None (no keys=) and keys= patterns: the fixed ones, then random ones."""
+    return [None] + fixed + _random_patterns(random.Random(seed), random_ones)
+
+
+def selection_kw(keys, prune, **kw):
+    """The load's keyword arguments for ``keys`` (None: none) and ``prune``; None where the
+    combination is not a load to make (prune without keys)."""
+    if keys is None:
+        return None if prune else kw
+    return dict(kw, keys=keys, prune=prune)
+
+
 @pytest.mark.parametrize("prune", [False, True])
 def test_device_selections_in_the_native_pass_are_the_general_loaders(torch, path, prune,
                                                                        monkeypatch):
     jtree.save(rich_tree(), path, chunk_bytes=4096)
     with _device.host_stand_in_for_tests() as stats:
-        for keys in [None] + FIXED + _random_patterns(random.Random(11 + prune), 60):
-            if keys is None and prune:
-                continue
-            kw = dict(device="cpu") if keys is None else dict(device="cpu", keys=keys,
-                                                               prune=prune)
-            try:
-                want = general(monkeypatch, path, **kw)
-            except jtree.NotFoundError as e:
-                with pytest.raises(jtree.NotFoundError) as got_error:
-                    native(monkeypatch, path, **kw)
-                assert str(got_error.value) == str(e), keys
-                continue
-            got = native(monkeypatch, path, **kw)
-            assert canon(got, torch) == canon(want, torch), (keys, prune)
+        for keys in selections(11 + prune):
+            kw = selection_kw(keys, prune, device="cpu")
+            got = kw and both_ways(monkeypatch, path, lambda t: canon(t, torch), **kw)
             if isinstance(got, dict) and got.get("tied_a") is not None:
                 if got.get("tied_b") is not None:
                     assert got["tied_a"] is got["tied_b"]  # (tied: one tensor, as there)
@@ -105,19 +123,9 @@ def test_parts_of_a_file_to_a_device_in_the_native_pass(torch, path, prune, monk
             for k in part:
                 node = node[k]
             for keys in [None, "**/w", "params/layers/1", "box/b/*", "zz", "**"]:
-                if keys is None and prune:
-                    continue
-                kw = dict(device="cpu") if keys is None else dict(device="cpu", keys=keys,
-                                                                   prune=prune)
-                try:
-                    want = general(monkeypatch, node, **kw)
-                except jtree.NotFoundError as e:
-                    with pytest.raises(jtree.NotFoundError) as got_error:
-                        native(monkeypatch, node, **kw)
-                    assert str(got_error.value) == str(e), (part, keys)
-                    continue
-                got = native(monkeypatch, node, **kw)
-                assert canon(got, torch) == canon(want, torch), (part, keys, prune)
+                kw = selection_kw(keys, prune, device="cpu")
+                if kw:
+                    both_ways(monkeypatch, node, lambda t: canon(t, torch), **kw)
 
 
 def test_a_dtype_torch_lacks_declines_to_the_general_loader(torch, path, monkeypatch):
@@ -223,20 +231,9 @@ def test_jax_to_one_device_in_the_native_pass_is_the_general_loaders(jax, path, 
     sharding = SingleDeviceSharding(device)
     jtree.save(rich_tree(), path, chunk_bytes=4096)
     with _device.host_stand_in_for_tests() as stats:
-        for keys in [None] + FIXED[:18] + _random_patterns(random.Random(5 + prune), 30):
-            if keys is None and prune:
-                continue
-            kw = dict(shardings=sharding) if keys is None else dict(
-                shardings=sharding, keys=keys, prune=prune)
-            try:
-                want = general(monkeypatch, path, **kw)
-            except jtree.NotFoundError as e:
-                with pytest.raises(jtree.NotFoundError) as got_error:
-                    native(monkeypatch, path, **kw)
-                assert str(got_error.value) == str(e), keys
-                continue
-            got = native(monkeypatch, path, **kw)
-            assert jax_canon(got, jax) == jax_canon(want, jax), (keys, prune)
+        for keys in selections(5 + prune, FIXED[:18], 30):
+            kw = selection_kw(keys, prune, shardings=sharding)
+            got = kw and both_ways(monkeypatch, path, lambda t: jax_canon(t, jax), **kw)
             if isinstance(got, dict) and got.get("big") is not None:
                 assert got["big"].devices() == {device}
             if isinstance(got, dict) and got.get("tied_a") is not None:
