@@ -156,7 +156,8 @@ def _torch_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tup
         Callable[[int], Optional[np.dtype]], Callable[[Tuple[int, ...], int], Any], None]:
     """(numpy_dtype_of, new_device, wrap) of a plain torch load to ``device``: each array a new
     tensor of its stored dtype in the device's memory (torch.empty, as
-    _load_torch._new_on_device makes it); ``planned(device, nbytes)`` told of each. Dtypes
+    _load_torch._new_on_device makes it), its value as it is (no wrap);
+    ``planned(device, nbytes)`` told of each. Dtypes
     torch lacks decline to the general loader (through NumPy, or its clear error)."""
     import torch  # noqa: PLC0415
 
@@ -269,13 +270,14 @@ def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any,
 
     if o.framework == "jax":
         dtype_of, new_device, wrap = _jax_destinations(device, planned)
+        out_of_memory: Any = ()  # (JAX's allocation is made in fill: its own clear error)
+    else:
+        import torch  # noqa: PLC0415
+
+        dtype_of, new_device, wrap = _torch_destinations(device, planned)
+        out_of_memory = torch.cuda.OutOfMemoryError  # (torch.OutOfMemoryError, any device)
+    try:
         return reader.load_plain(dtype_of, container, wrap, 0, o.verify, o.threads, keys,
                                  o.prune, node, path, new_device=new_device, fill=fill)
-    import torch  # noqa: PLC0415
-
-    dtype_of, new_device, _ = _torch_destinations(device, planned)
-    try:
-        return reader.load_plain(dtype_of, container, None, 0, o.verify, o.threads, keys,
-                                 o.prune, node, path, new_device=new_device, fill=fill)
-    except torch.cuda.OutOfMemoryError:  # (torch.OutOfMemoryError, any device)
+    except out_of_memory:
         return None
