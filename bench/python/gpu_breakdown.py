@@ -51,11 +51,11 @@ from typing import Any, Dict, List
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-MODES = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned",
-         "dev-reserve", "dev-reads-reserve", "dev-expandable", "out-each", "out-one",
-         "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
-DEV_MODES = ("dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned", "dev-reserve",
-             "dev-reads-reserve", "dev-expandable")
+MODES = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads",
+         "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable", "out-each",
+         "out-one", "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
+DEV_MODES = ("dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned",
+             "dev-reserve", "dev-reads-reserve", "dev-expandable")
 
 
 def instrument(res: Dict[str, Any]) -> Any:
