@@ -6,7 +6,7 @@
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
 #   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1),
 #      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
-#   2. the Python GPU tests (test_device_load.py: torch and JAX), and what a JAX load's
+#   2. the Python GPU tests (test_device_load.py, test_device_plain.py: torch and JAX), and what a JAX load's
 #      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
@@ -71,7 +71,7 @@ jtree.save({**{'w%d' % i: r.standard_normal((1024, 4096), dtype=np.float32) for 
 
 stage "Python GPU tests"
 (cd tests/python && run 90 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider -rs \
-   test_device_load.py -k "gpu or cuda" 2>&1 | tail -15)
+   test_device_load.py test_device_plain.py -k "gpu or cuda" 2>&1 | tail -15)
 
 stage "JAX: a load's allocation, jtree's own (cudaMalloc) against JAX's (compiled per size)"
 (cd bench/python && run 60 env -u LD_LIBRARY_PATH python3 jax_allocation_probe.py 2>&1 |
