@@ -8,7 +8,8 @@
 #      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
 #   2. the Python GPU tests (test_device_load.py, test_device_plain.py: torch and JAX), and what a JAX load's
 #      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
-#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs)
+#   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs),
+#      bench_populate (staging memory faulted in with huge pages or small ones)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
 #      warm and cold page cache, every system, --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
@@ -79,6 +80,8 @@ stage "JAX: a load's allocation, jtree's own (cudaMalloc) against JAX's (compile
 
 stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
+# The host's part of pinning, huge pages against small (since the fourth run; ~1 s).
+[ -x "$bundle/bin/bench_populate" ] && run 20 "$bundle/bin/bench_populate" | tee "$out/bench_populate.txt"
 # (Staging small enough for the CPU's cache, 16 MiB/8 and 32 MiB/16, was measured on
 # 2026-11-27: 8.9 and 8.3 GB/s against the default's 29.8, bench/gpu.md. Not run again.)
 unset LD_LIBRARY_PATH

@@ -54,7 +54,7 @@ command -v ccache >/dev/null && cmake_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJTREE_CUDA=ON \
   -DJTREE_BUILD_BENCH=ON "${cmake_launcher[@]}" >&2
 targets=(test_device_cuda test_device_zero_copy test_device_direct test_device_staging bench_device
-         shard_loader)
+         bench_populate shard_loader)
 cmake --build "$build" --target "${targets[@]}" >&2
 mkdir -p "$out/bin" "$out/lib"
 for t in "${targets[@]}"; do

@@ -7,8 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -678,14 +683,19 @@ TEST_CASE("bad device options are InvalidArgument before the engine: also withou
 
 TEST_CASE("map_populated: zeroed, page-aligned, writable memory, every page resident") {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  for (size_t bytes : {size_t{1}, page + 3, size_t{9} << 20, (size_t{33} << 20) + 5}) {
-    for (int threads : {1, 4}) {
+  for (size_t bytes : {size_t{1}, page + 3, size_t{2} << 20, size_t{9} << 20,
+                       (size_t{33} << 20) + 5}) {
+    for (auto [threads, huge] : {std::pair{1, true}, std::pair{4, true}, std::pair{3, false}}) {
       CAPTURE(bytes);
       CAPTURE(threads);
-      auto mem = map_populated(bytes, threads);
+      CAPTURE(huge);
+      auto mem = map_populated(bytes, threads, huge);
       REQUIRE(mem.ok());
       CHECK(mem->size() == bytes);
       CHECK(reinterpret_cast<uintptr_t>(mem->data()) % page == 0);
+      if (huge && bytes >= kHugePageBytes) {  // (huge pages need their alignment)
+        CHECK(reinterpret_cast<uintptr_t>(mem->data()) % kHugePageBytes == 0);
+      }
       std::vector<unsigned char> resident((bytes + page - 1) / page);
       REQUIRE(::mincore(mem->data(), bytes, resident.data()) == 0);
       CHECK(std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; }));
@@ -696,4 +706,45 @@ TEST_CASE("map_populated: zeroed, page-aligned, writable memory, every page resi
     }
   }
   CHECK(map_populated(0, 1).status().code() == StatusCode::kInvalidArgument);
+}
+
+// The kernel's word on whether the mapping that holds `p` may have transparent huge pages
+// (/proc/self/smaps' THPeligible, Linux 5.x+): -1 where it does not say.
+static int thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return std::atoi(line.c_str() + 12);
+    }
+  }
+  return -1;
+}
+
+TEST_CASE("map_populated: staging memory asks for huge pages, and only when told to") {
+  std::ifstream setting("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string enabled;
+  std::getline(setting, enabled);
+  auto huge = map_populated(size_t{8} << 20, 2, true);
+  auto small = map_populated(size_t{8} << 20, 2, false);
+  REQUIRE(huge.ok());
+  REQUIRE(small.ok());
+  const int huge_eligible = thp_eligible(huge->data());
+  const int small_eligible = thp_eligible(small->data());
+  if (enabled.empty() || huge_eligible < 0) {
+    MESSAGE("SKIPPED (not counted): this kernel has no transparent huge pages or does not say "
+            "THPeligible in /proc/self/smaps: '" << enabled << "'");
+  } else if (enabled.find("[never]") != std::string::npos) {
+    CHECK(huge_eligible == 0);  // (the system said no: small pages, still correct memory)
+  } else {
+    CHECK(huge_eligible == 1);  // (MADV_HUGEPAGE, whether the setting is madvise or always)
+    if (enabled.find("[madvise]") != std::string::npos) CHECK(small_eligible == 0);
+  }
+  unmap_populated(*huge);
+  unmap_populated(*small);
 }

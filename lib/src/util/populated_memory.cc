@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -26,23 +27,45 @@ void populate(std::byte* p, size_t n, size_t page) {
   }
 }
 
+// `bytes` of fresh anonymous memory starting at a multiple of `align` (a multiple of the
+// page size): mapped with `align` to spare, the slack before and after unmapped again, so
+// that unmap_populated frees exactly [start, start + bytes).
+std::byte* map_aligned(size_t bytes, size_t align, size_t page) {
+  const size_t length = bytes + (align > page ? align : 0);
+  void* addr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED) return nullptr;
+  auto* raw = static_cast<std::byte*>(addr);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(raw);
+  std::byte* p = raw + ((align - at % align) % align);
+  std::byte* end = p + (bytes + page - 1) / page * page;
+  if (p > raw) ::munmap(raw, static_cast<size_t>(p - raw));
+  if (raw + length > end) ::munmap(end, static_cast<size_t>(raw + length - end));
+  return p;
+}
+
 }  // namespace
 
-Result<std::span<std::byte>> map_populated(size_t bytes, int threads) {
+Result<std::span<std::byte>> map_populated(size_t bytes, int threads, bool huge_pages) {
   if (bytes == 0) return Status::invalid_argument("map_populated: 0 bytes");
-  void* addr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (addr == MAP_FAILED) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const bool huge = huge_pages && bytes >= kHugePageBytes && kHugePageBytes % page == 0;
+  std::byte* p = map_aligned(bytes, huge ? kHugePageBytes : page, page);
+  if (p == nullptr) {
     return Status::resource_exhausted("mmap of " + std::to_string(bytes) +
                                       " bytes: " + std::strerror(errno));
   }
-  auto* p = static_cast<std::byte*>(addr);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+#ifdef MADV_HUGEPAGE
+  // (Fails only where the kernel has no transparent huge pages: small pages then, as asked.)
+  if (huge) (void)::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
   const size_t pages = (bytes + page - 1) / page;
-  // Parts of at least 4 MiB: thread start-up is worth it only above that.
+  // Parts of at least 4 MiB: thread start-up is worth it only above that. Each part a whole
+  // number of huge pages, so that no two threads fault in the same one.
   const size_t min_part_pages = std::max<size_t>(1, (4u << 20) / page);
+  const size_t unit = huge ? kHugePageBytes / page : 1;
   const size_t parts = std::clamp<size_t>(pages / min_part_pages, 1,
                                           static_cast<size_t>(std::max(1, threads)));
-  const size_t per = (pages + parts - 1) / parts;
+  const size_t per = ((pages + parts - 1) / parts + unit - 1) / unit * unit;
   auto part = [&](size_t i) {
     const size_t first = i * per;
     if (first >= pages) return;
