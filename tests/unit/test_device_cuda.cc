@@ -37,7 +37,46 @@ struct DeviceBuffer {
   }
 };
 
+// (Below: an 8 MiB float32 leaf of `rows` rows saved raw at `path`; its bytes.)
+std::vector<std::byte> save_raw_rows(const std::string& path, uint64_t rows, uint64_t seed);
+
 }  // namespace
+
+// First in the file: doctest runs the cases in file order, and every later one uses device 0.
+TEST_CASE("CUDA, several GPUs: a load to another device makes no context on device 0") {
+  const int n = cuda_device_count();
+  if (n < 2) {
+    std::fprintf(stderr, "!!! SKIPPED (not counted): one CUDA device; the check that a load to "
+                         "another device leaves device 0 alone needs two\n");
+    return;
+  }
+  if (cuda_detail::primary_context_active(0)) {
+    std::fprintf(stderr, "!!! SKIPPED (not counted): device 0 already has a context in this "
+                         "process (run this case alone or first)\n");
+    return;
+  }
+  TempDir dir;
+  const std::vector<std::byte> data = save_raw_rows(dir.file("d.jtree"), 4096, 7);
+  auto r = *Reader::open(dir.file("d.jtree"));
+  const int last = n - 1;
+  auto mem = allocate_device_memory(last, data.size());
+  REQUIRE_MESSAGE(mem.ok(), mem.status().to_string());
+  DeviceRequest req{0, std::nullopt, (*mem)->data(), data.size()};
+  DeviceOptions o;
+  o.device = last;
+  REQUIRE(read_many_to_device(*r, std::span(&req, 1), o).ok());
+  std::vector<std::byte> back(data.size());
+  {
+    cuda_detail::DeviceScope scope(last);
+    REQUIRE(cudaMemcpy(back.data(), (*mem)->data(), back.size(), cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
+  }
+  CHECK(back == data);
+  mem->reset();                     // (freed on the device it was made on)
+  (void)release_pinned_memory();    // (the staging buffers too)
+  CHECK(cuda_detail::primary_context_active(last));
+  CHECK_FALSE(cuda_detail::primary_context_active(0));
+}
 
 TEST_CASE("CUDA: raw and compressed leaves and boxes land bit-exact in device memory") {
   TempDir dir;
