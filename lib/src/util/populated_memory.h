@@ -7,7 +7,8 @@
 // after pins several times faster than cudaHostAlloc (bench/gpu.md). Backed by transparent
 // huge pages where the kernel gives them (2 MiB-aligned, MADV_HUGEPAGE): one fault and one
 // zeroing per 2 MiB instead of 512 faults, about half the time to populate measured on a
-// 2-vCPU host (27 -> 14 ms for 128 MiB, 2 threads; bench_device measures both on a GPU host).
+// 2-vCPU host (27 -> 14 ms for 128 MiB, 2 threads: bench/bench_populate; bench_device
+// measures both, and the registering after, on a GPU host).
 #pragma once
 
 #include <cstddef>
