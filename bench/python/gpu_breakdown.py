@@ -24,6 +24,8 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
   dev-expandable  dev with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (torch maps
                pages into one reserved range instead of a cudaMalloc per new block: the 873
                allocations took 33 ms of the default load's 90 on an H200)
+  dev-small-pages  dev with JTREE_STAGING_NO_HUGE_PAGES=1: the staging buffers faulted in as
+               small pages, as before 2026-11-27 (the gain of huge pages is dev against it)
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
@@ -52,10 +54,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 MODES = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads",
-         "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable", "out-each",
-         "out-one", "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
+         "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable",
+         "dev-small-pages", "out-each", "out-one", "out-reserved", "dev-again", "dev-profile",
+         "fastsafetensors"]
 DEV_MODES = ("dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned",
-             "dev-reserve", "dev-reads-reserve", "dev-expandable")
+             "dev-reserve", "dev-reads-reserve", "dev-expandable", "dev-small-pages")
 
 
 def instrument(res: Dict[str, Any]) -> Any:
@@ -306,6 +309,9 @@ def main() -> None:
                 env["JTREE_DEVICE_OVERLAP"] = "reads"
             if mode == "dev-expandable":
                 env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+            env.pop("JTREE_STAGING_NO_HUGE_PAGES", None)
+            if mode == "dev-small-pages":
+                env["JTREE_STAGING_NO_HUGE_PAGES"] = "1"
             p = subprocess.run([sys.executable, __file__, "--child", mode, "--path", path,
                                 "--st-path", st_path, "--device", a.device],
                                capture_output=True, text=True, timeout=300, env=env)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,12 +68,21 @@ Status cuda_error(std::string_view what, cudaError_t e, std::string_view where) 
                          cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
 }
 
+// Whether staging buffers are faulted in as transparent huge pages (map_populated's default);
+// with JTREE_STAGING_NO_HUGE_PAGES set, small pages, for comparisons (gpu_breakdown.py's
+// dev-small-pages), as JTREE_CODEC_NO_AVX2 is for the codec.
+bool staging_huge_pages() {
+  static const bool huge = std::getenv("JTREE_STAGING_NO_HUGE_PAGES") == nullptr;
+  return huge;
+}
+
 // A new pinned block of `bytes` on `device`, the calling thread's current device (portable:
 // pinned for every device), not yet in the cache; pinned_cache() knows how to free it.
 Result<std::span<std::byte>> pin_block(size_t bytes, int device, const std::string& name) {
   // Pages faulted in by several threads, then registered: several times faster than
   // cudaHostAlloc, which faults them in on one thread (util/populated_memory.h).
-  Result<std::span<std::byte>> mem = map_populated(bytes, populate_threads());
+  Result<std::span<std::byte>> mem =
+      map_populated(bytes, populate_threads(), staging_huge_pages());
   if (mem.ok()) {
     if (cudaHostRegister(mem->data(), bytes, cudaHostRegisterPortable) == cudaSuccess) {
       SharedPinnedCache& c = pinned_cache();
