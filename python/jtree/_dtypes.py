@@ -174,10 +174,17 @@ TORCH_MISSING = frozenset(["float4_e2m1fn", "int4", "uint4", "float8_e4m3b11fnuz
                            "float8_e4m3", "float6_e2m3fn", "float6_e3m2fn"])
 
 
-def torch_dtype(name: str, file: Optional[str] = None, key_path: Optional[str] = None) -> Any:
+def torch_dtype_or_none(name: str) -> Any:
+    """torch's dtype for jtree dtype ``name``, or None where torch has none (TORCH_MISSING,
+    or a torch too old for it)."""
     import torch  # noqa: PLC0415
 
     t = getattr(torch, name, None) if name not in TORCH_MISSING else None
+    return t if isinstance(t, torch.dtype) else None
+
+
+def torch_dtype(name: str, file: Optional[str] = None, key_path: Optional[str] = None) -> Any:
+    t = torch_dtype_or_none(name)
     if t is None:
         raise error(NotSupportedError, file, key_path,
                     f"PyTorch has no dtype for {name}; load it as NumPy (ml_dtypes) or pass "

@@ -95,8 +95,8 @@ def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.nda
 
     def dtype_of(code: int) -> Optional[np.dtype]:
         name = _dtypes.NAME_OF.get(code, "")
-        t = getattr(torch, name, None) if name not in _dtypes.TORCH_MISSING else None
-        if not isinstance(t, torch.dtype):
+        t = _dtypes.torch_dtype_or_none(name)
+        if t is None:
             return None  # (the general loader: through NumPy, or the clear error)
         if name in _FROM_NUMPY:
             torch_of[code] = None
@@ -104,7 +104,7 @@ def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.nda
         # (Viewed from its bytes: NumPy arrays of its item size do, without importing
         # ml_dtypes for bfloat16, about 7 ms of a fresh process's first load.)
         torch_of[code] = t
-        return np.dtype((np.void, t.itemsize))
+        return np.dtype((np.void, _dtypes.torch_itemsize(t)))
 
     def wrap(a: np.ndarray, code: int) -> Any:
         t = torch_of[code]
@@ -165,14 +165,13 @@ def _torch_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tup
     empty = torch.empty
 
     def dtype_of(code: int) -> Optional[np.dtype]:
-        name = _dtypes.NAME_OF.get(code, "")
-        t = getattr(torch, name, None) if name not in _dtypes.TORCH_MISSING else None
-        if not isinstance(t, torch.dtype):
+        t = _dtypes.torch_dtype_or_none(_dtypes.NAME_OF.get(code, ""))
+        if t is None:
             return None
         torch_of[code] = t
         # (Only its item size counts here: no NumPy array is made. Not numpy_dtype_of, which
         # would import ml_dtypes for bfloat16, about 8 ms of a fresh process's first load.)
-        return np.dtype((np.void, t.itemsize))
+        return np.dtype((np.void, _dtypes.torch_itemsize(t)))
 
     def new_device(shape: Tuple[int, ...], code: int) -> Any:
         t = empty(shape, dtype=torch_of[code], device=device)
