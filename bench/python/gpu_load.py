@@ -33,6 +33,10 @@ Systems (--systems):
                                           the device (the allocation is timed)
     jtree-torch-dev, jtree-raw-torch-dev  jtree.load(f, device=device): no template, the call a
                                           user writes first (as safetensors' load_file)
+    jtree-raw-torch-dev-reads             as jtree-raw-torch-dev with JTREE_DEVICE_OVERLAP=reads:
+                                          the first planned arrays are read while the rest is
+                                          planned and allocated (slower warm, bench/gpu.md;
+                                          cold, the disk could start sooner)
     jtree-torch-host, jtree-raw-torch-host
                                           as jtree-torch, with JTREE_DIRECT_DEVICE_LOAD=0: the
                                           fallback (host load, then .to(device)), to measure
@@ -99,6 +103,9 @@ SYSTEMS: Dict[str, Tuple[str, str, str]] = {
     "jtree-raw-torch": ("jtree-raw", "jtree (raw) → torch, like=", "as jtree-torch, file saved with compression=None"),
     "jtree-raw-torch-out": ("jtree-raw", "jtree (raw) → torch, out=", "as jtree-torch-out, compression=None"),
     "jtree-raw-torch-dev": ("jtree-raw", "jtree (raw) → torch, device=", "as jtree-torch-dev, compression=None"),
+    "jtree-raw-torch-dev-reads": ("jtree-raw", "jtree (raw) → torch, device=, reading while planning",
+                                  "as jtree-raw-torch-dev with JTREE_DEVICE_OVERLAP=reads: the "
+                                  "reads start while the load still plans (for cold files)"),
     "jtree-raw-jax": ("jtree-raw", "jtree (raw) → JAX", "as jtree-jax, compression=None"),
     "jtree-raw-torch-out-zc": ("jtree-raw", "jtree (raw) → torch, out=, zero copy",
                                "as jtree-raw-torch-out with device_options=jtree.DeviceOptions("
@@ -172,7 +179,7 @@ def load(system: str, path: str, device: str) -> Any:
                 import jax
                 return jtree.load(f, framework="jax",
                                   shardings=jax.sharding.SingleDeviceSharding(jax_device(device)))
-            if system.endswith("-dev"):
+            if system.endswith(("-dev", "-dev-reads")):
                 return jtree.load(f, device=device)
             import torch
             spec = jtree.load_pytreedef(f)
@@ -492,6 +499,11 @@ def child_env(device: str, system: str) -> Dict[str, str]:
         env["JTREE_DIRECT_DEVICE_LOAD"] = "0"
     else:
         env.pop("JTREE_DIRECT_DEVICE_LOAD", None)
+    # -dev-reads: the reads start while the load plans (jtree._device.overlap).
+    if system.endswith("-reads"):
+        env["JTREE_DEVICE_OVERLAP"] = "reads"
+    else:
+        env.pop("JTREE_DEVICE_OVERLAP", None)
     return env
 
 

@@ -140,9 +140,12 @@ TEST_CASE("scalars, strings, bytes (small and large), tied leaves and metadata")
   CHECK(t.nodes[*t.find("cu")].aux_data == "aux-bytes");
   CHECK(leaf("bigint").big_int == std::string(40, '\x7f'));
   CHECK(t.metadata == std::vector<std::pair<std::string, std::string>>{{"step", "100"}});
-  // Only the 200 KB bytes leaf is chunked: the 4000-byte array is under the inline threshold.
-  CHECK(leaf("w").storage == Storage::kInline);
-  CHECK((*r)->info().num_chunks == 1);
+  // The default inline threshold (512 bytes): the 7-byte string goes into the header, the
+  // 4000-byte array and the 200 KB bytes leaf into a chunk each.
+  CHECK(WriteOptions{}.inline_threshold == 512);
+  CHECK(leaf("s").storage == Storage::kInline);
+  CHECK(leaf("w").storage == Storage::kChunked);
+  CHECK((*r)->info().num_chunks == 2);
 }
 
 TEST_CASE("strided and big-endian sources, and FillFn producers") {

@@ -810,7 +810,7 @@ JTREE_C_API jtree_status_t jtree_write_options_set_compression(jtree_write_optio
 JTREE_C_API jtree_status_t jtree_write_options_set_chunk_bytes(jtree_write_options_t* opts,
                                                                uint64_t bytes,
                                                                jtree_error_t** err);
-/* Payloads up to this many stored bytes go into the header instead of chunks (default 4096;
+/* Payloads up to this many stored bytes go into the header instead of chunks (default 512;
  * 0 puts every array payload in chunks). */
 JTREE_C_API jtree_status_t jtree_write_options_set_inline_threshold(jtree_write_options_t* opts,
                                                                     uint64_t bytes,
