@@ -132,7 +132,7 @@ struct JTREE_API WriteOptions {
   uint64_t target_chunk_bytes = 4ull << 20;   ///< default chunk size (raw bytes)
   /// Payloads up to this many stored bytes go into the header, not into chunks. 512: a smaller
   /// inline payload loads faster from the header than from a chunk of its own, a larger one
-  /// slower (a whole load of 20,000 arrays of 2 KiB: 157 ms inline, 74 chunked), and every
+  /// slower (a whole load of 20,000 arrays of 2 KiB: 115-157 ms inline, 67-74 chunked), and every
   /// open, local or remote, reads the whole header (bench/python/inline_threshold.py;
   /// 4096 until 2026-11-27).
   uint64_t inline_threshold = 512;
