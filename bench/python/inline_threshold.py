@@ -79,6 +79,25 @@ def inline_bytes(path: str) -> int:
         return f.info()["inline_bytes"]
 
 
+def save_each(a: argparse.Namespace, tree: Any, name: str, thresholds: List[int],
+              compression: Any = None) -> Dict[int, str]:
+    """``tree`` saved once per threshold into --workdir; the paths by threshold."""
+    paths = {}
+    for t in thresholds:
+        paths[t] = os.path.join(a.workdir, f"inline-{name}-{t}.jtree")
+        jtree.save(tree, paths[t], compression=compression, inline_threshold=t, sync=False)
+    return paths
+
+
+def row(label: Any, cells: List[str]) -> None:
+    print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def head(first: str, thresholds: List[int]) -> None:
+    row(first, [f"threshold {t}" for t in thresholds])
+    print("|---|" + "---|" * len(thresholds))
+
+
 def sized_tree(nbytes: int) -> Dict[str, Any]:
     n = max(1, nbytes // 4)
     return {f"l{i}": {f"w{j}": np.full((n,), i * 100 + j, np.float32) for j in range(100)}
@@ -87,14 +106,9 @@ def sized_tree(nbytes: int) -> Dict[str, Any]:
 
 def part_sizes(a: argparse.Namespace, thresholds: List[int]) -> None:
     print("\n## Whole loads of 20,000 arrays of one size (raw, local)\n")
-    print("| array bytes | " + " | ".join(f"threshold {t}" for t in thresholds) + " |")
-    print("|---|" + "---|" * len(thresholds))
+    head("array bytes", thresholds)
     for size in [int(s) for s in a.sizes.split(",")]:
-        tree = sized_tree(size)
-        paths = {}
-        for t in thresholds:
-            paths[t] = os.path.join(a.workdir, f"inline-{size}-{t}.jtree")
-            jtree.save(tree, paths[t], compression=None, inline_threshold=t, sync=False)
+        paths = save_each(a, sized_tree(size), str(size), thresholds)
         times: Dict[int, List[float]] = {t: [] for t in thresholds}
         for _ in range(a.runs):
             for t in thresholds:
@@ -102,7 +116,7 @@ def part_sizes(a: argparse.Namespace, thresholds: List[int]) -> None:
         # (Inline or chunked as the file says, not as the threshold should make it.)
         cells = [f"{span(times[t])} ms ({'inline' if inline_bytes(paths[t]) else 'chunked'}, "
                  f"{os.path.getsize(paths[t]) / 2**20:.1f} MiB)" for t in thresholds]
-        print(f"| {size} | " + " | ".join(cells) + " |")
+        row(size, cells)
         for p in paths.values():
             os.remove(p)
 
@@ -115,10 +129,9 @@ def part_small(a: argparse.Namespace, thresholds: List[int]) -> None:
     tree = W.load_tree(d)
     key = "/".join(W.partial_targets("small", 1.0)["leaf"])
     paths: Dict[Tuple[str, int], str] = {}
-    for t in thresholds:
-        for kind, comp in (("raw", None), ("zstd", "zstd")):
-            paths[kind, t] = os.path.join(a.workdir, f"inline-small-{kind}-{t}.jtree")
-            jtree.save(tree, paths[kind, t], compression=comp, inline_threshold=t, sync=False)
+    for kind, comp in (("raw", None), ("zstd", "zstd")):
+        for t, path in save_each(a, tree, f"small-{kind}", thresholds, comp).items():
+            paths[kind, t] = path
     h5 = None
     try:
         import h5py  # noqa: PLC0415
@@ -151,21 +164,17 @@ def part_small(a: argparse.Namespace, thresholds: List[int]) -> None:
     finally:
         ng.stop()
     print(f"\n## The small workload (one leaf: {key})\n")
-    print("| | " + " | ".join(f"threshold {t}" for t in thresholds) + " |")
-    print("|---|" + "---|" * len(thresholds))
-    print("| inline payloads in the header | " + " | ".join(
-        f"{inline_bytes(paths['raw', t]) / 2**20:.2f} MiB" for t in thresholds) + " |")
+    head("", thresholds)
+    row("inline payloads in the header",
+        [f"{inline_bytes(paths['raw', t]) / 2**20:.2f} MiB" for t in thresholds])
     for kind in ("raw", "zstd"):
-        print(f"| {kind} file | " + " | ".join(
-            f"{os.path.getsize(paths[kind, t]) / 2**20:.1f} MiB" for t in thresholds) + " |")
-    for op in ops + ["http leaf", "http struct"]:
-        cells = []
-        for t in thresholds:
-            c = f"{span(times[op, t])} ms"
-            if op.startswith("http"):
-                c += f", {sent[op, t] / 2**20:.2f} MiB sent"
-            cells.append(c)
-        print(f"| {op} | " + " | ".join(cells) + " |")
+        row(f"{kind} file", [f"{os.path.getsize(paths[kind, t]) / 2**20:.1f} MiB"
+                             for t in thresholds])
+    for op in ops:
+        row(op, [f"{span(times[op, t])} ms" for t in thresholds])
+    for op in ("http leaf", "http struct"):
+        row(op, [f"{span(times[op, t])} ms, {sent[op, t] / 2**20:.2f} MiB sent"
+                 for t in thresholds])
     if h5 is not None:
         print(f"\nh5py, one leaf of the same arrays (local): {span(times['h5py leaf', 0])} ms")
         os.remove(h5)
@@ -179,10 +188,7 @@ def part_llm(a: argparse.Namespace, thresholds: List[int]) -> None:
     d = W.ensure_in_child(a.cache, "llm", 1.0, 0)
     tree = W.load_tree(d)
     key = "/".join(W.partial_targets("llm", 1.0)["leaf"])
-    paths = {}
-    for t in thresholds:
-        paths[t] = os.path.join(a.workdir, f"inline-llm-{t}.jtree")
-        jtree.save(tree, paths[t], compression=None, inline_threshold=t, sync=False)
+    paths = save_each(a, tree, "llm", thresholds)
     del tree
     ops = ["open", "leaf", "load"]
     times: Dict[Any, List[float]] = {}
@@ -191,12 +197,11 @@ def part_llm(a: argparse.Namespace, thresholds: List[int]) -> None:
             for op in ops:
                 times.setdefault((op, t), []).append(child(paths[t], op, key))
     print(f"\n## The llm workload, raw (one leaf: {key})\n")
-    print("| | " + " | ".join(f"threshold {t}" for t in thresholds) + " |")
-    print("|---|" + "---|" * len(thresholds))
-    print("| inline payloads in the header | " + " | ".join(
-        f"{inline_bytes(paths[t]) / 2**20:.2f} MiB" for t in thresholds) + " |")
+    head("", thresholds)
+    row("inline payloads in the header",
+        [f"{inline_bytes(paths[t]) / 2**20:.2f} MiB" for t in thresholds])
     for op in ops:
-        print(f"| {op} | " + " | ".join(f"{span(times[op, t])} ms" for t in thresholds) + " |")
+        row(op, [f"{span(times[op, t])} ms" for t in thresholds])
     for p in paths.values():
         os.remove(p)
 
