@@ -121,13 +121,20 @@ def part_sizes(a: argparse.Namespace, thresholds: List[int]) -> None:
             os.remove(p)
 
 
+def workload(a: argparse.Namespace, name: str) -> Tuple[Any, str]:
+    """The benchmark's workload ``name`` at scale 1 (generated into --cache once), and the key
+    path of its one-leaf load."""
+    import workloads as W  # noqa: PLC0415
+
+    tree = W.load_tree(W.ensure_in_child(a.cache, name, 1.0, 0))
+    return tree, "/".join(W.partial_targets(name, 1.0)["leaf"])
+
+
 def part_small(a: argparse.Namespace, thresholds: List[int]) -> None:
     import workloads as W  # noqa: PLC0415
     from nginx import Nginx  # noqa: PLC0415
 
-    d = W.ensure_in_child(a.cache, "small", 1.0, 0)
-    tree = W.load_tree(d)
-    key = "/".join(W.partial_targets("small", 1.0)["leaf"])
+    tree, key = workload(a, "small")
     paths: Dict[Tuple[str, int], str] = {}
     for kind, comp in (("raw", None), ("zstd", "zstd")):
         for t, path in save_each(a, tree, f"small-{kind}", thresholds, comp).items():
@@ -183,11 +190,7 @@ def part_small(a: argparse.Namespace, thresholds: List[int]) -> None:
 
 
 def part_llm(a: argparse.Namespace, thresholds: List[int]) -> None:
-    import workloads as W  # noqa: PLC0415
-
-    d = W.ensure_in_child(a.cache, "llm", 1.0, 0)
-    tree = W.load_tree(d)
-    key = "/".join(W.partial_targets("llm", 1.0)["leaf"])
+    tree, key = workload(a, "llm")
     paths = save_each(a, tree, "llm", thresholds)
     del tree
     ops = ["open", "leaf", "load"]
