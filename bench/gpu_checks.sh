@@ -100,7 +100,7 @@ if [ "$left" -gt 60 ]; then
   run "$left" python3 bench/python/gpu_load.py --device cuda --scale 1 --runs 3 \
     --workloads llm --cache-state warm,cold --cold-workdir "$work/cold" \
     --cache /var/tmp/jtree-bench-cache --drop-caches never --time-budget $(( left - 30 )) \
-    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-torch-dev-reads,jtree-raw-jax,safetensors,torch,jtree-raw-torch-out,jtree-torch-out,jtree-raw-torch \
+    --systems jtree-raw-torch-dev,fastsafetensors,jtree-raw-torch-dev-reads,jtree-raw-torch-out,jtree-raw-jax,safetensors,torch,jtree-torch-out,jtree-raw-torch \
     --out "$out/gpu-load.json" --md "$out/gpu-load.md"
 else
   echo "no time left for gpu_load.py"
