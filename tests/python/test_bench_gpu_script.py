@@ -26,8 +26,8 @@ SCRIPT = os.path.join(ROOT, "bench", "python", "gpu_load.py")
 # Every system of gpu_load.py (its SYSTEMS), in its order.
 SYSTEMS = ["jtree-torch", "jtree-torch-out", "jtree-torch-dev", "jtree-jax", "jtree-raw-torch",
            "jtree-raw-torch-out", "jtree-raw-torch-dev", "jtree-raw-torch-dev-reads",
-           "jtree-raw-jax", "jtree-raw-torch-out-zc", "jtree-torch-host", "jtree-raw-torch-host", "safetensors", "fastsafetensors", "torch",
-           "torch-mmap"]
+           "jtree-raw-jax", "jtree-raw-torch-out-zc", "jtree-torch-host", "jtree-raw-torch-host",
+           "safetensors", "fastsafetensors", "torch", "torch-mmap"]
 # What only a device has: skipped, with the reason, by --device cpu.
 DEVICE_ONLY = ["jtree-raw-torch-out-zc"]
 
