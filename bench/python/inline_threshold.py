@@ -37,10 +37,15 @@ import numpy as np  # noqa: E402
 
 import jtree  # noqa: E402
 
-# One child per measurement: the import is outside the clock, the first call's costs inside.
+# One child per measurement: the imports are outside the clock, the first call's costs inside,
+# and so is making every loaded array resident (peers.py's materialize, as run.py does: a raw
+# chunk may come back as a view of the file's memory map, whose pages a user's first reads of
+# it would fault in; an inline payload is always a copy).
 CHILD = r'''
 import sys, time
+sys.path.insert(0, sys.argv[4])
 import jtree
+import peers
 path, op, key = sys.argv[1], sys.argv[2], sys.argv[3].split("/")
 mask = True
 for k in reversed(key):
@@ -60,13 +65,15 @@ elif op == "struct":
 elif op == "h5leaf":
     with h5py.File(path, "r") as f:
         out = f["/".join(key)][()]
+if op in ("load", "leaf", "h5leaf"):
+    peers.Jtree().materialize(out)
 print((time.perf_counter() - t) * 1e3)
 '''
 
 
 def child(path: str, op: str, key: str = "") -> float:
-    out = subprocess.run([sys.executable, "-c", CHILD, path, op, key], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, path, op, key, HERE],
+                         capture_output=True, text=True, check=True)
     return float(out.stdout)
 
 

@@ -130,11 +130,11 @@ struct JTREE_API WriteOptions {
   Codec codec = Codec::kZstd;
   int level = 1;                              ///< zstd level
   uint64_t target_chunk_bytes = 4ull << 20;   ///< default chunk size (raw bytes)
-  /// Payloads up to this many stored bytes go into the header, not into chunks. 512: a smaller
-  /// inline payload loads faster from the header than from a chunk of its own, a larger one
-  /// slower (a whole load of 20,000 arrays of 2 KiB: 115-157 ms inline, 67-74 chunked), and every
-  /// open, local or remote, reads the whole header (bench/python/inline_threshold.py;
-  /// 4096 until 2026-11-27).
+  /// Payloads up to this many stored bytes go into the header, not into chunks. 512: a
+  /// smaller inline payload loads faster from the header than from a chunk of its own, one of
+  /// 1 KiB as fast, a larger one slower (a whole load of 20,000 arrays of 2 KiB: 175 ms
+  /// inline, 134 chunked), and every open, local or remote, reads the whole header
+  /// (bench/python/inline_threshold.py; 4096 until 2026-11-27).
   uint64_t inline_threshold = 512;
   uint32_t alignment = 64;                    ///< file offset alignment of raw chunks (2^k)
   /// Store a chunk raw unless compression saves at least this fraction of it.
