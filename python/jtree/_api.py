@@ -346,10 +346,11 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     target chunk size (default 4 MiB); ``inline_threshold`` the stored size up to which
     payloads go in the header (default 512 bytes: every open reads the whole header, and a
     larger payload loads as fast or faster from a chunk of its own); ``threads`` the
-    compression threads (0: all cores); ``sync=False`` skips the fsync; ``metadata`` is stored as user metadata.
-    ``progress`` is True (a bar on stderr when it is a terminal), a function
+    compression threads (0: all cores); ``sync=False`` skips the fsync; ``metadata`` is stored
+    as user metadata. ``progress`` is True (a bar on stderr when it is a terminal), a function
     ``(done_bytes, total_bytes)`` of the raw bytes written (an exception it raises aborts the
-    save: nothing is committed, a previous file stays), or False. Returns the :class:`WriteStats`.
+    save: nothing is committed, a previous file stays), or False. Returns the
+    :class:`WriteStats`.
     Errors: :class:`jtree.Error` subclasses naming the file and the key path.
     """
     # The collector paused until the job's nodes (two objects per leaf) are freed: its next

@@ -184,6 +184,8 @@ def torch_dtype_or_none(name: str) -> Any:
 
 
 def torch_dtype(name: str, file: Optional[str] = None, key_path: Optional[str] = None) -> Any:
+    """torch's dtype for jtree dtype ``name``; NotSupportedError naming ``file`` and
+    ``key_path`` where torch has none."""
     t = torch_dtype_or_none(name)
     if t is None:
         raise error(NotSupportedError, file, key_path,
