@@ -5,8 +5,9 @@
 // Reader::open uses (format::decode_tree) must agree with the three steps: the same status,
 // and for an accepted header the same encoding and chunk count. So must the check-only open
 // (format::open_header, which Reader::open uses): the same status, summary and leaf starts, and
-// its in-place nodes, leaves, paths and metadata equal to the decoded tree's, and so must the
-// Tree it builds from them without checking again (HeaderView::decode_all).
+// its in-place nodes, leaves (also their grid-only decode, HeaderView::decode_grid, which the
+// index checks use), paths and metadata equal to the decoded tree's, and so must the Tree it
+// builds from them without checking again (HeaderView::decode_all).
 //
 // Options (the input's last 2 bytes): [0] parser limits.
 #include <cstring>
@@ -51,7 +52,7 @@ void check_same_tree(const format::HeaderView& v, const Tree& t,
                      "open_header's navigation differs at node " + std::to_string(i));
   }
   std::vector<uint32_t> chunked;
-  Leaf l;
+  Leaf l, g;
   for (uint32_t i = 0; i < t.leaves.size(); ++i) {
     v.decode_leaf(i, l);
     const Leaf& w = t.leaves[i];
@@ -60,12 +61,20 @@ void check_same_tree(const format::HeaderView& v, const Tree& t,
                          l.kind == w.kind && l.flags == w.flags && l.dtype == w.dtype &&
                          l.storage == w.storage && l.filter == w.filter && l.codec == w.codec &&
                          l.level == w.level && l.shape == w.shape &&
-                         l.chunk_shape == w.chunk_shape && l.inline_data == w.inline_data &&
+                         l.chunk_shape == w.chunk_shape && l.chunk_bounds == w.chunk_bounds &&
+                         l.inline_data == w.inline_data &&
                          l.type_name == w.type_name && l.big_int == w.big_int &&
                          l.int_value == w.int_value && l.bool_value == w.bool_value &&
                          std::memcmp(&l.real, &w.real, sizeof l.real) == 0 &&
                          std::memcmp(&l.imag, &w.imag, sizeof l.imag) == 0,
                      "open_header's leaf " + std::to_string(i) + " differs");
+    // The grid-only decode the index checks use, into one scratch leaf as they do.
+    v.decode_grid(i, g);
+    JTREE_FUZZ_CHECK(g.first_chunk == w.first_chunk && g.kind == w.kind && g.flags == w.flags &&
+                         g.dtype == w.dtype && g.storage == w.storage && g.filter == w.filter &&
+                         g.codec == w.codec && g.level == w.level && g.shape == w.shape &&
+                         g.chunk_shape == w.chunk_shape && g.chunk_bounds == w.chunk_bounds,
+                     "open_header's grid of leaf " + std::to_string(i) + " differs");
   }
   JTREE_FUZZ_CHECK(std::equal(chunked.begin(), chunked.end(), v.chunked_leaves().begin(),
                               v.chunked_leaves().end()),

@@ -67,6 +67,11 @@ class HeaderView {
   KeyView key(uint32_t i) const;
   /// Decodes leaf `i` (< num_leaves()) into `out`, first_chunk included.
   void decode_leaf(uint32_t i, Leaf& out) const;
+  /// Only what a walk of leaf `i`'s chunk grid reads (kind, flags, dtype, shape, storage,
+  /// chunk shape or bounds, filter, codec, level, first_chunk) into `out`; its other fields
+  /// are left as they are. For passes over every chunked leaf (validate_index, at every open),
+  /// where decode_leaf's strings and inline bytes are work for nothing.
+  void decode_grid(uint32_t i, Leaf& out) const;
   /// Leaf::first_chunk of leaf `i`.
   uint64_t first_chunk(uint32_t i) const { return first_chunk_[i]; }
   /// The chunked leaves, in order.

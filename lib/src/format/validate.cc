@@ -7,6 +7,7 @@
 
 #include "format/chunk_grid.h"
 #include "util/checked_math.h"
+#include "util/thread_pool.h"
 
 namespace jtree::format {
 namespace {
@@ -336,60 +337,78 @@ Status validate_index(const ChunkedLeaves& leaves, const IndexData& index,
     if (spans[k].first < spans[k - 1].second) return Status::corruption("index: segments overlap");
   }
 
-  // Chunks, leaf by leaf.
+  // Chunks, leaf by leaf. Each leaf is decoded again here (a reader that keeps no Tree has
+  // only the header): for a tree of many leaves that is a good part of an open, so ranges of
+  // leaves are checked in parallel, each with its own scratch leaf and spans (bench's small
+  // file, 10,000 chunked leaves: 1.25 -> 0.93 ms on 2 vCPUs). The first error in leaf order is
+  // the one reported, whatever the timing: the same as a serial pass's.
+  constexpr size_t kLeavesPerRange = 2048;
+  const size_t ranges = (leaves.ids.size() + kLeavesPerRange - 1) / kLeavesPerRange;
+  std::vector<Status> errors(ranges);
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> range_spans(ranges);
+  auto check_range = [&](size_t r) -> Status {
+    Status err;
+    Leaf leaf;
+    auto& found = range_spans[r];  // (offset, end) of its stored chunks
+    const size_t end = std::min(leaves.ids.size(), (r + 1) * kLeavesPerRange);
+    for (size_t n = r * kLeavesPerRange; n < end && err.ok(); ++n) {
+      const uint32_t li = leaves.ids[n];
+      leaves.decode(li, leaf);
+      const uint64_t planes = planes_of(leaf);
+      for_each_chunk_raw_size(leaf, [&](uint64_t k, uint64_t raw) {
+        if (!err.ok()) return;
+        const ChunkRecord& c = index.chunks[leaf.first_chunk + k];
+        auto fail = [&](const std::string& what) {
+          err = Status::corruption("leaf " + leaves.path(li) +
+                                   ": chunk " + std::to_string(k) + ": " + what);
+        };
+        if (c.reserved != 0 || (c.flags & ~kChunkAbsent) != 0) return fail("reserved bits set");
+        if (c.flags & kChunkAbsent) {
+          if (kind != FileKind::kSegment) return fail("absent chunk in a complete file");
+          if (c.offset || c.stored_size || c.checksum || c.segment || c.encoding) {
+            return fail("absent chunk with data fields set");
+          }
+          return;
+        }
+        if (c.segment >= index.segments.size()) return fail("segment number out of range");
+        const SegmentSpan& seg = index.segments[c.segment];
+        if (!range_within(c.offset, c.stored_size, seg.size)) {
+          return fail("stored bytes [" + std::to_string(c.offset) + ", +" +
+                      std::to_string(c.stored_size) + ") outside its segment of " +
+                      std::to_string(seg.size) + " bytes");
+        }
+        switch (c.encoding) {
+          case 0:  // Raw
+            if (c.stored_size != raw) {
+              return fail("raw chunk of " + std::to_string(c.stored_size) + " bytes; " +
+                          "its shape needs " + std::to_string(raw));
+            }
+            break;
+          case 1:  // Planes
+            if (leaf.codec == Codec::kRaw) return fail("compressed chunk in a raw leaf");
+            if (c.stored_size < 4 * planes || c.stored_size > raw + 4 * planes ||
+                raw % planes != 0) {
+              return fail("compressed chunk of " + std::to_string(c.stored_size) +
+                          " bytes cannot hold " + std::to_string(raw) + " raw bytes in " +
+                          std::to_string(planes) + " planes");
+            }
+            break;
+          default:
+            return fail("unknown encoding " + std::to_string(c.encoding));
+        }
+        found.emplace_back(seg.file_offset + c.offset,
+                           seg.file_offset + c.offset + c.stored_size);
+      });
+    }
+    errors[r] = std::move(err);
+    return Status::success();  // (ranked below by range, not by which range failed first)
+  };
+  JTREE_RETURN_IF_ERROR(parallel_for(ThreadPool::shared(), ranges, ranges > 1 ? 0 : 1,
+                                     check_range));
+  for (const Status& e : errors) JTREE_RETURN_IF_ERROR(e);
   spans.clear();
   spans.reserve(index.chunks.size());
-  Status err;
-  Leaf leaf;
-  for (size_t n = 0; n < leaves.ids.size() && err.ok(); ++n) {
-    const uint32_t li = leaves.ids[n];
-    leaves.decode(li, leaf);
-    const uint64_t planes = planes_of(leaf);
-    for_each_chunk_raw_size(leaf, [&](uint64_t k, uint64_t raw) {
-      if (!err.ok()) return;
-      const ChunkRecord& c = index.chunks[leaf.first_chunk + k];
-      auto fail = [&](const std::string& what) {
-        err = Status::corruption("leaf " + leaves.path(li) +
-                                 ": chunk " + std::to_string(k) + ": " + what);
-      };
-      if (c.reserved != 0 || (c.flags & ~kChunkAbsent) != 0) return fail("reserved bits set");
-      if (c.flags & kChunkAbsent) {
-        if (kind != FileKind::kSegment) return fail("absent chunk in a complete file");
-        if (c.offset || c.stored_size || c.checksum || c.segment || c.encoding) {
-          return fail("absent chunk with data fields set");
-        }
-        return;
-      }
-      if (c.segment >= index.segments.size()) return fail("segment number out of range");
-      const SegmentSpan& seg = index.segments[c.segment];
-      if (!range_within(c.offset, c.stored_size, seg.size)) {
-        return fail("stored bytes [" + std::to_string(c.offset) + ", +" +
-                    std::to_string(c.stored_size) + ") outside its segment of " +
-                    std::to_string(seg.size) + " bytes");
-      }
-      switch (c.encoding) {
-        case 0:  // Raw
-          if (c.stored_size != raw) {
-            return fail("raw chunk of " + std::to_string(c.stored_size) + " bytes; " +
-                        "its shape needs " + std::to_string(raw));
-          }
-          break;
-        case 1:  // Planes
-          if (leaf.codec == Codec::kRaw) return fail("compressed chunk in a raw leaf");
-          if (c.stored_size < 4 * planes || c.stored_size > raw + 4 * planes ||
-              raw % planes != 0) {
-            return fail("compressed chunk of " + std::to_string(c.stored_size) +
-                        " bytes cannot hold " + std::to_string(raw) + " raw bytes in " +
-                        std::to_string(planes) + " planes");
-          }
-          break;
-        default:
-          return fail("unknown encoding " + std::to_string(c.encoding));
-      }
-      spans.emplace_back(seg.file_offset + c.offset, seg.file_offset + c.offset + c.stored_size);
-    });
-  }
-  JTREE_RETURN_IF_ERROR(err);
+  for (const auto& part : range_spans) spans.insert(spans.end(), part.begin(), part.end());
   // Written in completion order, chunks are nearly sorted already.
   if (!std::is_sorted(spans.begin(), spans.end())) std::sort(spans.begin(), spans.end());
   for (size_t k = 1; k < spans.size(); ++k) {

@@ -59,7 +59,8 @@ struct Region {
 /// that has not built a Tree decodes each into one scratch Leaf).
 struct ChunkedLeaves {
   std::span<const uint32_t> ids;                  ///< the chunked leaves, in order
-  std::function<void(uint32_t, Leaf&)> decode;    ///< a leaf's spec, first_chunk set
+  /// A leaf's spec: at least what a walk of its chunk grid reads, first_chunk set.
+  std::function<void(uint32_t, Leaf&)> decode;
   std::function<std::string(uint32_t)> path;      ///< a leaf's key path (messages)
 };
 

@@ -183,7 +183,7 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
                 {footer_offset, kFooterSize, "footer"}};
   const ReadTree& tree = f.tree;
   const format::ChunkedLeaves chunked{tree.chunked_leaves(),
-                                      [&](uint32_t i, Leaf& out) { tree.decode_leaf(i, out); },
+                                      [&](uint32_t i, Leaf& out) { tree.decode_grid(i, out); },
                                       [&](uint32_t i) { return tree.leaf_path(i); }};
   JTREE_RETURN_IF_ERROR(format::validate_index(chunked, f.index, chunks,
                                                footer_offset + kFooterSize, f.metadata,

@@ -36,6 +36,8 @@ class ReadTree {
   const Leaf& leaf(uint32_t i) const;
   /// Leaf `i` decoded into `out`, not kept (for passes over many leaves).
   void decode_leaf(uint32_t i, Leaf& out) const { header_.decode_leaf(i, out); }
+  /// Only what a walk of leaf `i`'s chunk grid reads (format::HeaderView::decode_grid).
+  void decode_grid(uint32_t i, Leaf& out) const { header_.decode_grid(i, out); }
   uint64_t first_chunk(uint32_t leaf) const { return header_.first_chunk(leaf); }
   /// The chunked leaves, in order.
   std::span<const uint32_t> chunked_leaves() const { return header_.chunked_leaves(); }
