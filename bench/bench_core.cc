@@ -1,6 +1,6 @@
 // bench_core: the core library's numbers against the limits set by the machine, in one run.
 //
-//   bench_core [--dir DIR] [--mib N] [--runs R] [--only raw|compressed|open]
+//   bench_core [--dir DIR] [--mib N] [--runs R] [--only raw|compressed|open] [--open-file F]
 //
 // 1. Raw load: a page-cached file of N MiB (default 1024) of raw float32 chunks, loaded whole
 //    with 1 thread and with all threads, against single-thread memcpy of the same size.
@@ -9,7 +9,7 @@
 //    (bf16 weights, normal(0, 0.02)), in the same 4 MiB pieces; and against the same zstd
 //    calls with each frame written to / read from a file, the bound of any save or load
 //    through one.
-// 3. Open + structure of a file of 100,000 leaves.
+// 3. Open + structure of a file of 100,000 leaves (or of the existing file F: --open-file).
 //
 // Each figure is the median of R runs (default 5) with [min, max]. Files go to DIR (default
 // /dev/shm when it exists: page cache without a disk under it).
@@ -254,9 +254,10 @@ void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
   }
 }
 
-void open_many(const std::string& dir, int runs) {
+// A file of 100,000 leaves in dicts of 100: every other one a float32[16] (inline), the others
+// Python floats. Returns its size.
+uint64_t write_many(const std::string& path) {
   const int n = 100000;
-  const std::string path = dir + "/bench_many.jtree";
   std::vector<float> small(16, 1.0f);
   jtree::TreeBuilder b;
   b.dict();
@@ -276,6 +277,20 @@ void open_many(const std::string& dir, int runs) {
   wo.sync = false;
   auto st = jtree::save(std::move(*t), path, wo);
   if (!st.ok()) die(st.status());
+  return st->file_size;
+}
+
+// Opens `file` (kept), or a generated file of 100,000 leaves in `dir` (removed after).
+void open_many(const std::string& dir, int runs, const std::string& file) {
+  const std::string path = file.empty() ? dir + "/bench_many.jtree" : file;
+  uint64_t file_size = 0;
+  if (file.empty()) {
+    file_size = write_many(path);
+  } else {
+    std::error_code ec;
+    file_size = std::filesystem::file_size(path, ec);
+    if (ec) die(jtree::Status::not_found(path + ": " + ec.message()));
+  }
   size_t leaves = 0;
   std::vector<std::shared_ptr<jtree::Reader>> keep;  // freeing is not part of opening
   // Open, then visit the whole structure through the Reader's accessors (every node's kind and
@@ -290,7 +305,10 @@ void open_many(const std::string& dir, int runs) {
       key_bytes += node.key.str.size();
       found += node.kind == jtree::NodeKind::kLeaf;
     }
-    if (found != reader.num_leaves() || key_bytes == 0) die(jtree::Status::aborted("the walk found the wrong leaf count"));
+    // (The generated file's keys are all strings: a walk that read none went wrong.)
+    if (found != reader.num_leaves() || (file.empty() && key_bytes == 0)) {
+      die(jtree::Status::aborted("the walk found the wrong leaf count"));
+    }
     leaves = found;
     keep.push_back(std::move(*r));
   });
@@ -302,8 +320,8 @@ void open_many(const std::string& dir, int runs) {
     if ((*r)->tree().leaves.size() != leaves) die(jtree::Status::aborted("tree() has the wrong leaf count"));
     keep.push_back(std::move(*r));
   });
-  std::printf("\n## 3. Open + structure of a %zu-leaf file (%.1f MiB)\n\n", leaves,
-              st->file_size / 1048576.0);
+  std::printf("\n## 3. Open + structure of a %zu-leaf file (%.1f MiB%s%s)\n\n", leaves,
+              file_size / 1048576.0, file.empty() ? "" : ": ", file.c_str());
   std::printf("Reader::open (read, verify and check header and index; validate everything) + "
               "a walk of every node: %.1f ms median [%.1f, %.1f]\n",
               s.median * 1e3, s.min * 1e3, s.max * 1e3);
@@ -311,7 +329,7 @@ void open_many(const std::string& dir, int runs) {
               "%.1f ms median [%.1f, %.1f]\n", full.median * 1e3, full.min * 1e3,
               full.max * 1e3);
   keep.clear();
-  std::filesystem::remove(path);
+  if (file.empty()) std::filesystem::remove(path);
 }
 
 }  // namespace
@@ -321,12 +339,23 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
   uint64_t mib = 1024;
   int runs = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string open_file;  // section 3 opens this file instead of a generated one
+  for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_core: %s needs a value\n", a.c_str());
+      return 2;
+    }
     if (a == "--dir") dir = argv[i + 1];
     else if (a == "--mib") mib = std::stoull(argv[i + 1]);
     else if (a == "--runs") runs = std::stoi(argv[i + 1]);
     else if (a == "--only") only = argv[i + 1];
+    else if (a == "--open-file") open_file = argv[i + 1];
+    else {
+      std::fprintf(stderr, "bench_core: unknown option %s (see the comment at the top)\n",
+                   a.c_str());
+      return 2;
+    }
   }
   std::printf("# bench_core: %llu MiB, %d runs, files in %s, %u hardware threads\n",
               (unsigned long long)mib, runs, dir.c_str(), std::thread::hardware_concurrency());
@@ -336,6 +365,6 @@ int main(int argc, char** argv) {
   }
   if (only == "" || only == "raw") raw_load(dir, mib, runs);
   if (only == "" || only == "compressed") compressed(dir, std::min<uint64_t>(mib, 256), runs, 1);
-  if (only == "" || only == "open") open_many(dir, runs);
+  if (only == "" || only == "open") open_many(dir, runs, open_file);
   return 0;
 }
