@@ -255,4 +255,19 @@ TEST_CASE("index checks of many leaves: the first error in leaf order, distant o
   c = ix;
   c.chunks[9999].offset = 8;  // on leaf 1's bytes, thousands of leaves away
   CHECK(run(c).message().find("chunks overlap at file offset 136") != std::string::npos);
+
+  // A segment file's absent chunks hold no bytes: they are skipped by the overlap check, in
+  // every range, and do not hide an overlap of the stored chunks around them.
+  auto run_segment = [&](const IndexData& x) {
+    IndexData y = x;
+    y.segment_info = SegmentInfo{};
+    y.segment_info->process_count = 1;
+    return validate_index(t, y, kLeaves, index_at + 228, meta, FileKind::kSegment, 0);
+  };
+  c = ix;
+  for (uint32_t i : {0u, 2047u, 2048u, 5000u, 9999u}) c.chunks[i] = ChunkRecord{0, 0, 0, 0, 0, kChunkAbsent, 0};
+  CHECK(run_segment(c).ok());
+  c.chunks[5001].offset = 8 * 4999;  // on leaf 4999's bytes, across the absent leaf 5000
+  CHECK(run_segment(c).message().find("chunks overlap at file offset " +
+                                      std::to_string(128 + 8 * 4999)) != std::string::npos);
 }

@@ -194,6 +194,10 @@ Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth
     const NodeKind k = nodes.shape(i).kind;
     kids.clear();
     keys.clear();
+    // (Exact sizes: grown by doubling, a container of many children touches twice the memory,
+    // fresh pages a fresh process pays for.)
+    kids.reserve(nodes.shape(i).num_children);
+    keys.reserve(nodes.shape(i).num_children);
     for (uint32_t c = i + 1; c < nav.subtree_end[i]; c = nav.subtree_end[c]) {
       kids.push_back(c);
       keys.push_back(nodes.key(c));
