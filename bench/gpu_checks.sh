@@ -88,7 +88,7 @@ unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
 run 160 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
-  --modes dev,dev-small-pages,dev-serial,out-each,dev-again,fastsafetensors \
+  --modes dev,dev-pin-early,dev-small-pages,dev-serial,out-each,dev-again,fastsafetensors \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
 

@@ -26,6 +26,10 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
                allocations took 33 ms of the default load's 90 on an H200)
   dev-small-pages  dev with JTREE_STAGING_NO_HUGE_PAGES=1: the staging buffers faulted in as
                small pages, as before 2026-11-27 (the gain of huge pages is dev against it)
+  dev-pin-early  dev with the staging buffers' pinning started at the call's start, before
+               the open and the plan (inside the clock), instead of once half the staging
+               memory is planned: does the pinning then hide behind the open and the plan,
+               and do the allocations still wait for it?
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
@@ -55,23 +59,31 @@ sys.path.insert(0, HERE)
 
 MODES = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads",
          "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable",
-         "dev-small-pages", "out-each", "out-one", "out-reserved", "dev-again", "dev-profile",
-         "fastsafetensors"]
+         "dev-small-pages", "dev-pin-early", "out-each", "out-one", "out-reserved", "dev-again",
+         "dev-profile", "fastsafetensors"]
 DEV_MODES = ("dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned",
-             "dev-reserve", "dev-reads-reserve", "dev-expandable", "dev-small-pages")
+             "dev-reserve", "dev-reads-reserve", "dev-expandable", "dev-small-pages",
+             "dev-pin-early")
 
 
 def instrument(res: Dict[str, Any]) -> Any:
     """Times, in this child, each native read of a device load (start and end from the
-    returned clock's zero, MiB) and the device allocations of the load's arrays (their total
-    and count), into res["batches"] and res["alloc_in_load_ms"]; returns the functions that
-    start a load's clock and keep what was timed (done). Wraps jtree internals: a
-    measurement, not an API."""
+    returned clock's zero, MiB), the device allocations of the load's arrays (their total and
+    count) and when the staging buffers' pinning was started, into res["batches"],
+    res["alloc_in_load_ms"] and res["alloc_spread"]: the longest allocation, when it started
+    and how many took over 1 ms (one allocation that waits the whole pinning out, a driver
+    lock, looks unlike every allocation slowed a little, contention for the host's memory),
+    the median in microseconds, and when pin_ahead was first called (ms from the clock's zero;
+    None: never); returns the functions that start a load's clock and keep what was timed
+    (done). Wraps jtree internals: a measurement, not an API."""
     from jtree import _device, _load_plain, _load_torch
     zero = [time.perf_counter()]
     batches: List[Any] = []
     alloc = [0.0, 0]
+    each: List[Any] = []  # (start from zero, duration) of every allocation, seconds
+    pinned_at: List[float] = []
     native, new = _device._native_load, _load_torch._new_on_device
+    pin_ahead = _device.pin_ahead
     destinations = _load_plain._torch_destinations
 
     def timed_native(reader: Any, reqs: List[Any], dev: Any, kw: dict) -> Any:
@@ -94,21 +106,42 @@ def instrument(res: Dict[str, Any]) -> Any:
     def timed_new_with(fn: Any, *a: Any) -> Any:
         t = time.perf_counter()
         r = fn(*a)
-        alloc[0] += time.perf_counter() - t
+        took = time.perf_counter() - t
+        alloc[0] += took
         alloc[1] += 1
+        each.append((t - zero[0], took))
         return r
 
+    def timed_pin_ahead(*a: Any, **k: Any) -> Any:
+        if not pinned_at:
+            pinned_at.append(time.perf_counter() - zero[0])
+        return pin_ahead(*a, **k)
+
     _device._native_load, _load_torch._new_on_device = timed_native, timed_new
+    _device.pin_ahead = timed_pin_ahead
     _load_plain._torch_destinations = timed_destinations
 
     def start() -> None:
         zero[0] = time.perf_counter()
         batches.clear()
+        each.clear()
+        pinned_at.clear()
         alloc[0], alloc[1] = 0.0, 0
 
     def done() -> None:
         res["alloc_in_load_ms"] = [round(1e3 * alloc[0], 1), alloc[1]]
         res["batches"] = list(batches)
+        spread: Dict[str, Any] = {"pin_ahead_at_ms": (round(1e3 * pinned_at[0], 1)
+                                                      if pinned_at else None)}
+        if each:
+            at, longest = max(each, key=lambda e: e[1])
+            took = sorted(d for _, d in each)
+            spread.update(max_ms=round(1e3 * longest, 2), max_at_ms=round(1e3 * at, 1),
+                          over_1ms=sum(d > 1e-3 for d in took),
+                          median_us=round(1e6 * took[len(took) // 2], 1),
+                          first_at_ms=round(1e3 * each[0][0], 1),
+                          last_end_ms=round(1e3 * (each[-1][0] + each[-1][1]), 1))
+        res["alloc_spread"] = spread
     return start, done
 
 
@@ -213,6 +246,8 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
 
         def load() -> Any:
             start()
+            if mode == "dev-pin-early" and device.startswith("cuda"):
+                _device.pin_ahead(torch.device(device), None)
             if reserve:
                 del_me = torch.empty(reserve, dtype=torch.uint8, device=device)
                 del del_me
@@ -336,6 +371,7 @@ def main() -> None:
                 print(f"{'':19}  first run: allocations in the load {r['alloc_in_load_ms'][0]} ms "
                       f"({r['alloc_in_load_ms'][1]}); native reads [start, end ms, MiB]: "
                       f"{r['batches']}")
+                print(f"{'':19}  first run: allocations' spread {r.get('alloc_spread')}")
         if "profile" in runs[-1]:
             print(runs[-1]["profile"])
     if a.out:
