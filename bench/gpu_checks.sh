@@ -87,8 +87,8 @@ run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/be
 unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
-run 160 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
-  --modes dev,dev-pin-early,dev-small-pages,dev-serial,out-each,dev-again,fastsafetensors \
+run 190 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
+  --modes dev,dev-pin-early,dev-reserve-pin,dev-small-pages,dev-serial,dev-again,fastsafetensors \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
 

@@ -220,12 +220,12 @@ def test_breakdown_script_runs_every_mode_on_the_cpu(tmp_path):
     got = json.loads(out.read_text())
     modes = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads",
              "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable",
-             "dev-small-pages", "dev-pin-early", "out-each", "out-one", "out-reserved",
-             "dev-again", "dev-profile", "fastsafetensors"]
+             "dev-small-pages", "dev-pin-early", "dev-reserve-pin", "out-each", "out-one",
+             "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
     assert list(got["results"]) == modes
     for mode, runs in got["results"].items():
         assert len(runs) == 1 and all(v > 0 for k, v in runs[0].items() if k.endswith("_s")), mode
     assert "function calls" in got["results"]["dev-profile"][0]["profile"]  # (cProfile's)
-    for mode in ("dev", "dev-pin-early"):  # (no allocation on the CPU: none timed)
+    for mode in ("dev", "dev-pin-early", "dev-reserve-pin"):  # (the CPU: no allocation timed)
         assert got["results"][mode][0]["alloc_spread"] == {"pin_ahead_at_ms": None}, mode
     assert got["arrays"] > 0
