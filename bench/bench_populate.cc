@@ -9,17 +9,84 @@
 // min(cores, 8) threads as the engine uses: the median of R runs (default 9) with [min, max]
 // of each, the two ways alternated run by run, and their ratio. The kernel's setting
 // (/sys/kernel/mm/transparent_hugepage/enabled) decides whether huge pages are given.
+//
+// Then what populating does to the rest of the process: while 128 MiB is populated (huge
+// pages), another thread maps, touches and unmaps 256 KiB in a loop (what an allocation
+// beside the pinning does: cudaMalloc, an allocator's fresh arena); the longest of its
+// rounds, median over R runs, for map_populated (a write per page: each fault takes only the
+// mapping's lock) and, in the same run, for one MADV_POPULATE_WRITE call over the whole 128
+// MiB, how map_populated faulted huge pages in before 2026-11-29 (the kernel holds the mmap
+// lock through a call, so the other thread waits that long: the reference). Both populate on
+// one thread, so that they differ only in how: with more threads than cores the other thread
+// would also wait for a core.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "util/populated_memory.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The longest round of another thread's map + touch + unmap of 256 KiB while `populate` runs,
+// in milliseconds.
+template <typename F>
+double longest_wait_beside(F populate) {
+  std::atomic<bool> started{false}, stop{false};
+  double longest = 0;
+  std::thread other([&] {
+    started = true;
+    while (!stop.load()) {
+      const auto t0 = Clock::now();
+      void* p = ::mmap(nullptr, 256 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+      if (p == MAP_FAILED) break;
+      *static_cast<volatile char*>(p) = 1;
+      ::munmap(p, 256 << 10);
+      longest = std::max(
+          longest, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  });
+  while (!started.load()) std::this_thread::yield();
+  populate();
+  stop = true;
+  other.join();
+  return longest;
+}
+
+// One MADV_POPULATE_WRITE over the whole of `bytes` of fresh memory (2 MiB-aligned, advised
+// MADV_HUGEPAGE), on the calling thread: the reference of longest_wait_beside. Returns the
+// mapping, for the caller to unmap.
+std::span<std::byte> populate_in_one_call(size_t bytes) {
+  const size_t align = jtree::kHugePageBytes;
+  void* raw = ::mmap(nullptr, bytes + align, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return {};
+  auto* p = static_cast<char*>(raw) + (align - reinterpret_cast<uintptr_t>(raw) % align) % align;
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+  (void)::madvise(p, bytes, MADV_POPULATE_WRITE);
+#endif
+  return {static_cast<std::byte*>(raw), bytes + align};
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int runs = 9;
@@ -64,5 +131,23 @@ int main(int argc, char** argv) {
     }
     std::printf("populate %4zu MiB, huge/small: %.2fx\n", mib, median[1] / median[0]);
   }
+  const size_t bytes = size_t{128} << 20;
+  std::vector<double> waits[2];
+  // (Each mapping is unmapped after the other thread stopped: unmapping holds the lock too,
+  // the same for both ways, and is not the populating.)
+  for (int r = 0; r < runs; ++r) {
+    std::span<std::byte> mem;
+    waits[0].push_back(longest_wait_beside([&] {
+      auto m = jtree::map_populated(bytes, 1, true);
+      if (m.ok()) mem = *m;
+    }));
+    jtree::unmap_populated(mem);
+    waits[1].push_back(longest_wait_beside([&] { mem = populate_in_one_call(bytes); }));
+    if (!mem.empty()) ::munmap(mem.data(), mem.size());
+  }
+  const double lib = median_of(waits[0]), one = median_of(waits[1]);
+  std::printf("another thread's mmap while 128 MiB is populated (one thread, huge pages), its "
+              "longest wait: map_populated %.2f ms, one call %.2f ms (%.3fx)\n", lib, one,
+              lib / one);
   return 0;
 }

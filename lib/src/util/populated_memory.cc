@@ -16,14 +16,23 @@ namespace jtree {
 
 namespace {
 
-// Faults in [p, p + n) (page-aligned p): MADV_POPULATE_WRITE (Linux 5.14+) in one call, else
-// a write per page (the memory is fresh and zero: writing a zero changes nothing).
-void populate(std::byte* p, size_t n, size_t page) {
+// Faults in [p, p + n) (page-aligned p). Memory advised for huge pages: a write per page (a
+// fault per huge page; the other writes land in pages already there). Why not
+// MADV_POPULATE_WRITE there: the kernel holds the process's mmap lock through a whole call,
+// and every mmap and munmap of the process waits for it (cudaMalloc's mappings, an
+// allocator's fresh arenas: the allocations of the thread that loads while its staging
+// buffers are pinned ahead), even in pieces (readers keep taking the lock back until the
+// waiting writer's hand-off, milliseconds later). A fault takes only its mapping's lock
+// (per-VMA locks, Linux 6.4+). Measured on a 2-vCPU host (bench_populate, bench/README):
+// another thread's mmap waited 16 ms, all of a one-call populate of 128 MiB, and under 1 ms
+// beside the writes, which fault the huge pages in as fast. Small pages: MADV_POPULATE_WRITE
+// (Linux 5.14+; a fault per 4 KiB page takes three times as long), else the writes.
+void populate(std::byte* p, size_t n, size_t page, bool huge) {
 #ifdef MADV_POPULATE_WRITE
-  if (::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
+  if (!huge && ::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
 #endif
   for (size_t at = 0; at < n; at += page) {
-    *reinterpret_cast<volatile std::byte*>(p + at) = std::byte{0};
+    *reinterpret_cast<volatile std::byte*>(p + at) = std::byte{0};  // (fresh memory is zero)
   }
 }
 
@@ -70,7 +79,7 @@ Result<std::span<std::byte>> map_populated(size_t bytes, int threads, bool huge_
     const size_t first = i * per;
     if (first >= pages) return;
     const size_t n = std::min(per, pages - first);
-    populate(p + first * page, std::min(n * page, bytes - first * page), page);
+    populate(p + first * page, std::min(n * page, bytes - first * page), page, huge);
   };
   std::vector<std::thread> helpers;
   for (size_t i = 1; i < parts; ++i) {

@@ -22,12 +22,14 @@ namespace jtree {
 /// pages); where they are another size the memory is still correct, only less of it huge.
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-/// `bytes` (> 0) of zeroed, page-aligned, private anonymous memory, every page faulted in
-/// (MADV_POPULATE_WRITE where the kernel has it, else a write per page) by up to `threads`
-/// threads (at least one per 4 MiB). With `huge_pages` and at least kHugePageBytes, the memory
-/// is kHugePageBytes-aligned and advised MADV_HUGEPAGE before it is faulted in (the kernel
-/// may still give small pages: THP "never", or none free). ResourceExhausted when the memory
-/// cannot be had. Free with unmap_populated.
+/// `bytes` (> 0) of zeroed, page-aligned, private anonymous memory, every page faulted in by
+/// up to `threads` threads (at least 4 MiB each). With `huge_pages` and at least
+/// kHugePageBytes, the memory is kHugePageBytes-aligned and advised MADV_HUGEPAGE before it is
+/// faulted in, by a write per page (the kernel may still give small pages: THP "never", or
+/// none free); small pages with MADV_POPULATE_WRITE where the kernel has it, else the writes.
+/// Faulting huge pages in does not hold up the process's other threads' mmap and munmap
+/// (populated_memory.cc says why). ResourceExhausted when the memory cannot be had. Free with
+/// unmap_populated.
 Result<std::span<std::byte>> map_populated(size_t bytes, int threads, bool huge_pages = true);
 
 /// Frees memory from map_populated (the span it returned).
