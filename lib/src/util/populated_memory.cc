@@ -16,23 +16,43 @@ namespace jtree {
 
 namespace {
 
-// Faults in [p, p + n) (page-aligned p). Memory advised for huge pages: a write per page (a
-// fault per huge page; the other writes land in pages already there). Why not
-// MADV_POPULATE_WRITE there: the kernel holds the process's mmap lock through a whole call,
-// and every mmap and munmap of the process waits for it (cudaMalloc's mappings, an
-// allocator's fresh arenas: the allocations of the thread that loads while its staging
-// buffers are pinned ahead), even in pieces (readers keep taking the lock back until the
-// waiting writer's hand-off, milliseconds later). A fault takes only its mapping's lock
-// (per-VMA locks, Linux 6.4+). Measured on a 2-vCPU host (bench_populate, bench/README):
-// another thread's mmap waited 16 ms, all of a one-call populate of 128 MiB, and under 1 ms
-// beside the writes, which fault the huge pages in as fast. Small pages: MADV_POPULATE_WRITE
-// (Linux 5.14+; a fault per 4 KiB page takes three times as long), else the writes.
+// Whether the page fault that wrote p[0] (p: a huge page's start) brought a whole huge page:
+// every small page of [p, p + kHugePageBytes) resident now (mincore).
+bool faulted_in_huge(std::byte* p, size_t page) {
+  std::vector<unsigned char> resident(kHugePageBytes / page);
+  if (::mincore(p, kHugePageBytes, resident.data()) != 0) return false;
+  return std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; });
+}
+
+// Faults in [p, p + n) (page-aligned p; `huge`: advised for huge pages, p then a huge page's
+// start). Where the kernel gives huge pages: a write per page (a fault per huge page; the
+// other writes land in pages already there). Why not MADV_POPULATE_WRITE there: the kernel
+// holds the process's mmap lock through a whole call, and every mmap and munmap of the
+// process waits for it (cudaMalloc's mappings, an allocator's fresh arenas: the allocations
+// of the thread that loads while its staging buffers are pinned ahead), even in pieces
+// (readers keep taking the lock back until the waiting writer's hand-off, milliseconds
+// later). A fault takes only its mapping's lock (per-VMA locks, Linux 6.4+). Measured on a
+// 2-vCPU host (bench_populate, bench/gpu.md): another thread's mmap waited 16 ms, all of a
+// one-call populate of 128 MiB, and under 0.3 ms beside the writes, which fault the huge pages
+// in as fast. Small pages (none asked for, or the first write got none: THP "never", none
+// free): MADV_POPULATE_WRITE (Linux 5.14+; a fault per 4 KiB page takes three times as
+// long), else the writes.
 void populate(std::byte* p, size_t n, size_t page, bool huge) {
+  size_t at = 0;
+  if (huge && n >= kHugePageBytes) {
+    *reinterpret_cast<volatile std::byte*>(p) = std::byte{0};  // (fresh memory is zero)
+    if (faulted_in_huge(p, page)) {
+      for (at = kHugePageBytes; at < n; at += page) {
+        *reinterpret_cast<volatile std::byte*>(p + at) = std::byte{0};
+      }
+      return;
+    }
+  }
 #ifdef MADV_POPULATE_WRITE
-  if (!huge && ::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
+  if (::madvise(p, n, MADV_POPULATE_WRITE) == 0) return;
 #endif
-  for (size_t at = 0; at < n; at += page) {
-    *reinterpret_cast<volatile std::byte*>(p + at) = std::byte{0};  // (fresh memory is zero)
+  for (; at < n; at += page) {
+    *reinterpret_cast<volatile std::byte*>(p + at) = std::byte{0};
   }
 }
 
