@@ -25,8 +25,9 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 /// `bytes` (> 0) of zeroed, page-aligned, private anonymous memory, every page faulted in by
 /// up to `threads` threads (at least 4 MiB each). With `huge_pages` and at least
 /// kHugePageBytes, the memory is kHugePageBytes-aligned and advised MADV_HUGEPAGE before it is
-/// faulted in, by a write per page (the kernel may still give small pages: THP "never", or
-/// none free); small pages with MADV_POPULATE_WRITE where the kernel has it, else the writes.
+/// faulted in, by a write per page where the first write brought a huge page (the kernel may
+/// still give small pages: THP "never", or none free); small pages with MADV_POPULATE_WRITE
+/// where the kernel has it, else the writes.
 /// Faulting huge pages in does not hold up the process's other threads' mmap and munmap
 /// (populated_memory.cc says why). ResourceExhausted when the memory cannot be had. Free with
 /// unmap_populated.
