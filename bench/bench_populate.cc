@@ -10,15 +10,15 @@
 // of each, the two ways alternated run by run, and their ratio. The kernel's setting
 // (/sys/kernel/mm/transparent_hugepage/enabled) decides whether huge pages are given.
 //
-// Then what populating does to the rest of the process: while 128 MiB is populated (huge
-// pages), another thread maps, touches and unmaps 256 KiB in a loop (what an allocation
-// beside the pinning does: cudaMalloc, an allocator's fresh arena); the longest of its
-// rounds, median over R runs, for map_populated (a write per page: each fault takes only the
-// mapping's lock) and, in the same run, for one MADV_POPULATE_WRITE call over the whole 128
-// MiB, how map_populated faulted huge pages in before 2026-11-29 (the kernel holds the mmap
-// lock through a call, so the other thread waits that long: the reference). Both populate on
-// one thread, so that they differ only in how: with more threads than cores the other thread
-// would also wait for a core.
+// Then the way map_populated faults huge pages in (a write per page: each fault takes only
+// its mapping's lock) against how it did before 2026-11-29, one MADV_POPULATE_WRITE call
+// over the whole (the kernel holds the process's mmap lock through a call), both on one
+// thread for 128 MiB of huge pages: first the populating alone, the two alternated, medians
+// of R; then what each does to the rest of the process: while it runs, another thread maps,
+// touches and unmaps 256 KiB in a loop (what an allocation beside the pinning does:
+// cudaMalloc, an allocator's fresh arena), and the longest of its rounds is kept (median
+// over R runs). One populating thread for both, so that they differ only in how: with more
+// threads than cores the other thread would also wait for a core.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -132,6 +132,31 @@ int main(int argc, char** argv) {
     std::printf("populate %4zu MiB, huge/small: %.2fx\n", mib, median[1] / median[0]);
   }
   const size_t bytes = size_t{128} << 20;
+  // The populating alone, the two ways on one thread, alternated (nothing beside them: the
+  // other thread's unmaps would interrupt the writes with TLB shootdowns, and not the one
+  // call, which keeps it waiting).
+  std::vector<double> alone[2];
+  for (int r = 0; r < runs; ++r) {
+    for (int way = 0; way < 2; ++way) {
+      const auto t0 = Clock::now();
+      std::span<std::byte> mem;
+      if (way == 0) {
+        auto m = jtree::map_populated(bytes, 1, true);
+        if (m.ok()) mem = *m;
+      } else {
+        mem = populate_in_one_call(bytes);
+      }
+      alone[way].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      if (way == 0) {
+        jtree::unmap_populated(mem);
+      } else if (!mem.empty()) {
+        ::munmap(mem.data(), mem.size());
+      }
+    }
+  }
+  std::printf("populate 128 MiB of huge pages on one thread: map_populated %.2f ms, one call "
+              "%.2f ms (%.3fx)\n", median_of(alone[0]), median_of(alone[1]),
+              median_of(alone[0]) / median_of(alone[1]));
   std::vector<double> waits[2];
   // (Each mapping is unmapped after the other thread stopped: unmapping holds the lock too,
   // the same for both ways, and is not the populating.)

@@ -32,9 +32,9 @@ bool faulted_in_huge(std::byte* p, size_t page) {
 // of the thread that loads while its staging buffers are pinned ahead), even in pieces
 // (readers keep taking the lock back until the waiting writer's hand-off, milliseconds
 // later). A fault takes only its mapping's lock (per-VMA locks, Linux 6.4+). Measured on a
-// 2-vCPU host (bench_populate, bench/gpu.md): another thread's mmap waited 16 ms, all of a
+// 2-vCPU host (bench_populate, bench/gpu.md): another thread's mmap waited 15 ms, all of a
 // one-call populate of 128 MiB, and under 0.3 ms beside the writes, which fault the huge pages
-// in as fast. Small pages (none asked for, or the first write got none: THP "never", none
+// in 3-4% slower. Small pages (none asked for, or the first write got none: THP "never", none
 // free): MADV_POPULATE_WRITE (Linux 5.14+; a fault per 4 KiB page takes three times as
 // long), else the writes.
 void populate(std::byte* p, size_t n, size_t page, bool huge) {
