@@ -282,8 +282,40 @@ size_t process_threads() {
   return n;
 }
 
+// process_threads() once it is `want`, or after 10 s what it is then. Why wait: a joined
+// thread can still be listed for a moment (the kernel wakes its joiner before it removes the
+// thread from /proc/self/task), as can a thread of an earlier test case; a count that never
+// comes is still a failure.
+size_t process_threads_when(size_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t n = process_threads();
+  while (n != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n = process_threads();
+  }
+  return n;
+}
+
+// process_threads() once it has stayed the same for 50 ms (at most 10 s): the threads of
+// earlier test cases gone.
+size_t settled_process_threads() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t n = process_threads();
+  auto since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::chrono::steady_clock::now() - since < std::chrono::milliseconds(50)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const size_t now = process_threads();
+    if (now != n) {
+      n = now;
+      since = std::chrono::steady_clock::now();
+    }
+  }
+  return n;
+}
+
 TEST_CASE("ThreadPool starts its workers with its first task, not before") {
-  const size_t before = process_threads();
+  const size_t before = settled_process_threads();
   {
     ThreadPool pool(3);
     CHECK(pool.size() == 3);  // (what parallel_for counts on, before any worker exists)
@@ -303,9 +335,9 @@ TEST_CASE("ThreadPool starts its workers with its first task, not before") {
     std::promise<void> ran;
     pool.submit([&ran] { ran.set_value(); });
     ran.get_future().wait();
-    CHECK(process_threads() == before + 3);
+    CHECK(process_threads_when(before + 3) == before + 3);
   }
-  CHECK(process_threads() == before);  // joined
+  CHECK(process_threads_when(before) == before);  // joined
 }
 
 TEST_CASE("resolve_threads") {
