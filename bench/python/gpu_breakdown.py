@@ -35,8 +35,9 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
                made before the pinning, the 873 allocations carved from torch's cache while
                it pins. In the fourth run the allocations took 12.7 ms without pinning
                beside them and 32-38 ms with it, the read starting no earlier (dev against
-               dev-serial): if they wait for the pinning in the driver, this order overlaps
-               them, and the library should allocate this way
+               dev-serial; populating no longer holds the mmap lock since 2026-11-29,
+               bench/gpu.md): if they still wait for the pinning, in the driver, this order
+               overlaps them, and the library should allocate this way
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
