@@ -114,7 +114,7 @@ double bf16_entropy_bound(const Bytes& b) {
 
 struct Chunk {
   ChunkEncoding encoding = ChunkEncoding::kRaw;
-  jtree::UninitBytes stored;  // empty for kRaw chunks of the jtree codec (the raw bytes are the stored bytes)
+  jtree::ScratchBytes stored;  // empty for kRaw chunks of the jtree codec (the raw bytes are the stored bytes)
 };
 
 struct Method {
@@ -148,7 +148,7 @@ Method plain_zstd(int level) {
 }
 
 Method jtree_codec(const std::string& name, ChunkFormat format, bool shared_choices = false) {
-  auto scratch = std::make_shared<Bytes>();
+  auto scratch = std::make_shared<jtree::ScratchBytes>();
   using Kind = std::array<std::atomic<uint8_t>, 16>;
   auto kind = shared_choices ? std::make_shared<Kind>() : nullptr;
   Method m;

@@ -31,7 +31,7 @@
 #include <zstd.h>
 
 #include "codec/checksum.h"
-#include "util/uninit_bytes.h"
+#include "util/scratch_bytes.h"
 #include "jtree/jtree.h"
 
 #include "bench_util.h"
@@ -156,7 +156,7 @@ void compressed(const std::string& dir, uint64_t mib, int runs, int level) {
   touch(back);
   const size_t piece = 4 << 20;
   // zstd itself on the same bytes, in the same pieces, one thread.
-  std::vector<jtree::UninitBytes> frames(bytes / piece);  // resize() does not zero-fill
+  std::vector<jtree::ScratchBytes> frames(bytes / piece);  // resize() does not zero-fill
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   uint64_t zsize = 0;

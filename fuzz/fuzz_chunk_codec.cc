@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto encoding = static_cast<ChunkEncoding>(in.opt[3] % 3);
 
   // 1. Hostile stored bytes.
-  std::vector<std::byte> raw(in.u16(4)), scratch;
+  std::vector<std::byte> raw(in.u16(4));
+  ScratchBytes scratch;
   Status st = codec::decode_chunk(in.payload, encoding, fmt, raw, scratch);
   if (!st.ok()) JTREE_FUZZ_CHECK(st.is_corruption(), st.to_string());
 
@@ -35,8 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t planes = codec::plane_count(fmt);
   std::vector<std::byte> chunk(in.payload.begin(),
                                in.payload.begin() + (in.payload.size() / planes) * planes);
-  UninitBytes stored;
-  std::vector<std::byte> enc_scratch;
+  ScratchBytes stored;
+  ScratchBytes enc_scratch;
   auto enc = codec::encode_chunk(chunk, fmt, stored, enc_scratch);
   JTREE_FUZZ_CHECK(enc.ok(), enc.status().to_string());
   const std::span<const std::byte> bytes = *enc == ChunkEncoding::kRaw

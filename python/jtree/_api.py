@@ -464,7 +464,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     read on its own. It implies ``framework="jax"`` (with ``"torch"`` it is an error, as is a
     value that is no Sharding). ``strict=False`` loads custom nodes and leaves this process has not registered as
     plain dicts/lists and bytes; pickled leaves need ``allow_pickle=True``. ``verify=False``
-    skips checksum verification; ``threads`` bounds the decoding threads (0: all cores).
+    skips checksum verification; ``threads`` bounds the decoding threads (0: all cores; their
+    buffers are reused, and at most 64 MiB of them kept once the load returns).
 
     ``mmap``: arrays the file stores uncompressed (a save with ``compression=None``) come back,
     from a local file, as views of a private copy-on-write memory map of the file, as

@@ -102,8 +102,8 @@ struct Encoded {
 };
 
 Encoded encode(const Bytes& raw, const ChunkFormat& format) {
-  jtree::UninitBytes out(3);  // not empty on entry: encode must clear it
-  Bytes scratch;
+  jtree::ScratchBytes out(3);  // not empty on entry: encode must clear it
+  jtree::ScratchBytes scratch;
   auto r = encode_chunk(raw, format, out, scratch);
   REQUIRE_MESSAGE(r.ok(), r.status().to_string());
   Encoded e;
@@ -119,7 +119,7 @@ Encoded encode(const Bytes& raw, const ChunkFormat& format) {
 
 Status decode(const Bytes& stored, ChunkEncoding encoding, const ChunkFormat& format,
               Bytes& raw) {
-  Bytes scratch;
+  jtree::ScratchBytes scratch;
   return decode_chunk(stored, encoding, format, raw, scratch);
 }
 
@@ -361,8 +361,8 @@ TEST_CASE("min_gain decides between Planes and Raw") {
 }
 
 TEST_CASE("encode rejects bad arguments") {
-  jtree::UninitBytes out;
-  Bytes scratch;
+  jtree::ScratchBytes out;
+  jtree::ScratchBytes scratch;
   const Bytes raw(64);
   auto r = encode_chunk(raw, {DType::kInt32, Filter::kFloatSplit, Codec::kZstd, 1}, out, scratch);
   CHECK(r.status().code() == StatusCode::kInvalidArgument);

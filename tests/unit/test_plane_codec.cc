@@ -100,8 +100,8 @@ TEST_CASE("a registered codec encodes and decodes chunks through encode_chunk/de
   f.choices = &hints;
 
   const size_t before = rle.encoded();
-  jtree::UninitBytes out;
-  Bytes scratch;
+  jtree::ScratchBytes out;
+  jtree::ScratchBytes scratch;
   auto enc = encode_chunk(raw, f, out, scratch);
   REQUIRE_MESSAGE(enc.ok(), enc.status().to_string());
   REQUIRE(*enc == ChunkEncoding::kPlanes);
@@ -152,8 +152,8 @@ TEST_CASE("a registered codec that never pays leaves the chunk Raw") {
   std::mt19937_64 rng(5);
   Bytes noise(8192);
   for (auto& b : noise) b = static_cast<std::byte>(rng());
-  jtree::UninitBytes out;
-  Bytes scratch;
+  jtree::ScratchBytes out;
+  jtree::ScratchBytes scratch;
   auto enc = encode_chunk(noise, {DType::kUInt8, Filter::kNone, kRleTestCodec, 1}, out, scratch);
   REQUIRE(enc.ok());
   CHECK(*enc == ChunkEncoding::kRaw);

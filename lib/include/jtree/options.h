@@ -97,7 +97,10 @@ struct JTREE_API ReadOptions {
   /// Verify each chunk's checksum before using it. Skipping it is the fastest path; a damaged
   /// chunk then yields wrong data or (for compressed chunks) Corruption from the decoder.
   bool verify_checksums = true;
-  /// Worker threads for fetching and decoding (0: the machine's hardware threads).
+  /// Worker threads for fetching and decoding (0: the machine's hardware threads). Each
+  /// worker decodes into buffers of about a chunk's size, reused from chunk to chunk; between
+  /// calls the process keeps at most 64 MiB of them for the next call (the rest is freed when
+  /// the call ends).
   int threads = 0;
   /// Upper bound on bytes fetched but not yet decoded.
   uint64_t max_bytes_in_flight = 256ull << 20;
@@ -139,7 +142,9 @@ struct JTREE_API WriteOptions {
   uint32_t alignment = 64;                    ///< file offset alignment of raw chunks (2^k)
   /// Store a chunk raw unless compression saves at least this fraction of it.
   double min_gain = 0.03;
-  int threads = 0;                            ///< compression threads (0: hardware threads)
+  /// Compression threads (0: hardware threads). Their buffers are kept between saves as
+  /// ReadOptions::threads says of the read workers' (64 MiB at most).
+  int threads = 0;
   uint64_t max_bytes_in_flight = 256ull << 20;
   bool overwrite = true;                      ///< replace an existing jtree file
   /// Also replace an existing file that is not a jtree file (refused by default: a typo in a

@@ -115,7 +115,7 @@ bool filter_allowed(Filter filter, DType dtype) {
 }
 
 Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFormat& format,
-                                   UninitBytes& out, std::vector<std::byte>& scratch) {
+                                   ScratchBytes& out, ScratchBytes& scratch) {
   out.clear();
   const std::optional<Layout> layout = layout_of(format);
   if (!layout) {
@@ -183,7 +183,7 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
 
 Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                     const ChunkFormat& format, std::span<std::byte> raw,
-                    std::vector<std::byte>& scratch) {
+                    ScratchBytes& scratch) {
   if (encoding == ChunkEncoding::kRaw) {
     if (stored.size() != raw.size()) {
       return Status::corruption("raw chunk of " + u64s(stored.size()) + " bytes, expected " +

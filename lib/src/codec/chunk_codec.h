@@ -27,7 +27,7 @@
 #include "jtree/dtype.h"
 #include "jtree/status.h"
 #include "jtree/tree.h"
-#include "util/uninit_bytes.h"
+#include "util/scratch_bytes.h"
 
 namespace jtree::codec {
 
@@ -63,7 +63,7 @@ bool filter_allowed(Filter filter, DType dtype);
 /// stored bytes in `out`. `scratch` is reused between calls to avoid allocations.
 /// InvalidArgument for a filter the dtype does not allow or a codec no PlaneCodec claims.
 Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFormat& format,
-                                   UninitBytes& out, std::vector<std::byte>& scratch);
+                                   ScratchBytes& out, ScratchBytes& scratch);
 
 /// Decodes stored chunk bytes into `raw` (exactly the chunk's raw size). Any inconsistency
 /// (plane sizes, a bad payload such as a zstd frame of the wrong size, a Planes chunk of a
@@ -71,6 +71,6 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
 /// between calls.
 Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                     const ChunkFormat& format, std::span<std::byte> raw,
-                    std::vector<std::byte>& scratch);
+                    ScratchBytes& scratch);
 
 }  // namespace jtree::codec

@@ -23,6 +23,7 @@
 #include "cuda/staging_plan.h"
 #include "io/direct_read.h"
 #include "read/check_request.h"
+#include "read/read_scratch.h"
 #include "jtree/device.h"
 #include "util/thread_pool.h"
 
@@ -267,6 +268,8 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   using staging::Piece;
   // (read.check() included, as host reads make it; the error names the file.)
   if (Status st = options.check(); !st.ok()) return st.with_prefix(reader.name());
+  // The fillers' read_many calls, buffer after buffer, keep their scratch sets between them.
+  ReadScratchCache::Use scratch(ReadScratchCache::shared());
   const uint64_t per_buffer = options.staging_bytes / options.staging_buffers;
   // The stats are written however the load ends (the counters are the fillers').
   std::atomic<uint64_t> direct_bytes{0}, buffered_bytes{0}, zero_copy_bytes{0};

@@ -12,27 +12,15 @@
 #include "codec/pack4.h"
 #include "read/check_request.h"
 #include "read/read_plan.h"
+#include "read/read_scratch.h"
 #include "read/reader_impl.h"
 #include "read/region_runs.h"
 #include "util/box_copy.h"
+#include "util/scratch_cache.h"
 #include "util/thread_pool.h"
 
 namespace jtree {
 namespace {
-
-// Per-thread buffers reused across chunks: fetched bytes, decoded chunk, unpacked chunk, codec
-// scratch.
-struct Scratch {
-  std::vector<std::byte> fetch, raw, unpacked, codec;
-};
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
-
-void grow(std::vector<std::byte>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
 
 // Pieces in which raw chunks are read and hashed: small enough to stay in the cache between
 // the read, the hash and the copy out.
@@ -84,7 +72,10 @@ class UnitReader {
   // Reads unit `u`, then reports progress (a progress callback that returns false cancels).
   Status run(size_t u) {
     const FetchUnit& unit = plan_.units[u];
-    JTREE_RETURN_IF_ERROR(read_unit(unit));
+    {
+      ReadScratchCache::Lease scratch(ReadScratchCache::shared());
+      JTREE_RETURN_IF_ERROR(read_unit(unit, *scratch));
+    }
     if (options_.progress) {
       std::lock_guard<std::mutex> lock(progress_mu_);
       done_bytes_ += unit.size;
@@ -97,10 +88,10 @@ class UnitReader {
 
  private:
   // The first strategy that applies to the unit.
-  Status read_unit(const FetchUnit& unit) {
+  Status read_unit(const FetchUnit& unit, ReadScratch& s) {
     if (std::optional<Status> st = read_in_place(unit)) return *st;
-    if (std::optional<Status> st = stream_raw(unit)) return *st;
-    return fetch_and_deliver(unit);
+    if (std::optional<Status> st = stream_raw(unit, s)) return *st;
+    return fetch_and_deliver(unit, s);
   }
 
   // Strategy 1, zero copy: a lone raw chunk whose one destination is a single run is read by
@@ -141,7 +132,7 @@ class UnitReader {
   // each piece hashed as it lands and its wanted bytes copied out, so that no buffer of the
   // chunk's size is filled (and faulted in) only to be copied from once. Without
   // verification, only the wanted bytes are read. nullopt when it does not apply.
-  std::optional<Status> stream_raw(const FetchUnit& unit) {
+  std::optional<Status> stream_raw(const FetchUnit& unit, ReadScratch& s) {
     if (!local_ || unit.jobs.size() != 1) return std::nullopt;
     const ChunkJob& job = plan_.jobs[unit.jobs[0]];
     const Leaf& leaf = t_.leaf(job.leaf);
@@ -179,7 +170,6 @@ class UnitReader {
       }
       return Status::success();
     }
-    Scratch& s = scratch();
     grow(s.fetch, std::min<uint64_t>(kPiece, job.stored_size));
     Xxh3Stream hash(info.seed);
     for (uint64_t done = 0; done < job.stored_size; done += kPiece) {
@@ -211,25 +201,24 @@ class UnitReader {
     return Status::success();
   }
 
-  // Strategy 3, every other unit: its bytes fetched into a per-thread buffer with one read,
+  // Strategy 3, every other unit: its bytes fetched into a scratch buffer with one read,
   // then each chunk in it delivered.
-  Status fetch_and_deliver(const FetchUnit& unit) {
-    Scratch& s = scratch();
+  Status fetch_and_deliver(const FetchUnit& unit, ReadScratch& s) {
     grow(s.fetch, unit.size);
     ReadRange range{unit.offset, {s.fetch.data(), unit.size}};
     JTREE_RETURN_IF_ERROR(impl_.source->read(std::span(&range, 1)));
     for (uint32_t j : unit.jobs) {
       const ChunkJob& job = plan_.jobs[j];
       JTREE_RETURN_IF_ERROR(
-          deliver(job, {s.fetch.data() + (job.file_offset - unit.offset), job.stored_size}));
+          deliver(job, {s.fetch.data() + (job.file_offset - unit.offset), job.stored_size}, s));
     }
     return Status::success();
   }
 
   // Verifies one fetched chunk, then decodes it into every destination it serves: straight
-  // into the destination when that takes the whole chunk as one run, else into a per-thread
+  // into the destination when that takes the whole chunk as one run, else into a scratch
   // buffer copied out region by region.
-  Status deliver(const ChunkJob& job, std::span<const std::byte> stored) {
+  Status deliver(const ChunkJob& job, std::span<const std::byte> stored, ReadScratch& s) {
     const Leaf& leaf = t_.leaf(job.leaf);
     const ChunkInfo info = impl_.chunk(job.chunk);
     if (options_.verify_checksums) {
@@ -241,7 +230,6 @@ class UnitReader {
     const uint64_t raw_size = stored_bytes(leaf.dtype, elements);
     const size_t item = dtype_info(leaf.dtype)->item_size;
     const bool four_bit = is_4bit(leaf.dtype);
-    Scratch& s = scratch();
     // Fast path: one destination that takes the whole chunk as one run.
     if (job.targets.size() == 1 && job.targets[0].region == chunk_shape) {
       const ChunkTarget& tg = job.targets[0];
@@ -300,7 +288,8 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   if (!planned.ok()) return planned.status().with_prefix(name());
   const ReadPlan& plan = *planned;
   if (plan.units.empty()) return Status::success();
-  // Step 3: the units on the thread pool.
+  // Step 3: the units on the thread pool, their scratch sets kept while the call runs.
+  ReadScratchCache::Use scratch(ReadScratchCache::shared());
   UnitReader units(*impl_, requests, boxes, plan, options);
   const int parallelism = impl_->fetch_parallelism(fetch);
   return parallel_for(pool_for(parallelism), plan.units.size(), parallelism,

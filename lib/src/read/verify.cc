@@ -11,6 +11,7 @@
 #include "format/validate.h"
 #include "read/check_request.h"
 #include "read/read_plan.h"
+#include "read/read_scratch.h"
 #include "read/reader_impl.h"
 #include "util/thread_pool.h"
 
@@ -120,20 +121,21 @@ Result<VerifyReport> Reader::verify(const ReadOptions& options) const {
   const ReadOptions fetch = impl.fetch_options(options);
   const std::vector<FetchUnit> units = coalesce_fetches(extents, fetch);
 
-  auto check_chunk = [&](uint64_t i, std::span<const std::byte> stored) {
+  auto check_chunk = [&](uint64_t i, std::span<const std::byte> stored, ReadScratch& s) {
     const ChunkInfo c = impl.chunk(i);
     const auto leaf_id = owners[i].first;
     const auto local = owners[i].second;
     const Leaf& leaf = t.leaves[leaf_id];
-    thread_local std::vector<std::byte> raw, scratch;
     // Named only when something is wrong: building a path for every chunk costs more than
     // checking it.
     auto where = [&] { return "leaf " + t.leaf_path(leaf_id) + " chunk " + std::to_string(local); };
     if (xxh3(stored, c.seed) != c.checksum) {
       add_problem(where(), impl.checksum_error(c, leaf_id, local));
     } else {
-      raw.resize(format::chunk_raw_size(leaf, local));
-      Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, scratch);
+      const uint64_t raw_size = format::chunk_raw_size(leaf, local);
+      grow(s.raw, raw_size);
+      const std::span<std::byte> raw(s.raw.data(), raw_size);
+      Status dec = codec::decode_chunk(stored, c.encoding, Impl::format_of(leaf), raw, s.codec);
       if (!dec.ok()) {
         add_problem(where(), dec.with_prefix(impl.chunk_where(leaf_id, local)));
       } else if (leaf.dtype == DType::kBool && !format::bools_valid(raw)) {
@@ -154,11 +156,13 @@ Result<VerifyReport> Reader::verify(const ReadOptions& options) const {
 
   uint64_t done = 0;
   const int parallelism = impl.fetch_parallelism(fetch);
+  ReadScratchCache::Use use(ReadScratchCache::shared());  // (sets kept while the check runs)
   Status st = parallel_for(
       pool_for(parallelism), units.size(), parallelism, [&](size_t u) -> Status {
         const FetchUnit& unit = units[u];
-        thread_local std::vector<std::byte> buffer;
-        buffer.resize(unit.size);
+        ReadScratchCache::Lease scratch(ReadScratchCache::shared());
+        grow(scratch->fetch, unit.size);
+        const std::span<std::byte> buffer(scratch->fetch.data(), unit.size);
         ReadRange r{unit.offset, buffer};
         Status io = impl.source->read(std::span(&r, 1));
         if (!io.ok()) return io;  // storage failures end the check: nothing more is knowable
@@ -173,7 +177,7 @@ Result<VerifyReport> Reader::verify(const ReadOptions& options) const {
             check_gap(item, piece);
             continue;
           }
-          check_chunk(item.chunk, piece);
+          check_chunk(item.chunk, piece, *scratch);
           chunks++;
           bytes += size;
         }

@@ -13,6 +13,7 @@
 #include "format/chunk_grid.h"
 #include "format/validate.h"
 #include "util/box_copy.h"
+#include "util/scratch_cache.h"
 #include "util/thread_pool.h"
 #include "write/leaf_planner.h"
 
@@ -157,11 +158,15 @@ struct Task {
   uint64_t count = 1;
 };
 
-// Per-thread buffers: gathered elements, packed 4-bit elements, encoded chunk, codec scratch.
+// A worker's scratch set for one task (util/scratch_cache.h): gathered elements, packed 4-bit
+// elements, encoded chunk, codec scratch.
 struct Buffers {
-  std::vector<std::byte> gathered, packed, scratch;
-  UninitBytes encoded;
+  ScratchBytes gathered, packed, scratch, encoded;
+  size_t bytes() const {
+    return gathered.capacity() + packed.capacity() + scratch.capacity() + encoded.capacity();
+  }
 };
+using WriteScratchCache = ScratchCache<Buffers>;
 
 // Where one chunk's elements are in this process: the whole array, or the shard holding it.
 struct ChunkOrigin {
@@ -244,7 +249,7 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
     auto off = contiguous_offset(o.extent, rel.begin, rel.shape());
     if (off) return checked(leaf, std::span<const std::byte>(o.base + *off * item, elements * item));
   }
-  if (b.gathered.size() < elements * item) b.gathered.resize(elements * item);
+  grow(b.gathered, elements * item);
   std::span<std::byte> mem(b.gathered.data(), elements * item);
   if (o.fill) {
     Status st = (*o.fill)(box, mem);
@@ -255,7 +260,7 @@ Result<std::span<const std::byte>> chunk_bytes(const Leaf& leaf, const Box& box,
   }
   if (!four_bit) return checked(leaf, mem);
   const uint64_t packed = stored_bytes(leaf.dtype, elements);
-  if (b.packed.size() < packed) b.packed.resize(packed);
+  grow(b.packed, packed);
   codec::pack4(mem, {b.packed.data(), packed});
   return std::span<const std::byte>(b.packed.data(), packed);
 }
@@ -350,10 +355,12 @@ Status write_chunks(const Tree& tree, ChunkStream& stream,
     stats->stored_bytes += stored;
     done += raw;
   };
+  WriteScratchCache::Use use(WriteScratchCache::shared());  // (sets kept while the tasks run)
   Status st = parallel_for(ThreadPool::shared(), tasks.size(), workers, [&](size_t i) -> Status {
     const Task& task = tasks[i];
     const Leaf& leaf = tree.leaves[task.leaf];
-    thread_local Buffers b;
+    WriteScratchCache::Lease lease(WriteScratchCache::shared());
+    Buffers& b = *lease;
     auto where = [&] {
       return "leaf " + tree.leaf_path(task.leaf) + ": chunk " + std::to_string(task.local);
     };

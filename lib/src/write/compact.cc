@@ -6,6 +6,7 @@
 #include "format/layout.h"
 #include "jtree/reader.h"
 #include "jtree/writer.h"
+#include "util/scratch_cache.h"
 #include "util/thread_pool.h"
 #include "write/chunk_writer.h"
 #include "write/finish_generation0.h"
@@ -50,7 +51,7 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
   std::vector<Task> tasks;
   for (uint64_t i = 0; i < n; i += run_at[i]) tasks.push_back({i, run_at[i]});
   // Reads chunk i into `buf` and checks it.
-  auto fetch = [&](uint64_t i, std::vector<std::byte>& buf) -> Result<ChunkInfo> {
+  auto fetch = [&](uint64_t i, ScratchBytes& buf) -> Result<ChunkInfo> {
     const ChunkInfo c = reader.chunk(i);
     buf.resize(c.stored_size);
     ReadRange r{c.file_offset, buf};
@@ -61,9 +62,17 @@ Status compact_into(const Reader& reader, Sink& sink, const WriteOptions& option
     }
     return c;
   };
+  // A task's chunk buffer is a scratch set of its own (util/scratch_cache.h).
+  struct ChunkBuffer {
+    ScratchBytes bytes_;
+    size_t bytes() const { return bytes_.capacity(); }
+  };
+  using Cache = ScratchCache<ChunkBuffer>;
+  Cache::Use use(Cache::shared());  // (sets kept while the tasks run)
   Status st = parallel_for(pool_for(workers), tasks.size(), workers, [&](size_t t) -> Status {
     const Task task = tasks[t];
-    thread_local std::vector<std::byte> buf;
+    Cache::Lease lease(Cache::shared());
+    ScratchBytes& buf = lease->bytes_;
     uint64_t bytes = 0;
     bool all_raw = task.count > 1;
     for (uint64_t i = task.first; all_raw && i < task.first + task.count; ++i) {

@@ -1,0 +1,23 @@
+// The scratch set of a read worker (Reader::read_many's units, util/scratch_cache.h): a fetch
+// unit's bytes, a decoded chunk, an unpacked 4-bit chunk, the codec's decoded planes.
+#pragma once
+
+#include <cstddef>
+
+#include "util/scratch_cache.h"
+
+namespace jtree {
+
+struct ReadScratch {
+  ScratchBytes fetch, raw, unpacked, codec;
+  size_t bytes() const {
+    return fetch.capacity() + raw.capacity() + unpacked.capacity() + codec.capacity();
+  }
+};
+
+/// The process's read scratch sets. A call that makes several read_many calls in a row (a
+/// load to a device, buffer after buffer) holds a Use of its own for all of them, so that the
+/// sets are not trimmed between them.
+using ReadScratchCache = ScratchCache<ReadScratch>;
+
+}  // namespace jtree

@@ -1,0 +1,155 @@
+// Scratch buffers of the read and write workers: a set is taken for one unit of work (a
+// fetch unit, a chunk) and given back after it, and the sets given back are kept between
+// calls up to a bound on what the process keeps.
+//
+// Why not a set per thread (thread_local, as before 2026-11-29): a worker's set lived as long
+// as its thread and the pools' threads live as long as the process, so every worker that
+// ever decoded a chunk kept a chunk's worth of buffers for good (fetched bytes, decoded
+// planes, the decoded chunk: ~7-11 MiB for 4 MiB bf16 chunks). A load on 64 workers (a 64-core
+// host's default, or threads=64) kept 143 MiB after its 128 MiB array was freed
+// (bench/README.md, "Memory kept after a load"). Why not a new set for every chunk: faulting a
+// chunk's worth of fresh pages in costs about as much as decoding it (~1.7 us per 4 KiB page
+// on a VM), so sets are reused within a call and kept for the next one, up to kKeptBytes.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "util/scratch_bytes.h"
+
+namespace jtree {
+
+/// The process's cache of scratch sets of type `Set`: a struct of ScratchBytes with
+/// `size_t bytes() const`, the capacity of its buffers together. Thread-safe.
+template <class Set>
+class ScratchCache {
+ public:
+  /// What the cache keeps once no call holds a Use: the most recently given back sets, up to
+  /// this many bytes together (a set larger than this alone is not kept).
+  static constexpr size_t kKeptBytes = size_t{64} << 20;
+
+  /// The cache of this process. A child of fork() gets its own, as it does its own thread
+  /// pools (util/thread_pool.cc): the parent's may have been locked by a thread that does
+  /// not exist in the child. Never destroyed (workers may give sets back during exit).
+  static ScratchCache& shared() {
+    static std::atomic<ScratchCache*> slot{nullptr};
+    const pid_t pid = ::getpid();
+    ScratchCache* current = slot.load(std::memory_order_acquire);
+    while (current == nullptr || current->owner_ != pid) {
+      auto fresh = std::unique_ptr<ScratchCache>(new ScratchCache(pid));
+      if (slot.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) {
+        return *fresh.release();  // (an inherited one is left alone: leaked)
+      }
+    }
+    return *current;
+  }
+
+  /// A set taken for one unit of work: the most recently given back (its pages are the
+  /// likeliest to be present), or a new, empty one. Given back on destruction.
+  class Lease {
+   public:
+    explicit Lease(ScratchCache& cache) : cache_(&cache), set_(cache.take_set()) {}
+    ~Lease() {
+      if (set_) cache_->give_back(std::move(set_));
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Set& operator*() { return *set_; }
+    Set* operator->() { return set_.get(); }
+
+   private:
+    ScratchCache* cache_;
+    std::unique_ptr<Set> set_;
+  };
+
+  /// Held by a call for its duration. While any call holds one, every set given back is kept,
+  /// so that the call's workers reuse their sets from one unit to the next however many
+  /// there are; when the last Use ends, the oldest sets are freed until the cache keeps at
+  /// most kKeptBytes. (Without a Use, a set given back is trimmed at once.)
+  class Use {
+   public:
+    explicit Use(ScratchCache& cache) : cache_(&cache) { cache.begin_use(); }
+    ~Use() { cache_->end_use(); }
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+   private:
+    ScratchCache* cache_;
+  };
+
+  /// Bytes and sets kept now (not counting sets taken); sets made since the process began.
+  size_t kept_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return kept_;
+  }
+  size_t kept_sets() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return free_.size();
+  }
+  size_t sets_made() const { return made_.load(std::memory_order_relaxed); }
+
+ private:
+  explicit ScratchCache(pid_t owner) : owner_(owner) {}
+
+  std::unique_ptr<Set> take_set() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        std::unique_ptr<Set> s = std::move(free_.back());
+        free_.pop_back();
+        kept_ -= s->bytes();
+        return s;
+      }
+    }
+    made_.fetch_add(1, std::memory_order_relaxed);
+    return std::make_unique<Set>();
+  }
+
+  void give_back(std::unique_ptr<Set> s) {
+    std::vector<std::unique_ptr<Set>> freed;  // freed after the lock is let go
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      kept_ += s->bytes();
+      free_.push_back(std::move(s));
+      if (uses_ == 0) trim_locked(freed);
+    }
+  }
+
+  void begin_use() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++uses_;
+  }
+
+  void end_use() {
+    std::vector<std::unique_ptr<Set>> freed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--uses_ == 0) trim_locked(freed);
+    }
+  }
+
+  // Moves the oldest sets out into `freed` until at most kKeptBytes are kept.
+  void trim_locked(std::vector<std::unique_ptr<Set>>& freed) {
+    size_t n = 0;
+    while (kept_ > kKeptBytes && n < free_.size()) kept_ -= free_[n++]->bytes();
+    std::move(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n),
+              std::back_inserter(freed));
+    free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+
+  const pid_t owner_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Set>> free_;  // oldest first
+  size_t kept_ = 0;                         // bytes of the sets in free_
+  int uses_ = 0;                            // calls holding a Use
+  std::atomic<size_t> made_{0};
+};
+
+}  // namespace jtree
