@@ -3,11 +3,13 @@
 //  1. decoding hostile stored bytes (Planes tables, zstd frames, raw sizes) gives OK or
 //     Corruption, never reads or writes outside its buffers;
 //  2. encoding the payload as raw chunk bytes and decoding the result gives the payload back,
-//     bit for bit, whatever the format.
+//     bit for bit, whatever the format; and a part of it (decode_chunk_range) that part.
 //
 // Options (the input's last 8 bytes): [0] dtype, [1] filter, [2] codec, [3] encoding of the
 // stored bytes (2 = an invalid value), [4..5] raw size for decoding, [6] zstd level,
 // [7] min_gain.
+#include <algorithm>
+
 #include "codec/chunk_codec.h"
 #include "codec/pack4.h"
 #include "fuzz_util.h"
@@ -51,6 +53,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   st = codec::decode_chunk(bytes, *enc, fmt, back, scratch);
   JTREE_FUZZ_CHECK(st.ok(), "encoded chunk does not decode: " + st.to_string());
   JTREE_FUZZ_CHECK(back == chunk, "chunk round trip differs");
+
+  // 3. A part of the chunk (whole elements, from the raw-size and level options) decodes to
+  // that part of the whole; and a part of hostile stored bytes is OK or Corruption.
+  if (!is_4bit(fmt.dtype)) {
+    const size_t w = std::max<size_t>(dtype_info(fmt.dtype)->stored_bits / 8, 1);
+    const size_t n = chunk.size() / w;
+    const size_t a = in.u16(4) % (n + 1);
+    const size_t b = a + in.opt[6] % (n - a + 1);
+    std::vector<std::byte> part((b - a) * w);
+    st = codec::decode_chunk_range(bytes, *enc, fmt, chunk.size(), a * w, part, scratch);
+    JTREE_FUZZ_CHECK(st.ok(), "a part of the encoded chunk does not decode: " + st.to_string());
+    JTREE_FUZZ_CHECK(std::equal(part.begin(), part.end(), chunk.begin() + a * w),
+                     "a part of the chunk differs from that part of the whole");
+    if (raw.size() >= part.size() + a * w) {
+      st = codec::decode_chunk_range(in.payload, encoding, fmt, raw.size(), a * w, part, scratch);
+      if (!st.ok()) {
+        JTREE_FUZZ_CHECK(st.is_corruption() || st.code() == StatusCode::kInvalidArgument,
+                         st.to_string());
+      }
+    }
+  }
 
   // 4-bit packing: pack(unpack(x)) == x with the pad nibble cleared.
   if (is_4bit(fmt.dtype) && !chunk.empty()) {

@@ -30,6 +30,7 @@ using jtree::Status;
 using jtree::StatusCode;
 using jtree::codec::ChunkFormat;
 using jtree::codec::decode_chunk;
+using jtree::codec::decode_chunk_range;
 using jtree::codec::encode_chunk;
 using jtree::codec::filter_allowed;
 using jtree::codec::plane_count;
@@ -234,6 +235,74 @@ TEST_CASE("round trip: every dtype, filter, codec, level, size and data kind") {
       }
     }
   }
+}
+
+TEST_CASE("a part of a chunk decodes to the same bytes as that part of the whole") {
+  // decode_chunk_range (reads of part of a chunk: rows of a slice) against decode_chunk, for
+  // every dtype and filter, stored Raw, as raw planes and as compressed planes; parts at the
+  // start, in the middle, at the end, of one element and empty.
+  const size_t count = 4099;
+  for (int code = 1; code < jtree::kDTypeCodeEnd; ++code) {
+    const auto dtype = static_cast<DType>(code);
+    if (jtree::is_4bit(dtype)) continue;  // (whole chunks only: below)
+    const size_t w = jtree::dtype_info(dtype)->stored_bits / 8;
+    for (Filter filter : kFilters) {
+      if (!filter_allowed(filter, dtype)) continue;
+      for (Kind kind : {Kind::kZeros, Kind::kRandom, Kind::kSmooth}) {
+        for (Codec codec : {Codec::kRaw, Codec::kZstd}) {
+          CAPTURE(jtree::dtype_name(dtype));
+          CAPTURE(static_cast<int>(filter));
+          CAPTURE(kind_name(kind));
+          const ChunkFormat f{dtype, filter, codec, 1};
+          const Bytes raw = make_data(dtype, count, kind, 7 * code);
+          const Encoded e = encode(raw, f);
+          const std::pair<size_t, size_t> parts[] = {
+              {0, 100}, {1000, 2000}, {count - 37, count}, {17, 18}, {5, 5}, {0, count}};
+          for (auto [a, b] : parts) {
+            CAPTURE(a);
+            CAPTURE(b);
+            Bytes part((b - a) * w, std::byte{0xCD});
+            jtree::ScratchBytes scratch;
+            const Status st =
+                decode_chunk_range(e.stored, e.encoding, f, raw.size(), a * w, part, scratch);
+            REQUIRE_MESSAGE(st.ok(), st.to_string());
+            CHECK(std::equal(part.begin(), part.end(), raw.begin() + a * w));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a part of a chunk that is not whole elements, or outside it, is refused") {
+  const ChunkFormat f{DType::kBFloat16, Filter::kFloatSplit, Codec::kZstd, 1};
+  const Bytes raw = bf16_weights(2048, 3);
+  const Encoded e = encode(raw, f);
+  REQUIRE(e.encoding == jtree::ChunkEncoding::kPlanes);
+  jtree::ScratchBytes scratch;
+  Bytes part(4);
+  CHECK(decode_chunk_range(e.stored, e.encoding, f, raw.size(), 1, part, scratch).code() ==
+        StatusCode::kInvalidArgument);  // starts inside an element
+  Bytes odd(3);
+  CHECK(decode_chunk_range(e.stored, e.encoding, f, raw.size(), 2, odd, scratch).code() ==
+        StatusCode::kInvalidArgument);  // ends inside one
+  CHECK(decode_chunk_range(e.stored, e.encoding, f, raw.size(), raw.size() - 2, part, scratch)
+            .code() == StatusCode::kInvalidArgument);  // past the end
+  // A damaged chunk is Corruption for a part as for the whole.
+  Bytes bad = e.stored;
+  bad.pop_back();
+  CHECK(decode_chunk_range(bad, e.encoding, f, raw.size(), 0, part, scratch).code() ==
+        StatusCode::kCorruption);
+  // 4-bit dtypes (two elements a byte): the whole chunk only.
+  const ChunkFormat f4{DType::kInt4, Filter::kNone, Codec::kZstd, 1};
+  const Bytes raw4 = make_data(DType::kInt4, 4096, Kind::kSmooth, 5);
+  const Encoded e4 = encode(raw4, f4);
+  Bytes half4(raw4.size() / 2);
+  CHECK(decode_chunk_range(e4.stored, e4.encoding, f4, raw4.size(), 0, half4, scratch).code() ==
+        StatusCode::kInvalidArgument);
+  Bytes whole4(raw4.size());
+  CHECK(decode_chunk_range(e4.stored, e4.encoding, f4, raw4.size(), 0, whole4, scratch).ok());
+  CHECK(whole4 == raw4);
 }
 
 TEST_CASE("round trip: 4 MiB chunks of every dtype and filter at level 1") {

@@ -184,12 +184,23 @@ Result<ChunkEncoding> encode_chunk(std::span<const std::byte> raw, const ChunkFo
 Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                     const ChunkFormat& format, std::span<std::byte> raw,
                     ScratchBytes& scratch) {
+  return decode_chunk_range(stored, encoding, format, raw.size(), 0, raw, scratch);
+}
+
+Status decode_chunk_range(std::span<const std::byte> stored, ChunkEncoding encoding,
+                          const ChunkFormat& format, uint64_t raw_size, uint64_t begin,
+                          std::span<std::byte> out, ScratchBytes& scratch) {
+  const bool whole = begin == 0 && out.size() == raw_size;
+  if (begin > raw_size || out.size() > raw_size - begin) {
+    return Status::invalid_argument("bytes [" + u64s(begin) + ", " + u64s(begin + out.size()) +
+                                    ") are not inside a chunk of " + u64s(raw_size));
+  }
   if (encoding == ChunkEncoding::kRaw) {
-    if (stored.size() != raw.size()) {
+    if (stored.size() != raw_size) {
       return Status::corruption("raw chunk of " + u64s(stored.size()) + " bytes, expected " +
-                                u64s(raw.size()));
+                                u64s(raw_size));
     }
-    if (!raw.empty()) std::memcpy(raw.data(), stored.data(), raw.size());
+    if (!out.empty()) std::memcpy(out.data(), stored.data() + begin, out.size());
     return Status::success();
   }
   if (encoding != ChunkEncoding::kPlanes) {
@@ -210,11 +221,18 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                               " is not allowed for dtype " + std::string(dtype_name(format.dtype)));
   }
   const size_t p = layout->planes;
-  if (raw.size() % p != 0) {
-    return Status::corruption("chunk of " + u64s(raw.size()) + " bytes is not a multiple of " +
+  if (raw_size % p != 0) {
+    return Status::corruption("chunk of " + u64s(raw_size) + " bytes is not a multiple of " +
                               u64s(p) + " planes");
   }
-  const size_t plane_size = raw.size() / p;
+  // A part is whole elements: every filter works element by element.
+  if (!whole && (is_4bit(format.dtype) || begin % layout->width != 0 ||
+                 out.size() % layout->width != 0)) {
+    return Status::invalid_argument("bytes [" + u64s(begin) + ", " + u64s(begin + out.size()) +
+                                    ") of a chunk are not whole elements of " +
+                                    std::string(dtype_name(format.dtype)));
+  }
+  const size_t plane_size = raw_size / p;
 
   // Validate every plane size before touching any payload.
   if (stored.size() < 4 * p) {
@@ -236,37 +254,45 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                               u64s(stored.size()));
   }
 
-  // P == 1: straight into raw. Otherwise raw planes are read where they lie in `stored` and
-  // compressed ones are decoded into scratch, then unfiltered into raw.
+  // P == 1: straight into out (a part: the frame decoded into scratch, the part copied out).
+  // Otherwise raw planes are read where they lie in `stored` and compressed ones are decoded
+  // into scratch, then the part's elements unfiltered into out.
   if (p == 1) {
     const auto payload = stored.subspan(4, size[0]);
     if (size[0] == plane_size) {
-      if (!raw.empty()) std::memcpy(raw.data(), payload.data(), raw.size());
+      if (!out.empty()) std::memcpy(out.data(), payload.data() + begin, out.size());
+    } else if (whole) {
+      JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, out), 0));
     } else {
-      JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, raw), 0));
+      grow(scratch, plane_size);
+      JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, {scratch.data(), plane_size}), 0));
+      if (!out.empty()) std::memcpy(out.data(), scratch.data() + begin, out.size());
     }
-    if (layout->component != 0) rotate_right_1(raw, layout->component);
+    if (layout->component != 0) rotate_right_1(out, layout->component);
     return Status::success();
   }
   size_t compressed = 0;
   for (size_t k = 0; k < p; ++k) compressed += size[k] != plane_size;
-  if (scratch.size() < compressed * plane_size) scratch.resize(compressed * plane_size);
+  grow(scratch, compressed * plane_size);
 
+  // Plane k holds byte k of every element (P == the element's width): the part's elements
+  // start at the same index in every plane.
+  const size_t first = begin / layout->width;
   std::array<const std::byte*, kMaxPlanes> plane{};
   size_t offset = 4 * p, next_scratch = 0;
   for (size_t k = 0; k < p; ++k) {
     const auto payload = stored.subspan(offset, size[k]);
     offset += size[k];
     if (size[k] == plane_size) {
-      plane[k] = payload.data();
+      plane[k] = payload.data() + first;
       continue;
     }
     const std::span<std::byte> dst(scratch.data() + next_scratch * plane_size, plane_size);
     ++next_scratch;
     JTREE_RETURN_IF_ERROR(in_plane(codec->decode(payload, dst), k));
-    plane[k] = dst.data();
+    plane[k] = dst.data() + first;
   }
-  undo_filter(plane, *layout, raw);
+  undo_filter(plane, *layout, out);
   return Status::success();
 }
 

@@ -73,4 +73,14 @@ Status decode_chunk(std::span<const std::byte> stored, ChunkEncoding encoding,
                     const ChunkFormat& format, std::span<std::byte> raw,
                     ScratchBytes& scratch);
 
+/// Decodes only the bytes [begin, begin + out.size()) of a chunk of `raw_size` raw bytes into
+/// `out`: what a read of part of a chunk needs, without a buffer of the whole decoded chunk.
+/// The compressed planes are still decoded whole (into `scratch`), but only the part's
+/// elements are unfiltered, straight into `out`. The part must be whole elements, and 4-bit
+/// dtypes take only the whole chunk (InvalidArgument otherwise, as for a part outside the
+/// chunk). Corruption as decode_chunk's, which is this with the whole chunk.
+Status decode_chunk_range(std::span<const std::byte> stored, ChunkEncoding encoding,
+                          const ChunkFormat& format, uint64_t raw_size, uint64_t begin,
+                          std::span<std::byte> out, ScratchBytes& scratch);
+
 }  // namespace jtree::codec

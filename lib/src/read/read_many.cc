@@ -216,8 +216,8 @@ class UnitReader {
   }
 
   // Verifies one fetched chunk, then decodes it into every destination it serves: straight
-  // into the destination when that takes the whole chunk as one run, else into a scratch
-  // buffer copied out region by region.
+  // into the destination when that takes the whole chunk, or the one part of it it wants
+  // (rows of a slice), as one run; else into a scratch buffer copied out region by region.
   Status deliver(const ChunkJob& job, std::span<const std::byte> stored, ReadScratch& s) {
     const Leaf& leaf = t_.leaf(job.leaf);
     const ChunkInfo info = impl_.chunk(job.chunk);
@@ -244,6 +244,21 @@ class UnitReader {
           st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
           if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst);
         }
+        return st.ok() ? st : st.with_prefix(impl_.chunk_where(job.leaf, job.local));
+      }
+    }
+    // One destination that takes one run of the chunk as one run (a slice of leading rows):
+    // only that part is decoded, straight into place (no buffer of the decoded chunk).
+    if (job.targets.size() == 1 && !four_bit) {
+      const ChunkTarget& tg = job.targets[0];
+      auto from = contiguous_offset(chunk_shape, tg.chunk_start, tg.region);
+      auto to = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
+      if (from && to) {
+        uint64_t bytes = item;  // (inside one chunk: cannot overflow)
+        for (uint64_t d : tg.region) bytes *= d;
+        Status st = codec::decode_chunk_range(stored, info.encoding, fmt, raw_size, *from * item,
+                                              requests_[tg.request].dst.subspan(*to * item, bytes),
+                                              s.codec);
         return st.ok() ? st : st.with_prefix(impl_.chunk_where(job.leaf, job.local));
       }
     }
