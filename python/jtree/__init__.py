@@ -19,7 +19,8 @@ released; this package walks Python objects and translates. See python/README.md
 """
 from . import _jtree
 from ._api import (Future, WriteStats, commit_segments, compact, dumps, load, load_pytreedef,
-                   loads, nonblocking_load, nonblocking_save, open, save)
+                   loads, nonblocking_load, nonblocking_save, open, release_scratch_memory,
+                   save)
 from ._device_options import DeviceOptions, DeviceStats, release_pinned_memory
 from ._coordinator import (Coordinator, JaxCoordinator, MPICoordinator, SingleProcess,
                            TorchCoordinator)
@@ -43,7 +44,7 @@ __all__ = [
     "JaxCoordinator", "MPICoordinator", "TorchCoordinator", "SingleProcess",
     "register_pytree_node_serialization", "register_pytree_leaf_serialization",
     "Future", "WriteStats", "File", "Node", "LazyArray", "LeafSpec", "DeviceOptions",
-    "DeviceStats", "release_pinned_memory",
+    "DeviceStats", "release_pinned_memory", "release_scratch_memory",
     "Error", "CorruptionError", "StorageError", "InvalidArgumentError", "NotSupportedError",
     "NotFoundError", "AlreadyExistsError", "PermissionDeniedError", "AbortedError",
     "ResourceExhaustedError",

@@ -676,3 +676,13 @@ def commit_segments(path: PathLike, process_count: int, *, overwrite: bool = Tru
         p, int(process_count), overwrite=overwrite, overwrite_foreign=overwrite_foreign,
         sync=sync, keep_segments=keep_segments, verify_chunks=verify, progress=progress)),
         background=False).result()
+
+
+def release_scratch_memory() -> int:
+    """Frees the scratch buffers jtree's read and save workers keep between calls (a chunk's
+    fetched bytes, decoded planes and decoded chunk, reused so that the next call does not fault
+    fresh memory in; at most 64 MiB of each kind, ``jtree::release_scratch_memory``) and returns
+    how many bytes that was: 0 when none is kept. Calls running meanwhile keep theirs. A server
+    that loads its model once calls it after the load (and ``release_pinned_memory`` after a
+    load to a GPU); the next load allocates its buffers again."""
+    return int(_jtree.release_scratch_memory())

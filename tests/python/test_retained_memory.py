@@ -25,3 +25,20 @@ def test_a_load_on_64_workers_keeps_at_most_the_scratch_bound(tmp_path):
     # 64 MiB of scratch sets at most, plus what the interpreter itself keeps of the load.
     assert kept_64 < 80, p.stdout
     assert not os.listdir(tmp_path), "the script's file was not removed"
+
+
+def test_release_scratch_memory_gives_back_what_loads_and_saves_kept(tmp_path):
+    import ml_dtypes
+    import numpy as np
+
+    import jtree
+    w = (np.random.default_rng(1).standard_normal((512, 4096), dtype=np.float32) * 0.02).astype(
+        ml_dtypes.bfloat16)
+    path = str(tmp_path / "w.jtree")
+    jtree.save({"w": w}, path)  # compressed chunks: the save's workers keep their buffers
+    assert jtree.release_scratch_memory() > 0
+    assert jtree.release_scratch_memory() == 0
+    back = jtree.load(path)["w"]  # decoded in scratch buffers, kept for the next load
+    assert np.array_equal(back.view(np.uint16), w.view(np.uint16))
+    assert jtree.release_scratch_memory() > 0
+    assert jtree.release_scratch_memory() == 0

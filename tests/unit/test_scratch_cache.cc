@@ -1,6 +1,7 @@
 // Tests of the workers' scratch buffers (lib/src/util/scratch_bytes.h, scratch_cache.h): sets
 // reused warmest first, kept while a call runs, trimmed to the bound when the last call ends,
-// a fork's child with a cache of its own, and freed buffers given back to the kernel.
+// released on demand (release_scratch_memory), a fork's child with a cache of its own, and
+// freed buffers given back to the kernel.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "jtree/options.h"
 #include "util/scratch_cache.h"
 
 namespace jtree {
@@ -129,6 +131,26 @@ TEST_CASE("a scratch buffer's resize does not zero what it adds") {
   a.deallocate(p, ScratchAllocator<std::byte>::kMappedBytes);
 }
 
+TEST_CASE("release_scratch_memory frees the kept sets of every cache; leased sets stay") {
+  using A = ScratchCache<OneBuffer<5>>;
+  using B = ScratchCache<OneBuffer<6>>;
+  A::Lease held(A::shared());  // leased through the release: not freed by it
+  grow(held->b, kMiB);
+  {
+    A::Lease a(A::shared());
+    grow(a->b, 2 * kMiB);
+    B::Lease b(B::shared());
+    grow(b->b, 3 * kMiB);
+  }
+  REQUIRE(A::shared().kept_bytes() >= 2 * kMiB);
+  REQUIRE(B::shared().kept_bytes() >= 3 * kMiB);
+  const size_t kept = A::shared().kept_bytes() + B::shared().kept_bytes();
+  CHECK(release_scratch_memory() >= kept);  // (other caches of this process may add theirs)
+  CHECK(A::shared().kept_sets() == 0);
+  CHECK(B::shared().kept_sets() == 0);
+  CHECK(held->b.size() == kMiB);  // still usable
+}
+
 TEST_CASE("a child of fork() gets a cache of its own, empty") {
   using Cache = ScratchCache<OneBuffer<4>>;
   Cache& parent = Cache::shared();
@@ -147,6 +169,10 @@ TEST_CASE("a child of fork() gets a cache of its own, empty") {
       ok = ok && l->b.empty();
     }
     ok = ok && child.kept_sets() == 1 && &Cache::shared() == &child;
+    // The release frees the child's sets, and never touches the parent's cache (which the
+    // child inherited as memory).
+    ok = ok && release_scratch_memory() >= child.kept_bytes() && child.kept_sets() == 0;
+    ok = ok && parent.kept_sets() == 1;
     ::_exit(ok ? 0 : 1);
   }
   int status = 0;

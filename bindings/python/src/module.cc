@@ -17,6 +17,9 @@ NB_MODULE(_jtree, m) {
   m.def("version", [] { return std::string(jtree::version_string()); },
         "jtree's version, e.g. '0.1.0'.");
   m.attr("FORMAT_VERSION") = jtree::kFormatVersion;
+  m.def("release_scratch_memory", &jtree::release_scratch_memory,
+        "Frees the scratch buffers the read and save workers keep between calls "
+        "(jtree::release_scratch_memory); returns the bytes freed.");
 
   // [(code, name, item_size, stored_bits)] of every dtype this build knows.
   m.def(

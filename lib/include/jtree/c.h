@@ -265,9 +265,17 @@ typedef struct jtree_open_options_t jtree_open_options_t;
 JTREE_C_API jtree_open_options_t* jtree_open_options_create(void);
 JTREE_C_API void jtree_open_options_free(jtree_open_options_t* opts);
 
-/* Worker threads for fetching and decoding chunks (0, the default: hardware threads). */
+/* Worker threads for fetching and decoding chunks (0, the default: hardware threads). Each
+ * decodes into scratch buffers of about a chunk's size while it works; between calls the
+ * process keeps at most 64 MiB of them (see jtree_release_scratch_memory). */
 JTREE_C_API jtree_status_t jtree_open_options_set_threads(jtree_open_options_t* opts,
                                                           int threads, jtree_error_t** err);
+/* Frees the scratch buffers the read and save workers keep between calls (at most 64 MiB of
+ * each kind, the most recently used: the next call need not fault fresh memory in) and
+ * returns how many bytes that gave back; calls running meanwhile keep theirs. For a process
+ * done with its loading (a server after loading its model). Thread-safe.
+ * (jtree::release_scratch_memory.) */
+JTREE_C_API uint64_t jtree_release_scratch_memory(void);
 /* Verify each chunk's checksum before using it (default 1). With 0 reads are faster, but a
  * damaged or hostile file can then give wrong data without an error: keep it on for files
  * you do not trust. */

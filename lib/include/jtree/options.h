@@ -92,15 +92,27 @@ struct JTREE_API OpenOptions {
   RemoteOptions remote;
 };
 
+/// The scratch buffers of the read workers (a chunk's fetched bytes, decoded planes and
+/// decoded chunk) and of the save workers are reused from chunk to chunk and kept between
+/// calls, so that the next call does not fault fresh memory in; once the last call running
+/// ends, the process keeps at most this many bytes of each kind (reads; saves), the most
+/// recently used, and frees the rest.
+inline constexpr uint64_t kScratchKeptBytes = 64ull << 20;
+
+/// Frees the scratch buffers kept between calls (kScratchKeptBytes) now and returns how many
+/// bytes that gave back; calls running meanwhile keep the ones they use. For a process that
+/// has done its loading (a server after loading its model) and wants that memory back; the
+/// next call allocates its buffers again. Thread-safe.
+JTREE_API uint64_t release_scratch_memory();
+
 /// Options for reading leaves.
 struct JTREE_API ReadOptions {
   /// Verify each chunk's checksum before using it. Skipping it is the fastest path; a damaged
   /// chunk then yields wrong data or (for compressed chunks) Corruption from the decoder.
   bool verify_checksums = true;
   /// Worker threads for fetching and decoding (0: the machine's hardware threads). Each
-  /// worker decodes into buffers of about a chunk's size, reused from chunk to chunk; between
-  /// calls the process keeps at most 64 MiB of them for the next call (the rest is freed when
-  /// the call ends).
+  /// worker decodes into buffers of about a chunk's size while it works; between calls the
+  /// process keeps at most kScratchKeptBytes of them (release_scratch_memory frees them).
   int threads = 0;
   /// Upper bound on bytes fetched but not yet decoded.
   uint64_t max_bytes_in_flight = 256ull << 20;
@@ -142,8 +154,8 @@ struct JTREE_API WriteOptions {
   uint32_t alignment = 64;                    ///< file offset alignment of raw chunks (2^k)
   /// Store a chunk raw unless compression saves at least this fraction of it.
   double min_gain = 0.03;
-  /// Compression threads (0: hardware threads). Their buffers are kept between saves as
-  /// ReadOptions::threads says of the read workers' (64 MiB at most).
+  /// Compression threads (0: hardware threads). Their buffers are kept between saves up to
+  /// kScratchKeptBytes, as the read workers' are.
   int threads = 0;
   uint64_t max_bytes_in_flight = 256ull << 20;
   bool overwrite = true;                      ///< replace an existing jtree file

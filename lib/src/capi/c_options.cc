@@ -179,6 +179,8 @@ jtree_status_t jtree_open_options_set_threads(jtree_open_options_t* opts, int th
   });
 }
 
+uint64_t jtree_release_scratch_memory(void) { return jtree::release_scratch_memory(); }
+
 jtree_status_t jtree_open_options_set_verify_checksums(jtree_open_options_t* opts, int verify,
                                                        jtree_error_t** err) {
   return guard(err, [&] {

@@ -22,9 +22,16 @@
 #include <mutex>
 #include <vector>
 
+#include "jtree/options.h"
 #include "util/scratch_bytes.h"
 
 namespace jtree {
+
+namespace scratch_registry {
+/// Records a cache of process `owner` for release_scratch_memory (jtree/options.h), which
+/// calls `release(cache)` on every cache of the calling process. Called once per cache.
+void add(pid_t owner, size_t (*release)(void*), void* cache);
+}  // namespace scratch_registry
 
 /// The process's cache of scratch sets of type `Set`: a struct of ScratchBytes with
 /// `size_t bytes() const`, the capacity of its buffers together. Thread-safe.
@@ -33,7 +40,7 @@ class ScratchCache {
  public:
   /// What the cache keeps once no call holds a Use: the most recently given back sets, up to
   /// this many bytes together (a set larger than this alone is not kept).
-  static constexpr size_t kKeptBytes = size_t{64} << 20;
+  static constexpr size_t kKeptBytes = kScratchKeptBytes;
 
   /// The cache of this process. A child of fork() gets its own, as it does its own thread
   /// pools (util/thread_pool.cc): the parent's may have been locked by a thread that does
@@ -45,6 +52,7 @@ class ScratchCache {
     while (current == nullptr || current->owner_ != pid) {
       auto fresh = std::unique_ptr<ScratchCache>(new ScratchCache(pid));
       if (slot.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) {
+        scratch_registry::add(pid, &ScratchCache::release_of, fresh.get());
         return *fresh.release();  // (an inherited one is left alone: leaked)
       }
     }
@@ -95,8 +103,19 @@ class ScratchCache {
   }
   size_t sets_made() const { return made_.load(std::memory_order_relaxed); }
 
+  /// Frees every set kept now (sets taken stay with their calls); returns their bytes.
+  size_t release() {
+    std::vector<std::unique_ptr<Set>> freed;  // freed after the lock is let go
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t bytes = kept_;
+    freed.swap(free_);
+    kept_ = 0;
+    return bytes;
+  }
+
  private:
   explicit ScratchCache(pid_t owner) : owner_(owner) {}
+  static size_t release_of(void* cache) { return static_cast<ScratchCache*>(cache)->release(); }
 
   std::unique_ptr<Set> take_set() {
     {
