@@ -1,7 +1,7 @@
 // Tests of the workers' scratch buffers (lib/src/util/scratch_bytes.h, scratch_cache.h): sets
-// reused warmest first, kept while a call runs, trimmed to the bound when the last call ends,
-// released on demand (release_scratch_memory), a fork's child with a cache of its own, and
-// freed buffers given back to the kernel.
+// reused (a thread's own first, else the most recent), kept while a call runs, trimmed to the
+// bound when the last call ends, released on demand (release_scratch_memory), a fork's child
+// with a cache of its own, and freed buffers given back to the kernel.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "jtree/options.h"
@@ -58,6 +59,39 @@ TEST_CASE("a set given back is the next one taken, its buffer as it was left") {
   }
   CHECK(cache.sets_made() == 2);
   CHECK(cache.kept_sets() == 2);
+}
+
+TEST_CASE("a thread gets back the set it gave back last, before more recent ones") {
+  // (Its memory is near that thread: caches, NUMA node.) Another thread gets the most recent.
+  using Cache = ScratchCache<OneBuffer<7>>;
+  Cache& cache = Cache::shared();
+  Cache::Use use(cache);  // (nothing trimmed meanwhile)
+  const std::byte* theirs = nullptr;
+  std::thread([&] {
+    Cache::Lease l(cache);
+    grow(l->b, kMiB);
+    theirs = l->b.data();
+  }).join();
+  const std::byte* mine = nullptr;
+  {
+    Cache::Lease l(cache);  // (theirs is kept: another thread's, taken for want of one)
+    CHECK(l->b.data() == theirs);
+  }
+  {
+    Cache::Lease a(cache);  // theirs again, given back by this thread now
+    Cache::Lease b(cache);  // a new one
+    grow(b->b, kMiB);
+    mine = b->b.data();
+  }  // (b given back first, then a: theirs is the most recent)
+  REQUIRE(cache.kept_sets() == 2);
+  const std::byte* got_there = nullptr;
+  std::thread([&] {
+    Cache::Lease l(cache);  // none given back by this new thread: the most recent
+    got_there = l->b.data();
+  }).join();
+  CHECK(got_there == theirs);  // (and that thread gave it back last: the most recent again)
+  Cache::Lease here(cache);    // this thread's own, though not the most recent
+  CHECK(here->b.data() == mine);
 }
 
 TEST_CASE("while a call holds a Use every set is kept; the last Use's end trims to the bound") {

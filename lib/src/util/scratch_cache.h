@@ -5,8 +5,8 @@
 // Why not a set per thread (thread_local, as before 2026-11-29): a worker's set lived as long
 // as its thread and the pools' threads live as long as the process, so every worker that
 // ever decoded a chunk kept a chunk's worth of buffers for good (fetched bytes, decoded
-// planes, the decoded chunk: ~7-11 MiB for 4 MiB bf16 chunks). A load on 64 workers (a 64-core
-// host's default, or threads=64) kept 143 MiB after its 128 MiB array was freed
+// planes, the decoded chunk: ~4.5-11 MiB for 4 MiB bf16 chunks). A load on 64 workers (a
+// 64-core host's default, or threads=64) kept 157 MiB after its 128 MiB array was freed
 // (bench/README.md, "Memory kept after a load"). Why not a new set for every chunk: faulting a
 // chunk's worth of fresh pages in costs about as much as decoding it (~1.7 us per 4 KiB page
 // on a VM), so sets are reused within a call and kept for the next one, up to kKeptBytes.
@@ -20,6 +20,7 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "jtree/options.h"
@@ -59,8 +60,10 @@ class ScratchCache {
     return *current;
   }
 
-  /// A set taken for one unit of work: the most recently given back (its pages are the
-  /// likeliest to be present), or a new, empty one. Given back on destruction.
+  /// A set taken for one unit of work: the one this thread gave back last, if it is kept (its
+  /// memory is near this thread's core: in its caches, on its NUMA node, as a thread_local
+  /// set was), else the most recently given back, else a new, empty one. Given back on
+  /// destruction.
   class Lease {
    public:
     explicit Lease(ScratchCache& cache) : cache_(&cache), set_(cache.take_set()) {}
@@ -105,7 +108,7 @@ class ScratchCache {
 
   /// Frees every set kept now (sets taken stay with their calls); returns their bytes.
   size_t release() {
-    std::vector<std::unique_ptr<Set>> freed;  // freed after the lock is let go
+    std::vector<Kept> freed;  // freed after the lock is let go
     std::lock_guard<std::mutex> lock(mu_);
     const size_t bytes = kept_;
     freed.swap(free_);
@@ -114,15 +117,27 @@ class ScratchCache {
   }
 
  private:
+  // A set kept, and the thread that gave it back (the last to use it).
+  struct Kept {
+    std::unique_ptr<Set> set;
+    std::thread::id user;
+  };
+
   explicit ScratchCache(pid_t owner) : owner_(owner) {}
   static size_t release_of(void* cache) { return static_cast<ScratchCache*>(cache)->release(); }
 
   std::unique_ptr<Set> take_set() {
+    const std::thread::id me = std::this_thread::get_id();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!free_.empty()) {
-        std::unique_ptr<Set> s = std::move(free_.back());
-        free_.pop_back();
+        // (A scan of at most a set per worker, once per unit of work: a few hundred ns.)
+        auto it = std::find_if(free_.rbegin(), free_.rend(),
+                               [&](const Kept& k) { return k.user == me; });
+        const size_t i = it == free_.rend() ? free_.size() - 1
+                                            : static_cast<size_t>(free_.rend() - it) - 1;
+        std::unique_ptr<Set> s = std::move(free_[i].set);
+        free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
         kept_ -= s->bytes();
         return s;
       }
@@ -132,11 +147,11 @@ class ScratchCache {
   }
 
   void give_back(std::unique_ptr<Set> s) {
-    std::vector<std::unique_ptr<Set>> freed;  // freed after the lock is let go
+    std::vector<Kept> freed;  // freed after the lock is let go
     {
       std::lock_guard<std::mutex> lock(mu_);
       kept_ += s->bytes();
-      free_.push_back(std::move(s));
+      free_.push_back({std::move(s), std::this_thread::get_id()});
       if (uses_ == 0) trim_locked(freed);
     }
   }
@@ -147,7 +162,7 @@ class ScratchCache {
   }
 
   void end_use() {
-    std::vector<std::unique_ptr<Set>> freed;
+    std::vector<Kept> freed;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--uses_ == 0) trim_locked(freed);
@@ -155,9 +170,9 @@ class ScratchCache {
   }
 
   // Moves the oldest sets out into `freed` until at most kKeptBytes are kept.
-  void trim_locked(std::vector<std::unique_ptr<Set>>& freed) {
+  void trim_locked(std::vector<Kept>& freed) {
     size_t n = 0;
-    while (kept_ > kKeptBytes && n < free_.size()) kept_ -= free_[n++]->bytes();
+    while (kept_ > kKeptBytes && n < free_.size()) kept_ -= free_[n++].set->bytes();
     std::move(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n),
               std::back_inserter(freed));
     free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -165,7 +180,7 @@ class ScratchCache {
 
   const pid_t owner_;
   mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Set>> free_;  // oldest first
+  std::vector<Kept> free_;                  // oldest first
   size_t kept_ = 0;                         // bytes of the sets in free_
   int uses_ = 0;                            // calls holding a Use
   std::atomic<size_t> made_{0};
