@@ -1,4 +1,7 @@
 // Slice reads: random hyper-rectangles against a reference, only overlapping chunks fetched.
+#include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 
 #include <doctest/doctest.h>
@@ -21,16 +24,44 @@ Box random_box(std::mt19937& g, const Shape& shape) {
   return b;
 }
 
+struct Spec {
+  DType dtype;
+  Shape shape;
+  Shape chunk;
+  Codec codec = Codec::kZstd;
+  std::optional<Filter> filter = {};  // (the writer's default for the dtype)
+};
+
+using MakeBytes = std::function<std::vector<std::byte>(size_t leaf, uint64_t elements)>;
+
+// Saves a list of one leaf per spec, nothing inline, leaf i's bytes made by make(i, elements)
+// and kept in `data` (the reference); opens the file.
+std::shared_ptr<Reader> save_leaves(const TempDir& dir, const std::vector<Spec>& specs,
+                                    std::vector<std::vector<std::byte>>& data,
+                                    const MakeBytes& make) {
+  TreeBuilder b;
+  b.list();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    uint64_t n = 1;
+    for (auto e : specs[i].shape) n *= e;
+    data.push_back(make(i, n));
+    LeafOptions lo;
+    lo.chunk_shape = specs[i].chunk;
+    lo.codec = specs[i].codec;
+    lo.filter = specs[i].filter;
+    b.array(specs[i].dtype, specs[i].shape, ArrayView{data.back().data()}, lo);
+  }
+  b.end();
+  WriteOptions wo;
+  wo.inline_threshold = 0;
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("s.jtree"), wo).ok());
+  return *Reader::open(dir.file("s.jtree"));
+}
+
 }  // namespace
 
 TEST_CASE("random boxes of many leaves match the reference") {
   TempDir dir;
-  struct Spec {
-    DType dtype;
-    Shape shape;
-    Shape chunk;
-    Codec codec;
-  };
   std::vector<Spec> specs = {
       {DType::kFloat32, {97, 55}, {10, 8}, Codec::kZstd},
       {DType::kBFloat16, {64, 33, 9}, {7, 33, 2}, Codec::kZstd},
@@ -43,22 +74,9 @@ TEST_CASE("random boxes of many leaves match the reference") {
       {DType::kBool, {300}, {300}, Codec::kZstd},
   };
   std::vector<std::vector<std::byte>> data;
-  TreeBuilder b;
-  b.list();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    uint64_t n = 1;
-    for (auto e : specs[i].shape) n *= e;
-    data.push_back(random_array(specs[i].dtype, n, 100 + i));
-    LeafOptions lo;
-    lo.chunk_shape = specs[i].chunk;
-    lo.codec = specs[i].codec;
-    b.array(specs[i].dtype, specs[i].shape, ArrayView{data.back().data()}, lo);
-  }
-  b.end();
-  WriteOptions wo;
-  wo.inline_threshold = 0;
-  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("s.jtree"), wo).ok());
-  auto r = *Reader::open(dir.file("s.jtree"));
+  auto r = save_leaves(dir, specs, data, [&](size_t i, uint64_t n) {
+    return random_array(specs[i].dtype, n, 100 + i);
+  });
   std::mt19937 g(42);
   for (size_t i = 0; i < specs.size(); ++i) {
     const size_t item = dtype_info(specs[i].dtype)->item_size;
@@ -134,37 +152,17 @@ TEST_CASE("row slices of compressed chunks decode only the rows they want, bit-e
   // decoded straight into place (codec::decode_chunk_range); chunks it covers whole take the
   // whole-chunk path. Every slice is compared with the source.
   TempDir dir;
-  struct Spec {
-    DType dtype;
-    Shape shape;
-    Shape chunk;
-    Filter filter;
-  };
   const std::vector<Spec> specs = {
-      {DType::kBFloat16, {300, 64}, {32, 64}, Filter::kFloatSplit},
-      {DType::kInt16, {257, 40}, {50, 40}, Filter::kShuffle},
-      {DType::kFloat32, {100, 30}, {16, 30}, Filter::kNone},
-      {DType::kBFloat16, {40, 6, 8}, {7, 6, 8}, Filter::kFloatSplit},
+      {DType::kBFloat16, {300, 64}, {32, 64}, Codec::kZstd, Filter::kFloatSplit},
+      {DType::kInt16, {257, 40}, {50, 40}, Codec::kZstd, Filter::kShuffle},
+      {DType::kFloat32, {100, 30}, {16, 30}, Codec::kZstd, Filter::kNone},
+      {DType::kBFloat16, {40, 6, 8}, {7, 6, 8}, Codec::kZstd, Filter::kFloatSplit},
   };
   std::vector<std::vector<std::byte>> data;
-  TreeBuilder b;
-  b.list();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    uint64_t n = 1;
-    for (auto e : specs[i].shape) n *= e;
-    // Compressible: smooth bf16 bytes, reinterpreted for the other dtypes.
-    auto bytes = bf16_weights(n * dtype_info(specs[i].dtype)->item_size / 2, 0.02f, 200 + i);
-    data.push_back(std::move(bytes));
-    LeafOptions lo;
-    lo.chunk_shape = specs[i].chunk;
-    lo.filter = specs[i].filter;
-    b.array(specs[i].dtype, specs[i].shape, ArrayView{data.back().data()}, lo);
-  }
-  b.end();
-  WriteOptions wo;
-  wo.inline_threshold = 0;
-  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("rows.jtree"), wo).ok());
-  auto r = *Reader::open(dir.file("rows.jtree"));
+  // Compressible: smooth bf16 bytes, reinterpreted for the other dtypes.
+  auto r = save_leaves(dir, specs, data, [&](size_t i, uint64_t n) {
+    return bf16_weights(n * dtype_info(specs[i].dtype)->item_size / 2, 0.02f, 200 + i);
+  });
   std::mt19937 g(7);
   for (size_t i = 0; i < specs.size(); ++i) {
     CAPTURE(i);
