@@ -9,7 +9,8 @@
 #   2. the Python GPU tests (test_device_load.py, test_device_plain.py: torch and JAX), and what a JAX load's
 #      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs),
-#      bench_populate (staging memory faulted in with huge pages or small ones)
+#      bench_populate (staging memory faulted in with huge pages or small ones), and the
+#      memory a load leaves kept (retained_memory.py)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
 #      warm and cold page cache, every system, --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
@@ -82,6 +83,10 @@ stage "bench_device: defaults, page cache (tmpfs)"
 run 90 "$bundle/bin/bench_device" --gib 1 --runs 3 --dir /dev/shm | tee "$out/bench_device.txt"
 # The host's part of pinning, huge pages against small (since the fourth run; ~1 s).
 [ -x "$bundle/bin/bench_populate" ] && run 20 "$bundle/bin/bench_populate" | tee "$out/bench_populate.txt"
+# Memory a process keeps after a load, its workers' scratch buffers (bounded since 2026-11-29;
+# one worker per core there: ~10 s).
+run 40 env -u LD_LIBRARY_PATH python3 bench/python/retained_memory.py --threads 0,64 --runs 3 \
+  | tee "$out/retained_memory.txt"
 # (Staging small enough for the CPU's cache, 16 MiB/8 and 32 MiB/16, was measured on
 # 2026-11-27: 8.9 and 8.3 GB/s against the default's 29.8, bench/gpu.md. Not run again.)
 unset LD_LIBRARY_PATH
