@@ -95,8 +95,8 @@ struct JTREE_API OpenOptions {
 /// The scratch buffers of the read workers (a chunk's fetched bytes, decoded planes and
 /// decoded chunk) and of the save workers are reused from chunk to chunk and kept between
 /// calls, so that the next call does not fault fresh memory in; once the last call running
-/// ends, the process keeps at most this many bytes of each kind (reads; saves), the most
-/// recently used, and frees the rest.
+/// ends, the process keeps at most this many bytes for each kind of work (reads, saves,
+/// compactions), the most recently used, and frees the rest.
 inline constexpr uint64_t kScratchKeptBytes = 64ull << 20;
 
 /// Frees the scratch buffers kept between calls (kScratchKeptBytes) now and returns how many
