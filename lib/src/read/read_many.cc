@@ -216,7 +216,7 @@ class UnitReader {
   }
 
   // Verifies one fetched chunk, then decodes it into every destination it serves: straight
-  // into the destination when that takes the whole chunk, or the one part of it it wants
+  // into the one destination that takes the whole chunk, or the one part of it it wants
   // (rows of a slice), as one run; else into a scratch buffer copied out region by region.
   Status deliver(const ChunkJob& job, std::span<const std::byte> stored, ReadScratch& s) {
     const Leaf& leaf = t_.leaf(job.leaf);
@@ -230,35 +230,26 @@ class UnitReader {
     const uint64_t raw_size = stored_bytes(leaf.dtype, elements);
     const size_t item = dtype_info(leaf.dtype)->item_size;
     const bool four_bit = is_4bit(leaf.dtype);
-    // Fast path: one destination that takes the whole chunk as one run.
-    if (job.targets.size() == 1 && job.targets[0].region == chunk_shape) {
+    // One destination that takes the whole chunk, or one run of it (rows of a slice), as one
+    // run: decoded straight into place, only that part (no buffer of the decoded chunk).
+    // 4-bit chunks: whole ones only, decoded then unpacked.
+    if (job.targets.size() == 1) {
       const ChunkTarget& tg = job.targets[0];
-      auto off = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
-      if (off) {
-        std::span<std::byte> dst = requests_[tg.request].dst.subspan(*off * item, elements * item);
+      const auto from = contiguous_offset(chunk_shape, tg.chunk_start, tg.region);
+      const auto to = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
+      if (from && to && (!four_bit || tg.region == chunk_shape)) {
+        uint64_t n = 1;  // (inside one chunk: cannot overflow)
+        for (uint64_t d : tg.region) n *= d;
+        const std::span<std::byte> dst = requests_[tg.request].dst.subspan(*to * item, n * item);
         Status st;
         if (!four_bit) {
-          st = codec::decode_chunk(stored, info.encoding, fmt, dst, s.codec);
+          st = codec::decode_chunk_range(stored, info.encoding, fmt, raw_size, *from * item, dst,
+                                         s.codec);
         } else {
           grow(s.raw, raw_size);
           st = codec::decode_chunk(stored, info.encoding, fmt, {s.raw.data(), raw_size}, s.codec);
           if (st.ok()) codec::unpack4({s.raw.data(), raw_size}, dst);
         }
-        return st.ok() ? st : st.with_prefix(impl_.chunk_where(job.leaf, job.local));
-      }
-    }
-    // One destination that takes one run of the chunk as one run (a slice of leading rows):
-    // only that part is decoded, straight into place (no buffer of the decoded chunk).
-    if (job.targets.size() == 1 && !four_bit) {
-      const ChunkTarget& tg = job.targets[0];
-      auto from = contiguous_offset(chunk_shape, tg.chunk_start, tg.region);
-      auto to = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
-      if (from && to) {
-        uint64_t bytes = item;  // (inside one chunk: cannot overflow)
-        for (uint64_t d : tg.region) bytes *= d;
-        Status st = codec::decode_chunk_range(stored, info.encoding, fmt, raw_size, *from * item,
-                                              requests_[tg.request].dst.subspan(*to * item, bytes),
-                                              s.codec);
         return st.ok() ? st : st.with_prefix(impl_.chunk_where(job.leaf, job.local));
       }
     }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "jtree/options.h"
+#include "util/per_process.h"
 #include "util/scratch_bytes.h"
 
 namespace jtree {
@@ -44,20 +45,14 @@ class ScratchCache {
   static constexpr size_t kKeptBytes = kScratchKeptBytes;
 
   /// The cache of this process. A child of fork() gets its own, as it does its own thread
-  /// pools (util/thread_pool.cc): the parent's may have been locked by a thread that does
+  /// pools (util/per_process.h): the parent's may have been locked by a thread that does
   /// not exist in the child. Never destroyed (workers may give sets back during exit).
   static ScratchCache& shared() {
-    static std::atomic<ScratchCache*> slot{nullptr};
-    const pid_t pid = ::getpid();
-    ScratchCache* current = slot.load(std::memory_order_acquire);
-    while (current == nullptr || current->owner_ != pid) {
-      auto fresh = std::unique_ptr<ScratchCache>(new ScratchCache(pid));
-      if (slot.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) {
-        scratch_registry::add(pid, &ScratchCache::release_of, fresh.get());
-        return *fresh.release();  // (an inherited one is left alone: leaked)
-      }
-    }
-    return *current;
+    static PerProcess<ScratchCache> cache;
+    return cache.get([] { return std::unique_ptr<ScratchCache>(new ScratchCache); },
+                     [](ScratchCache& c) {
+                       scratch_registry::add(::getpid(), &ScratchCache::release_of, &c);
+                     });
   }
 
   /// A set taken for one unit of work: the one this thread gave back last, if it is kept (its
@@ -123,7 +118,7 @@ class ScratchCache {
     std::thread::id user;
   };
 
-  explicit ScratchCache(pid_t owner) : owner_(owner) {}
+  ScratchCache() = default;
   static size_t release_of(void* cache) { return static_cast<ScratchCache*>(cache)->release(); }
 
   std::unique_ptr<Set> take_set() {
@@ -178,7 +173,6 @@ class ScratchCache {
     free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
   }
 
-  const pid_t owner_;
   mutable std::mutex mu_;
   std::vector<Kept> free_;                  // oldest first
   size_t kept_ = 0;                         // bytes of the sets in free_

@@ -1,10 +1,10 @@
 #include "util/thread_pool.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
+
+#include "util/per_process.h"
 
 namespace jtree {
 
@@ -55,42 +55,20 @@ void ThreadPool::run() {
 
 namespace {
 
-// A process-wide pool, made per process. A child of fork() inherits the parent's pools as
-// memory but none of their threads, and their mutex and condition variable in whatever state
-// the parent's workers left them (a worker waiting on the condition variable makes the
-// child's first notify block forever). So a process never touches a pool another process
-// made: it makes its own on first use and leaves the inherited one alone (leaked: destroying
-// it would join threads that do not exist here). Pools live until the process exits.
-// No lock: a fork while another thread held one would leave it locked in the child for good.
-struct OwnedPool {
-  OwnedPool(pid_t pid, int threads) : owner(pid), pool(threads) {}
-  const pid_t owner;
-  ThreadPool pool;
-};
-using ProcessPool = std::atomic<OwnedPool*>;
-
-ThreadPool& pool_of_this_process(ProcessPool& slot, int threads) {
-  const pid_t pid = ::getpid();
-  OwnedPool* current = slot.load(std::memory_order_acquire);
-  while (current == nullptr || current->owner != pid) {
-    auto fresh = std::make_unique<OwnedPool>(pid, threads);
-    if (slot.compare_exchange_strong(current, fresh.get(), std::memory_order_acq_rel)) {
-      return fresh.release()->pool;
-    }
-    // Another thread of this process installed one first (`current` now holds it): ours is
-    // destroyed (its idle workers joined) and theirs used.
-  }
-  return current->pool;
-}
-
-ProcessPool g_cpu_pool{nullptr};
-ProcessPool g_io_pool{nullptr};
+// The process-wide pools, made per process (util/per_process.h says why); they live until the
+// process exits.
+PerProcess<ThreadPool> g_cpu_pool;
+PerProcess<ThreadPool> g_io_pool;
 
 }  // namespace
 
-ThreadPool& ThreadPool::shared() { return pool_of_this_process(g_cpu_pool, 0); }
+ThreadPool& ThreadPool::shared() {
+  return g_cpu_pool.get([] { return std::make_unique<ThreadPool>(0); });
+}
 
-ThreadPool& ThreadPool::shared_io() { return pool_of_this_process(g_io_pool, kIoThreads); }
+ThreadPool& ThreadPool::shared_io() {
+  return g_io_pool.get([] { return std::make_unique<ThreadPool>(kIoThreads); });
+}
 
 ThreadPool& pool_for(int parallelism) {
   ThreadPool& cpu = ThreadPool::shared();
