@@ -3,6 +3,8 @@
 // as Skipped (not as passed); with JTREE_TEST_REQUIRE_ALL=1 it fails instead.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -199,6 +201,25 @@ TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between load
   // The four 1 MiB buffers stayed pinned for the next load; released on demand, once.
   CHECK(release_pinned_memory() == uint64_t{4} << 20);
   CHECK(release_pinned_memory() == 0);
+}
+
+TEST_CASE("CUDA: a child of fork() has none of its parent's pinned buffers; the parent keeps them") {
+  // The child (a data loader's worker, say) cannot use CUDA and has none of the buffers
+  // mapped (MADV_DONTFORK): its release frees nothing and touches nothing of the parent's.
+  RawLeafLoad f(13);
+  auto& [dir, data, r, dev, req] = f;
+  DeviceOptions o;
+  o.staging_bytes = 4 << 20;
+  o.staging_buffers = 4;
+  REQUIRE(read_many_to_device(*r, std::span(&req, 1), o).ok());
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(release_pinned_memory() == 0 ? 0 : 1);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(release_pinned_memory() == uint64_t{4} << 20);
 }
 
 TEST_CASE("CUDA: staging buffers pinned ahead serve the next load; none pinned twice") {

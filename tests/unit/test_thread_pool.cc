@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <new>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,6 +173,45 @@ TEST_CASE("parallel_for: with many failures, one of them is returned") {
     // Every thread fails on its first item and then stops.
     CHECK(calls.load() <= static_cast<size_t>(pool.size() + 1));
   }
+}
+
+TEST_CASE("parallel_for: an item that throws fails the loop, on a worker as on the caller") {
+  // An exception escaping a worker's task used to end the process (std::terminate). Here the
+  // items on workers throw, and the caller's items wait until one has: a worker surely threw.
+  ThreadPool pool(3);
+  for (int kind = 0; kind < 2; ++kind) {
+    CAPTURE(kind);
+    std::atomic<bool> thrown{false};
+    Status st;
+    within_deadline("a loop whose workers throw", [&] {
+      const std::thread::id caller = std::this_thread::get_id();  // (within_deadline's thread)
+      st = parallel_for(pool, 64, 4, [&](size_t) -> Status {
+        if (std::this_thread::get_id() == caller) {
+          while (!thrown.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+          return Status::success();
+        }
+        thrown.store(true);
+        if (kind == 0) throw std::bad_alloc();
+        throw std::runtime_error("a worker's item threw");
+      });
+    });
+    if (kind == 0) {
+      CHECK(st.code() == StatusCode::kResourceExhausted);
+      CHECK(st.message() == "out of memory");
+    } else {
+      CHECK(st.code() == StatusCode::kAborted);
+      CHECK(st.message() == "unexpected exception: a worker's item threw");
+    }
+  }
+  // Sequential (parallelism 1): the same Status on the caller, and the loop stops there.
+  std::vector<size_t> ran;
+  Status st = parallel_for(pool, 10, 1, [&](size_t i) -> Status {
+    ran.push_back(i);
+    if (i == 3) throw std::bad_alloc();
+    return Status::success();
+  });
+  CHECK(st.code() == StatusCode::kResourceExhausted);
+  CHECK(ran == std::vector<size_t>{0, 1, 2, 3});
 }
 
 TEST_CASE("parallel_for: nested calls from inside pool tasks do not deadlock") {

@@ -2,6 +2,7 @@
 // linked statically (libcudart_static), so libjtree needs no CUDA library at run time beyond
 // the driver, which the runtime loads itself when a device is first used.
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +18,7 @@
 #include "cuda/device_scope.h"
 #include "cuda/pinned_cache.h"
 #include "jtree/device.h"
+#include "util/per_process.h"
 #include "util/populated_memory.h"
 
 namespace jtree {
@@ -28,6 +30,9 @@ using cuda_detail::DeviceScope;
 // Pinned staging buffers kept between loads, shared by every engine of the process (pinned
 // memory is portable: one block serves every device). Never destroyed: at exit the CUDA
 // runtime may already be gone, and the process's memory goes back to the system anyway.
+// One per process (util/per_process.h): a child of fork() has none of its parent's blocks
+// mapped (map_populated's memory is not inherited), cannot use CUDA, and may find the
+// parent's mutex held by a thread it does not have; it starts an empty cache of its own.
 struct SharedPinnedCache {
   std::mutex mu;
   staging::PinnedCache cache{kPinnedCacheBytes};
@@ -54,8 +59,8 @@ struct SharedPinnedCache {
   }
 };
 SharedPinnedCache& pinned_cache() {
-  static SharedPinnedCache* const c = new SharedPinnedCache;
-  return *c;
+  static PerProcess<SharedPinnedCache> cache;
+  return cache.get([] { return std::make_unique<SharedPinnedCache>(); });
 }
 
 // Threads that fault in a new staging buffer before it is registered (util/populated_memory.h).
@@ -83,8 +88,12 @@ Result<std::span<std::byte>> pin_block(size_t bytes, int device, const std::stri
   // cudaHostAlloc, which faults them in on one thread (util/populated_memory.h).
   Result<std::span<std::byte>> mem =
       map_populated(bytes, populate_threads(), staging_huge_pages());
+  // Why the first way failed, for the message should the fallback fail too (a limit on
+  // locked memory refuses both; the first one's reason is the telling one).
+  std::string first_failure;
   if (mem.ok()) {
-    if (cudaHostRegister(mem->data(), bytes, cudaHostRegisterPortable) == cudaSuccess) {
+    const cudaError_t r = cudaHostRegister(mem->data(), bytes, cudaHostRegisterPortable);
+    if (r == cudaSuccess) {
       SharedPinnedCache& c = pinned_cache();
       std::lock_guard<std::mutex> lock(c.mu);
       c.registered.insert(mem->data());
@@ -93,13 +102,18 @@ Result<std::span<std::byte>> pin_block(size_t bytes, int device, const std::stri
     }
     (void)cudaGetLastError();  // (clears it: cudaHostAlloc below is the fallback)
     unmap_populated(*mem);
+    first_failure = std::string("cudaHostRegister: ") + cudaGetErrorName(r);
+  } else {
+    first_failure = mem.status().message();
   }
   void* p = nullptr;
   const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // (clears it: later calls must not report this failure)
     const Status st = cuda_error("cudaHostAlloc of " + std::to_string(bytes) + " bytes", e, name);
-    return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(st.message()) : st;
+    const std::string message = st.message() + " (tried first: " + first_failure + ")";
+    return e == cudaErrorMemoryAllocation ? Status::resource_exhausted(message)
+                                          : Status(st.code(), message);
   }
   SharedPinnedCache& c = pinned_cache();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -111,9 +125,17 @@ Result<std::span<std::byte>> pin_block(size_t bytes, int device, const std::stri
 // not outlive the CUDA runtime: this object is made after the runtime started, so it is
 // destroyed before the runtime's own exit handlers run).
 struct Pinners {
+  const pid_t owner = ::getpid();
   std::mutex mu;
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads;
   ~Pinners() {
+    if (::getpid() != owner) {
+      // A child of fork() exiting: the threads are its parent's, not here to be joined (a
+      // join would wait forever). Left alone: a std::thread still joinable when destroyed
+      // would end the process.
+      (void)new std::vector(std::move(threads));
+      return;
+    }
     for (auto& [t, done] : threads) {
       if (t.joinable()) t.join();
     }

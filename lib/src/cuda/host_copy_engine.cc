@@ -28,6 +28,9 @@ HostCopyEngine::~HostCopyEngine() {
 
 Result<std::span<std::byte>> HostCopyEngine::allocate_pinned(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int64_t>(allocate_calls_++) == options_.throw_allocation_at) {
+    throw std::bad_alloc();
+  }
   if (bytes > options_.max_pinned_bytes - std::min(stats_.pinned_bytes, options_.max_pinned_bytes)) {
     return Status::resource_exhausted(name() + ": cannot pin " + std::to_string(bytes) +
                                      " more bytes");

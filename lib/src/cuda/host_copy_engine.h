@@ -31,6 +31,9 @@ class HostCopyEngine final : public CopyEngine {
     int64_t fail_async_at = -1;
     /// allocate_pinned fails (ResourceExhausted) past this many pinned bytes in all.
     uint64_t max_pinned_bytes = UINT64_MAX;
+    /// allocate_pinned call number N (from 0) throws std::bad_alloc, as the standard library
+    /// does on a worker thread short of memory; -1: none.
+    int64_t throw_allocation_at = -1;
     /// register_host works (else NotSupported, as CopyEngine's default).
     bool can_register = true;
     /// register_host call number N (from 0) fails with IOError; -1: none.
@@ -96,6 +99,7 @@ class HostCopyEngine final : public CopyEngine {
   std::map<const std::byte*, size_t> buffers_;
   std::map<const std::byte*, size_t> registered_;  // register_host's ranges
   uint64_t register_calls_ = 0;
+  uint64_t allocate_calls_ = 0;
   int next_stream_ = 0;
   uint64_t queued_bytes_ = 0;
   Stats stats_;

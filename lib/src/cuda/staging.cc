@@ -25,6 +25,7 @@
 #include "read/check_request.h"
 #include "read/read_scratch.h"
 #include "jtree/device.h"
+#include "util/guarded.h"
 #include "util/thread_pool.h"
 
 namespace jtree {
@@ -430,15 +431,17 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   const size_t num_slots = std::min<size_t>(options.staging_buffers, batches.size());
 
   // "<file>: leaf <path>" of a batch's first piece, for the engine's errors.
-  auto where = [&](size_t b) {
+  // The file and the first leaf of buffer load b, for its errors.
+  auto leaves_of = [&](size_t b) {
     const Batch& batch = batches[b];
     const size_t first = batch.mapped ? batch.parts[0].piece : batch.first;
     std::string s = reader.name() + ": leaf " +
                     reader.leaf_path(requests[pieces[first].request].leaf);
     const size_t more = (batch.mapped ? batch.parts.size() : batch.last - batch.first) - 1;
     if (more > 0) s += " (and " + std::to_string(more) + " more pieces)";
-    return s + ": copy to " + engine.name();
+    return s;
   };
+  auto where = [&](size_t b) { return leaves_of(b) + ": copy to " + engine.name(); };
 
   StagingRing ring(engine, num_slots);
 
@@ -573,7 +576,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     const Batch& batch = batches[b];
     const size_t si = b % num_slots;
     const std::byte* const map = zero_copy.map.data();
-    JTREE_RETURN_IF_ERROR(ring.ensure(si, 0));
+    if (Status st = ring.ensure(si, 0); !st.ok()) return st.with_prefix(leaves_of(b));
     StagingRing::Slot& slot = ring.slot(si);
     if (Status st = ring.settle(si); !st.ok()) return st.with_prefix(where(slot.batch));
     Status reg = zero_copy_refused.load()
@@ -600,7 +603,9 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
           zc_note = "zero copy stopped mid-load (the rest was staged): " + what;
         }
       }
-      JTREE_RETURN_IF_ERROR(ring.ensure(si, buffer_bytes));
+      if (Status st = ring.ensure(si, buffer_bytes); !st.ok()) {
+        return st.with_prefix(leaves_of(b));
+      }
       std::byte* const base = slot.buffer.data();
       JTREE_RETURN_IF_ERROR(copy_parts(
           b, slot, buffer_bytes,
@@ -621,7 +626,9 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
   auto fill = [&](size_t b, std::vector<ReadRequest>& reads) -> Status {
     const Batch& batch = batches[b];
     if (batch.mapped) return fill_mapped(b);
-    JTREE_RETURN_IF_ERROR(ring.ensure(b % num_slots, buffer_bytes));
+    if (Status st = ring.ensure(b % num_slots, buffer_bytes); !st.ok()) {
+      return st.with_prefix(leaves_of(b));
+    }
     StagingRing::Slot& slot = ring.slot(b % num_slots);
     // Backpressure: the buffer is refilled only once its previous copies have completed.
     if (Status st = ring.settle(b % num_slots); !st.ok()) {
@@ -685,7 +692,8 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
       turn_cv.wait(lock, [&] { return failed || turn[slot] == b; });
       if (failed) break;
       lock.unlock();
-      Status st = fill(b, reads);
+      // (An exception, std::bad_alloc say, fails the load: on a helper it would end the process.)
+      Status st = guarded([&] { return fill(b, reads); }, [&] { return leaves_of(b); });
       lock.lock();
       turn[slot] = b + num_slots;
       if (st.ok() && !failed) {

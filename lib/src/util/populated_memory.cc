@@ -87,6 +87,11 @@ Result<std::span<std::byte>> map_populated(size_t bytes, int threads, bool huge_
   // (Fails only where the kernel has no transparent huge pages: small pages then, as asked.)
   if (huge) (void)::madvise(p, bytes, MADV_HUGEPAGE);
 #endif
+  // Not inherited by fork()'s children: the memory is for pinning, and the kernel copies a
+  // pinned page into the child at the fork (Linux 5.9+: it cannot be shared copy-on-write
+  // while a device may read it), so every fork after a GPU load (a data loader's workers)
+  // would copy all the staging memory, for a child that cannot use the device anyway.
+  (void)::madvise(p, bytes, MADV_DONTFORK);
   const size_t pages = (bytes + page - 1) / page;
   // Parts of at least 4 MiB: thread start-up is worth it only above that. Each part a whole
   // number of huge pages, so that no two threads fault in the same one.

@@ -29,8 +29,9 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 /// still give small pages: THP "never", or none free); small pages with MADV_POPULATE_WRITE
 /// where the kernel has it, else the writes.
 /// Faulting huge pages in does not hold up the process's other threads' mmap and munmap
-/// (populated_memory.cc says why). ResourceExhausted when the memory cannot be had. Free with
-/// unmap_populated.
+/// (populated_memory.cc says why). Not mapped in a child of fork() (MADV_DONTFORK: the memory
+/// is for pinning; populated_memory.cc says why). ResourceExhausted when the memory cannot be
+/// had. Free with unmap_populated.
 Result<std::span<std::byte>> map_populated(size_t bytes, int threads, bool huge_pages = true);
 
 /// Frees memory from map_populated (the span it returned).

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 
+#include "util/guarded.h"
 #include "util/per_process.h"
 
 namespace jtree {
@@ -96,7 +97,8 @@ struct LoopState {
       if (failed.load(std::memory_order_relaxed)) return;
       size_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= n) return;
-      Status st = (*fn)(i);
+      // (An exception fails the loop like an error: on a worker it would end the process.)
+      Status st = guarded([&] { return (*fn)(i); });
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (!failed.exchange(true)) first_error = std::move(st);
@@ -113,7 +115,7 @@ Status parallel_for(ThreadPool& pool, size_t n, int parallelism,
   if (parallelism <= 0) parallelism = pool.size() + 1;
   size_t helpers = std::min<size_t>(static_cast<size_t>(parallelism) - 1, n - 1);
   if (helpers == 0) {
-    for (size_t i = 0; i < n; ++i) JTREE_RETURN_IF_ERROR(fn(i));
+    for (size_t i = 0; i < n; ++i) JTREE_RETURN_IF_ERROR(guarded([&] { return fn(i); }));
     return Status::success();
   }
   auto state = std::make_shared<LoopState>(n, fn);

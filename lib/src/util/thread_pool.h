@@ -28,7 +28,8 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  /// Queues a task. Tasks must not throw.
+  /// Queues a task. Tasks must not throw (an exception on a worker ends the process): wrap
+  /// what may in guarded() (util/guarded.h), as parallel_for does.
   void submit(std::function<void()> task);
   /// The workers it has or will start: what parallel_for may count on.
   int size() const { return threads_; }
@@ -54,7 +55,9 @@ class ThreadPool {
 
 /// Runs fn(i) for every i in [0, n), on the caller plus up to `parallelism - 1` pool workers
 /// (parallelism <= 0: the pool's size + 1). Once an item fails, no new items start; returns
-/// the first failure (by completion time), or OK.
+/// the first failure (by completion time), or OK. An item that throws fails like one that
+/// returns an error, wherever it ran: ResourceExhausted for std::bad_alloc, Aborted for
+/// another exception (util/guarded.h).
 Status parallel_for(ThreadPool& pool, size_t n, int parallelism,
                     const std::function<Status(size_t)>& fn);
 

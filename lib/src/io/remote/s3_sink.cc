@@ -15,6 +15,7 @@
 #include "io/remote/s3_etag.h"
 #include "io/remote/s3_stale_uploads.h"
 #include "io/remote/sigv4.h"
+#include "util/guarded.h"
 #include "util/thread_pool.h"
 
 namespace jtree::remote {
@@ -212,8 +213,9 @@ class S3Sink final : public io::CommittingSink {
     auto body = std::make_shared<std::vector<std::byte>>(std::move(buffer_));
     buffer_ = {};
     pool_->submit([this, part, body] {
-      const std::string hash = sha256_hex(*body);
-      part_done(part, client_->upload_part(loc_, upload_id_, part, *body, hash));
+      part_done(part, guarded([&] {
+                  return client_->upload_part(loc_, upload_id_, part, *body, sha256_hex(*body));
+                }));
     });
     return Status::success();
   }
@@ -222,8 +224,10 @@ class S3Sink final : public io::CommittingSink {
     JTREE_ASSIGN_OR_RETURN(int part, reserve_part());
     position_ += n;
     pool_->submit([this, part, src, etag, first, n] {
-      part_done(part, client_->upload_part_copy(loc_, upload_id_, part, src, first,
-                                                first + n - 1, etag));
+      part_done(part, guarded([&] {
+                  return client_->upload_part_copy(loc_, upload_id_, part, src, first,
+                                                   first + n - 1, etag);
+                }));
     });
     return Status::success();
   }
