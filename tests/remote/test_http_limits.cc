@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -204,6 +206,36 @@ TEST_CASE("an endless accepted body: BufferHandler's cap ends the transfer") {
   CHECK(h.body.size() <= (1u << 20));
   CHECK(a.body_bytes < (4u << 20));
   CHECK(seconds_since(start) < 10);
+}
+
+TEST_CASE("a handler that throws ends the attempt with its error, not the process") {
+  // The body callback runs inside libcurl's C code, which an exception must not unwind
+  // through: one from the handler (std::bad_alloc growing its buffer) used to end the process.
+  struct Throwing : ResponseHandler {
+    int kind = 0;
+    Status on_body(std::span<const std::byte>) override {
+      if (kind == 0) throw std::bad_alloc();
+      throw std::runtime_error("handler gave up");
+    }
+  };
+  for (int kind = 0; kind < 2; ++kind) {
+    CAPTURE(kind);
+    HostileServer server("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n",
+                         std::string(4096, 'z'));
+    Throwing h;
+    h.kind = kind;
+    const auto start = Clock::now();
+    const Attempt a = get(server.url(), h);
+    CHECK(a.curl_code == 0);  // (the handler's error, not libcurl's)
+    if (kind == 0) {
+      CHECK(a.handler_status.code() == StatusCode::kResourceExhausted);
+      CHECK(a.handler_status.message() == "out of memory");
+    } else {
+      CHECK(a.handler_status.code() == StatusCode::kAborted);
+      CHECK(a.handler_status.message() == "unexpected exception: handler gave up");
+    }
+    CHECK(seconds_since(start) < 10);
+  }
 }
 
 TEST_CASE("opening a URL whose server answers an endless error body fails at once") {

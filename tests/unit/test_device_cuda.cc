@@ -203,7 +203,7 @@ TEST_CASE("CUDA: O_DIRECT into pinned buffers, and the buffers kept between load
   CHECK(release_pinned_memory() == 0);
 }
 
-TEST_CASE("CUDA: a child of fork() has none of its parent's pinned buffers; the parent keeps them") {
+TEST_CASE("CUDA: a child of fork() has none of its parent's pinned buffers; the parent's stay") {
   // The child (a data loader's worker, say) cannot use CUDA and has none of the buffers
   // mapped (MADV_DONTFORK): its release frees nothing and touches nothing of the parent's.
   RawLeafLoad f(13);

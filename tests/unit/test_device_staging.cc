@@ -754,7 +754,8 @@ TEST_CASE("map_populated: staging memory is not inherited by a child of fork()")
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   auto staging = map_populated(size_t{4} << 20, 2, true);
   REQUIRE(staging.ok());
-  void* ordinary = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* ordinary =
+      ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(ordinary != MAP_FAILED);
   std::memset(ordinary, 1, page);
   const pid_t child = ::fork();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -18,10 +19,13 @@ namespace {
 
 // Whether the page fault that wrote p[0] (p: a huge page's start) brought a whole huge page:
 // every small page of [p, p + kHugePageBytes) resident now (mincore).
+// (On the stack: this runs on the populating threads, where nothing may throw.)
 bool faulted_in_huge(std::byte* p, size_t page) {
-  std::vector<unsigned char> resident(kHugePageBytes / page);
-  if (::mincore(p, kHugePageBytes, resident.data()) != 0) return false;
-  return std::all_of(resident.begin(), resident.end(), [](unsigned char r) { return r & 1; });
+  std::array<unsigned char, kHugePageBytes / 4096> resident;  // (pages are 4 KiB or more)
+  const size_t pages = kHugePageBytes / page;
+  if (pages > resident.size() || ::mincore(p, kHugePageBytes, resident.data()) != 0) return false;
+  return std::all_of(resident.begin(), resident.begin() + static_cast<std::ptrdiff_t>(pages),
+                     [](unsigned char r) { return r & 1; });
 }
 
 // Faults in [p, p + n) (page-aligned p; `huge`: advised for huge pages, p then a huge page's

@@ -16,6 +16,7 @@
 
 #include "io/remote/content_range.h"
 #include "jtree/writer.h"
+#include "util/guarded.h"
 
 namespace jtree::remote {
 namespace {
@@ -104,9 +105,19 @@ struct Transfer {
   }
 };
 
-size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
-  auto* t = static_cast<Transfer*>(userp);
-  const size_t n = size * nitems;
+// libcurl's callbacks (on_header, on_write) run inside libcurl's C code, which an exception
+// must not unwind through (it would end the process). One thrown by a callback's body (a
+// std::bad_alloc growing a header list or a handler's buffer) ends the attempt with its Status
+// as the handler's error instead (util/guarded.h).
+template <class Body>
+size_t unthrowing(Transfer* t, Body&& body) noexcept {
+  Result<size_t> n = guarded([&]() -> Result<size_t> { return body(); });
+  if (n.ok()) return *n;
+  t->attempt.handler_status = n.status();
+  return 0;  // stops the transfer
+}
+
+size_t header_line(Transfer* t, char* buffer, size_t n) {
   t->last_progress = Clock::now();
   const std::string_view line(buffer, n);
   // Bounded: an endless header (or endless 1xx responses) ends the attempt. (libcurl has its
@@ -151,9 +162,12 @@ size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
   return n;
 }
 
-size_t on_write(char* ptr, size_t size, size_t nmemb, void* userp) {
+size_t on_header(char* buffer, size_t size, size_t nitems, void* userp) {
   auto* t = static_cast<Transfer*>(userp);
-  const size_t n = size * nmemb;
+  return unthrowing(t, [&] { return header_line(t, buffer, size * nitems); });
+}
+
+size_t body_bytes(Transfer* t, char* ptr, size_t n) {
   t->last_progress = Clock::now();
   t->attempt.body_bytes += n;
   if (!t->head_delivered) {
@@ -180,6 +194,11 @@ size_t on_write(char* ptr, size_t size, size_t nmemb, void* userp) {
     return 0;  // stop here: the rest is not needed
   }
   return n;
+}
+
+size_t on_write(char* ptr, size_t size, size_t nmemb, void* userp) {
+  auto* t = static_cast<Transfer*>(userp);
+  return unthrowing(t, [&] { return body_bytes(t, ptr, size * nmemb); });
 }
 
 size_t on_read(char* buffer, size_t size, size_t nitems, void* userp) {
