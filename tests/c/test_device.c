@@ -49,6 +49,11 @@ void test_device(const char* dir) {
   jtree_read_request_t bad = {leaf, 0, NULL, NULL, NULL, bytes};
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "request 0: dst is NULL",
              jtree_reader_read_many_to_device(r, &bad, 1, opts, NULL, &jt_err));
+  /* A rank no array has, with arrays of two: refused before they are read past their end. */
+  jtree_read_request_t absurd = {leaf, (size_t)-1 / 4, begin, end, rows, 16};
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "request 0: ",
+             jtree_reader_read_many_to_device(r, &absurd, 1, opts, &stats, &jt_err));
+  CHECK(strstr(jtree_error_message(jt_err), "a box of rank") != NULL);
 
   if (jtree_cuda_device_count() == 0) {
     /* No device (or no CUDA in this build): NotSupported, cleanly, with or without options. */

@@ -181,6 +181,12 @@ static void bad_arguments(const jtree_reader_t* r) {
   CHECK(sz == 16);  /* the model's top-level dict */
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "", jtree_reader_node_children(r, 0, NULL, 0, &sz, &jt_err));
   CHECK(sz == 16);
+  /* Room enough but no array: refused, and the count left as it was (c.h writes it on a
+   * failure only when the array is too small). */
+  sz = 12345;
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "out is NULL",
+             jtree_reader_node_children(r, 0, NULL, 16, &sz, &jt_err));
+  CHECK(sz == 12345);
 
   /* Kinds that do not fit the question. */
   uint32_t lf32 = 0, lstep = 0, lname = 0, lf64 = 0;
@@ -224,6 +230,18 @@ static void bad_arguments(const jtree_reader_t* r) {
              jtree_reader_read_box(r, lf32, 2, begin_after, end_before, buf, 0, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "rank",
              jtree_reader_read_box(r, lf32, 1, begin, end_ok, buf, 2 * 4, &jt_err));
+  /* A rank no array has, with arrays of two: refused before begin and end are read past
+   * their end (the box, the mapped box, a request of a batch). */
+  const size_t absurd = (size_t)-1 / 4;
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "a box of rank",
+             jtree_reader_read_box(r, lf32, absurd, begin, end_ok, buf, 4 * 4, &jt_err));
+  jtree_leaf_view_t* box_view = NULL;
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "for an array of rank 2",
+             jtree_reader_map_box(r, lf32, absurd, begin, end_ok, &box_view, &jt_err));
+  CHECK(box_view == NULL);
+  jtree_read_request_t absurd_req = {lf32, absurd, begin, end_ok, buf, 4 * 4};
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "request 0: ",
+             jtree_reader_read_many(r, &absurd_req, 1, &jt_err));
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "destination of",
              jtree_reader_read_box(r, lf32, 2, begin, end_ok, buf, 5 * 4, &jt_err));
   INVALID(jtree_reader_read_box(r, lf32, 2, NULL, end_ok, buf, 4 * 4, &jt_err));
@@ -284,6 +302,9 @@ static void bad_builders_and_options(const char* dir) {
   const uint64_t huge[3] = {1ull << 40, 1ull << 40, 16};
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "overflows",
              jtree_builder_array(b, JTREE_DTYPE_FLOAT32, 3, huge, data, 24, &jt_err));
+  /* A rank no array can have: refused before dims (two numbers here) is read past its end. */
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "over the 64 dimensions",
+             jtree_builder_array(b, JTREE_DTYPE_FLOAT32, (size_t)-1 / 4, dims, data, 24, &jt_err));
   INVALID(jtree_builder_str(b, NULL, 3, &jt_err));
   INVALID(jtree_builder_bytes(b, NULL, 3, &jt_err));
   INVALID(jtree_builder_metadata(b, NULL, "v", &jt_err));

@@ -26,12 +26,18 @@ jtree_status_t set_checked(jtree_device_options_t* opts, const jtree::DeviceOpti
   return JTREE_OK;
 }
 
-// Writes the C++ stats into the caller's struct (the note malloc'd, NULL when empty).
-void write_stats(const jtree::DeviceStats& in, jtree_device_stats_t* out) {
+// Writes the C++ stats into the caller's struct (the note malloc'd, NULL when empty or when
+// there is no memory for it: the call's own outcome is not to be replaced by that).
+void write_stats(const jtree::DeviceStats& in, jtree_device_stats_t* out) noexcept {
   out->direct_bytes = in.direct_bytes;
   out->buffered_bytes = in.buffered_bytes;
-  out->direct_io_note =
-      in.direct_io_note.empty() ? nullptr : jtree::capi::malloc_string(in.direct_io_note);
+  out->direct_io_note = nullptr;
+  try {
+    if (!in.direct_io_note.empty()) {
+      out->direct_io_note = jtree::capi::malloc_string(in.direct_io_note);
+    }
+  } catch (...) {
+  }
 }
 
 }  // namespace
@@ -125,10 +131,11 @@ jtree_status_t jtree_reader_read_many_to_device(const jtree_reader_t* reader,
                                                 const jtree_device_options_t* options,
                                                 jtree_device_stats_t* stats,
                                                 jtree_error_t** err) {
-  return guard(err, [&] {
+  // (Written however the call ends, an exception included: what the load did before it
+  // stopped, as c.h says.)
+  jtree::DeviceStats out;
+  const jtree_status_t status = guard(err, [&] {
     static const char* fn = "jtree_reader_read_many_to_device";
-    jtree::DeviceStats out;
-    if (stats != nullptr) write_stats(out, stats);  // (written however the call ends)
     JTREE_C_CHECK(check_reader(reader, fn, err));
     if (count == 0) return JTREE_OK;
     JTREE_C_REQUIRE(requests, fn, err);
@@ -148,17 +155,17 @@ jtree_status_t jtree_reader_read_many_to_device(const jtree_reader_t* reader,
       reqs[i].dst_bytes = in.dst_bytes;
       if (in.begin != nullptr) {
         reqs[i].box.emplace();
-        reqs[i].box->begin.assign(in.begin, in.begin + in.rank);
-        reqs[i].box->end.assign(in.end, in.end + in.rank);
+        JTREE_C_CHECK(jtree::capi::box_of(reader, in.leaf, in.rank, in.begin, in.end, fn,
+                                          what + ": ", &*reqs[i].box, err));
       }
     }
     jtree::DeviceOptions o = options ? options->device : jtree::DeviceOptions{};
     o.read = reader->read;
     o.stats = &out;
-    const jtree::Status st = jtree::read_many_to_device(*reader->reader, reqs, o);
-    if (stats != nullptr) write_stats(out, stats);
-    return report(st, err);
+    return report(jtree::read_many_to_device(*reader->reader, reqs, o), err);
   });
+  if (stats != nullptr) write_stats(out, stats);
+  return status;
 }
 
 }  // extern "C"

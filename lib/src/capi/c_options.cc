@@ -151,7 +151,9 @@ jtree_status_t jtree_remote_options_set_allow_full_download(jtree_remote_options
   return guard(err, [&] {
     JTREE_C_REQUIRE(opts, "jtree_remote_options_set_allow_full_download", err);
     opts->remote.http.allow_full_download = allow != 0;
-    if (max_bytes != 0) opts->remote.http.full_download_max_bytes = max_bytes;
+    // (0 is the default, also after another value was set.)
+    opts->remote.http.full_download_max_bytes =
+        max_bytes != 0 ? max_bytes : jtree::HttpOptions{}.full_download_max_bytes;
     return JTREE_OK;
   });
 }
@@ -179,7 +181,15 @@ jtree_status_t jtree_open_options_set_threads(jtree_open_options_t* opts, int th
   });
 }
 
-uint64_t jtree_release_scratch_memory(void) { return jtree::release_scratch_memory(); }
+uint64_t jtree_release_scratch_memory(void) {
+  // (Nothing in it allocates; a lock that throws std::system_error is all there is to catch,
+  // before anything is freed: 0 is then the truth.)
+  try {
+    return jtree::release_scratch_memory();
+  } catch (...) {
+    return 0;
+  }
+}
 
 jtree_status_t jtree_open_options_set_verify_checksums(jtree_open_options_t* opts, int verify,
                                                        jtree_error_t** err) {

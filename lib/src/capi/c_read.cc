@@ -8,6 +8,7 @@
 
 #include "capi/c_internal.h"
 
+using jtree::capi::box_of;
 using jtree::capi::check_leaf;
 using jtree::capi::check_reader;
 using jtree::capi::guard;
@@ -18,8 +19,8 @@ namespace {
 
 // The C request as a C++ one; InvalidArgument for what only C can get wrong (NULL pointers
 // with a non-zero size). `what` names the request in messages.
-jtree_status_t translate(const jtree_read_request_t& in, const char* fn, const std::string& what,
-                         jtree::ReadRequest* out, jtree_error_t** err) {
+jtree_status_t translate(const jtree_reader_t* r, const jtree_read_request_t& in, const char* fn,
+                         const std::string& what, jtree::ReadRequest* out, jtree_error_t** err) {
   if (in.dst == nullptr && in.dst_bytes != 0) {
     return invalid(err, fn, what + ": dst is NULL but dst_bytes is " +
                                 std::to_string(in.dst_bytes));
@@ -32,8 +33,7 @@ jtree_status_t translate(const jtree_read_request_t& in, const char* fn, const s
   out->box.reset();
   if (in.begin != nullptr) {
     out->box.emplace();
-    out->box->begin.assign(in.begin, in.begin + in.rank);
-    out->box->end.assign(in.end, in.end + in.rank);
+    return box_of(r, in.leaf, in.rank, in.begin, in.end, fn, what + ": ", &*out->box, err);
   }  // (rank is ignored for whole-leaf requests)
   return JTREE_OK;
 }
@@ -89,10 +89,7 @@ jtree_status_t jtree_reader_read_box(const jtree_reader_t* reader, uint32_t leaf
     }
     if (dst == nullptr && dst_bytes != 0) return invalid(err, fn, "dst is NULL");
     jtree::Box box;
-    if (rank > 0) {
-      box.begin.assign(begin, begin + rank);
-      box.end.assign(end, end + rank);
-    }
+    JTREE_C_CHECK(box_of(reader, leaf, rank, begin, end, fn, "", &box, err));
     return report(reader->reader->read_box(leaf, box, {static_cast<std::byte*>(dst), dst_bytes},
                                            reader->read),
                   err);
@@ -109,7 +106,8 @@ jtree_status_t jtree_reader_read_many(const jtree_reader_t* reader,
     JTREE_C_REQUIRE(requests, fn, err);
     std::vector<jtree::ReadRequest> reqs(count);
     for (size_t i = 0; i < count; ++i) {
-      JTREE_C_CHECK(translate(requests[i], fn, "request " + std::to_string(i), &reqs[i], err));
+      JTREE_C_CHECK(
+          translate(reader, requests[i], fn, "request " + std::to_string(i), &reqs[i], err));
     }
     return report(reader->reader->read_many(reqs, reader->read), err);
   });
@@ -184,10 +182,7 @@ jtree_status_t jtree_reader_map_box(const jtree_reader_t* reader, uint32_t leaf,
     }
     JTREE_C_REQUIRE(out, fn, err);
     jtree::Box box;
-    if (rank > 0) {
-      box.begin.assign(begin, begin + rank);
-      box.end.assign(end, end + rank);
-    }
+    JTREE_C_CHECK(box_of(reader, leaf, rank, begin, end, fn, "", &box, err));
     const jtree::Reader& r = *reader->reader;
     return hand_out(r, leaf, r.mapped_box(leaf, box, reader->read),
                     "the box with jtree_reader_read_box()", out, err);

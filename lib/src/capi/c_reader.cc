@@ -39,6 +39,23 @@ jtree_status_t check_leaf(const jtree_reader_t* r, uint32_t leaf, const char* fn
   return JTREE_OK;
 }
 
+jtree_status_t box_of(const jtree_reader_t* r, uint32_t leaf, size_t rank, const uint64_t* begin,
+                      const uint64_t* end, const char* fn, const std::string& what,
+                      jtree::Box* out, jtree_error_t** err) {
+  const jtree::Reader& reader = *r->reader;
+  *out = {};
+  if (leaf >= reader.num_leaves()) return JTREE_OK;
+  const size_t leaf_rank = reader.leaf(leaf).shape.size();
+  if (rank != leaf_rank) {
+    return invalid(err, fn, what + reader.name() + ": leaf " + reader.leaf_path(leaf) +
+                                ": a box of rank " + std::to_string(rank) +
+                                " for an array of rank " + std::to_string(leaf_rank));
+  }
+  out->begin.assign(begin, begin + rank);
+  out->end.assign(end, end + rank);
+  return JTREE_OK;
+}
+
 }  // namespace jtree::capi
 
 using jtree::capi::check_leaf;
@@ -198,13 +215,14 @@ jtree_status_t jtree_reader_node_children(const jtree_reader_t* reader, uint32_t
     JTREE_C_REQUIRE(count, fn, err);
     const jtree::Reader& r = *reader->reader;
     const uint32_t n = r.node(node).num_children;
-    *count = n;  // also on the error below: that is how a caller asks for the size
     if (capacity < n) {
+      *count = n;  // (also on this error: that is how a caller asks for the size)
       return invalid(err, fn, r.name() + ": node " + r.path(node) + " has " + std::to_string(n) +
                                   " children, room for " + std::to_string(capacity));
     }
-    if (n == 0) return JTREE_OK;  // (out may be NULL)
-    JTREE_C_REQUIRE(out, fn, err);
+    if (n > 0) JTREE_C_REQUIRE(out, fn, err);  // (out may be NULL for none)
+    *count = n;
+    if (n == 0) return JTREE_OK;
     const std::vector<uint32_t> children = r.children(node);
     std::memcpy(out, children.data(), children.size() * sizeof(uint32_t));
     return JTREE_OK;

@@ -26,10 +26,12 @@ jtree_status_t finished_tree(jtree_builder_t* b, const char* fn, jtree::Tree* ou
                              jtree_error_t** err) {
   if (b == nullptr) return invalid(err, fn, "builder is NULL");
   if (!b->frozen) {
-    b->frozen = true;
+    // (Frozen only once the outcome is kept: an exception from finish(), out of memory, leaves
+    // the builder to be saved again, not frozen with neither a tree nor an error.)
     auto tree = std::move(b->builder).finish();
     if (tree.ok()) b->tree = std::move(*tree);
     else b->finish_error = tree.status();
+    b->frozen = true;
   }
   if (!b->tree) return report(b->finish_error, err);
   *out = *b->tree;
@@ -96,6 +98,12 @@ jtree_status_t jtree_builder_array(jtree_builder_t* builder, jtree_dtype_t dtype
     const size_t item = jtree::capi::item_size_of(code);
     if (item == 0) return invalid(err, fn, "unknown dtype " + std::to_string(code));
     if (rank > 0) JTREE_C_REQUIRE(dims, fn, err);
+    // (Before dims is read: it holds `rank` numbers, and a rank no array can have is a mistake
+    // to report, not a read past its end.)
+    if (const uint32_t most = jtree::Limits{}.max_rank; rank > most) {
+      return invalid(err, fn, "rank " + std::to_string(rank) + " over the " +
+                                  std::to_string(most) + " dimensions an array can have");
+    }
     jtree::Shape shape(dims, dims + rank);
     // The size the shape needs, refusing shapes whose size overflows (the buffer the caller
     // gives cannot be that large).
