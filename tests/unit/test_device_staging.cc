@@ -280,6 +280,11 @@ TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leake
   DeviceOptions o;
   o.staging_bytes = 64 << 10;
   o.staging_buffers = 4;  // 16 KiB each
+  // The whole leaf through `engine` into d (the options as each case sets them).
+  auto load = [&](HostCopyEngine& engine, Dest& d) {
+    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
+    return read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+  };
   SUBCASE("at once (copy_async fails)") {
     // Two buffers, two fillers, one 16 KiB copy per buffer load.
     o.staging_bytes = 32 << 10;
@@ -289,8 +294,7 @@ TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leake
     eo.copy_delay_us = 200;
     HostCopyEngine engine(eo);
     Dest d(f.data[8].size());
-    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
-    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    Status st = load(engine, d);
     REQUIRE(st.code() == StatusCode::kIOError);
     CHECK(st.message().find("d.jtree: leaf big") != std::string::npos);
     CHECK(st.message().find("copy to host stand-in") != std::string::npos);
@@ -312,8 +316,7 @@ TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leake
     eo.fail_async_at = 3;
     HostCopyEngine engine(eo);
     Dest d(f.data[8].size());
-    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
-    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    Status st = load(engine, d);
     REQUIRE(st.code() == StatusCode::kIOError);
     CHECK(st.message().find("leaf big") != std::string::npos);
     CHECK(st.message().find("injected asynchronous failure") != std::string::npos);
@@ -336,8 +339,7 @@ TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leake
     eo.max_pinned_bytes = 40 << 10;  // two of the four 16 KiB buffers
     HostCopyEngine engine(eo);
     Dest d(f.data[8].size());
-    DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
-    Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+    Status st = load(engine, d);
     REQUIRE(st.code() == StatusCode::kResourceExhausted);
     // The file and the leaf named, then the engine's word (pinned memory is what a container
     // runs short of first).
@@ -360,8 +362,7 @@ TEST_CASE("a copy that fails in the middle of a load: clear error, nothing leake
       eo.copy_delay_us = 100;
       HostCopyEngine engine(eo);
       Dest d(f.data[8].size());
-      DeviceRequest r{leaf, std::nullopt, d.bytes.data(), d.bytes.size()};
-      Status st = read_many_staged(*f.reader, std::span(&r, 1), engine, o);
+      Status st = load(engine, d);
       REQUIRE(st.code() == StatusCode::kResourceExhausted);
       CHECK(st.message().find("d.jtree: leaf big") != std::string::npos);
       CHECK(st.message().find("out of memory") != std::string::npos);
