@@ -53,7 +53,7 @@ void test_device(const char* dir) {
   jtree_read_request_t absurd = {leaf, (size_t)-1 / 4, begin, end, rows, 16};
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "request 0: ",
              jtree_reader_read_many_to_device(r, &absurd, 1, opts, &stats, &jt_err));
-  CHECK(strstr(jtree_error_message(jt_err), "a box of rank") != NULL);
+  CHECK(strstr(jtree_error_message(jt_err), "slice of rank") != NULL);
 
   if (jtree_cuda_device_count() == 0) {
     /* No device (or no CUDA in this build): NotSupported, cleanly, with or without options. */

@@ -233,7 +233,7 @@ static void bad_arguments(const jtree_reader_t* r) {
   /* A rank no array has, with arrays of two: refused before begin and end are read past
    * their end (the box, the mapped box, a request of a batch). */
   const size_t absurd = (size_t)-1 / 4;
-  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "a box of rank",
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "slice of rank",
              jtree_reader_read_box(r, lf32, absurd, begin, end_ok, buf, 4 * 4, &jt_err));
   jtree_leaf_view_t* box_view = NULL;
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "for an array of rank 2",

@@ -137,8 +137,9 @@ jtree_status_t check_leaf(const jtree_reader_t* r, uint32_t leaf, const char* fn
 
 /// The caller's box [begin, end) of `rank` dimensions for `leaf` of the reader, into *out.
 /// `rank` is compared with the leaf's before begin and end are read: the caller's arrays hold
-/// `rank` numbers, so a wrong rank (SIZE_MAX, say) is InvalidArgument, not a read past their
-/// end. A leaf out of range is left to the C++ checks, which name it (out is then empty).
+/// `rank` numbers, so a wrong rank (SIZE_MAX, say) is InvalidArgument (check_box_rank's
+/// message), not a read past their end. A leaf out of range is left to the C++ checks, which
+/// name it (out is then empty).
 /// `what` prefixes the messages ("request 3: ", or "").
 jtree_status_t box_of(const jtree_reader_t* r, uint32_t leaf, size_t rank, const uint64_t* begin,
                       const uint64_t* end, const char* fn, const std::string& what,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "capi/c_internal.h"
+#include "read/check_request.h"
 
 using jtree::capi::guard;
 using jtree::capi::invalid;
@@ -45,11 +46,8 @@ jtree_status_t box_of(const jtree_reader_t* r, uint32_t leaf, size_t rank, const
   const jtree::Reader& reader = *r->reader;
   *out = {};
   if (leaf >= reader.num_leaves()) return JTREE_OK;
-  const size_t leaf_rank = reader.leaf(leaf).shape.size();
-  if (rank != leaf_rank) {
-    return invalid(err, fn, what + reader.name() + ": leaf " + reader.leaf_path(leaf) +
-                                ": a box of rank " + std::to_string(rank) +
-                                " for an array of rank " + std::to_string(leaf_rank));
+  if (jtree::Status st = jtree::check_box_rank(reader, leaf, rank); !st.ok()) {
+    return invalid(err, fn, what + st.message());
   }
   out->begin.assign(begin, begin + rank);
   out->end.assign(end, end + rank);

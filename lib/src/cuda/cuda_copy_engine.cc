@@ -130,6 +130,7 @@ struct Pinners {
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads;
   ~Pinners() {
     if (::getpid() != owner) {
+      // (Not a PerProcess object: this one must be destroyed at exit, to join its threads.)
       // A child of fork() exiting: the threads are its parent's, not here to be joined (a
       // join would wait forever). Left alone: a std::thread still joinable when destroyed
       // would end the process.

@@ -18,10 +18,8 @@ Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optio
                                    " leaf holds no array data");
   }
   Box b = box ? *box : Box::all(leaf.shape);
-  if (b.begin.size() != leaf.shape.size() || b.end.size() != leaf.shape.size()) {
-    return Status::invalid_argument(where() + ": slice of rank " + std::to_string(b.begin.size()) +
-                                   " for an array of rank " + std::to_string(leaf.shape.size()));
-  }
+  JTREE_RETURN_IF_ERROR(check_box_rank(r, leaf_index, b.begin.size()));
+  JTREE_RETURN_IF_ERROR(check_box_rank(r, leaf_index, b.end.size()));
   for (size_t d = 0; d < leaf.shape.size(); ++d) {
     if (b.begin[d] > b.end[d] || b.end[d] > leaf.shape[d]) {
       return Status::invalid_argument(where() + ": slice [" + std::to_string(b.begin[d]) + ":" +
@@ -37,6 +35,14 @@ Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optio
                                    std::to_string(need));
   }
   return b;
+}
+
+Status check_box_rank(const Reader& r, uint32_t leaf_index, size_t rank) {
+  const size_t leaf_rank = r.leaf(leaf_index).shape.size();
+  if (rank == leaf_rank) return Status::success();
+  return Status::invalid_argument(r.name() + ": leaf " + r.leaf_path(leaf_index) +
+                                 ": slice of rank " + std::to_string(rank) +
+                                 " for an array of rank " + std::to_string(leaf_rank));
 }
 
 Status ReadOptions::check() const {

@@ -18,6 +18,12 @@ namespace jtree {
 Result<Box> check_request(const Reader& r, uint32_t leaf_index, const std::optional<Box>& box,
                           uint64_t dst_bytes, std::string_view dst_name);
 
+/// InvalidArgument, naming the file and the leaf, unless `rank` is the rank of leaf number
+/// `leaf_index` (which must exist): the one check, and message, of a box's rank, for
+/// check_request, Reader::mapped_box and the C API (which checks it before reading the
+/// caller's `rank` numbers).
+Status check_box_rank(const Reader& r, uint32_t leaf_index, size_t rank);
+
 /// ReadOptions::check, the error naming `r`'s file: what every read checks first.
 inline Status check_read_options(const Reader& r, const ReadOptions& options) {
   Status st = options.check();

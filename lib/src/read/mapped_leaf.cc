@@ -159,10 +159,8 @@ Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
   const Leaf& l = impl_->file.tree.leaf(leaf);
   const size_t rank = l.shape.size();
   auto where = [&] { return name() + ": leaf " + leaf_path(leaf); };  // errors only
-  if (box.begin.size() != rank || box.end.size() != rank) {
-    return Status::invalid_argument(where() + ": slice of rank " + std::to_string(box.begin.size()) +
-                                   " for an array of rank " + std::to_string(rank));
-  }
+  JTREE_RETURN_IF_ERROR(check_box_rank(*this, leaf, box.begin.size()));
+  JTREE_RETURN_IF_ERROR(check_box_rank(*this, leaf, box.end.size()));
   for (size_t d = 0; d < rank; ++d) {
     if (box.begin[d] > box.end[d] || box.end[d] > l.shape[d]) {
       return Status::invalid_argument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +

@@ -6,7 +6,8 @@
 // forever; a mutex held at the fork stays held). So a process never touches an object another
 // process made: it makes its own on first use and leaves the inherited one alone (leaked:
 // destroying it could join threads that do not exist here). No lock, for the same reason.
-// The thread pools (util/thread_pool.cc) and the scratch caches (util/scratch_cache.h) use it.
+// The thread pools (util/thread_pool.cc), the scratch caches (util/scratch_cache.h) and the
+// CUDA engine's pinned-buffer cache (cuda/cuda_copy_engine.cc) use it.
 #pragma once
 
 #include <unistd.h>
