@@ -6,6 +6,8 @@
     spec = jtree.load_pytreedef("ckpt.jtree")             # structure only: no array data read
     part = jtree.load("ckpt.jtree", {"params": {"w": None, "b": ...}, "step": True})
     part = jtree.load("ckpt.jtree", keys="params/*")      # key-path patterns
+    shard = jtree.load("model.jtree", slices=jtree.TensorParallel(rank, world),
+                       framework="torch", device="cuda:0")  # a rank's shard, one pass
     fut = jtree.nonblocking_save(tree, "ckpt.jtree"); fut.result()
     jtree.save({"step": 1001}, "ckpt.jtree", partial_write=True)
     # every process of a job: its block of a global array; one file comes out
@@ -30,6 +32,7 @@ from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, Error,
 from ._file import File, LazyArray, Node
 from ._global_array import GlobalArray
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
+from ._shard import TensorParallel
 from ._structure import LeafSpec
 # jtree.convert is a callable package: jtree.convert(src, dst) converts (jtree/convert/).
 from . import convert
@@ -40,7 +43,7 @@ __version__ = _jtree.version()
 __all__ = [
     "save", "load", "load_pytreedef", "nonblocking_save", "nonblocking_load", "open", "compact",
     "dumps", "loads",
-    "commit_segments", "convert", "ConvertStats", "GlobalArray", "Coordinator",
+    "commit_segments", "convert", "ConvertStats", "GlobalArray", "TensorParallel", "Coordinator",
     "JaxCoordinator", "MPICoordinator", "TorchCoordinator", "SingleProcess",
     "register_pytree_node_serialization", "register_pytree_leaf_serialization",
     "Future", "WriteStats", "File", "Node", "LazyArray", "LeafSpec", "DeviceOptions",

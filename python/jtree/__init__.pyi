@@ -179,7 +179,8 @@ def load(path: _Source, pytree: Any = ..., *, keys: Union[str, Sequence[str], No
          device: Any = ..., map_location: Any = ...,
          shardings: Any = ..., mmap: Union[bool, str, None] = ..., prune: bool = ...,
          progress: _Progress = ..., allow_full_download: bool = ...,
-         device_options: Optional[DeviceOptions] = ...) -> Any: ...
+         device_options: Optional[DeviceOptions] = ...,
+         slices: Any = ...) -> Any: ...
 def nonblocking_load(path: _Source, pytree: Any = ..., *,
                      keys: Union[str, Sequence[str], None] = ..., framework: _Framework = ...,
                      cast: Any = ..., pad_truncate: bool = ..., out: Any = ...,
@@ -189,7 +190,8 @@ def nonblocking_load(path: _Source, pytree: Any = ..., *,
                      shardings: Any = ..., mmap: Union[bool, str, None] = ..., prune: bool = ...,
                      progress: _Progress = ...,
                      allow_full_download: bool = ...,
-                     device_options: Optional[DeviceOptions] = ...) -> Future: ...
+                     device_options: Optional[DeviceOptions] = ...,
+                     slices: Any = ...) -> Future: ...
 def load_pytreedef(path: _Source, *, strict: bool = ...,
                    allow_full_download: bool = ...) -> Any: ...
 def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threads: int = ...,
@@ -230,6 +232,19 @@ class GlobalArray:
     @property
     def blocks(self) -> list[tuple[Any, Any]]: ...
     def boxes(self, shape: tuple[int, ...]) -> list[tuple[tuple[int, int], ...]]: ...
+
+class TensorParallel:
+    rank: int
+    world: int
+    expert_parallel: bool
+    rules: Optional[list[tuple[str, str, int]]]
+    SKIP: Any
+    def __init__(self, rank: int, world: int, *, expert_parallel: bool = ...,
+                 rules: Union[Sequence[tuple[Any, ...]], Mapping[str, Any], None] = ...
+                 ) -> None: ...
+    @property
+    def DEFAULT_RULES(self) -> list[tuple[str, str, int]]: ...
+    def plan(self, file: Any) -> dict[str, tuple[str, Any]]: ...
 
 class Coordinator:
     process_index: int

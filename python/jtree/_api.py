@@ -424,7 +424,7 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          device: Any = None, map_location: Any = None,
          shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
          progress: Any = False, allow_full_download: bool = False,
-         device_options: Optional[DeviceOptions] = None) -> Any:
+         device_options: Optional[DeviceOptions] = None, slices: Any = None) -> Any:
     """Loads a .jtree file (a path, a URL, a :class:`File` from :func:`jtree.open`, a seekable
     binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`), or
     a part of an open one (``jtree.load(f["params"])``, as ``f["params"].load()``: a
@@ -490,6 +490,20 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     device give only shape and dtype: their data is created on ``device`` (default the
     CPU), never returned as meta, also as ``out`` (the result then holds new tensors).
 
+    ``slices`` reads a part of array leaves instead of the whole (a tensor-parallel rank's
+    shard): a :class:`jtree.TensorParallel` (``TensorParallel(rank, world)``: column-parallel
+    weights by rows, row-parallel ones by columns, embeddings by vocabulary rows, the rest
+    whole, by the weights' names), a dict ``{key-path pattern: index}`` (patterns as
+    ``keys=``; the first that matches a leaf gives its index: ints, slices of step >= 1,
+    ``...``, as ``LazyArray`` takes; a pattern that matches no array leaf is a
+    :class:`NotFoundError`) or a function ``(key_path, LeafSpec) -> index | None`` (None: the
+    whole leaf). Every part of every leaf is read in the load's one native pass (only the
+    chunks the parts overlap; to a CUDA ``device=`` straight into device memory), and comes
+    back in the tree in place of the leaf, in the load's framework, ``cast=`` applied; leaves
+    another rank holds (``TensorParallel(expert_parallel=True)``) come back as None, or are
+    dropped with ``prune=True``. With ``out=`` the out arrays are of the parts' shapes. Not
+    with ``shardings=`` (JAX places whole arrays) or ``pytree=`` targets other than masks.
+
     ``device_options``: a :class:`jtree.DeviceOptions` (pinned staging memory and buffers,
     O_DIRECT reads) for the arrays read straight into device memory (torch on a CUDA device,
     JAX shardings over GPUs); its ``last_stats`` then says what the load did. Given to a load
@@ -509,7 +523,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
                            pad_truncate=pad_truncate, allow_pickle=allow_pickle, strict=strict,
                            verify=verify, threads=threads, device=device,
                            map_location=map_location, shardings=shardings, mmap=mmap,
-                           prune=prune, progress=progress, device_options=device_options)
+                           prune=prune, progress=progress, device_options=device_options,
+                           slices=slices)
     with paused_gc():
         return _open_and_load(path, out if out is not None else pytree, out is not None,
                               options, allow_full_download)

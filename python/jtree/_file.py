@@ -14,6 +14,7 @@ from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
                       NotSupportedError, ResourceExhaustedError, error)
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
+from ._index import box_of as _box_of
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from . import _load_call
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
@@ -589,40 +590,3 @@ class LazyArray:
     def __repr__(self) -> str:
         return (f"<jtree.LazyArray {self._leaf.dtype}{list(self._leaf.shape)} at {self.path!r} "
                 f"of {self._f.name!r}>")
-
-
-def _box_of(index: Any, shape: Tuple[int, ...], file: Optional[str] = None,
-            key_path: str = "") -> Tuple[List[int], List[int], Tuple[Any, ...]]:
-    """(begin, end, post): the box of the array a basic index touches, and the index that
-    selects the result from that box (steps, dropped dimensions, new axes).
-
-    What an index selects is jtree::resolve_index's decision (lib/include/jtree/slice.h, which
-    `jtree get` uses too): this only turns the Python index into its items and the resolved
-    axes into ``post``."""
-    items = []
-    for i in index if isinstance(index, tuple) else (index,):
-        if i is None:
-            items.append((_jtree.INDEX_NEWAXIS, None, None, None))
-        elif i is Ellipsis:
-            items.append((_jtree.INDEX_ELLIPSIS, None, None, None))
-        elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
-            items.append((_jtree.INDEX_INT, int(i), None, None))
-        elif isinstance(i, slice):
-            items.append((_jtree.INDEX_SLICE, i.start, i.stop, i.step))
-        else:
-            raise error(IndexKindError, file, key_path,
-                        f"jtree arrays are indexed by ints, slices, '...' and None, "
-                        f"not {type(i).__name__} (read the array first for other indexing)")
-    got = _jtree.resolve_index(items, shape)
-    if isinstance(got, str):
-        raise error(IndexOutOfRangeError, file, key_path, got)
-    begin, end, axes = got
-    post: List[Any] = []
-    for kind, offset, step, count in axes:
-        if kind == _jtree.INDEX_NEWAXIS:
-            post.append(None)
-        elif kind == _jtree.INDEX_INT:
-            post.append(0)
-        else:
-            post.append(slice(offset, None, step) if count else slice(0, 0))
-    return list(begin), list(end), tuple(post)

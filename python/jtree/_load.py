@@ -32,6 +32,7 @@ from ._load_adapter import Placement, Thunk, array_key, dtype_name
 from ._load_adapter import memo as _memo
 from ._load_jax import is_sharding
 from ._progress import Phases, TerminalBar, finish, progress_callback
+from ._shard import SKIP, Slices
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
                          FLAG_SCALAR, FLOAT, INT, LEAF, LEAF_KIND_NAMES, LIST, NAMEDTUPLE,
                          NODE_KIND_NAMES, NONE, ORDEREDDICT, PICKLE, STR, TUPLE, FileLeaf,
@@ -166,7 +167,7 @@ class LoadOptions:
                  threads: int = 0, shardings: Any = None, keys: Any = None,
                  device: Any = None, map_location: Any = None,
                  fill_out: bool = False, mmap: Any = True, prune: bool = False,
-                 progress: Any = None, device_options: Any = None):
+                 progress: Any = None, device_options: Any = None, slices: Any = None):
         if framework not in FRAMEWORKS:
             raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
         if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
@@ -207,6 +208,11 @@ class LoadOptions:
         self.progress = progress_callback(progress, "load")
         # Settings of the loads into device memory (jtree.DeviceOptions), or None.
         self.device_options = _device_options.checked(device_options)
+        # What part of each array leaf is read (jtree._shard: a rank's shard), or None.
+        if slices is not None and shardings is not None:
+            raise InvalidArgumentError("slices= reads parts of leaves as they are; shardings= "
+                                       "places whole JAX arrays: give one of them")
+        self.slices = Slices(slices) if slices is not None else None
 
 
 # Loader.cache key of _device.overlap()'s answer for the load.
@@ -275,6 +281,10 @@ class Loader:
                     build = self.plan(root, target, path)
                     if self.pending:
                         raise self.unmatched(root, path)
+                    if self.o.slices is not None:
+                        e = self.o.slices.unmatched(self.name, lambda: _key_paths(root, path))
+                        if e is not None:
+                            raise e
                 except Exception:
                     # An earlier leaf over the budget is reported first, as when each leaf
                     # was reserved as it was planned.
@@ -303,7 +313,7 @@ class Loader:
         where the target's first leaf is a LeafSpec (the file's structure is then built,
         about 1 us a leaf, and compared)."""
         if (root.index != 0 or path or root._tree is None or self.o.cast is not None
-                or self.o.keys is not None or self.o.prune):
+                or self.o.keys is not None or self.o.prune or self.o.slices is not None):
             return False
         first = target
         while isinstance(first, (dict, list, tuple)) and first:
@@ -759,6 +769,12 @@ class Loader:
     def array(self, fl: FileLeaf, target: Any, path: Tuple[Any, ...]) -> Thunk:
         """An array leaf: where it goes (the target's framework, dtype, shape and placement,
         else the load's options), planned by that framework's adapter."""
+        if self.o.slices is not None:
+            part = self.o.slices.select(self.file._reader, self.name, fl, path)
+            if part is SKIP:
+                return _PRUNED if self.o.prune else _const(None)
+            if part is not None:
+                return self.sliced(fl, part, target, path)
         if (target is ALL or target is True) and self.o.cast is None:
             fast = (_load_numpy.as_stored(self, fl, path) if self.o.framework == "numpy"
                     else _load_torch.as_stored(self, fl, path) if self.o.framework == "torch"
@@ -812,6 +828,37 @@ class Loader:
         thunk = _memo(adapter.array(self, fl, p, scalar, path))
         self.cache[key] = thunk
         return thunk
+
+    def sliced(self, fl: FileLeaf, part: Tuple[List[int], List[int], Tuple[Any, ...]],
+               target: Any, path: Tuple[Any, ...]) -> Thunk:
+        """The part of a leaf ``slices=`` names (jtree._shard): box [begin, end) read in the
+        load's one pass (only the chunks it overlaps), then ``post`` applied (ints drop their
+        dimension, steps), in the load's framework and cast; into the ``out=`` array when
+        the load has one (of the part's shape)."""
+        begin, end, post = part
+        box = tuple(zip(begin, end))
+        want = self.cast_for(fl.dtype, path)
+        out = None
+        if target is not ALL and target is not True:
+            if not self.o.fill_out:
+                raise self.err(InvalidArgumentError, path,
+                               "slices= reads a part of this leaf: its target must be True (or "
+                               "absent) or, with out=, an array of the part's shape (cast= "
+                               "gives the dtype)")
+            if post:
+                raise self.err(InvalidArgumentError, path,
+                               "slices= with out=: the index must be slices of step 1 (the "
+                               "out array is filled with the box as it is)")
+            out = target
+            shape = tuple(e - b for b, e in box)
+            if tuple(getattr(out, "shape", ())) != shape:
+                raise self.err(InvalidArgumentError, path,
+                               f"slices= reads a part of shape {shape}; the out array has "
+                               f"shape {tuple(getattr(out, 'shape', ()))}")
+        get = ADAPTERS[self.o.framework].part(self, fl, box, want, out, path)
+        if not post:
+            return get
+        return lambda: ADAPTERS[self.o.framework].index(get(), post)
 
     def global_array(self, fl: FileLeaf, t: GlobalArray, path: Tuple[Any, ...]) -> Thunk:
         """The blocks of a leaf a GlobalArray target names, each read on its own (only the

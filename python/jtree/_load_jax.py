@@ -51,6 +51,24 @@ def array(loader: Any, fl: FileLeaf, p: Placement, scalar: bool, path: Tuple[Any
 block = _numpy_block
 
 
+def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str, out: Any,
+         path: Tuple[Any, ...]) -> Thunk:
+    """Box [begin, end) of a leaf (a load's ``slices=``) as a JAX array of dtype ``want`` on
+    the default device (read into host memory, then placed). JAX arrays are immutable: an
+    ``out=`` is refused."""
+    if out is not None:
+        raise loader.err(InvalidArgumentError, path, "out= cannot be filled with JAX arrays "
+                         "(they are immutable)")
+    get = _numpy_block(loader, fl, box, want, path)
+    name, where = loader.name, kp.join(path)
+    return lambda: _dtypes.jax_device_put(get(), None, name, where)
+
+
+def index(a: Any, post: Tuple[Any, ...]) -> Any:
+    """``a[post]``: the rest of a basic index once its box is read (ints, steps)."""
+    return a[post]
+
+
 def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], sharding: Any,
               path: Tuple[Any, ...]) -> Thunk:
     """The leaf as a JAX array of dtype ``want`` and ``shape`` (padded or truncated): on the

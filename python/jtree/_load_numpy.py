@@ -8,6 +8,8 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _dtypes
+from . import _keypath as kp
+from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
 from ._structure import FLAG_SCALAR, FileLeaf
 
@@ -39,6 +41,33 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
     stored = fl.dtype
     h = loader.host_box(fl, box, path)
     return lambda: loader.numpy_cast(h(), stored, want, path)
+
+
+def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str, out: Any,
+         path: Tuple[Any, ...]) -> Thunk:
+    """Box [begin, end) of a leaf (a load's ``slices=``) as a NumPy array of dtype ``want``,
+    or read into ``out`` (a NumPy array of the box's shape: straight into it when it is
+    contiguous and of the stored dtype)."""
+    if out is None:
+        return block(loader, fl, box, want, path)
+    if not isinstance(out, np.ndarray):
+        raise loader.err(InvalidArgumentError, path, f"out= holds a {type(out).__qualname__} "
+                         f"here; a NumPy load fills NumPy arrays")
+    if out.dtype == loader.stored_numpy_dtype(fl, path) and out.flags.c_contiguous:
+        loader.host_box(fl, box, path, dst=out)
+        return lambda: out
+    get = block(loader, fl, box, dtype_name(out.dtype, loader.name, kp.join(path)), path)
+
+    def fill() -> np.ndarray:
+        out[...] = get()
+        return out
+
+    return fill
+
+
+def index(a: Any, post: Tuple[Any, ...]) -> Any:
+    """``a[post]``: the rest of a basic index once its box is read (ints, steps)."""
+    return a[post]
 
 
 def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:

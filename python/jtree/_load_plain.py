@@ -34,6 +34,8 @@ def applies(o: Any) -> bool:
     (:func:`_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
     selects everything, takes the general loader). Only a device load may have
     device_options, or JAX's shardings= (a SingleDeviceSharding)."""
+    if o.slices is not None:
+        return False  # (parts of leaves: the general loader's one pass)
     if _device_target(o) is not None:
         return (o.cast is None and (o.keys is not None or not o.prune) and not o.fill_out
                 and o.progress is None)

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _device, _dtypes
 from . import _keypath as kp
+from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
 from ._structure import FileLeaf
 
@@ -78,6 +79,58 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
     t = torch.empty(shape, dtype=stored_t)
     loader.request(fl, [b for b, _ in box], [e for _, e in box], _dtypes.torch_bytes(t))
     return lambda: t if t.dtype == want_t else t.to(want_t)
+
+
+def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str, out: Any,
+         path: Tuple[Any, ...]) -> Thunk:
+    """Box [begin, end) of a leaf (a load's ``slices=``: a rank's shard) as a tensor of dtype
+    ``want`` on the load's ``device=`` (default the CPU), or read into ``out`` (a tensor of
+    the box's shape). To a device the direct path serves, the box's chunks are read straight
+    into device memory in the load's one device pass (jtree._device), else read on the host
+    and moved."""
+    import torch  # noqa: PLC0415
+
+    where = kp.join(path)
+    want_t = _dtypes.torch_dtype(want, loader.name, where)
+    device = out.device if out is not None else loader.o.device
+    shape = tuple(e - b for b, e in box)
+
+    def finish(t: Any) -> Any:
+        if t.dtype != want_t:
+            t = t.to(want_t)
+        if out is not None:
+            if t is not out:
+                out.copy_(t)
+            return out
+        return t if device is None or t.device == device else t.to(device)
+
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise loader.err(InvalidArgumentError, path, f"out= holds a {type(out).__qualname__} "
+                         f"here; a torch load fills torch tensors")
+    direct = device is not None and fl.dtype not in _dtypes.TORCH_MISSING and \
+        _direct(loader, device)
+    if direct:
+        stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
+        if _device.usable_out(out, device, stored_t, shape):
+            dst = out
+        else:
+            loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
+            dst = _device.empty(shape, stored_t, device, loader.name, where)
+        loader.device_requests.append((fl.index, ([b for b, _ in box], [e for _, e in box]),
+                                       dst))
+        loader.device_planned(device, _device.nbytes(dst))
+        return lambda: finish(dst)
+    loader.note_host_path(lambda: _device.is_device_target(device),
+                          lambda: f"torch has no {fl.dtype} ({where})"
+                          if fl.dtype in _dtypes.TORCH_MISSING else _device.why_not_direct(device))
+    get = block(loader, fl, box, want, path)
+    return lambda: finish(get())
+
+
+def index(t: Any, post: Tuple[Any, ...]) -> Any:
+    """``t[post]``, contiguous: the rest of a basic index once its box is read (ints drop
+    their dimension, positive steps; jtree._shard refuses negative ones, which torch lacks)."""
+    return t[post].contiguous()
 
 
 def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:

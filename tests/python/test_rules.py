@@ -14,7 +14,7 @@ import pytest
 import jtree
 from jtree import _api, _jtree, _keypath, _structure
 from jtree._errors import IndexOutOfRangeError
-from jtree._file import _box_of
+from jtree._index import box_of as _box_of
 
 CLI = os.path.join(os.path.dirname(jtree.__file__), "_bin", "jtree")
 

@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "device_read.h"
+#include "shard_plan.h"
 
 NB_MODULE(_jtree, m) {
   m.doc() = "jtree's C++ library, for the jtree package (not a public API)";
@@ -35,6 +36,9 @@ NB_MODULE(_jtree, m) {
         return out;
       },
       "The dtype table: [(code, name, item_size, stored_bits)].");
+
+  m.def("default_split_rules", &jtpy::default_split_rules,
+        "jtree::default_split_rules() as [(pattern, kind, dim)].");
 
   jtpy::register_builder(m);
   jtpy::register_reader(m);

@@ -15,6 +15,7 @@
 #include "device_read.h"
 #include "py_progress.h"
 #include "py_source.h"
+#include "shard_plan.h"
 #include "tree_assembly.h"
 
 namespace jtpy {
@@ -390,6 +391,11 @@ class PyReader {
     return d;
   }
 
+  nb::list shard_plan(uint32_t rank, uint32_t world, bool expert_parallel,
+                      nb::object rules) const {
+    return jtpy::shard_plan(*r_, rank, world, expert_parallel, std::move(rules));
+  }
+
  private:
   void check_node(uint32_t node) const {
     if (node >= r_->num_nodes()) {
@@ -470,6 +476,14 @@ void register_reader(nb::module_& m) {
            "A rectilinear grid's chunk end positions, one tuple per dimension; None for a "
            "regular grid (chunk_shape) or a leaf that is not chunked.")
       .def("path", &PyReader::path, nb::arg("node"), "The key path of a node (jtree::Tree::path).")
+      .def(
+          "shard_plan",
+          &PyReader::shard_plan,
+          nb::arg("rank"), nb::arg("world"), nb::arg("expert_parallel") = false,
+          nb::arg("rules").none() = nb::none(),
+          "A rank's part of every array leaf (jtree::plan_shard): [(leaf, kind, load, "
+          "begin | None, end | None, key path)]; rules [(pattern, kind, dim)] or None for the "
+          "defaults.")
       .def("memory_limits", &PyReader::memory_limits,
            "(max_leaf_bytes, max_total_bytes): what loads may allocate for their caller.")
       .def("read_many", &PyReader::read_many, nb::arg("requests"), nb::arg("verify") = true,

@@ -546,6 +546,62 @@ JTREE_C_API jtree_status_t jtree_reader_read_many(const jtree_reader_t* reader,
                                                   const jtree_read_request_t* requests,
                                                   size_t count, jtree_error_t** err);
 
+/* ---- a rank's part of a model (<jtree/shard.h>: the rules, names and kinds) ---- */
+
+/* How a leaf is split over the ranks of a tensor- or expert-parallel server (jtree::SplitKind):
+ * REPLICATED whole on every rank; COLUMN an even split of dimension 0 (a torch Linear's output
+ * dimension: q/k/v, gate/up); ROW of dimension 1 (o, down); VOCAB dimension 0 in blocks of
+ * ceil(n / world) rows (embeddings, lm_head); EXPERTS each rank's block of an MoE layer's
+ * experts, whole. */
+typedef enum jtree_split_kind_t {
+  JTREE_SPLIT_REPLICATED = 0,
+  JTREE_SPLIT_COLUMN = 1,
+  JTREE_SPLIT_ROW = 2,
+  JTREE_SPLIT_VOCAB = 3,
+  JTREE_SPLIT_EXPERTS = 4
+} jtree_split_kind_t;
+
+/* One rule: leaves whose name matches `pattern` (a dotted suffix such as "q_proj.weight",
+ * each component glob-matched; a leaf's name is its key path with '/' and '.' as separators)
+ * are split as `kind` along `dim` (-1: the kind's own: 0, or 1 for ROW). */
+typedef struct jtree_split_rule_t {
+  const char* pattern;
+  jtree_split_kind_t kind;
+  int dim;
+} jtree_split_rule_t;
+
+/* A rank's part of every array leaf of a file (jtree::plan_shard). */
+typedef struct jtree_shard_plan_t jtree_shard_plan_t;
+
+/* The part of rank `rank` of `world` of every array leaf of the reader's file, from its
+ * structure only. `rules` (first match wins) may be NULL with `num_rules` 0: the common decoder
+ * models' names (Llama, Mistral, Qwen, Mixtral; jtree::default_split_rules). `expert_parallel`
+ * non-zero: the leaves under an "experts" component are split by expert (each rank its block
+ * of ceil(E / world) experts, whole), before any rule. Free *out with jtree_shard_plan_free.
+ * Errors: InvalidArgument naming the file and the leaf (rank >= world, world 0, a COLUMN or
+ * ROW dimension that does not divide evenly, a rule's dimension the leaf lacks, a NULL or
+ * empty pattern, an unknown kind). */
+JTREE_C_API jtree_status_t jtree_shard_plan_make(const jtree_reader_t* reader, uint32_t rank,
+                                                 uint32_t world, int expert_parallel,
+                                                 const jtree_split_rule_t* rules,
+                                                 size_t num_rules, jtree_shard_plan_t** out,
+                                                 jtree_error_t** err);
+/* How many parts the plan has (one per array leaf of the file, in leaf order); 0 for NULL. */
+JTREE_C_API size_t jtree_shard_plan_count(const jtree_shard_plan_t* plan);
+/* Part `index`: its leaf's kind (`kind` may be NULL), whether this rank loads it (`load`, may
+ * be NULL: 0 for another rank's expert), and the read request for the rank's part (`request`,
+ * may be NULL): leaf, rank, begin and end (NULL for a whole leaf; arrays owned by the plan,
+ * valid until it is freed), dst NULL and dst_bytes the bytes it needs. Set dst and pass the
+ * requests of the parts to load to jtree_reader_read_many() or
+ * jtree_reader_read_many_to_device(): one pass reads the rank's part of the whole model.
+ * InvalidArgument when index >= count. */
+JTREE_C_API jtree_status_t jtree_shard_plan_part(const jtree_shard_plan_t* plan, size_t index,
+                                                 jtree_split_kind_t* kind, int* load,
+                                                 jtree_read_request_t* request,
+                                                 jtree_error_t** err);
+/* Frees a plan (NULL is a no-op). */
+JTREE_C_API void jtree_shard_plan_free(jtree_shard_plan_t* plan);
+
 /* ---- loads into GPU memory (<jtree/device.h>, docs/gpu.md) ---- */
 
 /* Whether a load to a device reads raw chunks with O_DIRECT (jtree::DirectIo): AUTO where the

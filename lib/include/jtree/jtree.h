@@ -25,6 +25,7 @@
 #include "jtree/multihost.h"
 #include "jtree/options.h"
 #include "jtree/reader.h"
+#include "jtree/shard.h"
 #include "jtree/slice.h"
 #include "jtree/status.h"
 #include "jtree/tree.h"

@@ -5,4 +5,5 @@ set(JTREE_CAPI_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/src/capi/c_read.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/src/capi/c_writer.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/lib/src/capi/c_device.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/lib/src/capi/c_shard.cc
 )

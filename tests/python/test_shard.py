@@ -1,0 +1,218 @@
+"""A rank's shard in one pass: load(slices=...) with jtree.TensorParallel, pattern dicts and
+functions; host loads, device loads through the host stand-in (one native call for every box),
+out= arrays, expert parallelism, and the errors a serving stack meets."""
+import numpy as np
+import pytest
+
+import jtree
+from jtree import _device
+
+from conftest import require
+
+H, V, E = 16, 12, 4  # hidden size, vocabulary, experts
+
+
+def _llama(rng):
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    sd = {"model.embed_tokens.weight": f(V, H), "lm_head.weight": f(V, H),
+          "model.norm.weight": f(H)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        sd.update({p + "self_attn.q_proj.weight": f(H, H), p + "self_attn.k_proj.weight": f(8, H),
+                   p + "self_attn.v_proj.weight": f(8, H), p + "self_attn.o_proj.weight": f(H, H),
+                   p + "mlp.gate_proj.weight": f(32, H), p + "mlp.up_proj.weight": f(32, H),
+                   p + "mlp.down_proj.weight": f(H, 32), p + "input_layernorm.weight": f(H)})
+    return sd
+
+
+def _expected(sd, rank, world):
+    """Rank ``rank``'s part of each tensor, as vLLM / TGI split a Llama state dict."""
+    out = {}
+    for k, a in sd.items():
+        if k.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight",
+                       "up_proj.weight")):
+            n = a.shape[0] // world
+            out[k] = a[rank * n:(rank + 1) * n]
+        elif k.endswith(("o_proj.weight", "down_proj.weight")):
+            n = a.shape[1] // world
+            out[k] = a[:, rank * n:(rank + 1) * n]
+        elif k.endswith(("embed_tokens.weight", "lm_head.weight")):
+            n = -(-a.shape[0] // world)
+            out[k] = a[rank * n:(rank + 1) * n]
+        else:
+            out[k] = a
+    return out
+
+
+@pytest.fixture
+def llama(path):
+    sd = _llama(np.random.default_rng(3))
+    # Chunks of 4 rows: the ranks' boxes cut through chunks (row splits inside a chunk, every
+    # column split inside every chunk).
+    jtree.save(sd, path, chunk_bytes=4 * H * 4)
+    return sd
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_every_rank_gets_its_split_and_the_ranks_cover_the_model(path, world, compression):
+    sd = _llama(np.random.default_rng(world))
+    jtree.save(sd, path, chunk_bytes=4 * H * 4, compression=compression)
+    for rank in range(world):
+        got = jtree.load(path, slices=jtree.TensorParallel(rank, world))
+        want = _expected(sd, rank, world)
+        assert got.keys() == want.keys()
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=f"rank {rank}: {k}")
+
+
+def test_the_shard_reads_only_what_it_needs(path):
+    # Rank 1 of 4 of row-split weights (chunks of 128 rows, farther apart than the reader's
+    # coalescing gap) reads about a quarter of them.
+    rng = np.random.default_rng(1)
+    sd = {"l.q_proj.weight": rng.standard_normal((1024, 256)).astype(np.float32),
+          "lm_head.weight": rng.standard_normal((1000, 256)).astype(np.float32)}
+    jtree.save(sd, path, chunk_bytes=128 << 10, compression=None)
+    with jtree.open(path) as f:
+        before = f.io_stats()["bytes_read"]
+        got = f.load(slices=jtree.TensorParallel(1, 4), mmap=False)
+        read = f.io_stats()["bytes_read"] - before
+        whole = f.info()["raw_bytes"]
+    assert 0.25 * whole <= read < 0.35 * whole, (read, whole)
+    np.testing.assert_array_equal(got["lm_head.weight"], sd["lm_head.weight"][250:500])
+
+
+def test_torch_tensors_cast_and_the_plan(llama, path, torch):
+    tp = jtree.TensorParallel(1, 2)
+    got = jtree.load(path, slices=tp, framework="torch", cast=torch.bfloat16)
+    want = _expected(llama, 1, 2)
+    for k, t in got.items():
+        assert isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16, k
+        assert torch.equal(t, torch.from_numpy(np.ascontiguousarray(want[k])).bfloat16()), k
+    plan = tp.plan(path)
+    assert plan["model.layers.0.self_attn.o_proj.weight"] == ("row", (slice(0, H),
+                                                                     slice(H // 2, H)))
+    assert plan["model.norm.weight"] == ("replicated", None)
+    assert plan["lm_head.weight"][0] == "vocab"
+    assert ("q_proj.weight", "column", -1) in tp.DEFAULT_RULES
+
+
+def test_a_device_shard_is_one_native_load_of_every_box(llama, path, torch, monkeypatch):
+    calls = []
+    native = _device._native_load
+
+    def counted(reader, reqs, device, kw):
+        calls.append(len(reqs))
+        return native(reader, reqs, device, kw)
+
+    monkeypatch.setattr(_device, "_native_load", counted)
+    with _device.host_stand_in_for_tests() as stats:
+        got = jtree.load(path, slices=jtree.TensorParallel(0, 2), device="cpu")
+    want = _expected(llama, 0, 2)
+    assert calls == [len(want)], calls  # every leaf's box in one call
+    assert stats["misuses"] == 0
+    for k in want:
+        assert torch.equal(got[k], torch.from_numpy(np.ascontiguousarray(want[k]))), k
+
+
+def test_out_arrays_of_the_parts_shapes_are_filled_in_place(llama, path, torch):
+    want = _expected(llama, 1, 2)
+    out = {k: np.empty_like(v) for k, v in want.items()}
+    got = jtree.load(path, slices=jtree.TensorParallel(1, 2), out=out)
+    for k in want:
+        assert got[k] is out[k]
+        np.testing.assert_array_equal(out[k], want[k])
+    touts = {k: torch.empty(v.shape, dtype=torch.float16) for k, v in want.items()}
+    got = jtree.load(path, slices=jtree.TensorParallel(1, 2), out=touts, framework="torch")
+    for k in want:
+        assert got[k] is touts[k]
+        assert torch.equal(touts[k], torch.from_numpy(np.ascontiguousarray(want[k])).half())
+    bad = dict(out, **{"lm_head.weight": np.empty((V, H), np.float32)})
+    with pytest.raises(jtree.InvalidArgumentError, match=r"lm_head.weight.*shape \(6, 16\)"):
+        jtree.load(path, slices=jtree.TensorParallel(1, 2), out=bad)
+
+
+def test_expert_parallel_ranks_load_their_experts_only(path):
+    rng = np.random.default_rng(5)
+    sd = {f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight":
+          rng.standard_normal((8, H)).astype(np.float32) for e in range(E)}
+    sd["model.layers.0.block_sparse_moe.gate.weight"] = rng.standard_normal((E, H)).astype(
+        np.float32)
+    sd["model.layers.1.mlp.experts.gate_up_proj"] = rng.standard_normal((E, H, 6)).astype(
+        np.float32)
+    jtree.save(sd, path)
+    got = jtree.load(path, slices=jtree.TensorParallel(1, 2, expert_parallel=True))
+    assert got["model.layers.0.block_sparse_moe.experts.0.w1.weight"] is None
+    np.testing.assert_array_equal(got["model.layers.0.block_sparse_moe.experts.3.w1.weight"],
+                                  sd["model.layers.0.block_sparse_moe.experts.3.w1.weight"])
+    np.testing.assert_array_equal(got["model.layers.1.mlp.experts.gate_up_proj"],
+                                  sd["model.layers.1.mlp.experts.gate_up_proj"][2:])
+    np.testing.assert_array_equal(got["model.layers.0.block_sparse_moe.gate.weight"],
+                                  sd["model.layers.0.block_sparse_moe.gate.weight"])
+    pruned = jtree.load(path, slices=jtree.TensorParallel(1, 2, expert_parallel=True),
+                        prune=True)
+    assert sorted(k for k in pruned if ".experts." in k and ".w1." in k) == [
+        f"model.layers.0.block_sparse_moe.experts.{e}.w1.weight" for e in (2, 3)]
+    assert jtree.TensorParallel(0, 2, expert_parallel=True).plan(path)[
+        "model.layers.0.block_sparse_moe.experts.3.w1.weight"] == ("experts", jtree.TensorParallel.SKIP)
+
+
+def test_custom_rules_nested_names_and_keys(path):
+    rng = np.random.default_rng(9)
+    tree = {"params": {"attn": {"kernel": rng.standard_normal((H, 8)).astype(np.float32),
+                                "out": rng.standard_normal((8, H)).astype(np.float32)},
+                       "scale": np.float32(2.0) * np.ones(3, np.float32)}}
+    jtree.save(tree, path)
+    # flax kernels are [in, out]: column-parallel is dimension 1, row-parallel dimension 0.
+    tp = jtree.TensorParallel(1, 2, rules={"attn.kernel": ("column", 1), "attn.out": ("row", 0)})
+    got = jtree.load(path, slices=tp, keys="params/attn")
+    np.testing.assert_array_equal(got["params"]["attn"]["kernel"],
+                                  tree["params"]["attn"]["kernel"][:, 4:])
+    np.testing.assert_array_equal(got["params"]["attn"]["out"], tree["params"]["attn"]["out"][4:])
+    assert got["params"]["scale"] is None  # (not selected by keys=)
+
+
+def test_pattern_dicts_and_functions_give_any_index(llama, path, torch):
+    q = "model.layers.1.self_attn.q_proj.weight"
+    got = jtree.load(path, slices={"*q_proj*": np.s_[3, 2:9:3], "**": np.s_[:2]})
+    np.testing.assert_array_equal(got[q], llama[q][3, 2:9:3])
+    np.testing.assert_array_equal(got["model.norm.weight"], llama["model.norm.weight"][:2])
+    got = jtree.load(path, slices=lambda key, spec: np.s_[..., :1] if spec.shape[-1] == H
+                     else None, framework="torch")
+    assert tuple(got[q].shape) == (H, 1)
+    assert torch.equal(got[q], torch.from_numpy(llama[q][..., :1].copy()))
+    # A JAX load of parts: placed on the default device.
+    jax = require("jax")
+    got = jtree.load(path, slices={"lm_head.weight": np.s_[1:3]}, framework="jax")
+    assert isinstance(got["lm_head.weight"], jax.Array)
+    np.testing.assert_array_equal(np.asarray(got["lm_head.weight"]), llama["lm_head.weight"][1:3])
+
+
+def test_lazy_file_slices_together(llama, path):
+    with jtree.open(path) as f:
+        got = f.load(slices={"*o_proj.weight": np.s_[:, :4]}, keys="*o_proj.weight",
+                     prune=True)
+    assert list(got) == ["model.layers.0.self_attn.o_proj.weight",
+                         "model.layers.1.self_attn.o_proj.weight"]
+    for k, v in got.items():
+        np.testing.assert_array_equal(v, llama[k][:, :4])
+
+
+def test_errors_name_the_leaf_and_never_fail_silently(llama, path):
+    with pytest.raises(jtree.InvalidArgumentError, match=r"q_proj.weight.*divide evenly"):
+        jtree.load(path, slices=jtree.TensorParallel(0, 3))
+    with pytest.raises(jtree.NotFoundError,
+                       match=r"qproj.weight' \(nearest: 'model.layers.0.self_attn.q_proj"):
+        jtree.load(path, slices={"model.layers.0.self_attn.qproj.weight": np.s_[0]})
+    with pytest.raises(jtree.NotFoundError, match="no array leaf's name matches a split rule"):
+        jtree.load(path, slices=jtree.TensorParallel(0, 2, rules=[("nothing.here", "row")]))
+    with pytest.raises(jtree.InvalidArgumentError, match="rank 2 of world 2"):
+        jtree.TensorParallel(2, 2)
+    with pytest.raises(jtree.InvalidArgumentError, match="a rule is"):
+        jtree.TensorParallel(0, 2, rules=[("x", "diagonal")])
+    with pytest.raises(jtree.InvalidArgumentError, match="negative step"):
+        jtree.load(path, slices={"lm_head.weight": np.s_[::-1]})
+    with pytest.raises(jtree.InvalidArgumentError, match="slices must be"):
+        jtree.load(path, slices=3)
+    with pytest.raises(jtree.InvalidArgumentError, match="target must be True"):
+        jtree.load(path, {k: np.zeros(1) for k in llama}, slices=jtree.TensorParallel(0, 2))
