@@ -199,7 +199,7 @@ inline void read_into_cache(const std::string& path) {
 
 // The share of the file in the page cache, as DirectIo::kAuto sees it (-1: unknown).
 inline double cached(const File& f) {
-  return io::cached_fraction(*f.reader->source()).value_or(-1);
+  return io::cached_fraction(*f.reader->source(), {&io::kWholeFile, 1}).value_or(-1);
 }
 
 // cached(f) as kernels without cachestat(2) (before Linux 6.5) answer it: mincore(2), asked

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -415,10 +416,20 @@ TEST_CASE("cached_fraction by mincore (kernels before 6.5), window by window, as
   const double half = measure("first half read");
   CHECK(half > 0.3);
   CHECK(half < 0.8);
+  // Asked about extents, cached_fraction answers for their pages only: the first quarter is in
+  // the page cache, the last quarter is not, both ways of asking.
+  const std::vector<io::FileExtent> first{{0, size / 4}}, last{{size - size / 4, size / 4}};
+  for (uint64_t window : {uint64_t{0}, 16 * page}) {
+    CAPTURE(window);
+    io::set_cached_fraction_by_mincore_for_testing(window);
+    CHECK(io::cached_fraction(*f.reader->source(), first).value_or(-1) > 0.9);
+    CHECK(io::cached_fraction(*f.reader->source(), last).value_or(-1) < 0.1);
+    io::set_cached_fraction_by_mincore_for_testing(0);
+  }
   // Not a local file: nullopt, as with cachestat.
   io::set_cached_fraction_by_mincore_for_testing(page);
   const auto mem = memory_source(std::vector<std::byte>(100), "mem");
-  CHECK_FALSE(io::cached_fraction(*mem).has_value());
+  CHECK_FALSE(io::cached_fraction(*mem, {&io::kWholeFile, 1}).has_value());
   io::set_cached_fraction_by_mincore_for_testing(0);
 }
 
@@ -604,4 +615,53 @@ TEST_CASE("O_DIRECT: concurrent loads from one fresh reader (the descriptor open
     loads[t]->check();
     CHECK(stats[t].direct_bytes > 0);
   }
+}
+
+namespace {
+
+// A file of one raw float32 leaf of `rows` rows of 1 KiB, chunks of 64 rows, in `dir`.
+std::shared_ptr<Reader> rows_file(const std::filesystem::path& dir, const std::string& name,
+                                  uint64_t rows, std::vector<std::byte>& data) {
+  data = random_array(DType::kFloat32, rows * 256, 5);
+  TreeBuilder b;
+  LeafOptions lo;
+  lo.chunk_shape = {64, 256};
+  lo.codec = Codec::kRaw;
+  b.dict().key("w").array(DType::kFloat32, {rows, 256}, ArrayView{data.data()}, lo).end();
+  const std::string path = (dir / name).string();
+  REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
+  return *Reader::open(path);
+}
+
+}  // namespace
+
+TEST_CASE("a sliced load to a device asks about its own pages only, whatever the file's size") {
+  // DirectIo::kAuto asks how much of what the load reads is in the page cache: the slice's
+  // chunks, not the whole file (which cost a large file 10-19 ms on every sliced load).
+  SubDir sub(std::filesystem::temp_directory_path());
+  std::vector<std::byte> small_data, large_data;
+  auto small = rows_file(sub.path, "small.jtree", 1024, small_data);      // 1 MiB
+  auto large = rows_file(sub.path, "large.jtree", 64 * 1024, large_data);  // 64 MiB
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  auto pages_asked = [&](const Reader& r, const std::vector<std::byte>& data) {
+    const Box box{{128, 0}, {160, 256}};  // 32 rows inside one chunk of 64
+    std::vector<std::byte> dst(32 * 1024);
+    HostCopyEngine engine;
+    // (ZeroCopy::kAuto asks on any local file, where DirectIo::kAuto asks only on a file
+    // system that takes O_DIRECT.)
+    DeviceOptions o;
+    o.zero_copy = ZeroCopy::kAuto;
+    const uint64_t before = io::cached_fraction_pages_asked_for_testing();
+    std::vector<DeviceRequest> reqs{{*r.find_leaf("w"), box, dst.data(), dst.size()}};
+    REQUIRE(read_many_staged(r, reqs, engine, o).ok());
+    CHECK(std::memcmp(dst.data(), data.data() + 128 * 1024, dst.size()) == 0);
+    return io::cached_fraction_pages_asked_for_testing() - before;
+  };
+  const uint64_t asked_small = pages_asked(*small, small_data);
+  const uint64_t asked_large = pages_asked(*large, large_data);
+  CAPTURE(asked_small);
+  CAPTURE(asked_large);
+  CHECK(asked_small > 0);                     // (it is asked: O_DIRECT may serve the file)
+  CHECK(asked_small <= 64 * 1024 / page + 1);  // the one chunk of 64 KiB
+  CHECK(asked_large == asked_small);
 }

@@ -1,5 +1,7 @@
 #include "cuda/direct_plan.h"
 
+#include <algorithm>
+
 #include "format/chunk_grid.h"
 #include "jtree/dtype.h"
 
@@ -87,6 +89,61 @@ std::vector<Piece> split_at_chunks(const Reader& reader, uint32_t leaf, const Pi
     out.push_back(std::move(p));
   }
   return out;
+}
+
+namespace {
+
+// Chunks closer than this in the file are asked about as one extent (fewer syscalls; the
+// pages between them are few next to the chunks').
+constexpr uint64_t kExtentGap = 1 << 20;
+
+// Adds the file extents of the chunks of `box` of leaf `l` (their grid coordinates [lo, hi),
+// row-major) to `out`.
+void add_box_extents(const Reader& reader, const Leaf& l, const format::ChunkGrid& grid,
+                     const Box& box, std::vector<io::FileExtent>& out) {
+  Shape lo, hi;
+  grid.overlapping(box, lo, hi);
+  for (size_t d = 0; d < lo.size(); ++d) {
+    if (hi[d] <= lo[d]) return;  // (an empty box reads nothing)
+  }
+  Shape g = lo;
+  for (;;) {
+    const ChunkInfo c = reader.chunk(l.first_chunk + grid.linear(g));
+    if (!c.absent && c.stored_size > 0) out.push_back({c.file_offset, c.stored_size});
+    size_t d = g.size();
+    while (d > 0) {  // the next coordinate, the last dimension fastest
+      --d;
+      if (++g[d] < hi[d]) break;
+      g[d] = lo[d];
+      if (d == 0) return;
+    }
+    if (g.empty()) return;  // (rank 0: one chunk)
+  }
+}
+
+}  // namespace
+
+std::vector<io::FileExtent> load_extents(const Reader& reader,
+                                         std::span<const DeviceRequest> requests,
+                                         std::span<const Box> boxes) {
+  std::vector<io::FileExtent> all;
+  for (size_t i = 0; i < requests.size() && i < boxes.size(); ++i) {
+    const Leaf& l = reader.leaf(requests[i].leaf);
+    if (l.storage != Storage::kChunked) continue;
+    add_box_extents(reader, l, format::ChunkGrid::of(l), boxes[i], all);
+  }
+  std::sort(all.begin(), all.end(),
+            [](const io::FileExtent& a, const io::FileExtent& b) { return a.offset < b.offset; });
+  std::vector<io::FileExtent> merged;
+  for (const io::FileExtent& e : all) {
+    if (!merged.empty() && e.offset <= merged.back().offset + merged.back().size + kExtentGap) {
+      io::FileExtent& m = merged.back();
+      m.size = std::max(m.offset + m.size, e.offset + e.size) - m.offset;
+    } else {
+      merged.push_back(e);
+    }
+  }
+  return merged;
 }
 
 }  // namespace jtree::staging

@@ -6,9 +6,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "cuda/staging_plan.h"
+#include "io/direct_read.h"
+#include "jtree/device.h"
 #include "jtree/reader.h"
 
 namespace jtree::staging {
@@ -40,5 +43,12 @@ std::optional<FileRun> piece_file_run(const Reader& reader, uint32_t leaf, const
 /// start at WriteOptions::alignment, so chunks of sizes off that multiple are not back to
 /// back), each chunk alone is still a run. Empty when the piece is not such a union.
 std::vector<Piece> split_at_chunks(const Reader& reader, uint32_t leaf, const Piece& piece);
+
+/// The file bytes the chunks of `requests` (of boxes `boxes`, checked) lie in, sorted and
+/// merged where they are at most 1 MiB apart: what a load reads, for io::cached_fraction.
+/// Leaves held inline in the header have none.
+std::vector<io::FileExtent> load_extents(const Reader& reader,
+                                         std::span<const DeviceRequest> requests,
+                                         std::span<const Box> boxes);
 
 }  // namespace jtree::staging

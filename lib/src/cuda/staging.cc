@@ -64,19 +64,27 @@ struct DirectPlan {
   uint64_t slack() const { return on ? 2 * support.offset_align + support.memory_align : 0; }
 };
 
-// The share of the file's pages in the page cache, asked at most once per load (both
-// plans below may want it).
+// The share of the pages a load reads that are in the page cache, asked at most once per load
+// (both plans below may want it), about those pages only (staging::load_extents): never the
+// whole file, whose size must not make a small load slow.
 class CachedShare {
  public:
-  explicit CachedShare(const Source& source) : source_(source) {}
+  CachedShare(const Reader& reader, std::span<const DeviceRequest> requests,
+              std::span<const Box> boxes)
+      : reader_(reader), requests_(requests), boxes_(boxes) {}
   std::optional<double> get() {
-    if (!asked_) cached_ = io::cached_fraction(source_);
+    if (!asked_) {
+      cached_ = io::cached_fraction(*reader_.source(),
+                                    staging::load_extents(reader_, requests_, boxes_));
+    }
     asked_ = true;
     return cached_;
   }
 
  private:
-  const Source& source_;
+  const Reader& reader_;
+  std::span<const DeviceRequest> requests_;
+  std::span<const Box> boxes_;
   bool asked_ = false;
   std::optional<double> cached_;
 };
@@ -304,7 +312,7 @@ Status read_many_staged(const Reader& reader, std::span<const DeviceRequest> req
     boxes.push_back(std::move(b));
   }
   if (total == 0) return Status::success();
-  CachedShare cached_share(*reader.source());
+  CachedShare cached_share(reader, requests, boxes);
   JTREE_ASSIGN_OR_RETURN(const ZeroCopyPlan zero_copy,
                          plan_zero_copy(reader, options, engine, cached_share, zc_note));
   DirectPlan direct;

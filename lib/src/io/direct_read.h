@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "jtree/io.h"
 
@@ -47,11 +48,27 @@ DirectReadSupport direct_read_support(const Source& source);
 /// Counted in the Source's IoStats like its other reads.
 Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<std::byte> dst);
 
-/// The share of a local file's pages that are in the page cache (0 to 1), for DirectIo::kAuto:
-/// a file read from memory is read faster buffered than with O_DIRECT, which would fetch it
-/// from the disk again. nullopt for other Sources, or where the kernel answers neither
-/// cachestat(2) nor mincore(2).
-std::optional<double> cached_fraction(const Source& source);
+/// A byte range [offset, offset + size) of a file.
+struct FileExtent {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+/// The share of the pages of `extents` (byte ranges of a local file, sorted by offset and not
+/// overlapping; clipped to the file: {0, UINT64_MAX} is all of it) that are in the page
+/// cache (0 to 1), for DirectIo::kAuto
+/// and ZeroCopy::kAuto: bytes read from memory are read faster buffered than with O_DIRECT,
+/// which would fetch them from the disk again. Only those bytes are asked about (cachestat(2)
+/// per extent, Linux 6.5+, else mincore(2) over mappings of them), so that a load's cost
+/// follows the bytes it reads, not the size of the file. 1 for no extents; nullopt for other
+/// Sources, or where the kernel answers neither cachestat(2) nor mincore(2).
+std::optional<double> cached_fraction(const Source& source, std::span<const FileExtent> extents);
+
+/// All of a file, as an extent for cached_fraction.
+inline constexpr FileExtent kWholeFile{0, UINT64_MAX};
+
+/// Tests only: the pages cached_fraction has asked about, in all, since the process started.
+uint64_t cached_fraction_pages_asked_for_testing();
 
 /// A shared, read-only mapping (MAP_SHARED, PROT_READ) of the whole local file, for zero-copy
 /// loads to a device (DeviceOptions::zero_copy): pinning its pages for DMA pins the page

@@ -31,6 +31,8 @@ std::atomic<bool> g_refuse_direct_reads{false};  // io::set_refuse_direct_reads_
 // io::set_cached_fraction_by_mincore_for_testing: 0, or the mincore window that replaces
 // cachestat.
 std::atomic<uint64_t> g_mincore_window{0};
+// io::cached_fraction_pages_asked_for_testing: the pages cached_fraction asked about.
+std::atomic<uint64_t> g_pages_asked{0};
 
 // Where the kernel does not report O_DIRECT's alignment (statx STATX_DIOALIGN, Linux 6.1+),
 // 4096 is what every common file system and block device accepts (logical blocks are 512 or
@@ -136,42 +138,64 @@ class FileSource final : public Source {
     return direct_;
   }
 
-  // The share of the file's pages in the page cache: cachestat(2) (Linux 6.5+), else
-  // mincore(2) over mappings of the file; nullopt when neither answers.
-  std::optional<double> cached_fraction() const {
-    if (size_ == 0) return 1.0;
+  // The share of the pages of `extents` in the page cache (io::cached_fraction): cachestat(2)
+  // (Linux 6.5+) per extent, else mincore(2) over mappings of them; nullopt when neither
+  // answers.
+  std::optional<double> cached_fraction(std::span<const io::FileExtent> extents) const {
     const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    const uint64_t pages = (size_ + page - 1) / page;
+    uint64_t pages = 0, resident = 0;
     const uint64_t forced_window = g_mincore_window.load(std::memory_order_relaxed);
-    if (forced_window == 0) {
-      // (The kernel's uapi structs, spelled out: Debian 12's headers predate cachestat.)
-      struct CachestatRange {
-        uint64_t off, len;
-      } range{0, 0};  // len 0: to the end of the file
-      struct Cachestat {
-        uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-      } cs{};
-      constexpr long kSysCachestat = 451;  // the same number on every architecture
-      if (::syscall(kSysCachestat, fd_.get(), &range, &cs, 0) == 0) {
-        return std::min(1.0, static_cast<double>(cs.nr_cache) / static_cast<double>(pages));
+    bool by_cachestat = forced_window == 0;
+    for (const io::FileExtent& e : extents) {
+      if (e.offset >= size_ || e.size == 0) continue;
+      // Whole pages: [first, last) of the file's pages that hold bytes of the extent.
+      const uint64_t first = e.offset / page;
+      const uint64_t last = (std::min(size_, e.offset + std::min(e.size, size_ - e.offset)) +
+                             page - 1) / page;
+      pages += last - first;
+      g_pages_asked.fetch_add(last - first, std::memory_order_relaxed);
+      std::optional<uint64_t> got;
+      if (by_cachestat) {
+        got = cachestat_pages(first * page, (last - first) * page);
+        by_cachestat = got.has_value();  // (a kernel without it: mincore from here on)
       }
+      if (!got) {
+        const uint64_t window = forced_window != 0 ? forced_window : io::kMincoreWindowBytes;
+        got = resident_pages(page, first, last, window / page + (window % page != 0 ? 1 : 0));
+      }
+      if (!got) return std::nullopt;
+      resident += std::min(*got, last - first);
     }
-    const uint64_t window = forced_window != 0 ? forced_window : io::kMincoreWindowBytes;
-    const uint64_t window_pages = window / page + (window % page != 0 ? 1 : 0);
-    const std::optional<uint64_t> resident = resident_pages(page, std::min(window_pages, pages));
-    if (!resident) return std::nullopt;
-    return static_cast<double>(*resident) / static_cast<double>(pages);
+    if (pages == 0) return 1.0;
+    return static_cast<double>(resident) / static_cast<double>(pages);
   }
 
-  // The pages of the file mincore(2) finds resident, asked `window_pages` pages at a time (a
-  // mapping of that much and a vector of one byte per page, reused), so that the memory this
-  // takes does not grow with the file.
-  std::optional<uint64_t> resident_pages(uint64_t page, uint64_t window_pages) const {
-    const uint64_t window = window_pages * page;
-    std::vector<unsigned char> resident(static_cast<size_t>(window_pages));
+  // The pages of [offset, offset + len) in the page cache by cachestat(2); nullopt where the
+  // kernel lacks it (before 6.5).
+  std::optional<uint64_t> cachestat_pages(uint64_t offset, uint64_t len) const {
+    // (The kernel's uapi structs, spelled out: Debian 12's headers predate cachestat.)
+    struct CachestatRange {
+      uint64_t off, len;
+    } range{offset, len};
+    struct Cachestat {
+      uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+    } cs{};
+    constexpr long kSysCachestat = 451;  // the same number on every architecture
+    if (::syscall(kSysCachestat, fd_.get(), &range, &cs, 0) != 0) return std::nullopt;
+    return cs.nr_cache;
+  }
+
+  // The file's pages [first, last) that mincore(2) finds resident, asked `window_pages` pages
+  // at a time (a mapping of that much and a vector of one byte per page, reused), so that
+  // the memory this takes does not grow with the extent.
+  std::optional<uint64_t> resident_pages(uint64_t page, uint64_t first, uint64_t last,
+                                         uint64_t window_pages) const {
+    std::vector<unsigned char> resident(static_cast<size_t>(std::min(window_pages, last - first)));
     uint64_t n = 0;
-    for (uint64_t off = 0; off < size_; off += window) {
-      const size_t len = static_cast<size_t>(std::min(window, size_ - off));
+    for (uint64_t p = first; p < last; p += window_pages) {
+      const uint64_t count = std::min(window_pages, last - p);
+      const uint64_t off = p * page;
+      const size_t len = static_cast<size_t>(std::min(count * page, size_ - off));
       void* addr = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd_.get(), static_cast<off_t>(off));
       if (addr == MAP_FAILED) return std::nullopt;
       const int rc = ::mincore(addr, len, resident.data());
@@ -357,10 +381,14 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
   return file->read_direct(offset, dst);
 }
 
-std::optional<double> cached_fraction(const Source& source) {
+std::optional<double> cached_fraction(const Source& source, std::span<const FileExtent> extents) {
   const auto* file = dynamic_cast<const FileSource*>(&source);
   if (file == nullptr) return std::nullopt;
-  return file->cached_fraction();
+  return file->cached_fraction(extents);
+}
+
+uint64_t cached_fraction_pages_asked_for_testing() {
+  return g_pages_asked.load(std::memory_order_relaxed);
 }
 
 std::shared_ptr<const MappedFile> map_shared_read_only(const Source& source) {
