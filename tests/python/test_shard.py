@@ -216,3 +216,15 @@ def test_errors_name_the_leaf_and_never_fail_silently(llama, path):
         jtree.load(path, slices=3)
     with pytest.raises(jtree.InvalidArgumentError, match="target must be True"):
         jtree.load(path, {k: np.zeros(1) for k in llama}, slices=jtree.TensorParallel(0, 2))
+
+
+def test_the_tensor_parallel_example_runs_and_its_ranks_sum_to_the_model(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, os.path.join(root, "examples", "python",
+                                                       "tensor_parallel.py"), "--world", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "rank 1: gate (128, 64), down (64, 128), embed_tokens (50, 64)" in run.stdout
