@@ -1,0 +1,220 @@
+"""A tensor-parallel rank's shard into torch tensors on the host: jtree against the peers, in
+fresh processes, side by side in one run (issue 46's host workload).
+
+    .venv/bin/python bench/python/shard_load.py [--layers 8] [--rank 3 --world 8] [--runs 5]
+                                                [--dirs /dev/shm /var/tmp] [--cold]
+
+A Llama-like bf16 state dict (flat names, as a checkpoint on the hub) is written once per
+directory as safetensors, as a raw .jtree (compression=None) and as the default .jtree (zstd).
+Each measurement is one fresh Python process that imports what it needs, loads rank RANK of
+WORLD's shard (column-parallel q/k/v and gate/up by rows, row-parallel o and down by columns,
+embeddings and lm_head by vocabulary rows, norms whole) as CPU torch tensors, and touches every
+byte of them (an integer sum over each tensor's bytes): the clock runs from the process's
+first line to the last tensor touched, imports included. Systems:
+
+- jtree-raw / jtree-zstd: jtree.load(path, slices=jtree.TensorParallel(rank, world),
+  framework="torch"), checksums verified (the default), one native pass;
+- safetensors: safe_open(framework="pt") and get_slice(name)[a:b] (or [:, a:b]) per tensor;
+- torch-mmap: torch.load(mmap=True) of a torch.save of the same dict, narrow + contiguous.
+
+`--cold` evicts the files from the page cache before each load (POSIX_FADV_DONTNEED; a disk
+file system, not tmpfs, where nothing can be evicted). Prints one table per directory: the
+median [min, max] in ms and each system's ratio to safetensors' median.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.abspath(__file__)
+
+
+def model_shapes(layers: int, hidden: int, inter: int, kv: int, vocab: int):
+    shapes = {"model.embed_tokens.weight": (vocab, hidden), "lm_head.weight": (vocab, hidden),
+              "model.norm.weight": (hidden,)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (hidden, hidden),
+                       p + "self_attn.k_proj.weight": (kv, hidden),
+                       p + "self_attn.v_proj.weight": (kv, hidden),
+                       p + "self_attn.o_proj.weight": (hidden, hidden),
+                       p + "mlp.gate_proj.weight": (inter, hidden),
+                       p + "mlp.up_proj.weight": (inter, hidden),
+                       p + "mlp.down_proj.weight": (hidden, inter),
+                       p + "input_layernorm.weight": (hidden,),
+                       p + "post_attention_layernorm.weight": (hidden,)})
+    return shapes
+
+
+def split_of(name: str, shape, rank: int, world: int):
+    """(dim, begin, end) of the rank's part, or None for the whole tensor: the split
+    jtree.TensorParallel makes by default, written out for the peers."""
+    if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight",
+                      "up_proj.weight")):
+        n = shape[0] // world
+        return 0, rank * n, (rank + 1) * n
+    if name.endswith(("o_proj.weight", "down_proj.weight")):
+        n = shape[1] // world
+        return 1, rank * n, (rank + 1) * n
+    if name.endswith(("embed_tokens.weight", "lm_head.weight")):
+        n = -(-shape[0] // world)
+        return 0, min(shape[0], rank * n), min(shape[0], (rank + 1) * n)
+    return None
+
+
+def write_files(d: str, args) -> dict:
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+
+    import jtree
+
+    paths = {"safetensors": os.path.join(d, "model.safetensors"),
+             "jtree-raw": os.path.join(d, "model-raw.jtree"),
+             "jtree-zstd": os.path.join(d, "model.jtree"),
+             "torch-mmap": os.path.join(d, "model.pt")}
+    if all(os.path.exists(p) for p in paths.values()):
+        return paths
+    g = torch.Generator().manual_seed(0)
+    sd = {k: (torch.randn(s, generator=g) * 0.02).to(torch.bfloat16)
+          for k, s in model_shapes(args.layers, args.hidden, args.inter, args.kv,
+                                   args.vocab).items()}
+    save_file(sd, paths["safetensors"])
+    jtree.save(sd, paths["jtree-raw"], compression=None)
+    jtree.save(sd, paths["jtree-zstd"])
+    torch.save(sd, paths["torch-mmap"])
+    del np
+    return paths
+
+
+def evict(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+# ---- the child: one load in a fresh process --------------------------------------------------
+
+def child(system: str, path: str, rank: int, world: int) -> None:
+    t0 = time.perf_counter()
+    import torch  # noqa: F401  (every system hands out torch tensors)
+
+    if system.startswith("jtree"):
+        import jtree
+
+        t1 = time.perf_counter()
+        tensors = jtree.load(path, slices=jtree.TensorParallel(rank, world), framework="torch")
+    elif system == "safetensors":
+        from safetensors import safe_open
+
+        t1 = time.perf_counter()
+        tensors = {}
+        with safe_open(path, framework="pt") as f:
+            for k in f.keys():
+                sl = f.get_slice(k)
+                part = split_of(k, sl.get_shape(), rank, world)
+                if part is None:
+                    tensors[k] = f.get_tensor(k)
+                elif part[0] == 0:
+                    tensors[k] = sl[part[1]:part[2]]
+                else:
+                    tensors[k] = sl[:, part[1]:part[2]]
+    elif system == "torch-mmap":
+        t1 = time.perf_counter()
+        sd = torch.load(path, mmap=True, weights_only=True)
+        tensors = {}
+        for k, t in sd.items():
+            part = split_of(k, tuple(t.shape), rank, world)
+            tensors[k] = (t.clone() if part is None
+                          else t.narrow(part[0], part[1], part[2] - part[1]).contiguous())
+    else:
+        raise SystemExit(f"unknown system {system}")
+    touched = 0
+    nbytes = 0
+    for t in tensors.values():
+        b = t.contiguous().view(torch.uint8)
+        touched += int(b.sum(dtype=torch.int64))
+        nbytes += b.numel()
+    t2 = time.perf_counter()
+    print(json.dumps({"seconds": t2 - t0, "load_seconds": t2 - t1, "bytes": nbytes,
+                      "digest": touched}))
+
+
+# ---- the driver ------------------------------------------------------------------------------
+
+def run_one(system: str, path: str, args) -> dict:
+    if args.cold:
+        evict(path)
+    out = subprocess.run([sys.executable, HERE, "--child", system, path, str(args.rank),
+                          str(args.world)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise SystemExit(f"{system} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", nargs=4, metavar=("SYSTEM", "PATH", "RANK", "WORLD"))
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--inter", type=int, default=5632)
+    ap.add_argument("--kv", type=int, default=512)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--rank", type=int, default=3)
+    ap.add_argument("--world", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--dirs", nargs="+", default=["/dev/shm", "/var/tmp"])
+    ap.add_argument("--systems", nargs="+",
+                    default=["jtree-raw", "jtree-zstd", "safetensors", "torch-mmap"])
+    ap.add_argument("--cold", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        system, path, rank, world = args.child
+        child(system, path, int(rank), int(world))
+        return 0
+    for base in args.dirs:
+        d = os.path.join(base, f"jtree-shard-bench-{args.layers}-{args.hidden}")
+        os.makedirs(d, exist_ok=True)
+        paths = write_files(d, args)
+        results = {s: [] for s in args.systems}
+        loads = {s: [] for s in args.systems}
+        digests = {}
+        # Alternated: each round loads every system once, so drift hits them alike.
+        for _ in range(args.runs):
+            for s in args.systems:
+                r = run_one(s, paths[s], args)
+                results[s].append(r["seconds"] * 1e3)
+                loads[s].append(r["load_seconds"] * 1e3)
+                digests.setdefault(s, (r["digest"], r["bytes"]))
+        first = next(iter(digests.values()))
+        bad = [s for s, dg in digests.items() if dg != first]
+        size = os.path.getsize(paths["safetensors"])
+        print(f"\n{d} ({'cold' if args.cold else 'warm'}): rank {args.rank} of {args.world}, "
+              f"model {size / 2**30:.2f} GiB, shard {first[1] / 2**20:.1f} MiB, "
+              f"{args.runs} runs, fresh processes, load average {os.getloadavg()[0]:.1f}")
+        print("| system | process, imports included: median ms [min, max] | / safetensors "
+              "| the load alone (after the imports) | / safetensors |\n|---|---|---|---|---|")
+        med = {s: statistics.median(ms) for s, ms in results.items()}
+        lmed = {s: statistics.median(ms) for s, ms in loads.items()}
+        for s in results:
+            ratio = (f"{med[s] / med['safetensors']:.2f}" if "safetensors" in med else "-")
+            lratio = (f"{lmed[s] / lmed['safetensors']:.2f}" if "safetensors" in lmed else "-")
+            print(f"| {s} | {med[s]:.0f} [{min(results[s]):.0f}, {max(results[s]):.0f}] | "
+                  f"{ratio} | {lmed[s]:.0f} [{min(loads[s]):.0f}, {max(loads[s]):.0f}] | "
+                  f"{lratio} |")
+        if bad:
+            print(f"!!! the shards of {bad} differ from {next(iter(digests))}'s")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
