@@ -17,17 +17,19 @@ install(TARGETS jtree EXPORT jtreeStaticTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/lib/include/jtree
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
 
-# What libjtree.a links privately, which its users must link too (jtreeConfig.cmake finds
-# these packages; jtree.pc gives them to pkg-config --static). libcurl and libcrypto go into
-# Libs.private as plain -l flags, not into Requires.private: `pkg-config --static libcurl` asks
-# for every library curl itself was built with (nghttp2, ssh2, ldap, gssapi, ...), whose -dev
-# packages a user of the shared libcurl has no reason to install.
-set(JTREE_PC_REQUIRES_PRIVATE "libzstd libxxhash")
-set(JTREE_PC_LIBS_PRIVATE "")
+# What libjtree.a links privately, which its users must link too (jtreeConfig.cmake's component
+# `static` finds these packages; jtree.pc gives them to pkg-config --static). All of them go into
+# Libs.private as plain -l flags, none into Requires.private: pkg-config wants every package of
+# Requires.private to be installed even for `pkg-config --libs jtree` (for their Cflags, which
+# jtree's headers do not need), so a user of libjtree.so would need the -dev packages of zstd and
+# xxHash; and `pkg-config --static libcurl` asks for every library curl itself was built with
+# (nghttp2, ssh2, ldap, gssapi, ...), whose -dev packages a user of the shared libcurl has no
+# reason to install. (libzstd.pc and libxxhash.pc add nothing else: -pthread, given below.)
+set(JTREE_PC_LIBS_PRIVATE "-lzstd -lxxhash ")
 set(JTREE_HAVE_REMOTE_DEPS OFF)
 if(TARGET CURL::libcurl)
   set(JTREE_HAVE_REMOTE_DEPS ON)
-  set(JTREE_PC_LIBS_PRIVATE "-lcurl -lcrypto ")
+  string(APPEND JTREE_PC_LIBS_PRIVATE "-lcurl -lcrypto ")
 endif()
 # CUDA builds (cmake/cuda.cmake): libjtree.a needs the static CUDA runtime, from the toolkit
 # it was built against.

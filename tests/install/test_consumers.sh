@@ -14,8 +14,9 @@
 #  4. as on a machine without the -dev packages of zstd, xxHash, curl, OpenSSL and CUDA (their
 #     prefixes hidden from find_package, JTREE_CONSUMER_HIDE_DEPS): the consumer of jtree::jtree
 #     configures and builds, and the component `static` fails naming what it lacks;
-#  5. the same sources are built with pkg-config (jtree.pc) alone, by the README's line with no
-#     rpath of its own: C and C++ against libjtree.so, C against libjtree.a (pkg-config --static);
+#  5. the same sources are built with pkg-config (jtree.pc) alone, no other .pc file visible, by
+#     the README's line with no rpath of its own: C and C++ against libjtree.so, C against
+#     libjtree.a (pkg-config --static);
 #  6. every program reads params/w and params/tok from the Python-written file; its output must
 #     equal the bytes NumPy had, and the shared ones must load libjtree.so.0 from the prefix,
 #     found through their own RUNPATH (LD_LIBRARY_PATH is unset for the whole test);
@@ -91,6 +92,15 @@ fi
 
 echo "-- pkg-config consumer"
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
+# No other .pc file is visible (an empty PKG_CONFIG_LIBDIR replaces the system's directories):
+# jtree.pc must need none of its dependencies' -dev packages, for --static neither.
+mkdir "$work/no-pc"
+export PKG_CONFIG_LIBDIR=$work/no-pc
+for flags in "--cflags --libs" "--static --libs"; do
+  # shellcheck disable=SC2086
+  pkg-config $flags jtree >/dev/null ||
+    { echo "pkg-config $flags jtree needs another .pc file (above)"; exit 1; }
+done
 # README's lines: nothing but what jtree.pc gives (its rpath included).
 # shellcheck disable=SC2046
 c++ -std=c++20 -O1 $(pkg-config --cflags jtree) "$here/consumer/read_leaf.cc" \
