@@ -81,6 +81,10 @@ cmake -S "$here/consumer" -B "$work/cmake-nodeps" "${consumer[@]}" \
 cmake --build "$work/cmake-nodeps" >/dev/null
 progs+=("$work/cmake-nodeps/read_leaf_cpp")
 shared+=("$work/cmake-nodeps/read_leaf_cpp")
+if [ $with_c = ON ]; then
+  progs+=("$work/cmake-nodeps/read_leaf_c")
+  shared+=("$work/cmake-nodeps/read_leaf_c")
+fi
 # The same hidden prefixes with the component `static`: it must fail, naming a dependency.
 if cmake -S "$here/consumer" -B "$work/cmake-nodeps-static" "${consumer[@]}" \
      -DJTREE_CONSUMER_HIDE_DEPS=ON -DJTREE_CONSUMER_STATIC=ON > "$work/nodeps.log" 2>&1; then
@@ -127,9 +131,9 @@ fi
 
 echo "-- each program against the Python-written file"
 for p in "${shared[@]}"; do
-  lib=$(ldd "$p" | awk '$1 == "libjtree.so.0" {print $3}')
+  lib=$(ldd "$p" | awk '$1 == "libjtree.so.0" {print ($3 == "not") ? "nowhere (not found)" : $3}')
   if [ "$(readlink -f "$lib")" != "$(readlink -f "$prefix/$libdir/libjtree.so.0")" ]; then
-    echo "$(basename "$p") loads libjtree.so.0 from '$lib', not from $prefix/$libdir"
+    echo "${p#"$work"/} loads libjtree.so.0 from $lib, not from $prefix/$libdir"
     exit 1
   fi
 done
