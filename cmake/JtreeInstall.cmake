@@ -55,8 +55,8 @@ string(REGEX REPLACE "/$" "" JTREE_PC_TO_PREFIX "${JTREE_PC_TO_PREFIX}")
 # Its Libs carry `-Wl,-rpath,${libdir}` unless the library goes where the dynamic loader looks
 # anyway, so that `cc app.c $(pkg-config --cflags --libs jtree)` makes a program that starts
 # without LD_LIBRARY_PATH or ldconfig. Open MPI's .pc files do the same (its default wrapper
-# rpath); a distribution's /usr gets none, as its policy wants. (The linker's default
-# --enable-new-dtags makes it a RUNPATH: LD_LIBRARY_PATH still overrides it.) The prefix is known
+# rpath); a distribution's /usr gets none, as its policy wants. (Debian's linker writes it as a
+# RUNPATH, --enable-new-dtags: LD_LIBRARY_PATH still overrides it.) The prefix is known
 # only when `cmake --install --prefix DIR` runs, so the file is written then
 # (JtreePkgConfig.cmake), from the template configured here with @JTREE_PC_RPATH@ left in.
 set(JTREE_PC_RPATH "@JTREE_PC_RPATH@")
