@@ -1,7 +1,8 @@
 # `cmake --install`: headers, libjtree.so / libjtree.a, the jtree CLI (tools/jtree), a CMake
-# package (find_package(jtree CONFIG) -> jtree::jtree, the shared library, and
-# jtree::jtree_static) and jtree.pc for pkg-config. Both files are relocatable: the prefix given
-# at install time (cmake --install BUILD --prefix DIR) is the one they point at.
+# package (find_package(jtree CONFIG) -> jtree::jtree, the shared library, and with
+# COMPONENTS static jtree::jtree_static) and jtree.pc for pkg-config. Both files are
+# relocatable: the prefix given at install time (cmake --install BUILD --prefix DIR) is the one
+# they point at.
 include(CMakePackageConfigHelpers)
 set(JTREE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/jtree)
 
