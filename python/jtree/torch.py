@@ -131,7 +131,9 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
     # dict holds, and missing keys), by module: each is re-initialized or reported below.
     filled = {n for names in sources.values() for n in names}
     left = _meta_left(model, filled)
-    stuck = [n for mod in left.values() if _reinit(model, mod[0]) is None for n in mod[1]]
+    in_missing = set(missing)
+    stuck = [n for mod, names in left.values() if _reinit(model, mod) is None
+             for n in names if n not in in_missing]
     if strict and (missing or unexpected or stuck):
         parts = []
         if missing:
@@ -184,7 +186,6 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
                     f"load_model into {type(model).__qualname__}: "
                     f"{_stuck_message(model, left, zeroed)}; the model is loaded, and these "
                     f"are zero-filled")
-    in_missing = set(missing)
     missing += [n for n in zeroed if n not in in_missing]
     return missing, unexpected
 
