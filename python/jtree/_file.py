@@ -100,7 +100,8 @@ class File:
             child = _child_by_component(node, part)
             if child is None:
                 raise error(NotFoundError, self.name, kp.join(path),
-                            f"no child {part!r} (key path {key_path!r})")
+                            f"no child {part!r} (key path {key_path!r})"
+                            f"{_nearest(node, part, path)}")
             node, path = child[0], path + (child[1],)
         return _view(self, node, path)
 
@@ -190,6 +191,19 @@ def _child_by_component(node: FileNode, part: str) -> Optional[Tuple[FileNode, A
     return None
 
 
+def _nearest(node: FileNode, key: Any, path: Optional[Tuple[Any, ...]] = None) -> str:
+    """"; nearest: ..." naming the children of ``node`` whose keys are most like ``key`` (a
+    typo's likely meaning, found as jtree._keypath.nearest finds it for keys= patterns), as
+    key paths under ``path`` when given, else as keys; "" when none is near."""
+    if not isinstance(key, str):
+        return ""
+    names = {kp.escape(c.key): c.key for c in node.children if isinstance(c.key, str)}
+    near = [names[n] for n in kp.nearest(kp.escape(key), list(names))]
+    if path is not None:
+        near = [kp.join(path + (k,)) for k in near]
+    return f"; nearest: {', '.join(map(repr, near))}" if near else ""
+
+
 def _view(f: File, node: FileNode, path: Tuple[Any, ...]) -> Any:
     if node.kind == NONE:
         return None
@@ -259,7 +273,8 @@ class Node:
             i = self._index().get(key)
             if i is None:
                 raise error(NotFoundError, self._f.name, self.path,
-                            f"no key {key!r} in this {self.kind}")
+                            f"no key {key!r} in this {self.kind}"
+                            f"{_nearest(self._node, key)}")
         else:
             if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
                 raise error(IndexKindError, self._f.name, self.path,
