@@ -124,7 +124,7 @@ class File:
     allow_pickle: bool
     strict: bool
     def __init__(self, path: _PathLike, *, verify: bool = ..., threads: int = ...,
-                 allow_pickle: bool = ..., strict: bool = ..., use_mmap: bool = ...,
+                 allow_pickle: bool = ..., strict: bool = ..., use_mmap: Optional[bool] = ...,
                  limits: Optional[Mapping[str, int]] = ...,
                  mmap: Union[bool, str] = ..., framework: _Framework = ...,
                  device: Any = ..., map_location: Any = ...,
@@ -194,7 +194,7 @@ def load_pytreedef(path: _Source, *, strict: bool = ...,
                    allow_full_download: bool = ...) -> Any: ...
 def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threads: int = ...,
          allow_pickle: bool = ...,
-         strict: bool = ..., use_mmap: bool = ...,
+         strict: bool = ..., use_mmap: Optional[bool] = ...,
          limits: Optional[Mapping[str, int]] = ..., mmap: Union[bool, str] = ...,
          framework: _Framework = ..., device: Any = ...,
          map_location: Any = ..., allow_full_download: bool = ...,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -30,13 +31,20 @@ class File:
     """
 
     def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
-                 allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
+                 allow_pickle: bool = False, strict: bool = True,
+                 use_mmap: Optional[bool] = None,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
                  framework: str = "numpy", device: Any = None, map_location: Any = None,
                  allow_full_download: bool = False, device_options: Any = None):
         # A file object or bytes-like data (jtree._fileobj) is named by what it is.
         held = is_fileobj(path) or is_buffer(path)
         self.name: str = name_of(path) if held else os.fspath(path)
+        if use_mmap is not None:  # mmap= is the one option saying whether the file is mapped
+            warnings.warn("jtree.open(use_mmap=) is deprecated: mmap=False does the same (the "
+                          "file is not mapped; every read is a pread into new memory)",
+                          DeprecationWarning, stacklevel=3)
+            if not use_mmap:
+                mmap = False
         # Bad values are reported before the file is opened.
         opts = LoadOptions(mmap=mmap, framework=framework, device=device,
                            map_location=map_location)
@@ -50,8 +58,10 @@ class File:
         # the native Reader (the one reference: close() swaps it).
         # (allow_full_download is passed only when set, so that the common call stays the same.)
         extra = {"allow_full_download": True} if allow_full_download else {}
-        self._tree = LazyTree(open_reader(path, use_mmap, limits) if held
-                              else _jtree.Reader.open(self.name, use_mmap, limits, **extra))
+        # mmap=False: the file is not mapped at all, as no load or slice of it would use a map.
+        mapped = mmap is not False
+        self._tree = LazyTree(open_reader(path, mapped, limits) if held
+                              else _jtree.Reader.open(self.name, mapped, limits, **extra))
         self._root = self._tree.root()
         self.verify_checksums = verify
         self.threads = threads

@@ -294,9 +294,9 @@ def _from_jtree(src: str, dst: str, dst_fmt: str, verify: bool, progress: Any,
     from .._api import open as jopen  # noqa: PLC0415
 
     writer = _registry.writer(dst_fmt)
-    # use_mmap=False: each leaf is read into memory of its own and freed after it is written
+    # mmap=False: each leaf is read into memory of its own and freed after it is written
     # (pages of a map would stay resident until the file is closed).
-    with jopen(src, use_mmap=False) as f:
+    with jopen(src, mmap=False) as f:
         report = _progress.make(progress, f"{os.path.basename(src)} -> {os.path.basename(dst)}")
         specs = list(leaves(f.structure()))
         report.total = sum(getattr(s, "nbytes", 0) for _, s in specs
@@ -370,7 +370,7 @@ def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False) -> Non
     from .._api import open as jopen  # noqa: PLC0415
     from .._file import Node  # noqa: PLC0415
 
-    with jopen(dst, use_mmap=False, allow_pickle=allow_pickle) as f:
+    with jopen(dst, mmap=False, allow_pickle=allow_pickle) as f:
         want_meta = {k: (v.encode() if isinstance(v, str) else v)
                      for k, v in source.metadata.items()}
         if want_meta and dict(f.metadata) != want_meta:
