@@ -209,10 +209,12 @@ class ConvertStats:
     seconds: float
     verified: bool
     description: str
+    output: str
 
 def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
             to_format: Optional[str] = ..., compression: Optional[str] = ...,
-            level: Optional[int] = ..., chunk_bytes: Optional[int] = ..., verify: bool = ...,
+            level: Optional[int] = ..., chunk_bytes: Optional[int] = ...,
+            max_shard_size: Optional[Union[int, str]] = ..., verify: bool = ...,
             progress: Union[bool, Callable[[int, int], object]] = ...,
             allow_pickle: bool = ..., overwrite: bool = ...) -> ConvertStats: ...
 def commit_segments(path: _PathLike, process_count: int, *, overwrite: bool = ...,

@@ -308,7 +308,11 @@ class Node:
 class LazyArray:
     """An array leaf of an open file, read on demand: ``a[1000:2000, :64]`` reads only the
     chunks the slice overlaps. Indexing takes ints, slices (any step), ``...`` and ``None``
-    and returns NumPy arrays; ``np.asarray(a)`` or ``a.read()`` reads it whole."""
+    and returns what the File's ``framework`` says (``jtree.open(framework=...)``): NumPy
+    arrays by default, torch tensors with ``"torch"`` (or a ``device=``), JAX arrays with
+    ``"jax"``; so does iterating over the rows. :meth:`get` asks for another framework.
+    ``np.asarray(a)`` reads it whole as NumPy, ``a.read()`` as :func:`jtree.load` does
+    (NumPy unless given ``framework=``)."""
 
     def __init__(self, f: File, node: FileNode, path: Tuple[Any, ...]):
         assert node.leaf is not None

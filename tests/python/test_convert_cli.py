@@ -92,6 +92,8 @@ def test_convert_commands(tmp_path, st_file, run):
     assert r.returncode == 2
     r = run("--help")
     assert r.returncode == 0 and "--verify" in r.stdout and "--allow-pickle" in r.stdout
+    assert f"Running in: {sys.executable}\n" in r.stdout  # which Python converts
+    assert "--json" in r.stdout and "--max-shard-size" in r.stdout
 
 
 @pytest.mark.parametrize("run", [native, module, console_script],

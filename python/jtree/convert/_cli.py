@@ -23,6 +23,12 @@ Destinations by extension: .jtree (default), .safetensors, .gguf; a directory ta
 Hugging Face safetensors checkpoint (model.safetensors, or with --max-shard-size the
 model-0000i-of-0000n.safetensors shards and model.safetensors.index.json)."""
 
+# Which interpreter runs the command: the one that answers --help, so it says so itself.
+WHICH_PYTHON = """\
+Running in: {python}
+(the jtree command pip installs runs convert in its own Python; a jtree binary
+built from source runs $JTREE_PYTHON if set, else python3 on PATH)"""
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # usage errors: exit 2 with the usage
@@ -34,6 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``jtree convert``."""
     p = _Parser(prog="jtree convert", usage=USAGE, description=DESCRIPTION,
+                epilog=WHICH_PYTHON.format(python=sys.executable),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", metavar="SRC", help="the checkpoint to convert")
     p.add_argument("dst", metavar="DST", help="the file to write")
