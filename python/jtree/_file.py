@@ -128,7 +128,9 @@ class File:
 
     @property
     def metadata(self) -> Dict[str, bytes]:
-        """User metadata saved with ``jtree.save(..., metadata=...)``."""
+        """User metadata saved with ``jtree.save(..., metadata=...)``: {str: bytes}. A value
+        saved as ``str`` is stored as its UTF-8 bytes and comes back as bytes (``.decode()``
+        it): the format records no text flag (safetensors' metadata, all str, differs)."""
         return dict(self._reader.metadata())
 
     def info(self) -> Dict[str, Any]:
