@@ -132,7 +132,7 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
     filled = {n for names in sources.values() for n in names}
     left = _meta_left(model, filled)
     in_missing = set(missing)
-    stuck = [n for mod, names in left.values() if _reinit(model, mod) is None
+    stuck = [n for mod, names in left.values() if _reinit(model, mod, names) is None
              for n in names if n not in in_missing]
     if strict and (missing or unexpected or stuck):
         parts = []
@@ -203,15 +203,16 @@ def _meta_left(model: torch.nn.Module,
     return left
 
 
-def _reinit(model: torch.nn.Module, mod: torch.nn.Module) -> Optional[str]:
-    """How ``mod``'s tensors can be computed again, where every tensor it owns is left on the
-    meta device (a re-initialization would overwrite loaded ones): transformers' models
-    re-initialize a module through ``model._init_weights(module)`` (a rotary embedding's
-    ``inv_freq`` recomputed from the config, as ``from_pretrained`` does it); a torch.nn module
-    through its ``reset_parameters()``. None when neither applies."""
+def _reinit(model: torch.nn.Module, mod: torch.nn.Module, names: List[str]) -> Optional[str]:
+    """How ``mod``'s tensors can be computed again, where ``names`` (its tensors left on the
+    meta device) are every tensor it owns and it has no submodules, so that nothing the file
+    filled can be reset by it: transformers' models re-initialize a module through
+    ``model._init_weights(module)`` (a rotary embedding's ``inv_freq`` recomputed from the
+    config, as ``from_pretrained`` does it); a torch.nn layer through its
+    ``reset_parameters()``. None when neither applies."""
     own = [t for t in list(mod._parameters.values()) + list(mod._buffers.values())
-           if isinstance(t, torch.Tensor)]
-    if not all(t.is_meta for t in own):
+           if t is not None]
+    if len(own) != len(names) or next(mod.children(), None) is not None:
         return None
     if callable(getattr(model, "_init_weights", None)):
         return "_init_weights"
@@ -233,8 +234,9 @@ def _stuck_message(model: torch.nn.Module,
     return (f"{_some(names)} {'is' if len(names) == 1 else 'are'} on the meta device and not in "
             f"the file (a state dict leaves non-persistent buffers out), and nothing here "
             f"recomputes {'it' if len(names) == 1 else 'them'}"
-            + (f" ({', '.join(has_path)} can be re-initialized, but that would also reset the "
-               f"tensors loaded into it)" if has_path else "")
+            + (f" ({', '.join(has_path)} can be re-initialized, but not without resetting "
+               f"what the file fills: its other tensors or its submodules)" if has_path
+               else "")
             + "; build the model with its buffers on a real device (e.g. "
               "accelerate.init_empty_weights(include_buffers=False))")
 
@@ -254,7 +256,7 @@ def _materialize_left(model: torch.nn.Module,
         if id(mod) in seen:
             zeroed += [n for n in names if n.rpartition(".")[2] in seen[id(mod)]]
             continue
-        how = _reinit(model, mod)
+        how = _reinit(model, mod, names)
         mine = []
         for slot in (mod._parameters, mod._buffers):
             for name, t in list(slot.items()):

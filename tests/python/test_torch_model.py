@@ -279,6 +279,33 @@ def test_load_model_meta_buffer_nothing_recomputes(torch, tj, path, how):
     assert torch.equal(dst.rope.inv_freq, torch.zeros(4))
 
 
+def test_load_model_meta_never_resets_what_the_file_filled(torch, tj, path):
+    """A module with submodules is not re-initialized for its own buffer: its
+    reset_parameters would reset the submodules' loaded weights too."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("scale", torch.ones(3), persistent=False)
+
+        def reset_parameters(self):
+            self.lin.reset_parameters()
+            self.scale.fill_(1.0)
+
+    src = Block()
+    tj.save_model(src, path)
+    with torch.device("meta"):
+        dst = Block()
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match=r"'scale' is on the meta device.*Block can be re-initialized, but "
+                             r"not without resetting what the file fills"):
+        tj.load_model(dst, path)
+    assert tj.load_model(dst, path, strict=False) == (["scale"], [])
+    assert torch.equal(dst.lin.weight, src.lin.weight) and torch.equal(dst.scale, torch.zeros(3))
+
+
 def test_load_model_meta_missing_keys_strict_false(torch, tj, path):
     """strict=False leaves nothing on meta either: a module none of whose tensors the file
     holds is re-initialized (reset_parameters, or the model's _init_weights), anything else
