@@ -53,6 +53,8 @@ def st_file(tmp_path):
 def test_native_cli_usage_lists_convert():
     out = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "convert SRC DST" in out.stdout
+    # which Python runs it, for both ways jtree is installed
+    assert "pip-installed jtree in its own" in out.stdout and "$JTREE_PYTHON" in out.stdout
 
 
 @pytest.mark.parametrize("run", [native, module, console_script],
