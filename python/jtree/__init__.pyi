@@ -124,7 +124,7 @@ class File:
     allow_pickle: bool
     strict: bool
     def __init__(self, path: _PathLike, *, verify: bool = ..., threads: int = ...,
-                 allow_pickle: bool = ..., strict: bool = ..., use_mmap: bool = ...,
+                 allow_pickle: bool = ..., strict: bool = ..., use_mmap: Optional[bool] = ...,
                  limits: Optional[Mapping[str, int]] = ...,
                  mmap: Union[bool, str] = ..., framework: _Framework = ...,
                  device: Any = ..., map_location: Any = ...,
@@ -196,7 +196,7 @@ def load_pytreedef(path: _Source, *, strict: bool = ...,
                    allow_full_download: bool = ...) -> Any: ...
 def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threads: int = ...,
          allow_pickle: bool = ...,
-         strict: bool = ..., use_mmap: bool = ...,
+         strict: bool = ..., use_mmap: Optional[bool] = ...,
          limits: Optional[Mapping[str, int]] = ..., mmap: Union[bool, str] = ...,
          framework: _Framework = ..., device: Any = ...,
          map_location: Any = ..., allow_full_download: bool = ...,
@@ -211,10 +211,12 @@ class ConvertStats:
     seconds: float
     verified: bool
     description: str
+    output: str
 
 def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
             to_format: Optional[str] = ..., compression: Optional[str] = ...,
-            level: Optional[int] = ..., chunk_bytes: Optional[int] = ..., verify: bool = ...,
+            level: Optional[int] = ..., chunk_bytes: Optional[int] = ...,
+            max_shard_size: Optional[Union[int, str]] = ..., verify: bool = ...,
             progress: Union[bool, Callable[[int, int], object]] = ...,
             allow_pickle: bool = ..., overwrite: bool = ...) -> ConvertStats: ...
 def commit_segments(path: _PathLike, process_count: int, *, overwrite: bool = ...,

@@ -231,7 +231,7 @@ class _SaveJob:
         metadata: Dict[str, bytes] = {}
         if self.partial:
             try:
-                f = File(self.path, use_mmap=False)
+                f = File(self.path, mmap=False)
             except NotFoundError:
                 f = None
             except CorruptionError as e:
@@ -627,7 +627,7 @@ def loads(data: Any, pytree: Any = None, **options: Any) -> Any:
 
 
 def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
-         allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
+         allow_pickle: bool = False, strict: bool = True, use_mmap: Optional[bool] = None,
          limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
          framework: str = "numpy", device: Any = None, map_location: Any = None,
          allow_full_download: bool = False, device_options: Any = None) -> File:
@@ -639,10 +639,13 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     parser limits for untrusted files (keys of jtree::Limits: max_nodes, max_depth, ...).
     The Python objects of the structure are made as it is visited: reaching one leaf of a file
     with a million costs the containers on its path, not the million. A context manager.
-    ``mmap`` is the default of its loads (see :func:`load`): whole arrays read from it
-    (``f.load()``, ``np.asarray(f["w"])``, ``f["w"].read()``) are views of the file's memory
-    map where the file allows it; slices are always copies. ``use_mmap=False`` does not map
-    the file at all (every read is a pread). ``framework`` ("numpy", "torch" or "jax") is what
+    ``mmap`` is the default of its loads and slices (see :func:`load`): whole arrays read from
+    it (``f.load()``, ``np.asarray(f["w"])``, ``f["w"].read()``) and slices of them
+    (``f["w"][10:20]``) are views of the file's memory map where the file allows it (a local
+    file, leaves stored uncompressed): copy-on-write with ``True``, read-only NumPy views
+    with ``"r"``; ``mmap=False`` does not map the file at all (every read is a pread into new
+    memory). ``use_mmap`` is deprecated (a :class:`DeprecationWarning`): ``use_mmap=False``
+    is ``mmap=False``. ``framework`` ("numpy", "torch" or "jax") is what
     slices of its arrays come back as (``f["w"][10:20]``; ``f["w"].get(index, framework=...)``
     asks for another); whole loads take theirs from :func:`load`'s ``framework``.
     ``device`` (alias ``map_location``) is where torch slices are placed (it implies

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -31,13 +32,20 @@ class File:
     """
 
     def __init__(self, path: PathLike, *, verify: bool = True, threads: int = 0,
-                 allow_pickle: bool = False, strict: bool = True, use_mmap: bool = True,
+                 allow_pickle: bool = False, strict: bool = True,
+                 use_mmap: Optional[bool] = None,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
                  framework: str = "numpy", device: Any = None, map_location: Any = None,
                  allow_full_download: bool = False, device_options: Any = None):
         # A file object or bytes-like data (jtree._fileobj) is named by what it is.
         held = is_fileobj(path) or is_buffer(path)
         self.name: str = name_of(path) if held else os.fspath(path)
+        if use_mmap is not None:  # mmap= is the one option saying whether the file is mapped
+            warnings.warn("jtree.open(use_mmap=) is deprecated: mmap=False does the same (the "
+                          "file is not mapped; every read is a pread into new memory)",
+                          DeprecationWarning, stacklevel=3)
+            if not use_mmap:
+                mmap = False
         # Bad values are reported before the file is opened.
         opts = LoadOptions(mmap=mmap, framework=framework, device=device,
                            map_location=map_location)
@@ -51,8 +59,10 @@ class File:
         # the native Reader (the one reference: close() swaps it).
         # (allow_full_download is passed only when set, so that the common call stays the same.)
         extra = {"allow_full_download": True} if allow_full_download else {}
-        self._tree = LazyTree(open_reader(path, use_mmap, limits) if held
-                              else _jtree.Reader.open(self.name, use_mmap, limits, **extra))
+        # mmap=False: the file is not mapped at all, as no load or slice of it would use a map.
+        mapped = mmap is not False
+        self._tree = LazyTree(open_reader(path, mapped, limits) if held
+                              else _jtree.Reader.open(self.name, mapped, limits, **extra))
         self._root = self._tree.root()
         self.verify_checksums = verify
         self.threads = threads
@@ -101,7 +111,8 @@ class File:
             child = _child_by_component(node, part)
             if child is None:
                 raise error(NotFoundError, self.name, kp.join(path),
-                            f"no child {part!r} (key path {key_path!r})")
+                            f"no child {part!r} (key path {key_path!r})"
+                            f"{_nearest(node, part, path)}")
             node, path = child[0], path + (child[1],)
         return _view(self, node, path)
 
@@ -118,7 +129,9 @@ class File:
 
     @property
     def metadata(self) -> Dict[str, bytes]:
-        """User metadata saved with ``jtree.save(..., metadata=...)``."""
+        """User metadata saved with ``jtree.save(..., metadata=...)``: {str: bytes}. A value
+        saved as ``str`` is stored as its UTF-8 bytes and comes back as bytes (``.decode()``
+        it): the format records no text flag (safetensors' metadata, all str, differs)."""
         return dict(self._reader.metadata())
 
     def info(self) -> Dict[str, Any]:
@@ -191,6 +204,19 @@ def _child_by_component(node: FileNode, part: str) -> Optional[Tuple[FileNode, A
     return None
 
 
+def _nearest(node: FileNode, key: Any, path: Optional[Tuple[Any, ...]] = None) -> str:
+    """"; nearest: ..." naming the children of ``node`` whose keys are most like ``key`` (a
+    typo's likely meaning, found as jtree._keypath.nearest finds it for keys= patterns), as
+    key paths under ``path`` when given, else as keys; "" when none is near."""
+    if not isinstance(key, str):
+        return ""
+    names = {kp.escape(c.key): c.key for c in node.children if isinstance(c.key, str)}
+    near = [names[n] for n in kp.nearest(kp.escape(key), list(names))]
+    if path is not None:
+        near = [kp.join(path + (k,)) for k in near]
+    return f"; nearest: {', '.join(map(repr, near))}" if near else ""
+
+
 def _view(f: File, node: FileNode, path: Tuple[Any, ...]) -> Any:
     if node.kind == NONE:
         return None
@@ -260,7 +286,8 @@ class Node:
             i = self._index().get(key)
             if i is None:
                 raise error(NotFoundError, self._f.name, self.path,
-                            f"no key {key!r} in this {self.kind}")
+                            f"no key {key!r} in this {self.kind}"
+                            f"{_nearest(self._node, key)}")
         else:
             if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
                 raise error(IndexKindError, self._f.name, self.path,
@@ -284,7 +311,11 @@ class Node:
 class LazyArray:
     """An array leaf of an open file, read on demand: ``a[1000:2000, :64]`` reads only the
     chunks the slice overlaps. Indexing takes ints, slices (any step), ``...`` and ``None``
-    and returns NumPy arrays; ``np.asarray(a)`` or ``a.read()`` reads it whole."""
+    and returns what the File's ``framework`` says (``jtree.open(framework=...)``): NumPy
+    arrays by default, torch tensors with ``"torch"`` (or a ``device=``), JAX arrays with
+    ``"jax"``; so does iterating over the rows. :meth:`get` asks for another framework.
+    ``np.asarray(a)`` reads it whole as NumPy, ``a.read()`` as :func:`jtree.load` does
+    (NumPy unless given ``framework=``)."""
 
     def __init__(self, f: File, node: FileNode, path: Tuple[Any, ...]):
         assert node.leaf is not None

@@ -73,6 +73,17 @@ def load_model(model: torch.nn.Module, path: Union[PathLike, File], *, strict: b
     ``device`` places only those: parameters already on a device are loaded onto it. For a
     CUDA device the tensors are read into host memory and then moved (``device="cuda"``
     raises :class:`jtree.NotSupportedError` when ``torch.cuda`` is not available).
+
+    No tensor of the model is left on the meta device. Its meta tensors the file does not
+    fill -- non-persistent buffers, which no state dict holds (a rotary embedding's
+    ``inv_freq``), and under ``strict=False`` missing keys -- are created on ``device`` and
+    recomputed by the model's own re-initialization where a module none of whose tensors the
+    file holds has one: ``model._init_weights(module)`` (transformers' models: ``inv_freq``
+    recomputed from the config, as ``from_pretrained`` does) or ``module.reset_parameters()``.
+    The rest are, with ``strict=True``, an :class:`jtree.InvalidArgumentError` naming them
+    (raised before anything is read, unless a re-initialization left one unset: then after
+    the load, with those zero-filled); with ``strict=False`` zero-filled and listed in
+    ``missing`` (as are missing keys, re-initialized or not).
     ``load_options`` are those of :func:`jtree.load` (``verify``, ``threads``, ``mmap``...).
     """
     if not isinstance(model, torch.nn.Module):
@@ -116,15 +127,26 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
     position = {k: i for i, k in enumerate(entries)}
     missing.sort(key=position.__getitem__)
     unexpected = [k for k in file_keys if k not in entries]
-    if strict and (missing or unexpected):
+    # The model's meta tensors the file will not fill (non-persistent buffers, which no state
+    # dict holds, and missing keys), by module: each is re-initialized or reported below.
+    filled = {n for names in sources.values() for n in names}
+    left = _meta_left(model, filled)
+    in_missing = set(missing)
+    stuck = [n for mod, names in left.values() if _reinit(model, mod, names) is None
+             for n in names if n not in in_missing]
+    if strict and (missing or unexpected or stuck):
         parts = []
         if missing:
             parts.append(f"missing key(s) {_some(missing)}")
         if unexpected:
             parts.append(f"unexpected key(s) {_some(unexpected)}")
+        if stuck:
+            parts.append(_stuck_message(model, left, stuck))
+        then = ("; what stays on the meta device is then zero-filled and listed in missing"
+                if stuck else "")
         raise error(InvalidArgumentError, f.name, "",
                     f"load_model into {type(model).__qualname__}: {'; '.join(parts)} "
-                    f"(strict=False loads the keys both have)")
+                    f"(strict=False loads the keys both have{then})")
 
     # Shapes first, so that a wrong one is reported before the model is changed.
     if not load_options.get("pad_truncate"):
@@ -158,7 +180,114 @@ def _load_into(model: torch.nn.Module, f: File, strict: bool, device: Any,
         for other in sources[k]:
             if other != k:
                 _set(model, other, new)
+    zeroed = _materialize_left(model, left, device)
+    if strict and zeroed:  # a re-initialization that left NaN behind (checked above: rare)
+        raise error(InvalidArgumentError, f.name, "",
+                    f"load_model into {type(model).__qualname__}: "
+                    f"{_stuck_message(model, left, zeroed)}; the model is loaded, and these "
+                    f"are zero-filled")
+    missing += [n for n in zeroed if n not in in_missing]
     return missing, unexpected
+
+
+def _meta_left(model: torch.nn.Module,
+               filled: set) -> Dict[str, Tuple[torch.nn.Module, List[str]]]:
+    """The model's tensors on the meta device that the load does not fill (their names not in
+    ``filled``), by the name of the module that owns them: {prefix: (module, [names])}."""
+    left: Dict[str, Tuple[torch.nn.Module, List[str]]] = {}
+    for prefix, mod in model.named_modules(remove_duplicate=False):
+        for name, t in list(mod._parameters.items()) + list(mod._buffers.items()):
+            full = f"{prefix}.{name}" if prefix else name
+            if isinstance(t, torch.Tensor) and t.is_meta and full not in filled:
+                left.setdefault(prefix, (mod, []))[1].append(full)
+    return left
+
+
+def _reinit(model: torch.nn.Module, mod: torch.nn.Module, names: List[str]) -> Optional[str]:
+    """How ``mod``'s tensors can be computed again, where ``names`` (its tensors left on the
+    meta device) are every tensor it owns and it has no submodules, so that nothing the file
+    filled can be reset by it: transformers' models re-initialize a module through
+    ``model._init_weights(module)`` (a rotary embedding's ``inv_freq`` recomputed from the
+    config, as ``from_pretrained`` does it); a torch.nn layer through its
+    ``reset_parameters()``. None when neither applies."""
+    own = [t for t in list(mod._parameters.values()) + list(mod._buffers.values())
+           if t is not None]
+    if len(own) != len(names) or next(mod.children(), None) is not None:
+        return None
+    if callable(getattr(model, "_init_weights", None)):
+        return "_init_weights"
+    if callable(getattr(mod, "reset_parameters", None)):
+        return "reset_parameters"
+    return None
+
+
+def _stuck_message(model: torch.nn.Module,
+                   left: Dict[str, Tuple[torch.nn.Module, List[str]]], names: List[str]) -> str:
+    """Why ``names`` stay on the meta device, and what recomputes them."""
+    owners = {}
+    for mod, ns in left.values():
+        for n in ns:
+            owners[n] = mod
+    has_path = sorted({type(owners[n]).__qualname__ for n in names
+                       if callable(getattr(owners[n], "reset_parameters", None))
+                       or callable(getattr(model, "_init_weights", None))})
+    return (f"{_some(names)} {'is' if len(names) == 1 else 'are'} on the meta device and not in "
+            f"the file (a state dict leaves non-persistent buffers out), and nothing here "
+            f"recomputes {'it' if len(names) == 1 else 'them'}"
+            + (f" ({', '.join(has_path)} can be re-initialized, but not without resetting "
+               f"what the file fills: its other tensors or its submodules)" if has_path
+               else "")
+            + "; build the model with its buffers on a real device (e.g. "
+              "accelerate.init_empty_weights(include_buffers=False))")
+
+
+def _materialize_left(model: torch.nn.Module,
+                      left: Dict[str, Tuple[torch.nn.Module, List[str]]],
+                      device: Any) -> List[str]:
+    """Moves every tensor in ``left`` off the meta device onto ``device`` (default the CPU):
+    re-initialized where :func:`_reinit` finds a way, zero-filled otherwise. Returns the
+    names zero-filled. Floating tensors are created NaN-filled before a re-initialization, so
+    that one it did not set is caught and zero-filled instead."""
+    target = torch.device("cpu") if device is None else torch.device(device)
+    made: Dict[int, torch.Tensor] = {}  # one new tensor per meta tensor: ties stay tied
+    zeroed: List[str] = []
+    seen: Dict[int, List[str]] = {}  # a module under several names: done once (its zeroed)
+    for prefix, (mod, names) in left.items():
+        if id(mod) in seen:
+            zeroed += [n for n in names if n.rpartition(".")[2] in seen[id(mod)]]
+            continue
+        how = _reinit(model, mod, names)
+        mine = []
+        for slot in (mod._parameters, mod._buffers):
+            for name, t in list(slot.items()):
+                if not (isinstance(t, torch.Tensor) and t.is_meta):
+                    continue
+                new = made.get(id(t))
+                if new is None:
+                    fill = float("nan") if how and t.is_floating_point() else 0
+                    new = torch.full(t.shape, fill, dtype=t.dtype, device=target)
+                    if isinstance(t, torch.nn.Parameter):
+                        new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+                    made[id(t)] = new
+                slot[name] = new
+                mine.append((name, new))
+        if how is not None:
+            with torch.no_grad():
+                if how == "_init_weights":
+                    model._init_weights(mod)
+                else:
+                    mod.reset_parameters()
+        unset = []
+        for name, t in mine:
+            if how is None:
+                unset.append(name)
+            elif t.is_floating_point() and bool(t.isnan().any()):  # the re-init skipped it
+                with torch.no_grad():
+                    t.zero_()
+                unset.append(name)
+        seen[id(mod)] = unset
+        zeroed += [f"{prefix}.{name}" if prefix else name for name in unset]
+    return zeroed
 
 
 # Bytes of tensors load_model reads before copying them into the model.

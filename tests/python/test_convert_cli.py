@@ -3,6 +3,7 @@ $JTREE_PYTHON or python3), through ``python -m jtree.convert`` and the wheel's c
 Exit status 0 / 1 (``jtree convert: <message>``) / 2 (usage), --verify, -q, --no-overwrite,
 --to/--from/--compression, a progress bar on a terminal only, and the message when no Python
 with jtree is found."""
+import json
 import os
 import pty
 import subprocess
@@ -52,6 +53,8 @@ def st_file(tmp_path):
 def test_native_cli_usage_lists_convert():
     out = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "convert SRC DST" in out.stdout
+    # which Python runs it, for both ways jtree is installed
+    assert "pip-installed jtree in its own" in out.stdout and "$JTREE_PYTHON" in out.stdout
 
 
 @pytest.mark.parametrize("run", [native, module, console_script],
@@ -91,6 +94,34 @@ def test_convert_commands(tmp_path, st_file, run):
     assert r.returncode == 2
     r = run("--help")
     assert r.returncode == 0 and "--verify" in r.stdout and "--allow-pickle" in r.stdout
+    assert f"Running in: {sys.executable}\n" in r.stdout  # which Python converts
+    assert "--json" in r.stdout and "--max-shard-size" in r.stdout
+
+
+@pytest.mark.parametrize("run", [native, module, console_script],
+                         ids=["native", "python -m", "console script"])
+def test_convert_json_and_shards(tmp_path, st_file, run):
+    """--json: the summary as one JSON object on stdout, nothing on stderr (no bar, no
+    text); --max-shard-size into a directory writes a Hugging Face sharded checkpoint."""
+    dst = tmp_path / "m.jtree"
+    r = run(st_file, dst, "--json", "--verify")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    got = json.loads(r.stdout)
+    assert got["src"] == str(st_file) and got["dst"] == got["output"] == str(dst)
+    assert (got["src_format"], got["dst_format"], got["leaves"], got["array_bytes"],
+            got["verified"]) == ("safetensors", "jtree", 2, 46, True)
+    assert got["seconds"] >= 0 and "2 tensors" in got["description"]
+    out = tmp_path / "hf"
+    r = run(dst, str(out) + "/", "--max-shard-size", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["output"] == str(out / "model.safetensors.index.json")
+    assert sorted(os.listdir(out)) == ["model-00001-of-00002.safetensors",
+                                       "model-00002-of-00002.safetensors",
+                                       "model.safetensors.index.json"]
+    r = run(dst, out, "--json")  # a directory without safetensors asked for: exit 1, why
+    assert r.returncode == 1 and r.stdout == "" and "is a directory" in r.stderr
+    r = run(dst, out / "x.safetensors", "--max-shard-size", "5XB")
+    assert r.returncode == 1 and "max_shard_size" in r.stderr
 
 
 def test_native_cli_without_python(tmp_path, st_file):

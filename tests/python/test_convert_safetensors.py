@@ -164,6 +164,91 @@ def test_to_safetensors_refuses_non_arrays_and_clashes(tmp_path):
         jtree.convert(src, dst)
 
 
+def _index(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_sharded_output_read_by_safetensors(tmp_path):
+    """max_shard_size writes shards and an index as transformers' save_pretrained does;
+    safetensors' own loader reads each shard, and the index maps every tensor to its shard."""
+    torch = require("torch")
+    st = require("safetensors.torch")
+    ts = {f"model.layers.{i}.w": torch.full((100,), float(i)) for i in range(5)}
+    ts["model.big"] = torch.arange(300, dtype=torch.float32)  # 1200 bytes: a shard alone
+    src = str(tmp_path / "m.jtree")
+    jtree.save({k: t.numpy() for k, t in ts.items()}, src, metadata={"format": "pt"})
+    out = tmp_path / "out"
+    stats = jtree.convert(src, str(out) + "/", max_shard_size=850, verify=True)
+    assert stats.verified and stats.output == str(out / "model.safetensors.index.json")
+    names = [f"model-{i:05d}-of-00004.safetensors" for i in range(1, 5)]
+    assert sorted(os.listdir(out)) == names + ["model.safetensors.index.json"]
+    index = _index(out / "model.safetensors.index.json")
+    assert index["metadata"] == {"total_size": 5 * 400 + 1200}
+    # In order, a new shard when the next tensor would exceed 850 bytes; the big one alone,
+    # placed as huggingface_hub places it: before the shard still being filled.
+    assert index["weight_map"] == {
+        "model.layers.0.w": names[0], "model.layers.1.w": names[0],
+        "model.layers.2.w": names[1], "model.layers.3.w": names[1],
+        "model.big": names[2], "model.layers.4.w": names[3]}
+    got = {}
+    for name in names:
+        part = st.load_file(str(out / name))
+        assert all(index["weight_map"][k] == name for k in part)
+        got.update(part)
+    assert sorted(got) == sorted(ts)
+    for k, t in ts.items():
+        assert torch.equal(got[k], t), k
+    # Back in through jtree's reader of sharded checkpoints (given the directory).
+    jtree.convert(str(out), str(tmp_path / "back.jtree"))
+    back = jtree.load(str(tmp_path / "back.jtree"), framework="torch")
+    assert all(torch.equal(back[k], t) for k, t in ts.items())
+
+
+def test_sharded_output_sizes_names_and_overwrite(tmp_path):
+    """'5GB' is 10**9 bytes (as transformers reads it), 'KiB' binary; DIR/NAME.safetensors
+    names the shards NAME-0000i-of-0000n; what fits one shard is the one file, and an
+    overwrite removes the other layout's files."""
+    from jtree.convert._to_safetensors import parse_size  # noqa: PLC0415
+
+    assert parse_size("5GB") == 5 * 10**9 and parse_size("2KiB") == 2048
+    assert parse_size(" 1.5 mb ") == 1_500_000 and parse_size(7) == 7
+    for bad in ("5XB", "-1", 0, "GB", True):
+        with pytest.raises(jtree.InvalidArgumentError, match="max_shard_size"):
+            parse_size(bad)
+    src = str(tmp_path / "m.jtree")
+    jtree.save({f"w{i}": np.full((100,), i, np.float32) for i in range(3)}, src)
+    dst = str(tmp_path / "x.safetensors")
+    jtree.convert(src, dst, max_shard_size="0.5KB")
+    shards = [f"x-{i:05d}-of-00003.safetensors" for i in range(1, 4)]
+    assert sorted(os.listdir(tmp_path)) == ["m.jtree"] + shards + ["x.safetensors.index.json"]
+    with pytest.raises(jtree.AlreadyExistsError, match="x-00001-of-00003"):
+        jtree.convert(src, dst, overwrite=False)
+    jtree.convert(src, dst, max_shard_size="2KiB")  # fits one: the single file, no index
+    assert sorted(os.listdir(tmp_path)) == ["m.jtree", "x.safetensors"]
+    sn = require("safetensors.numpy")
+    assert sorted(sn.load_file(dst)) == ["w0", "w1", "w2"]
+    jtree.convert(src, dst, max_shard_size=400)
+    assert sorted(os.listdir(tmp_path)) == ["m.jtree"] + shards + ["x.safetensors.index.json"]
+
+
+def test_directory_destination(tmp_path):
+    """A directory is a clear choice: safetensors (to_format or max_shard_size) writes a
+    checkpoint into it; another format asks for a file name."""
+    src = str(tmp_path / "m.jtree")
+    jtree.save({"w": np.ones(4, np.float32)}, src)
+    d = tmp_path / "d"
+    d.mkdir()
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match=r"is a directory: name the jtree file to write in it.*"
+                             r"to_format='safetensors'"):
+        jtree.convert(src, str(d))
+    st = jtree.convert(src, str(d), to_format="safetensors")
+    assert st.output == str(d / "model.safetensors") and os.listdir(d) == ["model.safetensors"]
+    with pytest.raises(jtree.InvalidArgumentError, match="max_shard_size shards safetensors"):
+        jtree.convert(src, str(tmp_path / "m2.jtree"), max_shard_size="5GB")
+
+
 def test_progress_callback_and_overwrite(tmp_path):
     sn = require("safetensors.numpy")
     arrs = {f"t{i}": np.full((1000,), i, np.float32) for i in range(5)}

@@ -116,6 +116,26 @@ def test_navigation(path):
             f.at("a/1/q")
 
 
+def test_a_missing_key_names_the_nearest(path):
+    """A typo in f[...], Node[...] or f.at(...) is answered with the nearest keys there (as
+    keys= patterns are), and a key like none of them with none."""
+    jtree.save({"params": {"layer0": {"kernel": np.ones(2), "bias": np.ones(2)},
+                           "emb": np.ones(2), "a/b": 1}}, path)
+    with jtree.open(path) as f:
+        with pytest.raises(jtree.NotFoundError, match=r"no key 'parms'.*; nearest: 'params'$"):
+            f["parms"]
+        with pytest.raises(jtree.NotFoundError, match=r"'kernal'.*; nearest: 'kernel'$"):
+            f["params"]["layer0"]["kernal"]
+        with pytest.raises(jtree.NotFoundError, match=r"no key 'zzzz' in this dict$"):
+            f["params"]["zzzz"]
+        # at(): key paths, escaped as the caller writes them
+        with pytest.raises(jtree.NotFoundError,
+                           match=r"no child 'layr0' .*; nearest: 'params/layer0'$"):
+            f.at("params/layr0/bias")
+        with pytest.raises(jtree.NotFoundError, match=r"; nearest: 'params/a\\\\/b'$"):
+            f.at("params/a\\/c")
+
+
 def test_slicing_errors_name_the_leaf(path):
     jtree.save({"w": np.zeros((4, 5))}, path)
     with jtree.open(path) as f:

@@ -133,7 +133,14 @@ def test_what_cannot_be_mapped_is_read_as_before(path, tmp_path):
         np.testing.assert_array_equal(t[k], v)
     raw = str(tmp_path / "raw.jtree")
     jtree.save(tree, raw, compression=None)
-    with jtree.open(raw, use_mmap=False) as f:  # the file is not mapped at all
+    for mmap in (False, True):
+        with jtree.open(raw, mmap=mmap):  # mmap=False: the file is not mapped at all
+            with open("/proc/self/maps") as maps:
+                assert (raw in maps.read()) == mmap
+    with pytest.warns(DeprecationWarning, match=r"use_mmap=\) is deprecated: mmap=False"):
+        f = jtree.open(raw, use_mmap=False)  # the deprecated spelling of mmap=False
+    with f:
+        assert f.mmap is False
         w = f.load()["w"]
     assert not is_mapped(w)
     np.testing.assert_array_equal(w, tree["w"])

@@ -166,7 +166,7 @@ def test_what_does_not_map_is_read_as_before(path, tmp_path):
         np.testing.assert_array_equal(part, t["z"][100:5000:3])
     raw = str(tmp_path / "raw.jtree")
     jtree.save(t, raw, compression=None, chunk_bytes=64 * 1024)
-    opened = [jtree.open(raw, mmap=False), jtree.open(raw, use_mmap=False),
+    opened = [jtree.open(raw, mmap=False),
               jtree.open(io.BytesIO(open(raw, "rb").read()))]  # (a file object without a file)
     for f in opened:
         with f:

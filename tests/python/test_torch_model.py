@@ -189,6 +189,151 @@ def test_load_model_refuses_what_is_not_a_state_dict(torch, tj, path):
         tj.load_model(torch.nn.Linear(2, 2), path, framework="numpy")
 
 
+def _rope_model_class(torch, how):
+    """A model with a rotary-embedding-like module whose ``inv_freq`` is a non-persistent
+    buffer (no state dict holds it), computed at construction. ``how`` says what can compute
+    it again: "init_weights" (the model's ``_init_weights(module)``, as transformers' models
+    have), "reset" (the module's ``reset_parameters()``), "bad_reset" (a reset_parameters that
+    leaves it unset) or "none"."""
+    nn = torch.nn
+
+    def inv_freq():
+        return 1.0 / (10000 ** (torch.arange(0, 8, 2, dtype=torch.float32) / 8))
+
+    class Rope(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("inv_freq", inv_freq(), persistent=False)
+
+        def forward(self, x):
+            return x * self.inv_freq.sum()
+
+    if how in ("reset", "bad_reset"):
+        Rope.reset_parameters = (lambda self: self.inv_freq.copy_(inv_freq())) \
+            if how == "reset" else (lambda self: None)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+            self.rope = Rope()
+
+        def forward(self, x):
+            return self.rope(self.proj(x))
+
+    if how == "init_weights":
+        def _init_weights(self, module):
+            if isinstance(module, Rope):
+                module.inv_freq.copy_(inv_freq())
+            elif isinstance(module, nn.Linear):
+                module.weight.fill_(0.5)
+        Model._init_weights = _init_weights
+    return Model
+
+
+def _on_meta(model):
+    return [n for n, t in list(model.named_parameters()) + list(model.named_buffers())
+            if t.is_meta]
+
+
+@pytest.mark.parametrize("how", ["init_weights", "reset"])
+def test_load_model_meta_recomputes_non_persistent_buffers(torch, tj, path, how):
+    """A model built on the meta device has its non-persistent buffers on meta too (the file
+    never holds them): the module's own way recomputes them, and the model runs."""
+    Model = _rope_model_class(torch, how)
+    src = Model()
+    tj.save_model(src, path)
+    with torch.device("meta"):
+        dst = Model()
+    assert _on_meta(dst) == ["proj.weight", "proj.bias", "rope.inv_freq"]
+    assert tj.load_model(dst, path) == ([], [])
+    assert _on_meta(dst) == []
+    assert torch.equal(dst.rope.inv_freq, src.rope.inv_freq)
+    assert torch.equal(dst.proj.weight, src.proj.weight)  # loaded, not re-initialized
+    x = torch.ones(2, 4)
+    assert torch.equal(dst(x), src(x))
+
+
+@pytest.mark.parametrize("how", ["none", "bad_reset"])
+def test_load_model_meta_buffer_nothing_recomputes(torch, tj, path, how):
+    """A non-persistent buffer on meta that nothing recomputes: strict=True says so, naming
+    it, before anything is read; strict=False zero-fills it and lists it in missing."""
+    Model = _rope_model_class(torch, how)
+    tj.save_model(Model(), path)
+    with torch.device("meta"):
+        dst = Model()
+    if how == "none":
+        with pytest.raises(jtree.InvalidArgumentError,
+                           match=r"'rope.inv_freq' is on the meta device and not in the file.*"
+                                 r"nothing here recomputes it.*include_buffers=False"):
+            tj.load_model(dst, path)
+        assert _on_meta(dst) == ["proj.weight", "proj.bias", "rope.inv_freq"]  # unchanged
+    else:  # a reset_parameters that does not set it is found out after the load
+        with pytest.raises(jtree.InvalidArgumentError, match=r"'rope.inv_freq'.*zero-filled"):
+            tj.load_model(dst, path)
+        assert _on_meta(dst) == []
+        with torch.device("meta"):
+            dst = Model()
+    assert tj.load_model(dst, path, strict=False) == (["rope.inv_freq"], [])
+    assert _on_meta(dst) == []
+    assert torch.equal(dst.rope.inv_freq, torch.zeros(4))
+
+
+def test_load_model_meta_never_resets_what_the_file_filled(torch, tj, path):
+    """A module with submodules is not re-initialized for its own buffer: its
+    reset_parameters would reset the submodules' loaded weights too."""
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.register_buffer("scale", torch.ones(3), persistent=False)
+
+        def reset_parameters(self):
+            self.lin.reset_parameters()
+            self.scale.fill_(1.0)
+
+    src = Block()
+    tj.save_model(src, path)
+    with torch.device("meta"):
+        dst = Block()
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match=r"'scale' is on the meta device.*Block can be re-initialized, but "
+                             r"not without resetting what the file fills"):
+        tj.load_model(dst, path)
+    assert tj.load_model(dst, path, strict=False) == (["scale"], [])
+    assert torch.equal(dst.lin.weight, src.lin.weight) and torch.equal(dst.scale, torch.zeros(3))
+
+
+def test_load_model_meta_missing_keys_strict_false(torch, tj, path):
+    """strict=False leaves nothing on meta either: a module none of whose tensors the file
+    holds is re-initialized (reset_parameters, or the model's _init_weights), anything else
+    zero-filled; both are listed in missing."""
+    nn = torch.nn
+    src = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    tj.save_file({"0.weight": src[0].weight.detach()}, path)
+    with torch.device("meta"):
+        dst = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    missing, unexpected = tj.load_model(dst, path, strict=False)
+    assert (missing, unexpected) == (["0.bias", "1.weight", "1.bias"], [])
+    assert _on_meta(dst) == []
+    assert torch.equal(dst[0].weight, src[0].weight)
+    assert torch.equal(dst[0].bias, torch.zeros(4))  # its module has a loaded weight
+    assert dst[1].weight.abs().sum() > 0  # nn.Linear.reset_parameters
+    Model = _rope_model_class(torch, "init_weights")
+    tj.save_file({"proj.bias": Model().proj.bias.detach()}, path)
+    with torch.device("meta"):
+        dst = Model()
+    assert tj.load_model(dst, path, strict=False) == (["proj.weight"], [])
+    assert torch.equal(dst.proj.weight, torch.zeros(4, 4))  # not its whole module: zeros
+    with torch.device("meta"):
+        dst = Model()
+    tj.save_file({}, path)
+    assert tj.load_model(dst, path, strict=False) == (["proj.weight", "proj.bias"], [])
+    assert torch.equal(dst.proj.weight, torch.full((4, 4), 0.5))  # the model's _init_weights
+
+
 def test_save_model_refuses_meta_tensors(torch, tj, path):
     with torch.device("meta"):
         m = torch.nn.Linear(2, 2)

@@ -22,11 +22,17 @@ __all__ = ["convert", "ConvertStats", "Source"]
 
 
 class _CallableModule(types.ModuleType):
-    """The package's class: calling it calls :func:`convert`."""
+    """The package's class: calling it calls :func:`convert`, which is its ``__call__``
+    itself; ``__signature__`` gives convert's real parameters to ``inspect.signature`` (and
+    so to help() and editors), which would otherwise drop ``src`` as a method's ``self``."""
 
-    def __call__(self, src, dst, **options):  # noqa: ANN001, ANN003, ANN204
-        """jtree.convert(src, dst, **options): see jtree.convert.convert."""
-        return convert(src, dst, **options)
+    __call__ = staticmethod(convert)
+
+    @property
+    def __signature__(self):  # noqa: ANN204  (inspect imported only when it is asked for)
+        import inspect  # noqa: PLC0415
+
+        return inspect.signature(convert)
 
 
 sys.modules[__name__].__class__ = _CallableModule

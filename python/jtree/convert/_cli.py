@@ -5,6 +5,8 @@ Exit status: 0 done, 1 failed (``jtree convert: <message>`` on stderr), 2 usage 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from typing import List, NoReturn, Optional
 
@@ -17,7 +19,15 @@ Sources: safetensors (a file, or a Hugging Face sharded checkpoint: its
 *.safetensors.index.json or its directory), PyTorch .pt/.bin, NumPy .npy/.npz, GGUF
 (a split model: any of its NAME-0000i-of-0000n.gguf shards converts the whole set),
 orbax / JAX pytree_serialization directories, flax msgpack, .jtree.
-Destinations by extension: .jtree (default), .safetensors, .gguf."""
+Destinations by extension: .jtree (default), .safetensors, .gguf; a directory takes a
+Hugging Face safetensors checkpoint (model.safetensors, or with --max-shard-size the
+model-0000i-of-0000n.safetensors shards and model.safetensors.index.json)."""
+
+# Which interpreter runs the command: the one that answers --help, so it says so itself.
+WHICH_PYTHON = """\
+Running in: {python}
+(the jtree command pip installs runs convert in its own Python; a jtree binary
+built from source runs $JTREE_PYTHON if set, else python3 on PATH)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,6 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     """The argument parser of ``jtree convert``."""
     p = _Parser(prog="jtree convert", usage=USAGE, description=DESCRIPTION,
+                epilog=WHICH_PYTHON.format(python=sys.executable),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", metavar="SRC", help="the checkpoint to convert")
     p.add_argument("dst", metavar="DST", help="the file to write")
@@ -42,6 +53,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--compression", choices=["zstd", "none"], default="zstd",
                    help="chunk compression of a .jtree destination (default zstd)")
     p.add_argument("--level", type=int, default=None, help="the zstd level")
+    p.add_argument("--max-shard-size", metavar="SIZE", default=None,
+                   help="safetensors output in shards of at most SIZE (bytes, or e.g. 5GB = "
+                        "5*10^9 as transformers reads it, 512MiB), with a "
+                        "NAME.safetensors.index.json, as save_pretrained writes them")
     p.add_argument("--verify", action="store_true",
                    help="re-read DST and compare every leaf bit for bit with SRC")
     p.add_argument("--allow-pickle", action="store_true",
@@ -49,6 +64,10 @@ def parser() -> argparse.ArgumentParser:
                         "for files you trust)")
     p.add_argument("--no-overwrite", action="store_true", help="refuse an existing DST")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+    p.add_argument("--json", action="store_true",
+                   help="the summary as one JSON object on stdout (src, dst, output: the file "
+                        "written or its index, src_format, dst_format, description, leaves, "
+                        "array_bytes, seconds, verified); no progress bar")
     return p
 
 
@@ -67,7 +86,8 @@ def run(argv: List[str]) -> int:
         stats = convert(args.src, args.dst, from_format=args.from_format,
                         to_format=args.to_format,
                         compression=None if args.compression == "none" else args.compression,
-                        level=args.level, verify=args.verify, progress=not args.quiet,
+                        level=args.level, max_shard_size=args.max_shard_size,
+                        verify=args.verify, progress=not (args.quiet or args.json),
                         allow_pickle=args.allow_pickle, overwrite=not args.no_overwrite)
     except (Error, OSError) as e:
         sys.stderr.write(f"jtree convert: {e}\n")
@@ -75,7 +95,10 @@ def run(argv: List[str]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("jtree convert: interrupted\n")
         return 130
-    if not args.quiet:
+    if args.json:
+        sys.stdout.write(json.dumps(dict(src=args.src, dst=args.dst,
+                                         **dataclasses.asdict(stats))) + "\n")
+    elif not args.quiet:
         sys.stderr.write(
             f"{args.src} ({stats.description or stats.src_format}) -> {args.dst} "
             f"({stats.dst_format}): "

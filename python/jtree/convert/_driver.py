@@ -32,8 +32,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 @dataclasses.dataclass
 class ConvertStats:
     """What :func:`convert` did: the formats, how many leaves and array bytes it wrote, the
-    time it took, whether the result was verified, and the reader's one-line description of
-    the source (``"safetensors (sharded): 291 tensors in 4 shards"``)."""
+    time it took, whether the result was verified, the reader's one-line description of
+    the source (``"safetensors (sharded): 291 tensors in 4 shards"``), and ``output``, the
+    file written (for sharded safetensors, its ``.safetensors.index.json``)."""
 
     src_format: str
     dst_format: str
@@ -42,6 +43,7 @@ class ConvertStats:
     seconds: float
     verified: bool
     description: str = ""
+    output: str = ""  # the file a reader opens: the destination, or a sharded one's index
 
 
 def is_jtree(path: str) -> bool:
@@ -131,6 +133,7 @@ def _materialize(x: Any) -> Any:
 def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
             to_format: Optional[str] = None, compression: Optional[str] = "zstd",
             level: Optional[int] = None, chunk_bytes: Optional[int] = None,
+            max_shard_size: Optional[Union[int, str]] = None,
             verify: bool = False, progress: Any = False, allow_pickle: bool = False,
             overwrite: bool = True) -> ConvertStats:
     """Converts a checkpoint between formats; one of them is usually .jtree.
@@ -142,6 +145,17 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
     (default), ``.safetensors`` and ``.gguf`` (by extension, or ``to_format=``).
     ``from_format`` names the source's format when detection would not ("safetensors",
     "torch", "numpy", "gguf", "orbax", "flax").
+
+    safetensors output can be sharded as transformers' ``save_pretrained`` shards it:
+    ``max_shard_size`` (bytes, or a size such as ``"5GB"`` -- 10**9 bytes, as transformers
+    reads it -- or ``"512MiB"``) cuts the tensors into ``NAME-0000i-of-0000n.safetensors``
+    with ``NAME.safetensors.index.json`` (``metadata.total_size`` and ``weight_map``) beside
+    ``dst = DIR/NAME.safetensors``; what fits in one shard is the one file. ``dst`` may be a
+    directory (an existing one, or a path ending with "/"): safetensors output (implied by
+    ``max_shard_size``, else ``to_format="safetensors"``) is then written into it as
+    ``model.safetensors`` or ``model-0000i-of-0000n.safetensors`` + index; other formats
+    need a file name. An overwrite removes what a previous conversion left under the same
+    NAME (the other layout, shards of another count).
 
     The data streams: arrays are memory maps of the input, written one after the other, so
     memory stays about one tensor whatever the model size. ``compression`` ("zstd" or None) and
@@ -159,17 +173,35 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
     src, dst = os.fspath(src), os.fspath(dst)
     if not os.path.exists(src):
         raise error(NotFoundError, src, None, "no such file or directory")
-    if os.path.exists(dst):
-        if not overwrite:
-            raise error(AlreadyExistsError, dst, None,
-                        "exists (overwrite=True / drop --no-overwrite to replace it)")
-        if os.path.isdir(dst):
-            raise error(AlreadyExistsError, dst, None, "is a directory")
-        if os.path.samefile(src, dst):
-            raise error(InvalidArgumentError, dst, None, "the source and the destination are "
-                                                         "the same file")
+    into_dir = os.path.isdir(dst) or dst.endswith(("/", os.sep))
+    if to_format:
+        dst_fmt = _registry.normalize(to_format)
+    else:  # a directory takes a sharded checkpoint; a file says its format by its extension
+        dst_fmt = "safetensors" if into_dir and max_shard_size is not None \
+            else detect_destination(dst)
+    if into_dir and dst_fmt != "safetensors":
+        raise error(InvalidArgumentError, dst, None,
+                    f"is a directory: name the {dst_fmt} file to write in it (e.g. "
+                    f"{os.path.join(dst, 'model.' + dst_fmt)}), or write a Hugging Face "
+                    f"safetensors checkpoint into it with to_format='safetensors' (--to "
+                    f"safetensors) or max_shard_size= (--max-shard-size)")
+    if max_shard_size is not None and dst_fmt != "safetensors":
+        raise error(InvalidArgumentError, dst, None,
+                    f"max_shard_size shards safetensors output; this destination is {dst_fmt}")
+    if dst_fmt == "safetensors":  # its files: the one file, or an index and shards
+        st_writer = _registry.writer(dst_fmt)
+        if max_shard_size is not None:
+            st_writer.parse_size(max_shard_size)  # a bad size refused before any work
+        present = st_writer.existing(dst)
+    else:
+        present = [dst] if os.path.exists(dst) else []
+    if present and not overwrite:
+        raise error(AlreadyExistsError, present[0], None,
+                    "exists (overwrite=True / drop --no-overwrite to replace it)")
+    if os.path.exists(dst) and os.path.samefile(src, dst):
+        raise error(InvalidArgumentError, dst, None, "the source and the destination are "
+                                                     "the same file")
     src_fmt = _registry.normalize(from_format) if from_format else detect_source(src)
-    dst_fmt = _registry.normalize(to_format) if to_format else detect_destination(dst)
     if compression not in ("zstd", None, "none"):
         raise error(InvalidArgumentError, None, None,
                     f"compression must be 'zstd' or None, not {compression!r}")
@@ -183,8 +215,10 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
         n, size, verified, desc = _to_jtree(src, dst, src_fmt, compression, level,
                                             chunk_bytes, verify, progress, allow_pickle,
                                             overwrite)
+        output = dst
     elif src_fmt == "jtree":
-        n, size, verified = _from_jtree(src, dst, dst_fmt, verify, progress)
+        n, size, verified, output = _from_jtree(src, dst, dst_fmt, verify, progress,
+                                                max_shard_size)
         desc = f"jtree: {n} leaves"
     else:
         # foreign -> foreign: through a .jtree file beside dst (same file system), removed after.
@@ -197,11 +231,13 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
         try:
             desc = _to_jtree(src, tmp, src_fmt, None, None, chunk_bytes, False, False,
                              allow_pickle, True)[3]
-            n, size, verified = _from_jtree(tmp, dst, dst_fmt, verify, progress)
+            n, size, verified, output = _from_jtree(tmp, dst, dst_fmt, verify, progress,
+                                                    max_shard_size)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-    return ConvertStats(src_fmt, dst_fmt, n, size, time.monotonic() - t0, verified, desc)
+    return ConvertStats(src_fmt, dst_fmt, n, size, time.monotonic() - t0, verified, desc,
+                        output)
 
 
 def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
@@ -253,30 +289,33 @@ def _with_progress(tree: Any, report: "_progress.Reporter") -> Any:
     return _map_leaves(tree, wrap)
 
 
-def _from_jtree(src: str, dst: str, dst_fmt: str, verify: bool,
-                progress: Any) -> Tuple[int, int, bool]:
+def _from_jtree(src: str, dst: str, dst_fmt: str, verify: bool, progress: Any,
+                max_shard_size: Optional[Union[int, str]] = None) -> Tuple[int, int, bool, str]:
     from .._api import open as jopen  # noqa: PLC0415
 
     writer = _registry.writer(dst_fmt)
-    # use_mmap=False: each leaf is read into memory of its own and freed after it is written
+    # mmap=False: each leaf is read into memory of its own and freed after it is written
     # (pages of a map would stay resident until the file is closed).
-    with jopen(src, use_mmap=False) as f:
+    with jopen(src, mmap=False) as f:
         report = _progress.make(progress, f"{os.path.basename(src)} -> {os.path.basename(dst)}")
         specs = list(leaves(f.structure()))
         report.total = sum(getattr(s, "nbytes", 0) for _, s in specs
                            if getattr(s, "is_array", False))
         report.report(0)
-        writer.write(f, dst, progress=report.add if report.fn is not None else None)
+        # (max_shard_size passed only when set: only the safetensors writer takes it)
+        sharding = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
+        output = writer.write(f, dst, progress=report.add if report.fn is not None else None,
+                              **sharding) or dst
         report.report(report.total)
         report.finish()
         verified = False
         if verify:
             if hasattr(writer, "verify"):
-                writer.verify(f, dst)
+                writer.verify(f, output)
             else:
-                _verify_generic(f, dst, dst_fmt)
+                _verify_generic(f, output, dst_fmt)
             verified = True
-    return len(specs), report.total, verified
+    return len(specs), report.total, verified, output
 
 
 # ---- verify -------------------------------------------------------------------------------------
@@ -331,7 +370,7 @@ def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False) -> Non
     from .._api import open as jopen  # noqa: PLC0415
     from .._file import Node  # noqa: PLC0415
 
-    with jopen(dst, use_mmap=False, allow_pickle=allow_pickle) as f:
+    with jopen(dst, mmap=False, allow_pickle=allow_pickle) as f:
         want_meta = {k: (v.encode() if isinstance(v, str) else v)
                      for k, v in source.metadata.items()}
         if want_meta and dict(f.metadata) != want_meta:

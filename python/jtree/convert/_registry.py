@@ -2,8 +2,9 @@
 
 Readers are ``_from_<fmt>.py`` modules defining ``FORMAT``, ``sniff(path)`` and
 ``open_source(path, *, allow_pickle=False)``; writers are ``_to_<fmt>.py`` modules defining
-``FORMAT`` and ``write(file, dst, *, progress)`` (see /work/helpers/CONVERT.md's interface, kept
-in the package's docs). The lists name every module even before it exists, so a missing one
+``FORMAT`` and ``write(file, dst, *, progress)`` returning the path a reader opens, or None
+for ``dst`` (the safetensors writer also takes ``max_shard_size``; see
+/work/helpers/CONVERT.md's interface, kept in the package's docs). The lists name every module even before it exists, so a missing one
 gives a clear NotSupportedError naming it rather than a silent "unknown format".
 """
 from __future__ import annotations
