@@ -12,7 +12,7 @@ Options (the input's last 8 bytes):
   [0] bit 0: recompute the header, index, footer and preamble hashes (a hostile writer who
       computes hashes: mutations then reach the checks behind them, and the Python layer);
       bit 1: open with tight limits (jtree.open(limits=...)); bit 2: verify=False;
-      bit 3: strict=False; bit 4: use_mmap=False
+      bit 3: strict=False; bit 4: mmap=False
   [1] what to do (see `run`), [2] the framework (numpy, torch, jax),
   [3..7] seeds for masks, key patterns and slices
 
@@ -196,10 +196,10 @@ def run(path: str, opt: bytes) -> None:
     limits = TIGHT_LIMITS if flags & 2 else None
     verify = not flags & 4
     strict = not flags & 8
-    use_mmap = not flags & 16
+    mapped = not flags & 16
     framework = FRAMEWORKS[fw % len(FRAMEWORKS)]
     if what == 0:  # open lazily, walk the views
-        with jtree.open(path, verify=verify, strict=strict, use_mmap=use_mmap,
+        with jtree.open(path, verify=verify, strict=strict, mmap=mapped,
                         limits=limits) as f:
             _ = (f.metadata, f.info(), f.keys(), len(f), repr(f), f.io_stats())
             walk(f.root, rng, [64])
