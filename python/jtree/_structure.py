@@ -102,7 +102,9 @@ class LeafSpec:
 
     def __repr__(self) -> str:
         if self.kind == "array":
-            name = self.dtype if isinstance(self.dtype, str) else np.dtype(self.dtype).name
+            d = self.__dict__.get("dtype")  # (a pending dtype by its name: no import)
+            name = (d.name if type(d) is PendingDType else d if isinstance(d, str)
+                    else np.dtype(d).name)
             dims = ", ".join(str(d) for d in self.shape)
             return f"{'Scalar' if self.scalar else 'Array'}({name}[{dims}])"
         if self.kind == "custom":
@@ -112,7 +114,39 @@ class LeafSpec:
         return self.kind
 
 
+class PendingDType:
+    """A LeafSpec dtype of ml_dtypes (bfloat16, float8...) not made yet, by its name: importing
+    ml_dtypes costs about 0.6 s, which a structure read (``load_pytreedef``, ``jtree.open``)
+    does not need. ``LeafSpec.dtype`` makes it the NumPy dtype on first use
+    (:class:`_SpecDType`)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+class _SpecDType:
+    """``LeafSpec.dtype``: the stored dtype, a PendingDType made the real one (importing
+    ml_dtypes) the first time it is read. A data descriptor over the instance's ``__dict__``
+    entry, where the dataclass's __init__ and the native spec_tree put the field."""
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return None  # (the field's default)
+        d = obj.__dict__.get("dtype")
+        if type(d) is PendingDType:
+            d = obj.__dict__["dtype"] = dtype_for_spec(d.name)
+        return d
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__["dtype"] = value
+
+
+LeafSpec.dtype = _SpecDType()  # type: ignore[assignment,misc]  (after @dataclass read the default)
+
 _SPEC_DTYPE: Dict[str, Any] = {}
+_PENDING: Dict[str, PendingDType] = {}
 
 
 def dtype_for_spec(name: str) -> Any:
@@ -222,7 +256,12 @@ def spec_dtype_of(code: int, name_of: Dict[int, str] = _dtypes.NAME_OF,
     """(LeafSpec dtype, item size) of a native dtype code, or None when it names no dtype (what
     the native Reader.spec_tree asks once per dtype of a file)."""
     name = name_of.get(code, "")
-    return (dtype_for_spec(name), table[name][1]) if name else None
+    if not name:
+        return None
+    if name in _dtypes.NUMPY_NATIVE or name in _SPEC_DTYPE:
+        return dtype_for_spec(name), table[name][1]
+    # (ml_dtypes' types: made when a LeafSpec's dtype is first read, not by the structure read)
+    return _PENDING.setdefault(name, PendingDType(name)), table[name][1]
 
 
 class LazyTree:

@@ -33,3 +33,23 @@ def test_saves_and_awaits_import_them_when_used(tmp_path):
               f"async def main(): return await jtree.nonblocking_load({p!r})\n"
               "print(asyncio.run(main())['w'].tolist())\n")
     assert out.split("\n")[:2] == ["True", "[0, 1, 2]"]
+
+
+def test_first_calls_on_a_bfloat16_file_import_ml_dtypes_only_to_hand_out_its_arrays(tmp_path):
+    # Importing ml_dtypes costs a fresh process about 0.6 s: a structure read, a lazy open and
+    # torch tensors (which have bfloat16 of their own) do not need it; a NumPy bfloat16 array,
+    # or a LeafSpec's dtype once it is read, does.
+    p = str(tmp_path / "bf.jtree")
+    run(f"import jtree, ml_dtypes, numpy as np\n"
+        f"jtree.save({{'w': np.ones((4, 4), ml_dtypes.bfloat16)}}, {p!r})")
+    out = run("import sys, jtree, numpy as np, torch\n"
+              "seen = lambda: 'ml_dtypes' in sys.modules\n"
+              f"s = jtree.load_pytreedef({p!r}); print(seen(), repr(s['w']))\n"
+              f"f = jtree.open({p!r}); t = f['w'].get(np.s_[1:3], framework='torch')\n"
+              f"t2 = jtree.load({p!r}, framework='torch')['w']\n"
+              "print(seen(), t.dtype, t2.dtype)\n"
+              "print(s['w'].dtype, seen())\n"
+              f"print(jtree.load({p!r})['w'].dtype)\n")
+    assert out.split("\n")[:4] == ["False Array(bfloat16[4, 4])",
+                                   "False torch.bfloat16 torch.bfloat16",
+                                   "bfloat16 True", "bfloat16"]
