@@ -11,8 +11,9 @@
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs),
 #      bench_populate (staging memory faulted in with huge pages or small ones), and the
 #      memory a load leaves kept (retained_memory.py)
-#   4. gpu_breakdown.py (where the time of jtree's load goes), then gpu_load.py, workload llm,
-#      warm and cold page cache, every system, --time-budget
+#   4. gpu_breakdown.py (where the time of jtree's load goes), shard_load.py (a tensor-parallel
+#      rank's shard), then gpu_load.py, workload llm, warm and cold page cache, every system,
+#      --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
 # SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-4 leave minus
@@ -96,6 +97,12 @@ run 190 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
   --modes dev,dev-pin-early,dev-reserve-pin,dev-small-pages,dev-serial,dev-again,fastsafetensors \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
+
+stage "shard_load.py: a tensor-parallel rank's shard (rank 3 of 8), tmpfs and disk, warm"
+# (issue 46: jtree.load(slices=TensorParallel) in one device pass against safetensors'
+# get_slice and torch.load(mmap=True); 16 layers of hidden 2048, about 1.7 GiB of bf16.)
+run 150 python3 bench/python/shard_load.py --device cuda --layers 16 --runs 3 \
+  --dirs /dev/shm "$work" | tee "$out/shard_load.md"
 
 # (Stage 5 takes up to 2 x 40 s; gpu_load.py stops starting systems at its --time-budget and
 # is killed at `left`, so that the whole stays within SECONDS.)

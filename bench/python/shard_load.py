@@ -1,8 +1,9 @@
-"""A tensor-parallel rank's shard into torch tensors on the host: jtree against the peers, in
-fresh processes, side by side in one run (issue 46's host workload).
+"""A tensor-parallel rank's shard into torch tensors, on the host or a GPU: jtree against the
+peers, in fresh processes, side by side in one run (issue 46's workload).
 
     .venv/bin/python bench/python/shard_load.py [--layers 8] [--rank 3 --world 8] [--runs 5]
                                                 [--dirs /dev/shm /var/tmp] [--cold]
+                                                [--device cpu|cuda]
 
 A Llama-like bf16 state dict (flat names, as a checkpoint on the hub) is written once per
 directory as safetensors, as a raw .jtree (compression=None) and as the default .jtree (zstd).
@@ -13,9 +14,14 @@ byte of them (an integer sum over each tensor's bytes): the clock runs from the 
 first line to the last tensor touched, imports included. Systems:
 
 - jtree-raw / jtree-zstd: jtree.load(path, slices=jtree.TensorParallel(rank, world),
-  framework="torch"), checksums verified (the default), one native pass;
-- safetensors: safe_open(framework="pt") and get_slice(name)[a:b] (or [:, a:b]) per tensor;
-- torch-mmap: torch.load(mmap=True) of a torch.save of the same dict, narrow + contiguous.
+  framework="torch", device=DEVICE), checksums verified (the default), one native pass (to a
+  CUDA device straight into device memory);
+- safetensors: safe_open(framework="pt", device=DEVICE) and get_slice(name)[a:b] (or [:, a:b])
+  per tensor;
+- torch-mmap: torch.load(mmap=True) of a torch.save of the same dict, narrow + contiguous,
+  then .to(DEVICE).
+With --device cuda the CUDA context is made before the clock, and the clock stops once the
+device is done (torch.cuda.synchronize); the bytes are summed on the device.
 
 `--cold` evicts the files from the page cache before each load (POSIX_FADV_DONTNEED; a disk
 file system, not tmpfs, where nothing can be evicted). Prints one table per directory: the
@@ -103,21 +109,25 @@ def evict(path: str) -> None:
 
 # ---- the child: one load in a fresh process --------------------------------------------------
 
-def child(system: str, path: str, rank: int, world: int) -> None:
+def child(system: str, path: str, rank: int, world: int, device: str) -> None:
+    import torch  # (every system hands out torch tensors)
+
+    if device != "cpu":
+        torch.zeros(1, device=device)  # (the CUDA context, before the clock)
     t0 = time.perf_counter()
-    import torch  # noqa: F401  (every system hands out torch tensors)
 
     if system.startswith("jtree"):
         import jtree
 
         t1 = time.perf_counter()
-        tensors = jtree.load(path, slices=jtree.TensorParallel(rank, world), framework="torch")
+        tensors = jtree.load(path, slices=jtree.TensorParallel(rank, world), framework="torch",
+                             device=device)
     elif system == "safetensors":
         from safetensors import safe_open
 
         t1 = time.perf_counter()
         tensors = {}
-        with safe_open(path, framework="pt") as f:
+        with safe_open(path, framework="pt", device=device) as f:
             for k in f.keys():
                 sl = f.get_slice(k)
                 part = split_of(k, sl.get_shape(), rank, world)
@@ -134,14 +144,16 @@ def child(system: str, path: str, rank: int, world: int) -> None:
         for k, t in sd.items():
             part = split_of(k, tuple(t.shape), rank, world)
             tensors[k] = (t.clone() if part is None
-                          else t.narrow(part[0], part[1], part[2] - part[1]).contiguous())
+                          else t.narrow(part[0], part[1], part[2] - part[1]).contiguous()
+                          ).to(device)
     else:
         raise SystemExit(f"unknown system {system}")
     touched = 0
     nbytes = 0
     for t in tensors.values():
+        assert t.device.type == torch.device(device).type, (t.device, device)
         b = t.contiguous().view(torch.uint8)
-        touched += int(b.sum(dtype=torch.int64))
+        touched += int(b.sum(dtype=torch.int64))  # (on the device: syncs it)
         nbytes += b.numel()
     t2 = time.perf_counter()
     print(json.dumps({"seconds": t2 - t0, "load_seconds": t2 - t1, "bytes": nbytes,
@@ -154,7 +166,8 @@ def run_one(system: str, path: str, args) -> dict:
     if args.cold:
         evict(path)
     out = subprocess.run([sys.executable, HERE, "--child", system, path, str(args.rank),
-                          str(args.world)], capture_output=True, text=True, timeout=600)
+                          str(args.world), args.device], capture_output=True, text=True,
+                         timeout=600)
     if out.returncode != 0:
         raise SystemExit(f"{system} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -162,7 +175,8 @@ def run_one(system: str, path: str, args) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", nargs=4, metavar=("SYSTEM", "PATH", "RANK", "WORLD"))
+    ap.add_argument("--child", nargs=5, metavar=("SYSTEM", "PATH", "RANK", "WORLD", "DEVICE"))
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--inter", type=int, default=5632)
@@ -177,8 +191,8 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true")
     args = ap.parse_args()
     if args.child:
-        system, path, rank, world = args.child
-        child(system, path, int(rank), int(world))
+        system, path, rank, world, device = args.child
+        child(system, path, int(rank), int(world), device)
         return 0
     for base in args.dirs:
         d = os.path.join(base, f"jtree-shard-bench-{args.layers}-{args.hidden}")
@@ -197,7 +211,8 @@ def main() -> int:
         first = next(iter(digests.values()))
         bad = [s for s, dg in digests.items() if dg != first]
         size = os.path.getsize(paths["safetensors"])
-        print(f"\n{d} ({'cold' if args.cold else 'warm'}): rank {args.rank} of {args.world}, "
+        print(f"\n{d} ({'cold' if args.cold else 'warm'}), to {args.device}: rank {args.rank} "
+              f"of {args.world}, "
               f"model {size / 2**30:.2f} GiB, shard {first[1] / 2**20:.1f} MiB, "
               f"{args.runs} runs, fresh processes, load average {os.getloadavg()[0]:.1f}")
         print("| system | process, imports included: median ms [min, max] | / safetensors "

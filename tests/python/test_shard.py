@@ -228,3 +228,19 @@ def test_the_tensor_parallel_example_runs_and_its_ranks_sum_to_the_model(tmp_pat
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "rank 1: gate (128, 64), down (64, 128), embed_tokens (50, 64)" in run.stdout
+
+
+def test_the_shard_benchmark_runs_and_every_system_loads_the_same_bytes(tmp_path):
+    # bench/python/shard_load.py (run on a GPU by bench/gpu_checks.sh): its peers' splits are
+    # written out by hand, so the digests it compares check them against TensorParallel's.
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    run = subprocess.run([sys.executable, os.path.join(root, "bench", "python", "shard_load.py"),
+                          "--layers", "1", "--hidden", "256", "--inter", "512", "--kv", "64",
+                          "--vocab", "100", "--runs", "1", "--dirs", str(tmp_path),
+                          "--systems", "jtree-raw", "safetensors"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "| jtree-raw |" in run.stdout and "differ" not in run.stdout
