@@ -98,15 +98,6 @@ def write_files(d: str, args) -> dict:
     return paths
 
 
-def evict(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 # ---- the child: one load in a fresh process --------------------------------------------------
 
 def child(system: str, path: str, rank: int, world: int, device: str) -> None:
@@ -163,8 +154,12 @@ def child(system: str, path: str, rank: int, world: int, device: str) -> None:
 # ---- the driver ------------------------------------------------------------------------------
 
 def run_one(system: str, path: str, args) -> dict:
-    if args.cold:
-        evict(path)
+    # (Imported here, in the driver: the children import only what they measure.)
+    sys.path.insert(0, os.path.dirname(HERE))
+    from child import drop_from_page_cache  # noqa: PLC0415  (bench/python/child.py)
+
+    if args.cold and not drop_from_page_cache(path):
+        raise SystemExit(f"--cold: {path} is on tmpfs, whose pages cannot be dropped")
     out = subprocess.run([sys.executable, HERE, "--child", system, path, str(args.rank),
                           str(args.world), args.device], capture_output=True, text=True,
                          timeout=600)

@@ -81,6 +81,21 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
     return lambda: t if t.dtype == want_t else t.to(want_t)
 
 
+def _finisher(want_t: Any, out: Any, device: Any) -> Any:
+    """What makes a read tensor the result: cast to ``want_t``, then copied into ``out`` (and
+    ``out`` returned) or moved to ``device``."""
+    def finish(t: Any) -> Any:
+        if t.dtype != want_t:
+            t = t.to(want_t)
+        if out is not None:
+            if t is not out:
+                out.copy_(t)
+            return out
+        return t if device is None or t.device == device else t.to(device)
+
+    return finish
+
+
 def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str, out: Any,
          path: Tuple[Any, ...]) -> Thunk:
     """Box [begin, end) of a leaf (a load's ``slices=``: a rank's shard) as a tensor of dtype
@@ -95,15 +110,7 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
     device = out.device if out is not None else loader.o.device
     shape = tuple(e - b for b, e in box)
 
-    def finish(t: Any) -> Any:
-        if t.dtype != want_t:
-            t = t.to(want_t)
-        if out is not None:
-            if t is not out:
-                out.copy_(t)
-            return out
-        return t if device is None or t.device == device else t.to(device)
-
+    finish = _finisher(want_t, out, device)
     if out is not None and not isinstance(out, torch.Tensor):
         raise loader.err(InvalidArgumentError, path, f"out= holds a {type(out).__qualname__} "
                          f"here; a torch load fills torch tensors")
@@ -232,17 +239,7 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
     where = kp.join(path)
     want_t = _dtypes.torch_dtype(want, loader.name, where)
 
-    def finish(t: Any) -> Any:
-        if t.dtype != want_t:
-            t = t.to(want_t)
-        if out is not None:
-            if t is not out:
-                out.copy_(t)
-            return out
-        if device is not None and t.device != device:
-            t = t.to(device)
-        return t
-
+    finish = _finisher(want_t, out, device)
     box = tuple((0, n) for n in shape)
     bound = lambda: _device.is_device_target(device)  # noqa: E731
     if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
