@@ -672,11 +672,13 @@ typedef struct jtree_leaf_view_t jtree_leaf_view_t;
  * copy-on-write mapping, when the file allows it: a local file opened with mmap on
  * (jtree_open_options_set_use_mmap, the default), and a leaf stored as its C-order array
  * (every chunk raw, chunks cutting only along leading dimensions, stored back to back): what
- * jtree writes for array leaves saved with JTREE_CODEC_RAW and not inline, and for leaves
- * saved with JTREE_CODEC_ZSTD whose every chunk zstd could not shrink (such chunks are stored
- * raw: random or already compressed data often is). Any other leaf (a compressed chunk,
- * 4-bit, inline in the header, empty, a scalar, a remote file...) gives NotSupported, saying
- * so: read it with jtree_reader_read() instead. With checksum
+ * jtree writes for array leaves saved with JTREE_CODEC_RAW and not inline. A leaf saved with
+ * JTREE_CODEC_ZSTD whose every chunk zstd could not shrink (such chunks are stored raw:
+ * random or already compressed data often is) maps too when its chunks lie back to back in
+ * order: always for a leaf of one chunk; for more, the parallel writer stores chunks as they
+ * are compressed and promises no order. Any other leaf (a compressed chunk, 4-bit, inline in
+ * the header, empty, a scalar, a remote file...) gives NotSupported, saying so: read it with
+ * jtree_reader_read() instead. With checksum
  * verification on (the open options) every chunk is checked here, which also faults the pages
  * in: Corruption names the leaf and the chunk. InvalidArgument for a leaf out of range.
  * The view keeps the mapping alive until jtree_leaf_view_release(), even after the reader is
