@@ -49,10 +49,6 @@ std::optional<Failure> judge(const CallSpec& spec, const Attempt& a, ResponseHan
   return std::nullopt;
 }
 
-}  // namespace
-
-namespace {
-
 constexpr size_t kMaxExcerpt = 100;
 
 std::string lower(std::string_view s) {
