@@ -63,7 +63,8 @@ double quick_ratio(std::string_view a, std::string_view b) {
   return ratio_of(common, a.size() + b.size());
 }
 
-// difflib.get_close_matches(word, candidates, n, cutoff), appended to `out` without repeats.
+// difflib.get_close_matches(word, candidates, n, cutoff): those not in `out` yet are appended
+// to it, best first, until it holds `n`.
 void add_close_matches(std::string_view word, const std::vector<std::string>& candidates,
                        size_t n, double cutoff, std::vector<std::string>& out) {
   std::vector<std::pair<double, const std::string*>> scored;
@@ -77,7 +78,7 @@ void add_close_matches(std::string_view word, const std::vector<std::string>& ca
   std::sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) {
     return x.first != y.first ? x.first > y.first : *x.second > *y.second;  // as heapq.nlargest
   });
-  for (size_t k = 0; k < scored.size() && k < n; ++k) {
+  for (size_t k = 0; k < scored.size() && k < n && out.size() < n; ++k) {
     if (std::find(out.begin(), out.end(), *scored[k].second) == out.end()) {
       out.push_back(*scored[k].second);
     }
@@ -113,7 +114,7 @@ std::vector<std::string> nearest_paths(std::string_view path, const std::vector<
     }
   }
   add_close_matches(path, same, n, 0.5, got);
-  if (got.size() < n) add_close_matches(path, paths, n - got.size(), 0.5, got);
+  if (got.size() < n) add_close_matches(path, paths, n, 0.5, got);
   if (got.size() < n && depth > 0) {
     // "bais" for ".../bias": the paths whose last key is like the last key asked for (the
     // first path of each key).
