@@ -454,9 +454,10 @@ JTREE_C_API jtree_status_t jtree_reader_node_path(const jtree_reader_t* reader, 
                                                   char** out, jtree_error_t** err);
 
 /* The node at a key path (the syntax of jtree_reader_node_path()). NotFound naming the file,
- * the path and its first missing component. A '\' before any character other than '/', '\'
- * and 'e' (which writes the empty key) stands for that character ("n\ame" finds "name"); a
- * path ending in an unfinished '\' is InvalidArgument. */
+ * the path and its first missing component. Escapes (jtree/key_path.h): "\e" stands for
+ * nothing (the component "\e" is the empty key), '\' before any other character for that
+ * character, whether it needed escaping or not ("a\/b" is the key "a/b", "n\ame" finds
+ * "name"); a path ending in an unfinished '\' is InvalidArgument. */
 JTREE_C_API jtree_status_t jtree_reader_find(const jtree_reader_t* reader, const char* path,
                                              uint32_t* node, jtree_error_t** err);
 /* The leaf at a key path: NotFound as above, InvalidArgument when it names a container. */
