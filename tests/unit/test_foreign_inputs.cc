@@ -1,9 +1,12 @@
 // Files and directories of other formats opened as jtree files (issue 49): each is named, with
 // the `jtree convert` command that converts it, from tiny hand-made files; the status codes
 // stay those of any file that is not a jtree file (Corruption; InvalidArgument for a directory).
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -63,7 +66,8 @@ TEST_CASE("foreign files are named, with the command that converts them") {
   };
   const std::string legacy_torch("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 14);
   const Case cases[] = {
-      {"model.safetensors", safetensors_with(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})") + "abcd", 0,
+      {"model.safetensors",
+       safetensors_with(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})") + "abcd", 0,
        "a safetensors checkpoint", "model.jtree"},
       {"padded.safetensors", safetensors_with("{\"__metadata__\":{}}"), 400,
        "a safetensors checkpoint", "padded.jtree"},

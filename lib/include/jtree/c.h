@@ -870,8 +870,8 @@ typedef struct jtree_write_stats_t {
  * (the structure, naming the node's path; reuse leaves; a target that is a directory),
  * AlreadyExists (overwrite off, or a foreign file at the target), NotFound (the target's
  * directory does not exist: it is not created), IOError, PermissionDenied, NotSupported (a
- * URL scheme this build cannot write). Thread-safe for different builders; saving one builder from two
- * threads at once is not. */
+ * URL scheme this build cannot write). Thread-safe for different builders; saving one builder
+ * from two threads at once is not. */
 JTREE_C_API jtree_status_t jtree_save(jtree_builder_t* builder, const char* path_or_url,
                                       const jtree_write_options_t* options,
                                       jtree_write_stats_t* stats, jtree_error_t** err);

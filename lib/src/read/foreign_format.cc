@@ -22,7 +22,7 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 
 bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 // safetensors: the header's length (8 bytes, little-endian), then the JSON header, '{' first;
@@ -129,8 +129,12 @@ std::optional<ForeignFormat> identify_foreign_directory(const std::string& path)
       pytree = name;
     }
   }
-  if (!index.empty()) return ForeignFormat{"a Hugging Face safetensors checkpoint (" + index + ")", ""};
-  if (!safetensors.empty()) return ForeignFormat{"a safetensors checkpoint (" + safetensors + ")", ""};
+  if (!index.empty()) {
+    return ForeignFormat{"a Hugging Face safetensors checkpoint (" + index + ")", ""};
+  }
+  if (!safetensors.empty()) {
+    return ForeignFormat{"a safetensors checkpoint (" + safetensors + ")", ""};
+  }
   if (!orbax.empty()) return ForeignFormat{"an orbax checkpoint (" + orbax + ")", ""};
   if (!pytree.empty()) return ForeignFormat{"a JAX pytree_serialization checkpoint", ""};
   return std::nullopt;
