@@ -26,7 +26,7 @@ Result<Tree> decode_and_check(std::span<const std::byte> bytes, const Limits& li
   std::string writer;
   JTREE_ASSIGN_OR_RETURN(Tree t, format::decode_header(bytes, limits, &writer));
   Status st = t.finalize(limits.max_depth);
-  if (!st.ok()) return Status::corruption("header: " + st.message());
+  if (!st.ok()) return format::structure_error(st);
   JTREE_RETURN_IF_ERROR(format::validate_leaves(t, limits).status());
   return t;
 }

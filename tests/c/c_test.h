@@ -65,6 +65,7 @@ void test_golden(const char* golden);
 void test_threads(const char* dir);
 void test_device(const char* dir);
 void test_shard(const char* dir);
+void test_promises(const char* dir);
 
 /* "<dir>/<name>" into a static buffer per slot (slot 0..7). */
 const char* test_path(const char* dir, const char* name, int slot);

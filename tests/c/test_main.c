@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   test_threads(argv[2]);
   test_device(argv[2]);
   test_shard(argv[2]);
+  test_promises(argv[2]);
   jtree_error_free(jt_err);
   printf("%d passed, %d failed\n", jt_passed, jt_failed);
   return jt_failed == 0 ? 0 : 1;

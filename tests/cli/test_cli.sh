@@ -53,6 +53,18 @@ assert a[-len(b):]==b" "$dir/rows.npy" "$dir/rows.bin"
 check "get of a missing key fails with 1" test "$(exit_code "$jtree" get "$dir/c.jtree" params/nope)" = 1
 out=$("$jtree" get "$dir/c.jtree" params/nope 2>&1)
 check "the error names the file and the key" contains "$out" "c.jtree: key path 'params/nope': no 'nope' in 'params'"
+out=$("$jtree" get "$dir/c.jtree" params/embd 2>&1)
+check "a typo in a key gets the nearest key paths" contains "$out" "no 'embd' in 'params' (nearest: 'params/embed'"
+out=$("$jtree" get "$dir/c.jtree" opt_state/layers/0/mlp/up/mv 2>&1)
+check "the nearest key paths are those Python's keys= names" contains "$out" "(nearest: 'opt_state/layers/0/mlp/up/mu', 'opt_state/layers/0/mlp/up/nu', 'opt_state/layers/0/mlp/up')"
+out=$("$jtree" get "$dir/c.jtree" ups/qkvv 2>&1)
+check "a typo in the last key finds the paths that end like it" contains "$out" "(nearest: 'params/layers/0/attn/qkv')"
+python3 -c "
+import json, struct, sys
+h = json.dumps({'w': {'dtype': 'F32', 'shape': [1], 'data_offsets': [0, 4]}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + bytes(4))" "$dir/model.safetensors"
+out=$("$jtree" ls "$dir/model.safetensors" 2>&1)
+check "a safetensors file is named, with the command that converts it" contains "$out" "model.safetensors: a safetensors checkpoint, not a jtree file: convert it with \`jtree convert $dir/model.safetensors $dir/model.jtree\`"
 check "an out-of-range slice fails" test "$(exit_code "$jtree" get "$dir/c.jtree" 'params/embed[40000]')" = 1
 check "a bad slice is a usage error" test "$(exit_code "$jtree" get "$dir/c.jtree" 'params/embed[1:2:3]')" = 2
 check "unknown command is a usage error" test "$(exit_code "$jtree" frobnicate x)" = 2

@@ -378,7 +378,7 @@ void make_broken() {
       d.tree.nodes.push_back(l);
     }
     d.tree.nodes.push_back(Node{});
-    expect("too_deep.jtree", assemble(d), "Corruption", "nesting deeper than 512");
+    expect("too_deep.jtree", assemble(d), "ResourceExhausted", "nesting deeper than 512");
   }
   p = inline_parts();
   p.tree.leaves[0].storage = Storage::kChunked;
@@ -579,7 +579,8 @@ void make_issue20_vectors() {
       if (depth == 512) {
         write_all("valid/depth_512.jtree", assemble(d));
       } else {
-        expect("depth_513.jtree", assemble(d), "Corruption", "nesting deeper than 512");
+        expect("depth_513.jtree", assemble(d), "ResourceExhausted",
+                 "nesting deeper than 512");
       }
     }
   }

@@ -130,5 +130,6 @@ def test_depth_is_counted_in_ancestors():
     # The deepest node at depth 512 (512 ancestors) is read; at 513 it is refused (6.1, 13).
     with jtree.open(golden("valid/depth_512.jtree")) as f:
         assert f.verify()["ok"]
-    with pytest.raises(jtree.CorruptionError, match="nesting deeper than 512"):
+    # A limit (FORMAT.md 12.1): the file may be valid, this reader will not go deeper.
+    with pytest.raises(jtree.ResourceExhaustedError, match="nesting deeper than 512"):
         jtree.open(golden("broken/depth_513.jtree"))

@@ -2,9 +2,9 @@
 // loopback socket that answers one request with an endless error body, endless headers,
 // endless 1xx responses, or an endless accepted body. What the client keeps and receives must
 // stay bounded (http_client.h: kMaxErrorBodyBytes, kMaxResponseHeaderBytes; BufferHandler's
-// cap), and each attempt must end at once, not when the server stops.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// cap), and each attempt must end at once, not when the server stops. Failures that retrying
+// cannot fix (a port of this machine refusing, https:// to a plain-HTTP port) end at once, and
+// an error page comes back as one short line.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +26,7 @@
 #include "io/remote/remote_call.h"
 #include "io/remote/remote_source.h"
 #include "jtree/jtree.h"
+#include "loopback_socket.h"
 
 using namespace jtree;
 using namespace jtree::remote;
@@ -35,22 +36,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Answers the first connection on 127.0.0.1:<port>: reads the request head, sends `head`,
-// then `repeat` again and again until the client goes away (or 256 MiB, or 30 s).
+// then `repeat` again and again until the client goes away (or 256 MiB, or 30 s); with no
+// `repeat`, closes the connection after `head` (a finite answer). `at_once`: answers as soon
+// as the client's first bytes arrive, whatever they are (a plain-HTTP server that a TLS
+// ClientHello reaches).
 class HostileServer {
  public:
-  HostileServer(std::string head, std::string repeat)
-      : head_(std::move(head)), repeat_(std::move(repeat)) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listen_fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(listen_fd_, 4) == 0);
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
+  HostileServer(std::string head, std::string repeat, bool at_once = false)
+      : head_(std::move(head)), repeat_(std::move(repeat)), at_once_(at_once) {
+    listen_fd_ = remote_testing::bind_loopback(&port_, 4);
     thread_ = std::thread([this] { serve(); });
   }
   ~HostileServer() {
@@ -80,13 +74,14 @@ class HostileServer {
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     std::string request;
     char buf[4096];
-    while (request.find("\r\n\r\n") == std::string::npos && Clock::now() < give_up && !stop_) {
+    while (request.find("\r\n\r\n") == std::string::npos && !(at_once_ && !request.empty()) &&
+           Clock::now() < give_up && !stop_) {
       const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n == 0) return;
       if (n > 0) request.append(buf, static_cast<size_t>(n));
     }
     if (!send_all(fd, head_)) return;
-    while (!stop_ && Clock::now() < give_up && sent_.load() < (256u << 20)) {
+    while (!repeat_.empty() && !stop_ && Clock::now() < give_up && sent_.load() < (256u << 20)) {
       if (!send_all(fd, repeat_)) return;
     }
   }
@@ -107,6 +102,7 @@ class HostileServer {
   }
 
   std::string head_, repeat_;
+  bool at_once_ = false;
   int listen_fd_ = -1;
   int port_ = 0;
   std::thread thread_;
@@ -340,4 +336,90 @@ TEST_CASE("allow_full_download: an object larger than full_download_max_bytes is
   CHECK(st.code() == StatusCode::kResourceExhausted);
   CHECK(st.message().find("full_download_max_bytes") != std::string::npos);
   CHECK(stats_of(**src).io.bytes_read == 0);  // refused from Content-Length, before the body
+}
+
+// ---- failures that retrying cannot fix fail at once (issue 49) --------------------------------
+
+namespace {
+
+// A loopback port nothing listens on: bound (so that no other test takes it meanwhile) but
+// never listened on, so connecting to it is refused.
+class RefusingPort {
+ public:
+  RefusingPort() { fd_ = remote_testing::bind_loopback(&port_, 0); }
+  ~RefusingPort() { ::close(fd_); }
+  std::string url(const char* host = "127.0.0.1") const {
+    return std::string("http://") + host + ":" + std::to_string(port_) + "/x.jtree";
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a connection refused on a loopback address fails at once, saying so once") {
+  RefusingPort port;
+  for (const char* host : {"127.0.0.1", "localhost"}) {
+    CAPTURE(host);
+    OpenOptions oo;  // the defaults: 8 retries, which used to take 7-12 s here
+    const auto start = Clock::now();
+    auto r = Reader::open(port.url(host), oo);
+    const double took = seconds_since(start);
+    REQUIRE_FALSE(r.ok());
+    CHECK(took < 1.0);
+    const std::string m = r.status().message();
+    CHECK(r.status().code() == StatusCode::kIOError);
+    CHECK(m.rfind(port.url(host), 0) == 0);  // names the URL first
+    CHECK(count(m, "refused") == 1);
+    CHECK(count(m, "not retried") == 1);
+    CHECK(m.find("attempt") == std::string::npos);  // one attempt: no "gave up after N"
+  }
+}
+
+TEST_CASE("an HTTP 404 with an HTML page: the message carries one short line of it") {
+  const std::string page =
+      "<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        <meta charset=\"utf-8\">\n"
+      "        <title>Error response</title>\n    </head>\n    <body>\n"
+      "        <h1>Error response</h1>\n        <p>Error code: 404</p>\n"
+      "        <p>Message: File not found.</p>\n    </body>\n</html>\n";
+  HostileServer server("HTTP/1.1 404 File not found\r\nContent-Type: text/html\r\n"
+                       "Content-Length: " + std::to_string(page.size()) +
+                       "\r\nConnection: close\r\n\r\n" + page,
+                       "");
+  OpenOptions oo;
+  const auto start = Clock::now();
+  auto r = Reader::open(server.url(), oo);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().is_not_found());  // a 4xx: not retried
+  CHECK(seconds_since(start) < 5);
+  const std::string m = r.status().message();
+  CHECK(m.find("HTTP 404: Error response") != std::string::npos);
+  CHECK(m.find('<') == std::string::npos);
+  CHECK(m.find('\n') == std::string::npos);
+  CHECK(m.find("Error code") == std::string::npos);
+}
+
+TEST_CASE("https:// to a plain-HTTP port fails at once: the TLS handshake cannot succeed") {
+  HostileServer server("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+                       "Connection: close\r\n\r\n",
+                       "", /*at_once=*/true);
+  std::string url = server.url();
+  url.replace(0, 4, "https");  // the same port, spoken to in TLS
+  OpenOptions oo;  // the defaults: 8 retries
+  const auto start = Clock::now();
+  auto r = Reader::open(url, oo);
+  REQUIRE_FALSE(r.ok());
+  CHECK(seconds_since(start) < 1.0);
+  const std::string m = r.status().message();
+  CHECK(m.find("TLS versions or ciphers") != std::string::npos);
+  CHECK(count(m, "not retried") == 1);
+  CHECK(m.find("attempt") == std::string::npos);
 }

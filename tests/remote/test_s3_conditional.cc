@@ -4,8 +4,6 @@
 // replace anything carries "If-None-Match: *", and the server's 412 becomes the same Aborted
 // error as the append guard's (naming the URL), with the multipart upload aborted. Whether a
 // real store honours the headers is checked against Ceph RGW in test_s3.cc.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +24,7 @@
 
 #include "io/remote/s3_etag.h"
 #include "jtree/jtree.h"
+#include "loopback_socket.h"
 
 using namespace jtree;
 
@@ -56,16 +55,7 @@ using Handler = std::function<std::string(const Request&)>;
 class ScriptedServer {
  public:
   explicit ScriptedServer(Handler handler) : handler_(std::move(handler)) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listen_fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    REQUIRE(::listen(listen_fd_, 16) == 0);
-    socklen_t len = sizeof addr;
-    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    port_ = ntohs(addr.sin_port);
+    listen_fd_ = remote_testing::bind_loopback(&port_, 16);
     thread_ = std::thread([this] { serve(); });
   }
   ~ScriptedServer() {

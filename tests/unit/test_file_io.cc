@@ -1068,9 +1068,11 @@ TEST_CASE("dispatch: open_source and create_sink") {
     CHECK(k.status().message() == url + ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
   }
   auto ftp = open_source("ftp://host/x.jtree");
-  CHECK(ftp.status().is_invalid_argument());
-  CHECK(starts_with(ftp.status().message(), "ftp://host/x.jtree: unsupported URL scheme"));
-  CHECK(create_sink("gs://b/x").status().is_invalid_argument());
+  CHECK(ftp.status().is_not_supported());
+  CHECK(ftp.status().message() ==
+        "ftp://host/x.jtree: unsupported URL scheme \"ftp\" (this build reads local paths, "
+        "file://)");
+  CHECK(create_sink("gs://b/x").status().is_not_supported());
   CHECK(list_dir(dir.path()) == std::vector<std::string>{"d.jtree"});
 }
 

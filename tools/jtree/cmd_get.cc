@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "describe.h"
 #include "element.h"
+#include "nearest.h"
 #include "npy.h"
 
 namespace jtree::cli {
@@ -241,7 +242,11 @@ int cmd_get(const Args& args) {
   const Reader& r = **reader;
   // (The accessors read the header in place: no Tree of the whole file is built for one leaf.)
   auto node = r.find(spec->path);
-  if (!node.ok()) return fail(node.status().message());
+  if (!node.ok()) {
+    // A typo in a key: the file's paths nearest the one asked for.
+    if (!node.status().is_not_found()) return fail(node.status().message());
+    return fail(with_nearest(node.status().message(), spec->path, r));
+  }
   const NodeView n = r.node(*node);
   if (n.kind != NodeKind::kLeaf) {
     if (n.kind == NodeKind::kNone) {

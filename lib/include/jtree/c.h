@@ -319,8 +319,13 @@ typedef struct jtree_reader_t jtree_reader_t;
  * and index (never chunk data) and validating them. `options` may be NULL (defaults).
  * On success `*out` receives a reader to close with jtree_reader_close().
  * Errors: NotFound (no such file/object), PermissionDenied, IOError, Corruption (not a jtree
- * file, damaged), NotSupported (a newer format; a URL scheme this build lacks),
- * ResourceExhausted (a limit), InvalidArgument (NULL path or out). Thread-safe. */
+ * file, damaged; a file of another format, a safetensors, PyTorch, NumPy or GGUF file, is
+ * named as such with the `jtree convert` command that converts it), NotSupported (a newer
+ * format; a URL scheme this build lacks, "ftp://" as much as "s3://" in a build without the
+ * remote backends), ResourceExhausted (a limit, JTREE_LIMIT_MAX_DEPTH included: a file over
+ * a limit may be valid), InvalidArgument (NULL path or out; a directory or another file that
+ * is not a regular file: the message says what a directory holds, a Hugging Face or orbax
+ * checkpoint to convert, for one). Thread-safe. */
 JTREE_C_API jtree_status_t jtree_reader_open(const char* path_or_url,
                                              const jtree_open_options_t* options,
                                              jtree_reader_t** out, jtree_error_t** err);
@@ -449,7 +454,10 @@ JTREE_C_API jtree_status_t jtree_reader_node_path(const jtree_reader_t* reader, 
                                                   char** out, jtree_error_t** err);
 
 /* The node at a key path (the syntax of jtree_reader_node_path()). NotFound naming the file,
- * the path and its first missing component. */
+ * the path and its first missing component. Escapes (jtree/key_path.h): "\e" stands for
+ * nothing (the component "\e" is the empty key), '\' before any other character for that
+ * character, whether it needed escaping or not ("a\/b" is the key "a/b", "n\ame" finds
+ * "name"); a path ending in an unfinished '\' is InvalidArgument. */
 JTREE_C_API jtree_status_t jtree_reader_find(const jtree_reader_t* reader, const char* path,
                                              uint32_t* node, jtree_error_t** err);
 /* The leaf at a key path: NotFound as above, InvalidArgument when it names a container. */
@@ -521,9 +529,11 @@ JTREE_C_API jtree_status_t jtree_reader_metadata_entry(const jtree_reader_t* rea
  * Text and bytes leaves read as uint8. */
 JTREE_C_API jtree_status_t jtree_reader_read(const jtree_reader_t* reader, uint32_t leaf,
                                              void* dst, size_t dst_bytes, jtree_error_t** err);
-/* The box [begin[d], end[d]) per dimension d < rank of an array leaf into `dst`
+/* The box [begin[d], end[d]) per dimension d < rank of a payload leaf into `dst`
  * (`dst_bytes` == product of (end - begin) x item size). `rank` must be the leaf's; begin and
- * end may be NULL when it is 0. */
+ * end may be NULL when it is 0. Text, bytes, custom and pickle leaves are uint8 arrays of rank
+ * 1: a box of one is a byte range [begin[0], end[0]) of the payload (which may cut a UTF-8
+ * character of a text leaf in two). */
 JTREE_C_API jtree_status_t jtree_reader_read_box(const jtree_reader_t* reader, uint32_t leaf,
                                                  size_t rank, const uint64_t* begin,
                                                  const uint64_t* end, void* dst,
@@ -703,7 +713,9 @@ JTREE_C_API jtree_status_t jtree_pin_staging_buffers_async(const jtree_device_op
 
 /* The payload of a text, bytes, custom or pickle leaf (or a uint8 array), allocated by the
  * library with a NUL byte after it: `*data` (free with jtree_free()) and `*size`. The
- * allocation is bounded by the limits (ResourceExhausted past them). */
+ * allocation is bounded by the limits, whether the payload is inline in the header or in
+ * chunks: ResourceExhausted for a payload over JTREE_LIMIT_MAX_LEAF_BYTES or
+ * JTREE_LIMIT_MAX_TOTAL_BYTES (each call has a budget of its own). */
 JTREE_C_API jtree_status_t jtree_reader_read_bytes(const jtree_reader_t* reader, uint32_t leaf,
                                                    char** data, size_t* size,
                                                    jtree_error_t** err);
@@ -717,9 +729,13 @@ typedef struct jtree_leaf_view_t jtree_leaf_view_t;
  * copy-on-write mapping, when the file allows it: a local file opened with mmap on
  * (jtree_open_options_set_use_mmap, the default), and a leaf stored as its C-order array
  * (every chunk raw, chunks cutting only along leading dimensions, stored back to back): what
- * jtree writes for array leaves saved with JTREE_CODEC_RAW and not inline. Any other leaf
- * (compressed, 4-bit, inline in the header, empty, a scalar, a remote file...) gives
- * NotSupported, saying so: read it with jtree_reader_read() instead. With checksum
+ * jtree writes for array leaves saved with JTREE_CODEC_RAW and not inline. A leaf saved with
+ * JTREE_CODEC_ZSTD whose every chunk zstd could not shrink (such chunks are stored raw:
+ * random or already compressed data often is) maps too when its chunks lie back to back in
+ * order: always for a leaf of one chunk; for more, the parallel writer stores chunks as they
+ * are compressed and promises no order. Any other leaf (a compressed chunk, 4-bit, inline in
+ * the header, empty, a scalar, a remote file...) gives NotSupported, saying so: read it with
+ * jtree_reader_read() instead. With checksum
  * verification on (the open options) every chunk is checked here, which also faults the pages
  * in: Corruption names the leaf and the chunk. InvalidArgument for a leaf out of range.
  * The view keeps the mapping alive until jtree_leaf_view_release(), even after the reader is
@@ -907,10 +923,11 @@ typedef struct jtree_write_stats_t {
 /* Saves the builder's tree as a new file at a local path or s3:// URL, atomically: on any
  * failure nothing is committed and a previous file at the target is left intact. `options`
  * and `stats` may be NULL. Reads the arrays' memory during the call. Errors: InvalidArgument
- * (the structure, naming the node's path; reuse leaves), AlreadyExists (overwrite off, or a
- * foreign file at the target), IOError, PermissionDenied, NotSupported (a URL scheme this
- * build cannot write). Thread-safe for different builders; saving one builder from two
- * threads at once is not. */
+ * (the structure, naming the node's path; reuse leaves; a target that is a directory),
+ * AlreadyExists (overwrite off, or a foreign file at the target), NotFound (the target's
+ * directory does not exist: it is not created), IOError, PermissionDenied, NotSupported (a
+ * URL scheme this build cannot write). Thread-safe for different builders; saving one builder
+ * from two threads at once is not. */
 JTREE_C_API jtree_status_t jtree_save(jtree_builder_t* builder, const char* path_or_url,
                                       const jtree_write_options_t* options,
                                       jtree_write_stats_t* stats, jtree_error_t** err);

@@ -102,8 +102,11 @@ struct JTREE_API VerifyReport {
 
 class JTREE_API Reader {
  public:
-  /// Opens a path or URL. Errors: NotFound, IOError, Corruption, NotSupported,
-  /// ResourceExhausted (a limit), each naming the file.
+  /// Opens a path or URL. Errors, each naming the file: NotFound, IOError, Corruption (a file
+  /// of another format, safetensors, PyTorch, NumPy, GGUF, says which and the `jtree convert`
+  /// command that converts it), NotSupported (a newer format; a URL scheme this build cannot
+  /// read), ResourceExhausted (a limit, the depth limit included), InvalidArgument (a
+  /// directory, saying what checkpoint it holds where it knows, or another non-regular file).
   static Result<std::shared_ptr<Reader>> open(std::string_view path_or_url,
                                               const OpenOptions& options = {});
   /// Opens an already-open source.
@@ -167,7 +170,8 @@ class JTREE_API Reader {
                    const ReadOptions& options = {}) const;
   /// The payload of a Str/Bytes/ByteArray/CustomLeaf/Pickle (or UInt8) leaf as bytes, its
   /// memory reserved first from options.memory_budget (or a budget of this call's own, from the
-  /// open's Limits): ResourceExhausted over MemoryBudget's limits.
+  /// open's Limits), inline payloads as chunked ones: ResourceExhausted over MemoryBudget's
+  /// limits.
   Result<std::string> read_bytes(uint32_t leaf, const ReadOptions& options = {}) const;
 
 

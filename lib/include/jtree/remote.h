@@ -64,8 +64,11 @@ enum class S3Addressing : uint8_t {
 /// spoken over HTTP), and would to any other remote backend's.
 struct JTREE_API HttpOptions {
   // ---- requests, retries, limits ------------------------------------------------------------
-  /// Retries of one request after its first attempt, on 429, 5xx, timeouts, connection resets,
-  /// stalls and truncated bodies. Other errors (403, 404, 412...) are not retried.
+  /// Retries of one request after its first attempt, on 408, 429, 5xx, timeouts, connection
+  /// resets and refusals, stalls and truncated bodies. Other errors (403, 404, 412...) are not
+  /// retried, nor those that would repeat: a connection refused by this machine (a loopback
+  /// address), a TLS handshake whose versions or ciphers do not meet (https:// to a plain-HTTP
+  /// port).
   int max_retries = 8;
   /// Time allowed for one request, all its attempts and waits included; past it the request
   /// fails with the last error seen.

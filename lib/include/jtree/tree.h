@@ -306,7 +306,8 @@ class JTREE_API Tree {
 
   /// Checks the structure (child counts, keys, leaf references, depth) and computes the
   /// navigation tables. Must be called after building or mutating and before navigating.
-  /// Errors: InvalidArgument naming the node's path.
+  /// Errors: InvalidArgument naming the node's path; ResourceExhausted for nesting deeper
+  /// than `max_depth` (a limit, as readers' Limits::max_depth: FORMAT.md 12.1).
   Status finalize(uint32_t max_depth = 1024);
 
   /// One past the last node of `node`'s subtree (its next sibling, if any).

@@ -172,6 +172,15 @@ void assign(Shape& out, const flatbuffers::Vector<uint64_t>* v) {
 
 Status bad(const std::string& what) { return Status::corruption("header: " + what); }
 
+}  // namespace
+
+Status structure_error(const Status& st) {
+  if (st.code() == StatusCode::kResourceExhausted) return st.with_prefix("header");
+  return bad(st.message());
+}
+
+namespace {
+
 [[gnu::noinline]] Status string_too_long(const flatbuffers::String* s, const Limits& limits,
                                          const char* what, size_t index) {
   return Status::resource_exhausted("header: " + std::string(what) + " of entry " +
@@ -591,7 +600,7 @@ Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
   Tree t;
   JTREE_RETURN_IF_ERROR(decode_impl(bytes, limits, writer, &ranges, tree_target(t)));
   Status st = t.finalize(limits.max_depth);
-  if (!st.ok()) return Status::corruption("header: " + st.message());
+  if (!st.ok()) return structure_error(st);
   HeaderSummary sum;
   bool invalid = false;
   for (const LeafRangeSummary& r : ranges) {
@@ -709,7 +718,7 @@ Result<Tree> HeaderView::decode_all() const {
   JTREE_RETURN_IF_ERROR(decode_impl(bytes(), limits_, nullptr, nullptr, target));
   for (size_t i = 0; i < t.leaves.size(); ++i) t.leaves[i].first_chunk = first_chunk_[i];
   Status st = t.finalize(limits_.max_depth);
-  if (!st.ok()) return Status::corruption("header: " + st.message());
+  if (!st.ok()) return structure_error(st);
   return t;
 }
 

@@ -42,11 +42,16 @@ struct HeaderSummary {
   uint16_t min_read_version = 1;
 };
 
+/// A header's Tree::finalize error as a reader reports it, prefixed with "header: ": Corruption
+/// (a rule of the format broken), except the depth limit's ResourceExhausted, which stays so
+/// (a limit: FORMAT.md 12.1).
+Status structure_error(const Status& finalize_error);
+
 /// decode_header, then Tree::finalize(limits.max_depth), then validate_leaves, in fewer passes:
 /// each leaf's spec is checked right after it is decoded, while it is in the cache, and
 /// Leaf::first_chunk is set there. The errors are those of the three in that order (finalize's
-/// prefixed with "header: " and made Corruption), whatever the ranges' timing: a leaf that
-/// fails is reported by running validate_leaves itself once the tree is finalized.
+/// as structure_error() makes them), whatever the ranges' timing: a leaf that fails is
+/// reported by running validate_leaves itself once the tree is finalized.
 Result<Tree> decode_tree(std::span<const std::byte> bytes, const Limits& limits,
                          std::string* writer, HeaderSummary* summary);
 

@@ -51,8 +51,9 @@ struct Backend {
 };
 
 /// The backend of a path or URL: "file" for paths without a scheme and for file:// URLs, the
-/// registered backend of the URL's scheme otherwise. Not found: InvalidArgument ("unsupported
-/// URL scheme"), or NotSupported for the schemes of a backend this build leaves out.
+/// registered backend of the URL's scheme otherwise. Not found: NotSupported, for a scheme no
+/// backend serves ("unsupported URL scheme", naming those this build reads) as for the schemes
+/// of a backend this build leaves out (JTREE_WITH_REMOTE=OFF).
 Result<const Backend*> find_backend(std::string_view path_or_url);
 
 /// Splits "scheme://rest". False for a plain path: no "://", or text before it that is not a

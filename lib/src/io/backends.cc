@@ -27,6 +27,18 @@ bool is_optional_remote_scheme(std::string_view scheme) {
   return iequals(scheme, "http") || iequals(scheme, "https") || iequals(scheme, "s3");
 }
 
+// "local paths, file://, http(s)://, s3://": what the registered backends read, for messages.
+std::string known_schemes() {
+  std::string out = "local paths";
+  for (const Backend* b : registered()) {
+    for (std::string_view s : b->schemes) {
+      if (s == "https") continue;  // (named with http, as "http(s)://")
+      out += ", " + std::string(s) + (s == "http" ? "(s)://" : "://");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -65,8 +77,11 @@ Result<const Backend*> find_backend(std::string_view path_or_url) {
     return Status::not_supported(std::string(path_or_url) +
                                 ": this build has no http(s)/s3 backend (JTREE_WITH_REMOTE=OFF)");
   }
-  return Status::invalid_argument(std::string(path_or_url) + ": unsupported URL scheme \"" +
-                                 std::string(scheme) + "\"");
+  // NotSupported, as for a backend this build leaves out: the URL is well formed, the build
+  // cannot read it (jtree/io.h open_source, jtree/c.h jtree_reader_open).
+  return Status::not_supported(std::string(path_or_url) + ": unsupported URL scheme \"" +
+                               std::string(scheme) + "\" (this build reads " + known_schemes() +
+                               ")");
 }
 
 }  // namespace jtree::io

@@ -7,6 +7,7 @@
 
 #include "codec/checksum.h"
 #include "format/header_codec.h"
+#include "read/foreign_format.h"
 #include "util/checked_math.h"
 #include "util/huge_pages.h"
 
@@ -116,6 +117,11 @@ Result<OpenedFile> open_unprefixed(Source& source, const OpenOptions& options) {
                                                                   kPreambleSize),
                                                std::max<uint64_t>(options.tail_read_bytes,
                                                                   kFooterSize)));
+  // A file of another format (safetensors, PyTorch, NumPy, GGUF) is named, with the command
+  // that converts it, from the bytes just read; still Corruption, as any file not jtree's.
+  if (auto foreign = identify_foreign_file(ht.head, ht.tail, ht.size)) {
+    return Status::corruption(foreign_message(source.name(), *foreign));
+  }
   if (ht.size < kPreambleSize + kFooterSize + 16) {
     return Status::corruption("file of " + std::to_string(ht.size) +
                               " bytes is too short to be a jtree file");

@@ -3,10 +3,13 @@
 #include "jtree/reader.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include "codec/checksum.h"
 #include "format/chunk_grid.h"
 #include "format/validate.h"
+#include "read/foreign_format.h"
 #include "read/reader_impl.h"
 #include "util/thread_pool.h"
 
@@ -74,13 +77,30 @@ Status Reader::Impl::verify_chunk(const ChunkInfo& c, std::span<const std::byte>
 
 // ---- Reader ----------------------------------------------------------------------------------
 
+namespace {
+
+// A local directory opened as a file (the io layer's "not a regular file") says what it is:
+// a Hugging Face or orbax checkpoint to convert, or a directory. Other failures stand.
+Status explain_open_failure(std::string_view path_or_url, const Status& st) {
+  std::string local;
+  std::error_code ec;
+  if (st.is_invalid_argument() && is_local_path(path_or_url, &local) &&
+      std::filesystem::is_directory(local, ec)) {
+    return directory_error(path_or_url, local);
+  }
+  return st;
+}
+
+}  // namespace
+
 Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Reader::~Reader() = default;
 
 Result<std::shared_ptr<Reader>> Reader::open(std::string_view path_or_url,
                                              const OpenOptions& options) {
-  JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> source, open_source(path_or_url, options));
-  return open(std::move(source), options);
+  auto source = open_source(path_or_url, options);
+  if (!source.ok()) return explain_open_failure(path_or_url, source.status());
+  return open(*std::move(source), options);
 }
 
 Result<std::shared_ptr<Reader>> Reader::open(std::shared_ptr<Source> source,
@@ -170,11 +190,13 @@ Result<std::string> Reader::read_bytes(uint32_t leaf, const ReadOptions& options
     return Status::invalid_argument(name() + ": leaf " + t.leaf_path(leaf) +
                                    " is not a byte payload");
   }
-  if (l.storage == Storage::kInline) return l.inline_data;
+  // Inline payloads too: the string returned is a copy the caller receives, counted like any
+  // other (the header holds the bytes already, but the limits bound what a call hands out).
   const uint64_t n = l.memory_bytes();
   MemoryBudget own(impl_->options.limits);  // (used when the caller shares none)
   MemoryBudget& budget = options.memory_budget ? *options.memory_budget : own;
   JTREE_RETURN_IF_ERROR(budget.reserve(n, name() + ": leaf " + t.leaf_path(leaf)));
+  if (l.storage == Storage::kInline) return l.inline_data;
   std::string out(n, '\0');
   JTREE_RETURN_IF_ERROR(
       read(leaf, {reinterpret_cast<std::byte*>(out.data()), out.size()}, options));

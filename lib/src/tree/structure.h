@@ -73,7 +73,7 @@ inline std::vector<uint32_t> child_nodes(const TreeNavigation& nav, uint32_t nod
 
 /// Checks the structure (child counts, keys, leaf references, depth, unique keys) of `nodes`
 /// whose leaves are numbered below `num_leaves`, and fills `nav`. Errors: InvalidArgument
-/// naming the node's path.
+/// naming the node's path; ResourceExhausted for nesting deeper than `max_depth` (a limit).
 template <typename Nodes>
 Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth,
                        TreeNavigation& nav) {
@@ -165,7 +165,10 @@ Status check_structure(const Nodes& nodes, size_t num_leaves, uint32_t max_depth
         keyed_containers.push_back(i);
       }
       if (stack.size() >= max_depth) {
-        return fail(i, "nesting deeper than " + std::to_string(max_depth));
+        // A limit, not a rule: the file may be valid, this reader will not go deeper
+        // (FORMAT.md 12.1, 13): ResourceExhausted, which decoders pass on as it is.
+        return Status::resource_exhausted(
+            fail(i, "nesting deeper than " + std::to_string(max_depth)).message());
       }
       stack.push_back({i, node.num_children, node.num_children, node.kind});
     } else {

@@ -390,6 +390,7 @@ struct EventLoop {
     a.curl_code = static_cast<int>(code);
     if (code != CURLE_OK) {
       a.curl_error = t->errbuf[0] != '\0' ? std::string(t->errbuf) : curl_easy_strerror(code);
+      curl_easy_getinfo(e, CURLINFO_OS_ERRNO, &a.os_errno);  // (ECONNREFUSED: retry.h)
     }
     curl_multi_remove_handle(multi, e);
     curl_easy_reset(e);

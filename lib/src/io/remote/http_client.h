@@ -93,6 +93,7 @@ class ResponseHandler {
 struct Attempt {
   int curl_code = 0;       ///< CURLcode; 0 when the transfer completed (or was satisfied)
   std::string curl_error;  ///< libcurl's message for curl_code
+  long os_errno = 0;       ///< the system's errno behind a failed transfer (0: none known)
   Status handler_status;   ///< the handler's error, when it stopped the transfer
   bool handler_called = false;  ///< on_head was called (the status was accepted)
   ResponseHead head;

@@ -1,5 +1,6 @@
 #include "io/remote/remote_call.h"
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -27,26 +28,90 @@ std::string fmt_seconds(double s) {
   return buf;
 }
 
-// An attempt's verdict: nullopt when it succeeded.
-std::optional<Failure> judge(const CallSpec& spec, const Attempt& a, ResponseHandler& handler) {
-  if (!a.handler_status.ok()) return Failure{a.handler_status, handler.transient_error, {}};
-  if (a.curl_code != 0) {
-    return Failure{Status::io_error(a.curl_error), retryable_curl_code(a.curl_code), {}};
+// A failed transfer's verdict: transient as libcurl's code says, unless the failure is one
+// that repeats (retry.h permanent_failure), which the message then says.
+Failure transfer_failure(const Attempt& a, std::string_view url) {
+  const std::string why = permanent_failure(a.curl_code, a.os_errno, url, a.curl_error);
+  if (!why.empty()) {
+    return Failure{Status::io_error(a.curl_error + " (" + why + "; not retried)"), false, {}};
   }
+  return Failure{Status::io_error(a.curl_error), retryable_curl_code(a.curl_code), {}};
+}
+
+// An attempt of the request to `url`'s verdict: nullopt when it succeeded.
+std::optional<Failure> judge(const CallSpec& spec, const Attempt& a, ResponseHandler& handler,
+                             std::string_view url) {
+  if (!a.handler_status.ok()) return Failure{a.handler_status, handler.transient_error, {}};
+  if (a.curl_code != 0) return transfer_failure(a, url);
   if (!a.handler_called) return spec.map_error ? spec.map_error(a) : http_failure(a, spec.what);
   Status done = handler.on_done();
   if (!done.ok()) return Failure{done, handler.transient_error, {}};
   return std::nullopt;
 }
 
+constexpr size_t kMaxExcerpt = 100;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The text of markup (HTML, XML): its <title> when it has a non-blank one (an HTML error
+// page's title is its summary: "404 Not Found"), else every text between its tags.
+std::string markup_text(std::string_view body) {
+  const std::string low = lower(body);
+  const size_t open = low.find("<title");
+  const size_t start = open == std::string::npos ? open : low.find('>', open);
+  const size_t end = start == std::string::npos ? start : low.find("</title", start);
+  if (end != std::string::npos) {
+    std::string title(body.substr(start + 1, end - start - 1));
+    if (title.find_first_not_of(" \t\r\n") != std::string::npos) return title;
+  }
+  std::string text;
+  bool in_tag = false;
+  for (char c : body) {
+    if (c == '<') in_tag = true;
+    if (!in_tag) text += c;
+    if (c == '>') {
+      in_tag = false;
+      text += ' ';  // tags separate words ("<h1>404</h1>nginx")
+    }
+  }
+  return text;
+}
+
 }  // namespace
+
+std::string error_excerpt(std::string_view body) {
+  const size_t first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return "";
+  body.remove_prefix(first);
+  std::string text;
+  if (body.front() == '<') {
+    text = markup_text(body);
+  } else {
+    text = std::string(body.substr(0, body.find('\n')));  // a plain body's first line
+  }
+  // One line of printable ASCII, blanks collapsed, at most kMaxExcerpt characters.
+  std::string out;
+  for (char c : text) {
+    const bool printable = c > 32 && c < 127;
+    if (printable) out += c;
+    else if (!out.empty() && out.back() != ' ') out += ' ';
+    if (out.size() > kMaxExcerpt) break;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  if (out.size() > kMaxExcerpt) out = out.substr(0, kMaxExcerpt - 3) + "...";
+  return out;
+}
 
 Failure http_failure(const Attempt& a, const std::string& what) {
   Failure f;
   std::string msg = "HTTP " + std::to_string(a.head.status);
-  // A short, printable excerpt of the server's explanation helps more than the code alone.
-  std::string excerpt;
-  for (char c : a.error_body.substr(0, 200)) excerpt += (c >= 32 && c < 127) ? c : ' ';
+  // The server's explanation, cut to one short line (an error page is often a whole HTML
+  // document): it helps more than the code alone.
+  const std::string excerpt = error_excerpt(a.error_body);
   if (!excerpt.empty()) msg += ": " + excerpt;
   const long s = a.head.status;
   if (const std::string* ra = a.head.find("retry-after")) f.retry_after = parse_retry_after(*ra);
@@ -90,7 +155,7 @@ Result<ResponseHead> call(const CallSpec& spec, ResponseHandler& handler) {
         spec.stats->http2_responses.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    std::optional<Failure> f = judge(spec, a, handler);
+    std::optional<Failure> f = judge(spec, a, handler, req.url);
     if (!f) return std::move(a.head);
     last = std::move(*f);
     if (!last.transient) {

@@ -33,9 +33,14 @@ struct Failure {
   std::optional<double> retry_after;  ///< the server's Retry-After, in seconds
 };
 
-/// The generic reading of an unaccepted response: 404 NotFound, 401/403 PermissionDenied, 412
-/// Aborted (the object changed), 408/429/5xx transient IOError, others IOError. `what` names
-/// the request ("GET bytes=0-99").
+/// A server's error body as one short line for a message (at most 100 characters): an HTML
+/// page's <title>, else the text between the tags of markup, else a plain body's first line;
+/// printable ASCII only, blanks collapsed, "..." where it was cut. "" for an empty body.
+std::string error_excerpt(std::string_view body);
+
+/// The generic reading of an unaccepted response (its body through error_excerpt): 404
+/// NotFound, 401/403 PermissionDenied, 412 Aborted (the object changed), 408/429/5xx transient
+/// IOError, others IOError. `what` names the request ("GET bytes=0-99").
 Failure http_failure(const Attempt& attempt, const std::string& what);
 
 /// A request and how to make it.

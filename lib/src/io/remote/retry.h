@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "jtree/remote.h"
@@ -16,6 +17,20 @@ bool retryable_status(long status);
 /// a body shorter than announced, HTTP/2 stream errors, TLS handshakes cut short. Not: bad
 /// URLs, certificate failures, write errors raised by jtree itself.
 bool retryable_curl_code(int code);
+
+/// Why a failed transfer would fail the same way however often it is retried, though its
+/// libcurl code is one retryable_curl_code() counts as transient; "" when a retry may help.
+///  - A connection refused (ECONNREFUSED, `os_errno`) by a loopback host of `url` (localhost,
+///    127.0.0.0/8, ::1): nothing listens on that port of this machine, and no network between
+///    could have refused it for a moment (a remote host's refusal may be a restart: retried).
+///  - A TLS handshake refused over the protocol version or the ciphers (`curl_error`: "wrong
+///    version number" for https:// to a plain-HTTP port, "protocol version", "unsupported
+///    protocol", "no shared cipher", "handshake failure"): the next handshake is the same.
+std::string permanent_failure(int curl_code, long os_errno, std::string_view url,
+                              std::string_view curl_error);
+
+/// Whether `host` (as in a URL: "localhost", "127.0.0.1", "[::1]") is this machine's loopback.
+bool is_loopback_host(std::string_view host);
 
 /// A Retry-After value in seconds ("120"); HTTP dates and anything else: nullopt.
 std::optional<double> parse_retry_after(std::string_view value);

@@ -99,7 +99,7 @@ Failure s3_failure(const Attempt& a, const std::string& what, const S3Config& c,
   if (auto parsed = parse_s3_error(a.error_body); parsed.ok()) err = std::move(*parsed);
   std::string msg = "HTTP " + std::to_string(s);
   if (!err.code.empty()) msg += " " + err.code;
-  if (!err.message.empty()) msg += ": " + err.message.substr(0, 300);
+  if (!err.message.empty()) msg += ": " + error_excerpt(err.message);
   const std::string where = " (bucket \"" + loc.bucket + "\", key \"" + loc.key + "\")";
   if (const std::string* ra = a.head.find("retry-after")) f.retry_after = parse_retry_after(*ra);
   const std::string* bucket_region = a.head.find("x-amz-bucket-region");
