@@ -16,6 +16,7 @@ from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError
                       NotSupportedError, ResourceExhaustedError, error)
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._index import box_of as _box_of
+from ._index import mapped_box
 from ._load import ALL, Loader, LoadOptions, spec_tree
 from . import _load_call
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
@@ -548,24 +549,13 @@ class LazyArray:
 
     def _mapped_box(self, begin: List[int], end: List[int], shape: Tuple[int, ...],
                     npdt: np.dtype, writable: bool) -> Optional[np.ndarray]:
-        """The box as a view of the file's private copy-on-write memory map (as whole mapped
-        leaves are: writes never reach the file, the view keeps the map alive after close()),
-        checking only the chunks it overlaps (in parallel); None where the File's mmap is off,
-        the box is empty, or the native Reader does not map the leaf (compressed, remote, a
-        file object, not stored back to back): the slice is then read as before."""
-        if not self._f.mmap or not self._leaf.chunked or 0 in shape:
+        """The box as a view of the file's memory map (jtree._index.mapped_box: as whole
+        mapped leaves are); None where the File's mmap is off or the leaf does not map: the
+        slice is then read as before."""
+        if not self._f.mmap or not self._leaf.chunked:
             return None
-        flat = self._f._reader.map_box(self._leaf.index, begin, end, self._f.verify_checksums,
-                                       self._f.threads, writable)
-        if flat is None:
-            return None
-        # The box's elements lie at the leaf's C-order strides from the first byte of `flat`.
-        strides: List[int] = []
-        step = npdt.itemsize
-        for n in reversed(self._leaf.shape):
-            strides.append(step)
-            step *= n
-        return np.ndarray(shape, npdt, buffer=flat, strides=tuple(reversed(strides)))
+        return mapped_box(self._f._reader, self._leaf.index, self._leaf.shape, begin, end, npdt,
+                          self._f.verify_checksums, self._f.threads, writable)
 
     def __len__(self) -> int:
         if not self._leaf.shape:

@@ -1,7 +1,8 @@
 """What a basic index (ints, slices, ``...``, None) selects of an array leaf: the box of it to
 read and the index that selects the result from that box. The selection rule itself is
 jtree::resolve_index's (lib/include/jtree/slice.h, which ``jtree get`` uses too); this module
-turns Python indexes into its items (LazyArray slices, load's ``slices=``)."""
+turns Python indexes into its items (LazyArray slices, load's ``slices=``), and views a box
+the native Reader maps in place."""
 from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
@@ -47,3 +48,27 @@ def box_of(index: Any, shape: Tuple[int, ...], file: Optional[str] = None,
         else:
             post.append(slice(offset, None, step) if count else slice(0, 0))
     return list(begin), list(end), tuple(post)
+
+
+def mapped_box(reader: Any, leaf: int, leaf_shape: Tuple[int, ...], begin: List[int],
+               end: List[int], npdt: np.dtype, verify: bool, threads: int,
+               writable: bool) -> Optional[np.ndarray]:
+    """Box [begin, end) of a leaf as a view of the file's private copy-on-write memory map
+    (``Reader.map_box``: writes never reach the file; the view keeps the map alive after the
+    file is closed), the chunks it overlaps verified (in parallel) unless ``verify`` is off;
+    None where the native Reader does not map the leaf (compressed, remote, a file object,
+    not stored back to back, mmap off) or the box is empty: read it instead."""
+    shape = tuple(e - b for b, e in zip(begin, end))
+    if 0 in shape:
+        return None
+    flat = reader.map_box(leaf, begin, end, verify, threads, writable)
+    if flat is None:
+        return None
+    # The box's elements lie at the leaf's C-order strides from the first byte of `flat`.
+    strides: List[int] = []
+    step = npdt.itemsize
+    for n in reversed(leaf_shape):
+        strides.append(step)
+        step *= n
+    return np.ndarray(shape, npdt, buffer=flat, strides=tuple(reversed(strides)))
+

@@ -28,6 +28,7 @@ from ._errors import (CorruptionError, Error, InvalidArgumentError, NotFoundErro
                       NotSupportedError, ResourceExhaustedError, error)
 from . import _load_jax, _load_numpy, _load_plain, _load_torch
 from ._global_array import GlobalArray
+from ._index import mapped_box
 from ._load_adapter import Placement, Thunk, array_key, dtype_name
 from ._load_adapter import memo as _memo
 from ._load_jax import is_sharding
@@ -859,6 +860,22 @@ class Loader:
         if not post:
             return get
         return lambda: ADAPTERS[self.o.framework].index(get(), post)
+
+    def mapped_part(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], npdt: np.dtype,
+                    path: Tuple[Any, ...], writable: bool) -> Optional[np.ndarray]:
+        """Box of a leaf as a view of the file's memory map (jtree._index.mapped_box: the
+        chunks it overlaps verified now), where ``mmap`` is on and the Reader maps the leaf (raw,
+        local, back to back); None otherwise (the box is then read). A view that is not
+        contiguous (columns of a row-major array) comes back as a contiguous copy, reserved as
+        any array the load makes."""
+        if not self.o.mmap or not fl.chunked:
+            return None
+        view = mapped_box(self.file._reader, fl.index, fl.shape, [b for b, _ in box],
+                          [e for _, e in box], npdt, self.o.verify, self.o.threads, writable)
+        if view is None or view.flags.c_contiguous:
+            return view
+        self.reserve_array(view.shape, npdt.itemsize, path)
+        return np.ascontiguousarray(view)
 
     def global_array(self, fl: FileLeaf, t: GlobalArray, path: Tuple[Any, ...]) -> Thunk:
         """The blocks of a leaf a GlobalArray target names, each read on its own (only the

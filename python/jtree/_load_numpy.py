@@ -49,6 +49,12 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
     or read into ``out`` (a NumPy array of the box's shape: straight into it when it is
     contiguous and of the stored dtype)."""
     if out is None:
+        if want == fl.dtype and (fl.dtype in _dtypes.NUMPY_NATIVE
+                                 or _dtypes.ml_dtypes() is not None):
+            view = loader.mapped_part(fl, box, _dtypes.numpy_dtype(fl.dtype, loader.name, path),
+                                      path, loader.o.mmap != "r")
+            if view is not None:  # (a view of the file's map, as whole leaves are)
+                return lambda: view
         return block(loader, fl, box, want, path)
     if not isinstance(out, np.ndarray):
         raise loader.err(InvalidArgumentError, path, f"out= holds a {type(out).__qualname__} "

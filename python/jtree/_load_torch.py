@@ -130,6 +130,19 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
     loader.note_host_path(lambda: _device.is_device_target(device),
                           lambda: f"torch has no {fl.dtype} ({where})"
                           if fl.dtype in _dtypes.TORCH_MISSING else _device.why_not_direct(device))
+    if out is None and fl.dtype not in _dtypes.TORCH_MISSING:
+        # A view of the file's map where it maps (rows of a raw leaf: no copy; columns: one
+        # copy), read as the NumPy type of the same bytes (an unsigned int of the item's size
+        # for bfloat16 and float8: no ml_dtypes), seen as the torch dtype. (Writable: torch
+        # tensors have no read-only flag, so mmap="r" gives them copy-on-write views too.)
+        holder = (np.dtype(fl.dtype) if fl.dtype in _FROM_NUMPY
+                  else np.dtype(f"uint{8 * _dtypes.TABLE[fl.dtype][1]}"))
+        view = loader.mapped_part(fl, box, holder, path, True)
+        if view is not None:
+            stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
+            t = torch.from_numpy(view)
+            t = t if t.dtype == stored_t else t.view(stored_t)
+            return lambda: finish(t)
     get = block(loader, fl, box, want, path)
     return lambda: finish(get())
 

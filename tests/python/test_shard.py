@@ -244,3 +244,33 @@ def test_the_shard_benchmark_runs_and_every_system_loads_the_same_bytes(tmp_path
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "| jtree-raw |" in run.stdout and "differ" not in run.stdout
+
+
+def test_a_raw_files_parts_are_views_of_its_map_verified(path, torch):
+    # Rows of a raw leaf are views of the file's copy-on-write map (no copy, as whole leaves
+    # are), columns one contiguous copy; the chunks they overlap are verified all the same.
+    sd = _llama(np.random.default_rng(8))
+    jtree.save(sd, path, compression=None, chunk_bytes=4 * H * 4, inline_threshold=0)
+    q, o = "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.o_proj.weight"
+    got = jtree.load(path, slices=jtree.TensorParallel(1, 2))
+    want = _expected(sd, 1, 2)
+    assert not got[q].flags.owndata and got[q].flags.writeable
+    assert got[o].flags.c_contiguous
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    t = jtree.load(path, slices=jtree.TensorParallel(1, 2), framework="torch")
+    assert torch.equal(t[o], torch.from_numpy(np.ascontiguousarray(want[o])))
+    t[q][0, 0] = 123.0  # (copy-on-write: the file keeps its bytes)
+    np.testing.assert_array_equal(jtree.load(path, slices=jtree.TensorParallel(1, 2))[q], want[q])
+    # One byte of rank 1's rows of q_proj damaged: its load is a CorruptionError naming it.
+    with jtree.open(path) as f:
+        off = f._reader.chunks(f[q]._leaf.index)[-1][0]
+    with open(path, "r+b") as fh:
+        fh.seek(off + 5)
+        b = fh.read(1)
+        fh.seek(off + 5)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    for fw in ("numpy", "torch"):
+        with pytest.raises(jtree.CorruptionError, match=r"q_proj.weight"):
+            jtree.load(path, slices=jtree.TensorParallel(1, 2), framework=fw)
+    jtree.load(path, slices=jtree.TensorParallel(1, 2), verify=False)  # (asked not to check)
