@@ -856,10 +856,17 @@ class Loader:
                 raise self.err(InvalidArgumentError, path,
                                f"slices= reads a part of shape {shape}; the out array has "
                                f"shape {tuple(getattr(out, 'shape', ()))}")
-        get = ADAPTERS[self.o.framework].part(self, fl, box, want, out, path)
-        if not post:
-            return get
-        return lambda: ADAPTERS[self.o.framework].index(get(), post)
+        # (Tied leaves, the same part of one leaf: one array, as whole tied leaves are.)
+        key = ("part", fl.index, box, repr(post), self.o.framework, want)
+        if out is None and key in self.cache:
+            return self.cache[key]
+        get = _memo(ADAPTERS[self.o.framework].part(self, fl, box, want, out, path))
+        if post:
+            part_of, adapter = get, ADAPTERS[self.o.framework]
+            get = _memo(lambda: adapter.index(part_of(), post))
+        if out is None:
+            self.cache[key] = get
+        return get
 
     def mapped_part(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], npdt: np.dtype,
                     path: Tuple[Any, ...], writable: bool) -> Optional[np.ndarray]:

@@ -274,3 +274,14 @@ def test_a_raw_files_parts_are_views_of_its_map_verified(path, torch):
         with pytest.raises(jtree.CorruptionError, match=r"q_proj.weight"):
             jtree.load(path, slices=jtree.TensorParallel(1, 2), framework=fw)
     jtree.load(path, slices=jtree.TensorParallel(1, 2), verify=False)  # (asked not to check)
+
+
+def test_tied_leaves_come_back_as_one_part(path, torch):
+    w = np.arange(48, dtype=np.float32).reshape(12, 4)
+    jtree.save({"model.embed_tokens.weight": w, "lm_head.weight": w}, path)  # (tied: stored once)
+    for fw, cast in (("numpy", None), ("torch", None), ("torch", torch.float16)):
+        got = jtree.load(path, slices=jtree.TensorParallel(1, 2), framework=fw, cast=cast)
+        assert got["lm_head.weight"] is got["model.embed_tokens.weight"], (fw, cast)
+        np.testing.assert_array_equal(np.asarray(got["lm_head.weight"], dtype=np.float32),
+                                      w[6:])
+
