@@ -502,7 +502,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     back in the tree in place of the leaf, in the load's framework, ``cast=`` applied; leaves
     another rank holds (``TensorParallel(expert_parallel=True)``) come back as None, or are
     dropped with ``prune=True``. With ``out=`` the out arrays are of the parts' shapes. Not
-    with ``shardings=`` (JAX places whole arrays) or ``pytree=`` targets other than masks.
+    with ``shardings=`` (JAX places whole arrays); ``pytree=`` targets may be masks or the
+    file's own LeafSpecs (whose dtype is then the cast).
 
     ``device_options``: a :class:`jtree.DeviceOptions` (pinned staging memory and buffers,
     O_DIRECT reads) for the arrays read straight into device memory (torch on a CUDA device,

@@ -840,12 +840,16 @@ class Loader:
         box = tuple(zip(begin, end))
         want = self.cast_for(fl.dtype, path)
         out = None
-        if target is not ALL and target is not True:
+        if (isinstance(target, LeafSpec) and target.kind == "array" and target.dtype is not None
+                and tuple(target.shape) == fl.shape):
+            # (load_pytreedef's structure given back as the target: its dtype is the cast)
+            want = dtype_name(target.dtype, self.name, kp.join(path))
+        elif target is not ALL and target is not True:
             if not self.o.fill_out:
                 raise self.err(InvalidArgumentError, path,
                                "slices= reads a part of this leaf: its target must be True (or "
-                               "absent) or, with out=, an array of the part's shape (cast= "
-                               "gives the dtype)")
+                               "absent), the file's LeafSpec, or with out= an array of the "
+                               "part's shape (cast= gives the dtype)")
             if post:
                 raise self.err(InvalidArgumentError, path,
                                "slices= with out=: the index must be slices of step 1 (the "

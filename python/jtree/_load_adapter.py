@@ -10,7 +10,11 @@ leaf the planner chose into a thunk building that framework's array. It has:
 - ``settle(loader, fl, p, path)``: the defaults the load's options add to a placement
   (torch: ``device=``; JAX: ``shardings=``), once the planner checked dtype and shape;
 - ``array(loader, fl, p, scalar, path)``: plans the whole leaf (the planner memoises the thunk);
-- ``block(loader, fl, box, want, path)``: one block of a :class:`GlobalArray` target.
+- ``block(loader, fl, box, want, path)``: one block of a :class:`GlobalArray` target;
+- ``part(loader, fl, box, want, out, path)``: the box a load's ``slices=`` names (a rank's
+  shard), of dtype ``want``, into ``out`` when the load has one (jtree._shard);
+- ``index(array, post)``: the rest of a ``slices=`` index once its box is read (ints that
+  drop a dimension, steps).
 
 Adapters plan through the Loader (``loader.host_box`` for NumPy host buffers,
 ``loader.request`` for reads into memory the adapter allocated, ``loader.reserve_array`` before

@@ -1,6 +1,8 @@
 """A rank's shard in one pass: load(slices=...) with jtree.TensorParallel, pattern dicts and
 functions; host loads, device loads through the host stand-in (one native call for every box),
 out= arrays, expert parallelism, and the errors a serving stack meets."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -284,4 +286,15 @@ def test_tied_leaves_come_back_as_one_part(path, torch):
         assert got["lm_head.weight"] is got["model.embed_tokens.weight"], (fw, cast)
         np.testing.assert_array_equal(np.asarray(got["lm_head.weight"], dtype=np.float32),
                                       w[6:])
+
+
+def test_the_files_own_structure_as_target_with_slices(llama, path):
+    spec = jtree.load_pytreedef(path)
+    spec["lm_head.weight"] = dataclasses.replace(spec["lm_head.weight"], dtype=np.float16)
+    spec["model.norm.weight"] = None  # (skipped)
+    got = jtree.load(path, spec, slices=jtree.TensorParallel(1, 2))
+    assert got["lm_head.weight"].dtype == np.float16 and got["lm_head.weight"].shape == (6, H)
+    assert got["model.norm.weight"] is None
+    q = "model.layers.0.self_attn.q_proj.weight"
+    np.testing.assert_array_equal(got[q], _expected(llama, 1, 2)[q])
 
