@@ -158,7 +158,8 @@ class Slices:
         self.by_leaf: Optional[Dict[int, Any]] = None  # TensorParallel's answer, per leaf
         self.tp_split = False  # whether a rule of the TensorParallel matched a leaf
 
-    def select(self, reader: Any, name: str, fl: Any, path: Tuple[Any, ...]) -> Any:
+    def select(self, reader: Any, name: str, fl: Any,
+               path: Tuple[Any, ...]) -> Union[None, Skip, Box]:
         """None (the whole leaf), SKIP, or the (begin, end, post) box of leaf ``fl`` at
         ``path`` to read."""
         if self.tp is not None:
