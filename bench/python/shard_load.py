@@ -16,6 +16,8 @@ first line to the last tensor touched, imports included. Systems:
 - jtree-raw / jtree-zstd: jtree.load(path, slices=jtree.TensorParallel(rank, world),
   framework="torch", device=DEVICE), checksums verified (the default), one native pass (to a
   CUDA device straight into device memory);
+- jtree-raw-tp / jtree-zstd-tp: the same load of files saved with shard_layout=WORLD (the
+  chunk grids cut at every rank's part: a rank reads and verifies whole chunks of its own);
 - safetensors: safe_open(framework="pt", device=DEVICE) and get_slice(name)[a:b] (or [:, a:b])
   per tensor;
 - torch-mmap: torch.load(mmap=True) of a torch.save of the same dict, narrow + contiguous,
@@ -23,6 +25,7 @@ first line to the last tensor touched, imports included. Systems:
 With --device cuda the CUDA context is made before the clock, and the clock stops once the
 device is done (torch.cuda.synchronize); the bytes are summed on the device.
 
+`--whole` loads the whole model instead (what a file laid out for ranks costs a whole load).
 `--cold` evicts the files from the page cache before each load (POSIX_FADV_DONTNEED; a disk
 file system, not tmpfs, where nothing can be evicted). Prints one table per directory: the
 median [min, max] in ms and each system's ratio to safetensors' median.
@@ -59,7 +62,10 @@ def model_shapes(layers: int, hidden: int, inter: int, kv: int, vocab: int):
 
 def split_of(name: str, shape, rank: int, world: int):
     """(dim, begin, end) of the rank's part, or None for the whole tensor: the split
-    jtree.TensorParallel makes by default, written out for the peers."""
+    jtree.TensorParallel makes by default, written out for the peers (rank -1: the whole
+    model)."""
+    if rank < 0:
+        return None
     if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight",
                       "up_proj.weight")):
         n = shape[0] // world
@@ -83,6 +89,8 @@ def write_files(d: str, args) -> dict:
     paths = {"safetensors": os.path.join(d, "model.safetensors"),
              "jtree-raw": os.path.join(d, "model-raw.jtree"),
              "jtree-zstd": os.path.join(d, "model.jtree"),
+             "jtree-raw-tp": os.path.join(d, f"model-raw-tp{args.world}.jtree"),
+             "jtree-zstd-tp": os.path.join(d, f"model-tp{args.world}.jtree"),
              "torch-mmap": os.path.join(d, "model.pt")}
     if all(os.path.exists(p) for p in paths.values()):
         return paths
@@ -93,6 +101,8 @@ def write_files(d: str, args) -> dict:
     save_file(sd, paths["safetensors"])
     jtree.save(sd, paths["jtree-raw"], compression=None)
     jtree.save(sd, paths["jtree-zstd"])
+    jtree.save(sd, paths["jtree-raw-tp"], compression=None, shard_layout=args.world)
+    jtree.save(sd, paths["jtree-zstd-tp"], shard_layout=args.world)
     torch.save(sd, paths["torch-mmap"])
     del np
     return paths
@@ -111,8 +121,8 @@ def child(system: str, path: str, rank: int, world: int, device: str) -> None:
         import jtree
 
         t1 = time.perf_counter()
-        tensors = jtree.load(path, slices=jtree.TensorParallel(rank, world), framework="torch",
-                             device=device)
+        tensors = jtree.load(path, slices=jtree.TensorParallel(rank, world) if rank >= 0 else
+                             None, framework="torch", device=device)
     elif system == "safetensors":
         from safetensors import safe_open
 
@@ -162,7 +172,8 @@ def run_one(system: str, path: str, args) -> dict:
 
     if args.cold and not drop_from_page_cache(path):
         raise SystemExit(f"--cold: {path} is on tmpfs, whose pages cannot be dropped")
-    out = subprocess.run([sys.executable, HERE, "--child", system, path, str(args.rank),
+    rank = -1 if args.whole else args.rank
+    out = subprocess.run([sys.executable, HERE, "--child", system, path, str(rank),
                           str(args.world), args.device], capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0:
@@ -184,8 +195,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dirs", nargs="+", default=["/dev/shm", "/var/tmp"])
     ap.add_argument("--systems", nargs="+",
-                    default=["jtree-raw", "jtree-zstd", "safetensors", "torch-mmap"])
+                    default=["jtree-raw", "jtree-zstd", "jtree-raw-tp", "jtree-zstd-tp",
+                             "safetensors", "torch-mmap"])
     ap.add_argument("--cold", action="store_true")
+    ap.add_argument("--whole", action="store_true",
+                    help="load the whole model instead of a rank's shard (what a layout for "
+                         "ranks costs a whole load)")
     args = ap.parse_args()
     if args.child:
         system, path, rank, world, device = args.child
@@ -201,16 +216,16 @@ def main() -> int:
         # Alternated: each round loads every system once, so drift hits them alike.
         for _ in range(args.runs):
             for s in args.systems:
-                r = run_one(s, paths[s], args)
+                r = run_one(s, paths[s], args)  # (--whole: rank -1)
                 results[s].append(r["seconds"] * 1e3)
                 loads[s].append(r["load_seconds"] * 1e3)
                 digests.setdefault(s, (r["digest"], r["bytes"]))
         first = next(iter(digests.values()))
         bad = [s for s, dg in digests.items() if dg != first]
         size = os.path.getsize(paths["safetensors"])
-        print(f"\n{d} ({'cold' if args.cold else 'warm'}), to {args.device}: rank {args.rank} "
-              f"of {args.world}, "
-              f"model {size / 2**30:.2f} GiB, shard {first[1] / 2**20:.1f} MiB, "
+        what = "the whole model" if args.whole else f"rank {args.rank} of {args.world}"
+        print(f"\n{d} ({'cold' if args.cold else 'warm'}), to {args.device}: {what}, "
+              f"model {size / 2**30:.2f} GiB, loaded {first[1] / 2**20:.1f} MiB, "
               f"{args.runs} runs, fresh processes, load average {os.getloadavg()[0]:.1f}")
         print("| system | process, imports included: median ms [min, max] | / safetensors "
               "| the load alone (after the imports) | / safetensors |\n|---|---|---|---|---|")

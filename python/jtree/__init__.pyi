@@ -156,7 +156,8 @@ def save(tree: Any, path: Union[_PathLike, _FileObj], *, partial_write: bool = .
          chunk_bytes: Optional[int] = ..., inline_threshold: Optional[int] = ...,
          threads: int = ..., sync: bool = ...,
          metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
-         coordinator: Optional[Coordinator] = ..., progress: _Progress = ...) -> WriteStats: ...
+         coordinator: Optional[Coordinator] = ..., progress: _Progress = ...,
+         shard_layout: Union[None, int, TensorParallel] = ...) -> WriteStats: ...
 def dumps(tree: Any, *, allow_pickle: bool = ...,
           compression: Optional[Literal["zstd", "raw", "none"]] = ..., level: Optional[int] = ...,
           chunk_bytes: Optional[int] = ..., inline_threshold: Optional[int] = ...,
@@ -171,7 +172,8 @@ def nonblocking_save(tree: Any, path: Union[_PathLike, _FileObj], *, partial_wri
                      inline_threshold: Optional[int] = ..., threads: int = ..., sync: bool = ...,
                      metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
                      coordinator: Optional[Coordinator] = ...,
-                     progress: _Progress = ...) -> Future: ...
+                     progress: _Progress = ...,
+                     shard_layout: Union[None, int, TensorParallel] = ...) -> Future: ...
 def load(path: _Source, pytree: Any = ..., *, keys: Union[str, Sequence[str], None] = ...,
          framework: _Framework = ..., cast: Any = ..., pad_truncate: bool = ..., out: Any = ...,
          allow_pickle: Optional[bool] = ..., strict: Optional[bool] = ...,
@@ -218,7 +220,8 @@ def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
             level: Optional[int] = ..., chunk_bytes: Optional[int] = ...,
             max_shard_size: Optional[Union[int, str]] = ..., verify: bool = ...,
             progress: Union[bool, Callable[[int, int], object]] = ...,
-            allow_pickle: bool = ..., overwrite: bool = ...) -> ConvertStats: ...
+            allow_pickle: bool = ..., overwrite: bool = ...,
+            shard_layout: Union[None, int, TensorParallel] = ...) -> ConvertStats: ...
 def commit_segments(path: _PathLike, process_count: int, *, overwrite: bool = ...,
                     overwrite_foreign: bool = ..., keep_segments: bool = ..., verify: bool = ...,
                     sync: bool = ...,

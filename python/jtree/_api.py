@@ -15,6 +15,7 @@ from ._errors import (AlreadyExistsError, CorruptionError, InvalidArgumentError,
 from ._coordinator import Coordinator, JaxCoordinator, SingleProcess, detect
 from ._device_options import DeviceOptions
 from . import _fileobj
+from . import _shard
 from . import _keypath as kp
 from ._file import File, LazyArray, Node
 from ._multi_process import collective_save
@@ -162,7 +163,8 @@ class _SaveJob:
                  compression: Optional[str], level: Optional[int], chunk_bytes: Optional[int],
                  inline_threshold: Optional[int], threads: int, sync: bool,
                  metadata: Optional[Dict[str, Union[str, bytes]]],
-                 coordinator: Optional[Coordinator], progress: Any = False):
+                 coordinator: Optional[Coordinator], progress: Any = False,
+                 shard_layout: Any = None):
         # A binary file object (jtree._fileobj) is written sequentially; self.path names it.
         self.fileobj = path if _fileobj.is_fileobj(path) else None
         self.path = _fileobj.name_of(path) if self.fileobj is not None else os.fspath(path)
@@ -172,7 +174,8 @@ class _SaveJob:
         self.partial = partial_write
         self.args = dict(chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
                          threads=threads, overwrite=overwrite,
-                         overwrite_foreign=overwrite_foreign, sync=sync)
+                         overwrite_foreign=overwrite_foreign, sync=sync,
+                         shard_layout=_shard.layout_arg(shard_layout))
         self.metadata = {}
         for k, v in (metadata or {}).items():
             # Metadata keys are UTF-8 text in the file: say so here rather than let the
@@ -275,7 +278,8 @@ class _SaveJob:
             _jtree.save_segment(
                 b, self.path, process_index=index, process_count=count, save_id=save_id,
                 codec=self.codec, level=self.level, chunk_bytes=a["chunk_bytes"],
-                inline_threshold=a["inline_threshold"], threads=a["threads"], sync=a["sync"])
+                inline_threshold=a["inline_threshold"], threads=a["threads"], sync=a["sync"],
+                shard_layout=a["shard_layout"])
 
         def commit() -> Dict[str, int]:
             return _jtree.commit_segments(
@@ -305,7 +309,8 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
          chunk_bytes: Optional[int] = None, inline_threshold: Optional[int] = None,
          threads: int = 0, sync: bool = True,
          metadata: Optional[Dict[str, Union[str, bytes]]] = None,
-         coordinator: Optional[Coordinator] = None, progress: Any = False) -> WriteStats:
+         coordinator: Optional[Coordinator] = None, progress: Any = False,
+         shard_layout: Union[None, int, _shard.TensorParallel] = None) -> WriteStats:
     """Saves a tree of arrays and values as one .jtree file.
 
     ``tree`` is any nesting of dict (order kept), list, tuple, namedtuple, OrderedDict and None,
@@ -351,6 +356,15 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     ``(done_bytes, total_bytes)`` of the raw bytes written (an exception it raises aborts the
     save: nothing is committed, a previous file stays), or False. Returns the
     :class:`WriteStats`.
+
+    ``shard_layout`` lays the file out for tensor-parallel serving: a world size, or a
+    :class:`TensorParallel` whose world, ``rules`` and ``expert_parallel`` apply (its rank does
+    not matter). Every array the split rules split gets a chunk grid cut at the edges of every
+    rank's part, so that ``load(..., slices=TensorParallel(rank, world))`` for that world, or
+    any divisor of it, reads and verifies whole chunks of its own part only (without it, a
+    row-parallel weight's rank part lies in every row-slab chunk of the weight). A split the
+    leaf cannot take (a column or row dimension that does not divide by the world) is an
+    :class:`InvalidArgumentError` naming the leaf.
     Errors: :class:`jtree.Error` subclasses naming the file and the key path.
     """
     # The collector paused until the job's nodes (two objects per leaf) are freed: its next
@@ -361,7 +375,7 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
                        allow_pickle=allow_pickle, compression=compression, level=level,
                        chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
                        threads=threads, sync=sync, metadata=metadata, coordinator=coordinator,
-                       progress=progress)
+                       progress=progress, shard_layout=shard_layout)
         stats = _in_order(job.path, job.write, background=False).result()
         del job
     return stats
@@ -390,7 +404,7 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
     defaults = dict(partial_write=False, overwrite=True, overwrite_foreign=False,
                     allow_pickle=False, compression="zstd", level=None, chunk_bytes=None,
                     inline_threshold=None, threads=0, sync=True, metadata=None,
-                    coordinator=None, progress=False)
+                    coordinator=None, progress=False, shard_layout=None)
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"nonblocking_save() got unexpected options {sorted(unknown)}")

@@ -21,7 +21,7 @@ from . import _keypath as kp
 from ._errors import InvalidArgumentError, NotFoundError, error
 from ._index import box_of
 
-SPLIT_KINDS = ("replicated", "column", "row", "vocab", "experts")
+SPLIT_KINDS: Tuple[str, ...] = tuple(_jtree.SPLIT_KINDS)
 
 
 class Skip:
@@ -114,6 +114,20 @@ class TensorParallel:
         extra = ", expert_parallel=True" if self.expert_parallel else ""
         extra += f", rules={self.rules!r}" if self.rules is not None else ""
         return f"TensorParallel({self.rank}, {self.world}{extra})"
+
+
+def layout_arg(value: Any) -> Optional[Tuple[int, bool, Optional[List[Tuple[str, str, int]]]]]:
+    """``save(shard_layout=)`` as the native write's ``(world, expert_parallel, rules)``: None,
+    a world size (the default rules), or a :class:`TensorParallel` (its world, rules and
+    ``expert_parallel``; its rank does not matter)."""
+    if value is None:
+        return None
+    if isinstance(value, TensorParallel):
+        return (value.world, value.expert_parallel, value.rules)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return (value, False, None)
+    raise InvalidArgumentError(f"shard_layout must be a world size (an int >= 1) or a "
+                               f"jtree.TensorParallel, not {value!r}")
 
 
 def _checked_rules(rules: Rules) -> List[Tuple[str, str, int]]:

@@ -1,5 +1,6 @@
 /* tests/c/test_shard.c — a rank's part of a model (jtree_shard_plan_*): the default rules'
  * boxes, read in one jtree_reader_read_many, match the whole leaves; errors and misuse. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "c_test.h"
@@ -11,7 +12,8 @@ static float q_data[Q_ROWS * Q_COLS];  /* "l.q_proj.weight": column-parallel (ro
 static float o_data[Q_COLS * Q_ROWS];  /* "l.o_proj.weight": row-parallel (columns) */
 static float norm_data[Q_COLS];        /* "l.norm.weight": replicated */
 
-static void save_model(const char* path) {
+/* Saves the model with `opts` (NULL: the defaults); returns the save's status. */
+static jtree_status_t save_model_with(const char* path, const jtree_write_options_t* opts) {
   for (int i = 0; i < Q_ROWS * Q_COLS; ++i) {
     q_data[i] = (float)i;
     o_data[i] = (float)(1000 + i);
@@ -28,9 +30,12 @@ static void save_model(const char* path) {
   CHECK_OK(jtree_builder_array(b, JTREE_DTYPE_FLOAT32, 1, ndims, norm_data, sizeof norm_data,
                                &jt_err));
   CHECK_OK(jtree_builder_end(b, &jt_err));
-  CHECK_OK(jtree_save(b, path, NULL, NULL, &jt_err));
+  const jtree_status_t st = jtree_save(b, path, opts, NULL, &jt_err);
   jtree_builder_free(b);
+  return st;
 }
+
+static void save_model(const char* path) { CHECK_OK(save_model_with(path, NULL)); }
 
 /* Rank 1 of 2 with the default rules: every part read in one pass, compared with the data. */
 static void check_rank(const jtree_reader_t* r) {
@@ -101,6 +106,41 @@ static void check_errors(const jtree_reader_t* r) {
   CHECK(jtree_shard_plan_count(NULL) == 0);
 }
 
+/* jtree_write_options_set_shard_layout: a file laid out for 2 ranks reads as any other; a
+ * layout a leaf cannot take fails the save naming it; misuse. */
+static void check_layout(const char* dir) {
+  jtree_write_options_t* opts = jtree_write_options_create();
+  CHECK_OK(jtree_write_options_set_inline_threshold(opts, 0, &jt_err));
+  CHECK_OK(jtree_write_options_set_shard_layout(opts, 2, 0, NULL, 0, &jt_err));
+  const char* path = test_path(dir, "shard_layout.jtree", 0);
+  CHECK_OK(save_model_with(path, opts));
+  jtree_reader_t* r = NULL;
+  CHECK_OK(jtree_reader_open(path, NULL, &r, &jt_err));
+  if (r != NULL) check_rank(r);
+  jtree_reader_close(r);
+  /* 8 rows of q_proj over 3 ranks: refused, naming the leaf; nothing written. */
+  CHECK_OK(jtree_write_options_set_shard_layout(opts, 3, 0, NULL, 0, &jt_err));
+  const char* uneven = test_path(dir, "shard_layout_3.jtree", 1);
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "l.q_proj.weight", save_model_with(uneven, opts));
+  FILE* none = fopen(uneven, "rb");
+  CHECK(none == NULL);
+  if (none != NULL) fclose(none);
+  /* world 0 without rules: no layout (the uneven save now succeeds). */
+  CHECK_OK(jtree_write_options_set_shard_layout(opts, 0, 0, NULL, 0, &jt_err));
+  CHECK_OK(save_model_with(uneven, opts));
+  const jtree_split_rule_t row = {"o_proj.weight", JTREE_SPLIT_ROW, -1};
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "world size must be >= 1",
+             jtree_write_options_set_shard_layout(opts, 0, 0, &row, 1, &jt_err));
+  const jtree_split_rule_t empty = {"", JTREE_SPLIT_ROW, -1};
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "empty pattern",
+             jtree_write_options_set_shard_layout(opts, 2, 0, &empty, 1, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "rules is NULL",
+             jtree_write_options_set_shard_layout(opts, 2, 0, NULL, 1, &jt_err));
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "opts is NULL",
+             jtree_write_options_set_shard_layout(NULL, 2, 0, NULL, 0, &jt_err));
+  jtree_write_options_free(opts);
+}
+
 void test_shard(const char* dir) {
   const char* path = test_path(dir, "shard_plan.jtree", 0);
   save_model(path);
@@ -110,4 +150,5 @@ void test_shard(const char* dir) {
   check_rank(r);
   check_errors(r);
   jtree_reader_close(r);
+  check_layout(dir);
 }

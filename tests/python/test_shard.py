@@ -242,10 +242,11 @@ def test_the_shard_benchmark_runs_and_every_system_loads_the_same_bytes(tmp_path
     run = subprocess.run([sys.executable, os.path.join(root, "bench", "python", "shard_load.py"),
                           "--layers", "1", "--hidden", "256", "--inter", "512", "--kv", "64",
                           "--vocab", "100", "--runs", "1", "--dirs", str(tmp_path),
-                          "--systems", "jtree-raw", "safetensors"],
+                          "--systems", "jtree-raw", "jtree-raw-tp", "safetensors"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "| jtree-raw |" in run.stdout and "differ" not in run.stdout
+    assert "| jtree-raw |" in run.stdout and "| jtree-raw-tp |" in run.stdout
+    assert "differ" not in run.stdout
 
 
 def test_a_raw_files_parts_are_views_of_its_map_verified(path, torch):
@@ -298,3 +299,96 @@ def test_the_files_own_structure_as_target_with_slices(llama, path):
     q = "model.layers.0.self_attn.q_proj.weight"
     np.testing.assert_array_equal(got[q], _expected(llama, 1, 2)[q])
 
+
+
+def _down_proj_model(rng):
+    # A row-parallel weight (split along dimension 1) and a column-parallel one, chunks of 64
+    # rows without a layout: every row-slab chunk holds a quarter for each of 4 ranks.
+    return {"l.mlp.down_proj.weight": rng.standard_normal((512, 256)).astype(np.float32),
+            "l.mlp.up_proj.weight": rng.standard_normal((256, 512)).astype(np.float32),
+            "l.norm.weight": rng.standard_normal(256).astype(np.float32)}
+
+
+def _rank_read(path, rank, world):
+    """(bytes read, the rank's part) of a verified host load of rank ``rank``'s shard."""
+    with jtree.open(path) as f:
+        before = f.io_stats()["bytes_read"]
+        got = f.load(slices=jtree.TensorParallel(rank, world), mmap=False)
+        return f.io_stats()["bytes_read"] - before, got
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_shard_layout_makes_every_ranks_part_whole_chunks(tmp_path, compression):
+    sd = _down_proj_model(np.random.default_rng(5))
+    plain, laid = str(tmp_path / "plain.jtree"), str(tmp_path / "laid.jtree")
+    jtree.save(sd, plain, chunk_bytes=64 << 10, compression=compression)
+    stats = jtree.save(sd, laid, chunk_bytes=64 << 10, compression=compression,
+                       shard_layout=4)
+    assert stats.leaves == 3
+    with jtree.open(laid) as f:
+        # The row-parallel weight: cut at every 64th column (4 ranks), the column-parallel
+        # one at every 64th row; the norm keeps its default grid.
+        bounds = f["l.mlp.down_proj.weight"].chunk_bounds
+        shape = f["l.mlp.down_proj.weight"].chunk_shape
+        cols = bounds[1] if bounds else tuple(range(shape[1], 257, shape[1]))
+        assert {64, 128, 192, 256} <= set(cols), (bounds, shape)
+    need = sum(a.nbytes for a in _expected(sd, 1, 4).values())
+    for world in (1, 2, 4):
+        for rank in range(world):
+            read, got = _rank_read(laid, rank, world)
+            want = _expected(sd, rank, world)
+            for k in want:
+                np.testing.assert_array_equal(got[k], want[k], err_msg=f"{rank}/{world} {k}")
+    if compression is None:  # raw bytes read: the rank's part, not the chunks it cuts through
+        read_laid, _ = _rank_read(laid, 1, 4)
+        read_plain, _ = _rank_read(plain, 1, 4)
+        assert read_laid <= 1.1 * need, (read_laid, need)
+        assert read_plain > 1.8 * need, (read_plain, need)
+    np.testing.assert_array_equal(jtree.load(laid)["l.mlp.down_proj.weight"],
+                                  sd["l.mlp.down_proj.weight"])
+
+
+def test_shard_layout_takes_a_tensor_parallel_and_refuses_what_cannot_be_split(tmp_path):
+    sd = _down_proj_model(np.random.default_rng(6))
+    p = str(tmp_path / "m.jtree")
+    # Custom rules (the norm split too) through a TensorParallel: its rank does not matter.
+    layout = jtree.TensorParallel(3, 4, rules=[("norm.weight", "column")])
+    jtree.save(sd, p, compression=None, shard_layout=layout)  # (4 MiB: one chunk per leaf)
+    with jtree.open(p) as f:
+        norm = f["l.norm.weight"]
+        edges = norm.chunk_bounds[0] if norm.chunk_bounds else tuple(
+            range(norm.chunk_shape[0], 257, norm.chunk_shape[0]))
+        assert {64, 128, 192, 256} <= set(edges)
+    jtree.nonblocking_save(sd, p, shard_layout=2).result()
+    np.testing.assert_array_equal(jtree.load(p)["l.norm.weight"], sd["l.norm.weight"])
+    bad = str(tmp_path / "bad.jtree")
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match=r"leaf l\.mlp\.(up|down)_proj\.weight: .*divide evenly"):
+        jtree.save(sd, bad, shard_layout=3)  # 256 rows over 3 ranks
+    assert not (tmp_path / "bad.jtree").exists()
+    for value in (0, -2, True, 2.0, "4"):
+        with pytest.raises(jtree.InvalidArgumentError, match="shard_layout"):
+            jtree.save(sd, bad, shard_layout=value)
+    with pytest.raises(TypeError, match="shard_layout"):
+        jtree.nonblocking_save(sd, bad, shard_layouts=2)
+
+
+def test_convert_lays_a_safetensors_model_out_for_serving(tmp_path):
+    from test_convert_cli import native  # (the native CLI and its environment)
+    sn = require("safetensors.numpy")
+    sd = _down_proj_model(np.random.default_rng(7))
+    src = str(tmp_path / "m.safetensors")
+    sn.save_file(sd, src)
+    dst = str(tmp_path / "m.jtree")
+    jtree.convert(src, dst, shard_layout=4, compression=None)
+    read, got = _rank_read(dst, 2, 4)
+    need = sum(a.nbytes for a in _expected(sd, 2, 4).values())
+    assert read <= 1.1 * need, (read, need)
+    np.testing.assert_array_equal(got["l.mlp.down_proj.weight"],
+                                  sd["l.mlp.down_proj.weight"][:, 128:192])
+    r = native(src, tmp_path / "c.jtree", "--shard-layout", "4", "--compression", "none", "-q")
+    assert r.returncode == 0, r.stderr
+    assert jtree.File(str(tmp_path / "c.jtree"))["l.mlp.down_proj.weight"].chunk_bounds == \
+        jtree.File(dst)["l.mlp.down_proj.weight"].chunk_bounds
+    r = native(src, tmp_path / "c.safetensors", "--shard-layout", "4")
+    assert r.returncode == 1 and "shard_layout lays out a .jtree file" in r.stderr

@@ -1,5 +1,6 @@
 // A rank's part of a model (jtree/shard.h): names, rules, boxes, experts, errors.
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
@@ -7,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include "format/chunk_grid.h"
 #include "jtree/jtree.h"
 #include "test_util.h"
 
@@ -213,4 +215,130 @@ TEST_CASE("a rank's boxes read in one read_many match the whole leaves' rows and
   for (size_t i = 0; i < 6; ++i) {  // columns 4..8 of o
     CHECK(std::memcmp(out[1].data() + i * 16, o.data() + i * 32 + 16, 16) == 0);
   }
+}
+
+TEST_CASE("shard_layout_boxes gives every rank's box from a key path and a shape") {
+  const ShardSpec four{0, 4, false, {}};
+  auto q = shard_layout_boxes("model/layers/0/self_attn.q_proj.weight", {8, 6}, four);
+  REQUIRE(q.ok());
+  REQUIRE(q->size() == 4);
+  for (uint32_t rank = 0; rank < 4; ++rank) {
+    CHECK((*q)[rank].begin == Shape{2 * rank, 0});
+    CHECK((*q)[rank].end == Shape{2 * rank + 2, 6});
+  }
+  auto o = shard_layout_boxes("l.o_proj.weight", {6, 8}, four);
+  REQUIRE(o.ok());
+  CHECK((*o)[3].begin == Shape{0, 6});
+  CHECK((*o)[3].end == Shape{6, 8});
+  // Replicated leaves, one expert's tensor and a world of one: no boxes.
+  CHECK(shard_layout_boxes("norm.weight", {8}, four)->empty());
+  CHECK(shard_layout_boxes("l.q_proj.weight", {8, 6}, {0, 1, false, {}})->empty());
+  CHECK(shard_layout_boxes("moe.experts.3.w1.weight", {8, 6}, {0, 4, true, {}})->empty());
+  auto stacked = shard_layout_boxes("moe.experts.w1", {6, 4, 4}, {0, 4, true, {}});
+  REQUIRE(stacked.ok());
+  CHECK(stacked->at(2).begin == Shape{4, 0, 0});  // ceil(6 / 4) = 2 experts per rank
+  CHECK(stacked->at(3).begin == Shape{6, 0, 0});  // (the last rank's block is empty)
+  // The rank in the spec does not matter; what cannot be split is named.
+  CHECK(shard_layout_boxes("l.q_proj.weight", {8, 6}, {3, 4, false, {}})->size() == 4);
+  auto uneven = shard_layout_boxes("l.q_proj.weight", {6, 6}, four);
+  REQUIRE(uneven.status().is_invalid_argument());
+  CHECK(uneven.status().message().find("l.q_proj.weight") != std::string::npos);
+  CHECK(uneven.status().message().find("divide evenly") != std::string::npos);
+  CHECK(shard_layout_boxes("x", {8}, {0, 0, false, {}}).status().is_invalid_argument());
+}
+
+namespace {
+
+// Whether every chunk of leaf `leaf` that overlaps `b` lies inside it.
+bool whole_chunks(const Reader& r, uint32_t leaf, const Box& b) {
+  const format::ChunkGrid grid = format::ChunkGrid::of(r.leaf(leaf));
+  for (uint64_t c = 0; c < grid.count(); ++c) {
+    const Box cb = grid.box(c);
+    bool overlaps = true, inside = true;
+    for (size_t d = 0; d < cb.begin.size(); ++d) {
+      overlaps = overlaps && cb.begin[d] < b.end[d] && b.begin[d] < cb.end[d];
+      inside = inside && b.begin[d] <= cb.begin[d] && cb.end[d] <= b.end[d];
+    }
+    if (overlaps && !inside) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a file saved with a shard layout gives each rank of the world and its divisors whole "
+          "chunks") {
+  TempDir dir;
+  const std::vector<Named> model = {
+      {"model.embed_tokens.weight", {40, 16}},
+      {"model.layers.0.self_attn.q_proj.weight", {16, 16}},
+      {"model.layers.0.self_attn.o_proj.weight", {16, 16}},
+      {"model.layers.0.mlp.down_proj.weight", {16, 48}},
+      {"model.layers.0.input_layernorm.weight", {16}},
+  };
+  std::vector<std::vector<std::byte>> data;
+  TreeBuilder b;
+  b.dict();
+  uint64_t seed = 1;
+  for (const Named& n : model) {
+    const uint64_t count = n.shape.size() == 1 ? n.shape[0] : n.shape[0] * n.shape[1];
+    data.push_back(random_array(DType::kFloat32, count, seed++));
+    b.key(n.key).array(DType::kFloat32, n.shape, ArrayView{data.back().data()});
+  }
+  b.end();
+  WriteOptions o;
+  o.target_chunk_bytes = 256;  // row slabs of 4 rows of 16 floats without a layout
+  o.inline_threshold = 0;
+  o.shard_layout = ShardSpec{0, 4, false, {}};
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("s.jtree"), o).ok());
+  auto r = *Reader::open(dir.file("s.jtree"));
+  for (uint32_t world : {1u, 2u, 4u}) {
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      auto parts = plan_shard(*r, {rank, world, false, {}});
+      REQUIRE(parts.ok());
+      for (const ShardPart& p : *parts) {
+        const Box want = p.box ? *p.box : Box::all(r->leaf(p.leaf).shape);
+        INFO(r->leaf_path(p.leaf) << " rank " << rank << " of " << world);
+        CHECK(whole_chunks(*r, p.leaf, want));
+        std::vector<std::byte> out(want.num_elements() * 4);
+        const std::vector<ReadRequest> req = {{p.leaf, p.box, out}};
+        REQUIRE(r->read_many(req).ok());
+        const auto& src = data[p.leaf];
+        const Shape& shape = r->leaf(p.leaf).shape;
+        if (shape.size() == 1) {
+          CHECK(std::memcmp(out.data(), src.data(), out.size()) == 0);
+          continue;
+        }
+        const uint64_t row_bytes = (want.end[1] - want.begin[1]) * 4;
+        for (uint64_t i = want.begin[0]; i < want.end[0]; ++i) {  // (bytes: NaNs compare)
+          CHECK(std::memcmp(out.data() + (i - want.begin[0]) * row_bytes,
+                            src.data() + (i * shape[1] + want.begin[1]) * 4, row_bytes) == 0);
+        }
+      }
+    }
+  }
+  // Without a layout, the down projection's rank part cuts through row-slab chunks.
+  auto plain = save_flat(dir, {{"model.layers.0.mlp.down_proj.weight", {16, 48}}});
+  auto part = plan_shard(*plain, {1, 4, false, {}});
+  REQUIRE(part.ok());
+  CHECK_FALSE(whole_chunks(*plain, part->at(0).leaf, *part->at(0).box));
+}
+
+TEST_CASE("a shard layout that a leaf cannot take fails the save, naming the leaf") {
+  TempDir dir;
+  auto data = random_array(DType::kFloat32, 36, 1);
+  TreeBuilder b;
+  b.dict();
+  b.key("l.q_proj.weight").array(DType::kFloat32, {6, 6}, ArrayView{data.data()});
+  b.end();
+  WriteOptions o;
+  o.inline_threshold = 0;
+  o.shard_layout = ShardSpec{0, 4, false, {}};
+  auto st = save(std::move(*std::move(b).finish()), dir.file("u.jtree"), o);
+  REQUIRE(st.status().is_invalid_argument());
+  CHECK(st.status().message().find("l.q_proj.weight") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("u.jtree")));
+  WriteOptions zero;
+  zero.shard_layout = ShardSpec{0, 0, false, {}};
+  CHECK(zero.check().is_invalid_argument());
 }

@@ -39,6 +39,7 @@ NB_MODULE(_jtree, m) {
 
   m.def("default_split_rules", &jtpy::default_split_rules,
         "jtree::default_split_rules() as [(pattern, kind, dim)].");
+  m.attr("SPLIT_KINDS") = jtpy::split_kind_names();
 
   jtpy::register_builder(m);
   jtpy::register_reader(m);

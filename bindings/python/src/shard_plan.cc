@@ -24,8 +24,8 @@ nb::tuple numbers(const std::vector<uint64_t>& v) {
 
 }  // namespace
 
-nb::list shard_plan(const jtree::Reader& reader, uint32_t rank, uint32_t world,
-                    bool expert_parallel, nb::object rules) {
+jtree::ShardSpec shard_spec(uint32_t rank, uint32_t world, bool expert_parallel,
+                            nb::handle rules) {
   jtree::ShardSpec spec{rank, world, expert_parallel, {}};
   if (!rules.is_none()) {
     for (nb::handle rule : rules) {
@@ -35,6 +35,12 @@ nb::list shard_plan(const jtree::Reader& reader, uint32_t rank, uint32_t world,
       spec.rules.push_back({std::move(pattern), *kind, dim});
     }
   }
+  return spec;
+}
+
+nb::list shard_plan(const jtree::Reader& reader, uint32_t rank, uint32_t world,
+                    bool expert_parallel, nb::object rules) {
+  const jtree::ShardSpec spec = shard_spec(rank, world, expert_parallel, rules);
   jtree::Result<std::vector<jtree::ShardPart>> parts = [&] {
     nb::gil_scoped_release release;
     return jtree::plan_shard(reader, spec);
@@ -48,6 +54,15 @@ nb::list shard_plan(const jtree::Reader& reader, uint32_t rank, uint32_t world,
                               decode_utf8(reader.leaf_path(p.leaf))));
   }
   return out;
+}
+
+nb::tuple split_kind_names() {
+  nb::list out;
+  for (auto k = static_cast<uint8_t>(jtree::SplitKind::kReplicated);
+       k <= static_cast<uint8_t>(jtree::SplitKind::kExperts); ++k) {
+    out.append(jtree::split_kind_name(static_cast<jtree::SplitKind>(k)));
+  }
+  return nb::tuple(out);
 }
 
 nb::list default_split_rules() {

@@ -1,12 +1,14 @@
 // jtree._jtree.save / append / compact: the writer for Python, the GIL released while writing.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 
 #include <optional>
 
 #include "builder.h"
 #include "py_progress.h"
 #include "py_source.h"
+#include "shard_plan.h"
 #include "jtree/io.h"
 #include "jtree/multihost.h"
 
@@ -37,6 +39,7 @@ struct WriteArgs {
   bool overwrite = true;
   bool overwrite_foreign = false;
   bool sync = true;
+  std::optional<jtree::ShardSpec> shard_layout;
 
   jtree::WriteOptions options() const {
     jtree::WriteOptions o;
@@ -49,10 +52,18 @@ struct WriteArgs {
     o.overwrite = overwrite;
     o.overwrite_foreign = overwrite_foreign;
     o.sync = sync;
+    o.shard_layout = shard_layout;
     o.writer = "jtree-python " + std::string(jtree::version_string());
     return o;
   }
 };
+
+// WriteOptions::shard_layout from None or (world, expert_parallel, rules | None).
+std::optional<jtree::ShardSpec> layout_arg(nb::handle layout) {
+  if (layout.is_none()) return std::nullopt;
+  auto [world, expert_parallel, rules] = nb::cast<std::tuple<uint32_t, bool, nb::object>>(layout);
+  return shard_spec(0, world, expert_parallel, rules);
+}
 
 nb::dict stats_dict(const jtree::WriteStats& s) {
   nb::dict d;
@@ -97,11 +108,12 @@ void register_writer(nb::module_& m) {
                  std::optional<int64_t> max_bytes_in_flight, bool overwrite,
                  bool overwrite_foreign, bool sync, bool append, std::optional<nb::object> progress,
                  std::optional<nb::object> fileobj, std::optional<uint64_t> expect_generation,
-                 std::optional<uint64_t> expect_footer_offset, std::string expect_etag) {
+                 std::optional<uint64_t> expect_footer_offset, std::string expect_etag,
+                 nb::object shard_layout) {
     WriteArgs a{codec, level, size_arg(chunk_bytes, "chunk_bytes"),
                 size_arg(inline_threshold, "inline_threshold"), threads,
                 size_arg(max_bytes_in_flight, "max_bytes_in_flight"), overwrite,
-                overwrite_foreign, sync};
+                overwrite_foreign, sync, layout_arg(shard_layout)};
     if (fileobj && append) throw_value_error("write: append=True into a file object");
     if (expect_generation.has_value() != expect_footer_offset.has_value()) {
       throw_value_error("write: expect_generation and expect_footer_offset go together");
@@ -121,24 +133,26 @@ void register_writer(nb::module_& m) {
         nb::arg("progress").none() = nb::none(), nb::arg("fileobj").none() = nb::none(),
         nb::arg("expect_generation").none() = nb::none(),
         nb::arg("expect_footer_offset").none() = nb::none(), nb::arg("expect_etag") = "",
+        nb::arg("shard_layout").none() = nb::none(),
         "Writes the builder's tree to a path or URL (jtree::save), or as a new generation of an "
         "existing local file (jtree::append, append=True), or (fileobj given) sequentially "
         "into a binary file object with write() (`path` names it in messages). "
         "progress(done, total) in raw bytes (an exception it raises cancels: nothing is "
         "committed). expect_generation/expect_footer_offset/expect_etag (appends): the file "
         "state (File.info()) the tree was planned against; another one is refused with "
-        "AbortedError, nothing written (WriteOptions::append_base). Returns the write "
-        "statistics.");
+        "AbortedError, nothing written (WriteOptions::append_base). shard_layout: None or "
+        "(world, expert_parallel, rules | None), WriteOptions::shard_layout. Returns the "
+        "write statistics.");
 
   m.def(
       "save_segment",
       [](Builder& b, const std::string& path, uint32_t process_index, uint32_t process_count,
          uint64_t save_id, std::optional<int> codec, std::optional<int> level,
          std::optional<int64_t> chunk_bytes, std::optional<int64_t> inline_threshold,
-         int threads, bool sync) {
+         int threads, bool sync, nb::object shard_layout) {
         WriteArgs a{codec, level, size_arg(chunk_bytes, "chunk_bytes"),
                     size_arg(inline_threshold, "inline_threshold"), threads, std::nullopt,
-                    true, false, sync};
+                    true, false, sync, layout_arg(shard_layout)};
         jtree::Tree tree = b.take();
         const jtree::WriteOptions o = a.options();
         jtree::SegmentOptions so;
@@ -152,7 +166,7 @@ void register_writer(nb::module_& m) {
       nb::arg("process_count"), nb::arg("save_id"), nb::arg("codec").none() = nb::none(),
       nb::arg("level").none() = nb::none(), nb::arg("chunk_bytes").none() = nb::none(),
       nb::arg("inline_threshold").none() = nb::none(), nb::arg("threads") = 0,
-      nb::arg("sync") = true,
+      nb::arg("sync") = true, nb::arg("shard_layout").none() = nb::none(),
       "Writes this process's segment of a multi-process save of `path` (jtree::save_segment).");
 
   m.def(

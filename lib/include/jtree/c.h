@@ -890,6 +890,19 @@ JTREE_C_API jtree_status_t jtree_write_options_set_compression(jtree_write_optio
 JTREE_C_API jtree_status_t jtree_write_options_set_chunk_bytes(jtree_write_options_t* opts,
                                                                uint64_t bytes,
                                                                jtree_error_t** err);
+/* A file laid out for tensor-parallel serving on `world` ranks (jtree::WriteOptions::
+ * shard_layout): every array leaf the split rules split (`rules` as jtree_shard_plan_make's:
+ * NULL with `num_rules` 0 for the common decoder models' names) gets a chunk grid cut at the
+ * edges of every rank's part, so that a rank of that world or of any divisor of it reads whole
+ * chunks only. `world` 0 with no rules: no layout (the default). A leaf the rules split that
+ * cannot be split over `world` (a COLUMN or ROW dimension that does not divide) fails the save
+ * with InvalidArgument naming it. */
+JTREE_C_API jtree_status_t jtree_write_options_set_shard_layout(jtree_write_options_t* opts,
+                                                                uint32_t world,
+                                                                int expert_parallel,
+                                                                const jtree_split_rule_t* rules,
+                                                                size_t num_rules,
+                                                                jtree_error_t** err);
 /* Payloads up to this many stored bytes go into the header instead of chunks (default 512;
  * 0 puts every array payload in chunks). */
 JTREE_C_API jtree_status_t jtree_write_options_set_inline_threshold(jtree_write_options_t* opts,

@@ -10,6 +10,7 @@
 
 #include "jtree/export.h"
 #include "jtree/remote.h"
+#include "jtree/shard.h"
 #include "jtree/status.h"
 #include "jtree/tree.h"
 
@@ -163,6 +164,14 @@ struct JTREE_API WriteOptions {
   /// path must not destroy someone's data).
   bool overwrite_foreign = false;
   bool sync = true;                           ///< fsync before the commit (durability)
+  /// A file laid out for tensor-parallel serving on `shard_layout->world` ranks (rank and
+  /// nothing else of it ignored): the chunk grid of every array leaf the split rules split is
+  /// cut at the edges of every rank's part (jtree::shard_layout_boxes), so that a rank of
+  /// that world, or of any divisor of it, reads only whole chunks of its part (no chunk is
+  /// fetched or verified for a few of its bytes). Leaves with LeafOptions::chunk_shape and
+  /// sharded leaves keep their own grids. A leaf the rules split that cannot be split that
+  /// way (a column or row dimension that does not divide by world) is InvalidArgument.
+  std::optional<ShardSpec> shard_layout;
   std::string writer = {};                    ///< recorded in the header; default "jtree <v>"
   RemoteOptions remote;                       ///< s3:// targets: credentials, part size...
   ProgressFn progress;

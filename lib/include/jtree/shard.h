@@ -95,6 +95,16 @@ struct JTREE_API ShardPart {
 /// whose dimension the leaf does not have, an empty pattern.
 JTREE_API Result<std::vector<ShardPart>> plan_shard(const Reader& reader, const ShardSpec& spec);
 
+/// Every rank's part of one array leaf, from its key path and shape alone (no file, no rank:
+/// spec.rank is not used): the boxes of ranks 0..world-1 for a leaf the rules split, in rank
+/// order; none for a leaf every rank loads whole (replicated, a split over one rank) and for
+/// one expert's tensor (whole, by expert). The writer cuts a leaf's chunk grid at these boxes'
+/// edges (WriteOptions::shard_layout), so that each rank of `world` ranks, or of any divisor
+/// of it, reads whole chunks of its part. Errors: InvalidArgument as plan_shard's, naming the
+/// leaf's key path.
+JTREE_API Result<std::vector<Box>> shard_layout_boxes(std::string_view key_path,
+                                                      const Shape& shape, const ShardSpec& spec);
+
 /// The name of a key path (its components, each split at '.'), as the rules see it.
 JTREE_API std::vector<std::string> shard_name(const std::vector<std::string>& key_path);
 

@@ -95,4 +95,26 @@ jtree_status_t jtree_shard_plan_part(const jtree_shard_plan_t* plan, size_t inde
 
 void jtree_shard_plan_free(jtree_shard_plan_t* plan) { delete plan; }
 
+jtree_status_t jtree_write_options_set_shard_layout(jtree_write_options_t* opts, uint32_t world,
+                                                    int expert_parallel,
+                                                    const jtree_split_rule_t* rules,
+                                                    size_t num_rules, jtree_error_t** err) {
+  return guard(err, [&] {
+    static const char* fn = "jtree_write_options_set_shard_layout";
+    JTREE_C_REQUIRE(opts, fn, err);
+    if (num_rules != 0) JTREE_C_REQUIRE(rules, fn, err);
+    jtree::WriteOptions write = opts->write;
+    if (world == 0 && num_rules == 0) {  // no layout
+      write.shard_layout.reset();
+    } else {
+      jtree::ShardSpec spec{0, world, expert_parallel != 0, {}};
+      JTREE_C_CHECK(translate_rules(rules, num_rules, fn, &spec.rules, err));
+      write.shard_layout = std::move(spec);
+    }
+    if (jtree::Status st = write.check(); !st.ok()) return invalid(err, fn, st.message());
+    opts->write = std::move(write);
+    return JTREE_OK;
+  });
+}
+
 }  // extern "C"

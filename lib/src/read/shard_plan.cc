@@ -62,6 +62,81 @@ std::pair<uint64_t, uint64_t> ceil_block(uint64_t n, uint32_t rank, uint32_t wor
   return {b, std::min<uint64_t>(n, b + per)};
 }
 
+// How `spec` splits a leaf named `name` (first matching rule; experts first under
+// expert_parallel). dim < 0: no box (every rank's whole leaf, or one expert's whole tensor).
+struct LeafSplit {
+  SplitKind kind = SplitKind::kReplicated;
+  int dim = -1;
+  bool even = false;                   // column and row splits: equal blocks required
+  size_t expert_at = std::string::npos;  // one expert's tensor: where its index is in the name
+};
+
+LeafSplit leaf_split(const std::vector<std::string>& name, const ShardSpec& spec,
+                     const std::vector<SplitRule>& rules) {
+  LeafSplit s;
+  if (spec.expert_parallel && under_experts(name)) {
+    s.kind = SplitKind::kExperts;
+    s.expert_at = expert_index_at(name);
+    if (s.expert_at == std::string::npos) s.dim = 0;  // stacked: [E, ...] in ceil blocks
+    return s;
+  }
+  for (const SplitRule& rule : rules) {
+    if (!split_pattern_matches(rule.pattern, name)) continue;
+    s.kind = rule.kind;
+    if (rule.kind == SplitKind::kReplicated) return s;
+    s.dim = rule.dim >= 0 ? rule.dim : rule.kind == SplitKind::kRow ? 1 : 0;
+    s.even = rule.kind == SplitKind::kColumn || rule.kind == SplitKind::kRow;
+    return s;
+  }
+  return s;
+}
+
+Status check_spec(const ShardSpec& spec, const std::vector<SplitRule>& rules,
+                  const std::string& where) {
+  if (spec.world == 0 || spec.rank >= spec.world) {
+    return Status::invalid_argument(where + "shard rank " + std::to_string(spec.rank) +
+                                    " of world " + std::to_string(spec.world) +
+                                    ": the rank must be below the world size (>= 1)");
+  }
+  for (const SplitRule& rule : rules) {
+    if (rule.pattern.empty()) {
+      return Status::invalid_argument(where + "a split rule has an empty pattern");
+    }
+  }
+  return Status::success();
+}
+
+// Checks that `shape` can be split as `s` (s.dim >= 0) over `world` ranks; `leaf` names the
+// leaf in the message.
+Status check_split(const Shape& shape, const LeafSplit& s, uint32_t world,
+                   const std::string& leaf) {
+  const char* kind = split_kind_name(s.kind);
+  if (static_cast<size_t>(s.dim) >= shape.size()) {
+    return Status::invalid_argument(
+        leaf + ": a " + kind + " split of dimension " + std::to_string(s.dim) +
+        ", but the leaf has rank " + std::to_string(shape.size()) +
+        " (give the rule another dim, or a replicated rule before it)");
+  }
+  const uint64_t n = shape[static_cast<size_t>(s.dim)];
+  if (s.even && n % world != 0) {
+    return Status::invalid_argument(leaf + ": a " + kind + " split of dimension " +
+                                    std::to_string(s.dim) + " (size " + std::to_string(n) +
+                                    ") over " + std::to_string(world) +
+                                    " ranks: the size must divide evenly");
+  }
+  return Status::success();
+}
+
+// Rank `rank`'s box of a leaf of `shape` split as `s` (checked by check_split).
+Box rank_box(const Shape& shape, const LeafSplit& s, uint32_t rank, uint32_t world) {
+  Box box = Box::all(shape);
+  const auto d = static_cast<size_t>(s.dim);
+  const auto [b, e] = ceil_block(shape[d], rank, world);
+  box.begin[d] = b;
+  box.end[d] = e;
+  return box;
+}
+
 struct LeafName {
   uint32_t leaf;
   std::vector<std::string> name;
@@ -73,16 +148,7 @@ class Planner {
       : r_(r), spec_(spec), rules_(spec.rules.empty() ? default_split_rules() : spec.rules) {}
 
   Result<std::vector<ShardPart>> run() {
-    if (spec_.world == 0 || spec_.rank >= spec_.world) {
-      return Status::invalid_argument(r_.name() + ": shard rank " + std::to_string(spec_.rank) +
-                                      " of world " + std::to_string(spec_.world) +
-                                      ": the rank must be below the world size (>= 1)");
-    }
-    for (const SplitRule& rule : rules_) {
-      if (rule.pattern.empty()) {
-        return Status::invalid_argument(r_.name() + ": a split rule has an empty pattern");
-      }
-    }
+    JTREE_RETURN_IF_ERROR(check_spec(spec_, rules_, r_.name() + ": "));
     std::vector<LeafName> leaves;
     for (uint32_t i = 0; i < r_.num_leaves(); ++i) {
       if (r_.leaf(i).kind != LeafKind::kArray) continue;
@@ -111,59 +177,23 @@ class Planner {
     }
   }
 
-  Status bad(uint32_t leaf, const std::string& why) const {
-    return Status::invalid_argument(r_.name() + ": leaf " + r_.leaf_path(leaf) + ": " + why);
-  }
-
   Result<ShardPart> part_of(const LeafName& ln) const {
     const Shape& shape = r_.leaf(ln.leaf).shape;
+    const LeafSplit s = leaf_split(ln.name, spec_, rules_);
     ShardPart part;
     part.leaf = ln.leaf;
-    if (spec_.expert_parallel && under_experts(ln.name)) {
-      part.kind = SplitKind::kExperts;
-      const size_t at = expert_index_at(ln.name);
-      if (at != std::string::npos) {  // one tensor per expert: this rank's or not, whole
-        const uint64_t e = std::stoull(ln.name[at]);
-        const auto [b, end] = ceil_block(experts_.at(expert_group(ln.name, at)), spec_.rank,
-                                         spec_.world);
-        part.load = b <= e && e < end;
-        return part;
-      }
-      return split(ln.leaf, shape, part, 0, /*even=*/false);  // stacked: [E, ...]
+    part.kind = s.kind;
+    if (s.expert_at != std::string::npos) {  // one tensor per expert: this rank's or not, whole
+      const uint64_t e = std::stoull(ln.name[s.expert_at]);
+      const auto [b, end] = ceil_block(experts_.at(expert_group(ln.name, s.expert_at)),
+                                       spec_.rank, spec_.world);
+      part.load = b <= e && e < end;
+      return part;
     }
-    for (const SplitRule& rule : rules_) {
-      if (!split_pattern_matches(rule.pattern, ln.name)) continue;
-      part.kind = rule.kind;
-      if (rule.kind == SplitKind::kReplicated) return part;
-      const int dim = rule.dim >= 0 ? rule.dim : rule.kind == SplitKind::kRow ? 1 : 0;
-      const bool even = rule.kind == SplitKind::kColumn || rule.kind == SplitKind::kRow;
-      return split(ln.leaf, shape, part, dim, even);
-    }
-    return part;
-  }
-
-  // `part` with its box: dimension `dim` of `shape` cut in `world` blocks, this rank's;
-  // `even` requires the blocks to be equal.
-  Result<ShardPart> split(uint32_t leaf, const Shape& shape, ShardPart part, int dim,
-                          bool even) const {
-    const char* kind = split_kind_name(part.kind);
-    if (static_cast<size_t>(dim) >= shape.size()) {
-      return bad(leaf, std::string("a ") + kind + " split of dimension " + std::to_string(dim) +
-                           ", but the leaf has rank " + std::to_string(shape.size()) +
-                           " (give the rule another dim, or a replicated rule before it)");
-    }
-    const uint64_t n = shape[static_cast<size_t>(dim)];
-    if (even && n % spec_.world != 0) {
-      return bad(leaf, std::string("a ") + kind + " split of dimension " + std::to_string(dim) +
-                           " (size " + std::to_string(n) + ") over " +
-                           std::to_string(spec_.world) + " ranks: the size must divide evenly");
-    }
-    if (spec_.world == 1) return part;  // (the whole leaf)
-    Box box = Box::all(shape);
-    const auto [b, e] = ceil_block(n, spec_.rank, spec_.world);
-    box.begin[static_cast<size_t>(dim)] = b;
-    box.end[static_cast<size_t>(dim)] = e;
-    part.box = std::move(box);
+    if (s.dim < 0) return part;
+    JTREE_RETURN_IF_ERROR(
+        check_split(shape, s, spec_.world, r_.name() + ": leaf " + r_.leaf_path(ln.leaf)));
+    if (spec_.world > 1) part.box = rank_box(shape, s, spec_.rank, spec_.world);
     return part;
   }
 
@@ -229,6 +259,24 @@ bool split_pattern_matches(std::string_view pattern, const std::vector<std::stri
 
 Result<std::vector<ShardPart>> plan_shard(const Reader& reader, const ShardSpec& spec) {
   return Planner(reader, spec).run();
+}
+
+Result<std::vector<Box>> shard_layout_boxes(std::string_view key_path, const Shape& shape,
+                                            const ShardSpec& spec) {
+  const std::vector<SplitRule>& rules = spec.rules.empty() ? default_split_rules() : spec.rules;
+  ShardSpec any_rank = spec;
+  any_rank.rank = 0;
+  JTREE_RETURN_IF_ERROR(check_spec(any_rank, rules, ""));
+  auto components = split_path(key_path);
+  if (!components.ok()) return components.status();
+  const LeafSplit s = leaf_split(shard_name(*components), spec, rules);
+  std::vector<Box> boxes;
+  if (s.dim < 0 || spec.world == 1) return boxes;
+  JTREE_RETURN_IF_ERROR(check_split(shape, s, spec.world, "leaf " + std::string(key_path)));
+  for (uint32_t rank = 0; rank < spec.world; ++rank) {
+    boxes.push_back(rank_box(shape, s, rank, spec.world));
+  }
+  return boxes;
 }
 
 }  // namespace jtree

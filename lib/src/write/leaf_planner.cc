@@ -10,6 +10,7 @@
 #include "format/chunk_grid.h"
 #include "format/layout.h"
 #include "format/validate.h"
+#include "jtree/shard.h"
 #include "util/box_copy.h"
 #include "util/checked_math.h"
 
@@ -114,18 +115,14 @@ Shape sharded_chunk_shape(const Shape& shape, const Shape& shard_shape, uint32_t
   return c;
 }
 
-// A chunk grid cut at every edge of the blocks of a sharded array (all processes' blocks): the
-// gcd of the edges when that gives chunks no smaller than cutting each gap between edges into
-// near-equal pieces of at most the unsharded chunk extent, else those pieces (a rectilinear
-// grid: chunk_bounds). Either way every chunk lies inside one block, and every process computes
-// the same grid from the same blocks. Regular splits keep the regular grid they had.
-// A chunk grid for a sharded array given the boxes of all its blocks (every process's): lines
-// at every block edge, so that every chunk lies inside one block, and every process computes
-// the same grid from the same blocks. The cells between edges are cut into near-equal pieces of
-// at most the extents default_chunk_shape picks for the largest cell (C-order slabs of about
-// `target` bytes), which gives about one chunk per block more than an unsharded grid. The
-// regular grid of the edges' gcd is kept when it has no more chunks (even splits keep their
-// regular grid and format version 1); else the grid is rectilinear (chunk_bounds, version 2).
+// A chunk grid given the boxes of blocks of an array (every process's blocks of a sharded
+// array, or every rank's part of a serving layout): lines at every block edge, so that every
+// chunk lies inside one block, and every process computes the same grid from the same blocks.
+// The cells between edges are cut into near-equal pieces of at most the extents
+// default_chunk_shape picks for the largest cell (C-order slabs of about `target` bytes),
+// which gives about one chunk per block more than an unsharded grid. The regular grid of the
+// edges' gcd is kept when it has no more chunks (even splits keep their regular grid and
+// format version 1); else the grid is rectilinear (chunk_bounds, version 2).
 void blocks_chunk_grid(Leaf& l, const std::vector<Box>& blocks, uint32_t bits, uint64_t target) {
   const size_t r = l.shape.size();
   std::vector<Shape> edges(r);
@@ -165,6 +162,24 @@ void blocks_chunk_grid(Leaf& l, const std::vector<Box>& blocks, uint32_t bits, u
     return;
   }
   l.chunk_bounds = format::join_chunk_bounds(ends);
+}
+
+// The grid of an unsharded leaf: cut at the edges of every rank's part when the file is laid
+// out for serving (WriteOptions::shard_layout) and the rules split the leaf, else the default
+// C-order slabs.
+Status serving_chunk_grid(const Tree& t, size_t i, Leaf& l, const WriteOptions& options,
+                          uint32_t bits, uint64_t target) {
+  if (options.shard_layout && l.kind == LeafKind::kArray && !l.shape.empty()) {
+    auto boxes = shard_layout_boxes(t.leaf_path(static_cast<uint32_t>(i)), l.shape,
+                                    *options.shard_layout);
+    if (!boxes.ok()) return boxes.status();
+    if (!boxes->empty()) {
+      blocks_chunk_grid(l, *boxes, bits, target);
+      return Status::success();
+    }
+  }
+  l.chunk_shape = format::default_chunk_shape(l.shape, bits, target);
+  return Status::success();
 }
 
 Status check_shards(const Tree& t, size_t i, const Leaf& l, const LeafInput& in) {
@@ -302,7 +317,7 @@ Status plan_leaf(Tree& t, size_t i, const WriteOptions& options) {
   } else if (!in.shard_shape.empty()) {
     l.chunk_shape = sharded_chunk_shape(l.shape, in.shard_shape, info->stored_bits, target);
   } else {
-    l.chunk_shape = format::default_chunk_shape(l.shape, info->stored_bits, target);
+    JTREE_RETURN_IF_ERROR(serving_chunk_grid(t, i, l, options, info->stored_bits, target));
   }
   if (sharded) JTREE_RETURN_IF_ERROR(check_alignment(t, i, l, in));
   auto chunk_elements = checked_product(format::ChunkGrid::of(l).max_chunk());
@@ -359,6 +374,16 @@ Status WriteOptions::check() const {
   }
   if (options.target_chunk_bytes == 0) {
     return Status::invalid_argument("chunk bytes (target_chunk_bytes) must be positive");
+  }
+  if (options.shard_layout) {
+    if (options.shard_layout->world == 0) {
+      return Status::invalid_argument("shard_layout: the world size must be >= 1");
+    }
+    for (const SplitRule& rule : options.shard_layout->rules) {
+      if (rule.pattern.empty()) {
+        return Status::invalid_argument("shard_layout: a split rule has an empty pattern");
+      }
+    }
   }
   if (options.max_bytes_in_flight == 0) {
     return Status::invalid_argument("max_bytes_in_flight must be positive");

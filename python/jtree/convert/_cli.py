@@ -57,6 +57,11 @@ def parser() -> argparse.ArgumentParser:
                    help="safetensors output in shards of at most SIZE (bytes, or e.g. 5GB = "
                         "5*10^9 as transformers reads it, 512MiB), with a "
                         "NAME.safetensors.index.json, as save_pretrained writes them")
+    p.add_argument("--shard-layout", metavar="WORLD", type=int, default=None,
+                   help="a .jtree file laid out for tensor-parallel serving on WORLD ranks: "
+                        "each rank's slices of the split weights (q/k/v, gate/up, o, down, "
+                        "embeddings: jtree.TensorParallel's rules) are whole chunks, for WORLD "
+                        "and every divisor of it")
     p.add_argument("--verify", action="store_true",
                    help="re-read DST and compare every leaf bit for bit with SRC")
     p.add_argument("--allow-pickle", action="store_true",
@@ -88,7 +93,8 @@ def run(argv: List[str]) -> int:
                         compression=None if args.compression == "none" else args.compression,
                         level=args.level, max_shard_size=args.max_shard_size,
                         verify=args.verify, progress=not (args.quiet or args.json),
-                        allow_pickle=args.allow_pickle, overwrite=not args.no_overwrite)
+                        allow_pickle=args.allow_pickle, overwrite=not args.no_overwrite,
+                        shard_layout=args.shard_layout)
     except (Error, OSError) as e:
         sys.stderr.write(f"jtree convert: {e}\n")
         return 1

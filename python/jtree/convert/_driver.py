@@ -135,7 +135,7 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
             level: Optional[int] = None, chunk_bytes: Optional[int] = None,
             max_shard_size: Optional[Union[int, str]] = None,
             verify: bool = False, progress: Any = False, allow_pickle: bool = False,
-            overwrite: bool = True) -> ConvertStats:
+            overwrite: bool = True, shard_layout: Any = None) -> ConvertStats:
     """Converts a checkpoint between formats; one of them is usually .jtree.
 
     Sources: safetensors (a file, or a Hugging Face sharded checkpoint: its
@@ -159,7 +159,9 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
 
     The data streams: arrays are memory maps of the input, written one after the other, so
     memory stays about one tensor whatever the model size. ``compression`` ("zstd" or None) and
-    ``level`` and ``chunk_bytes`` are those of :func:`jtree.save`. ``verify=True`` re-reads
+    ``level``, ``chunk_bytes`` and ``shard_layout`` (a .jtree file laid out for
+    tensor-parallel serving on that many ranks) are those of :func:`jtree.save`; a
+    ``shard_layout`` for another destination is refused. ``verify=True`` re-reads
     the destination and compares every leaf bit for bit with the source. ``progress`` is True
     (a bar on stderr when it is a terminal) or a callable ``(done_bytes, total_bytes)``.
     ``allow_pickle`` lets a PyTorch file that needs full unpickling load (only for files you
@@ -185,6 +187,9 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
                     f"{os.path.join(dst, 'model.' + dst_fmt)}), or write a Hugging Face "
                     f"safetensors checkpoint into it with to_format='safetensors' (--to "
                     f"safetensors) or max_shard_size= (--max-shard-size)")
+    if shard_layout is not None and dst_fmt != "jtree":
+        raise error(InvalidArgumentError, dst, None,
+                    f"shard_layout lays out a .jtree file; this destination is {dst_fmt}")
     if max_shard_size is not None and dst_fmt != "safetensors":
         raise error(InvalidArgumentError, dst, None,
                     f"max_shard_size shards safetensors output; this destination is {dst_fmt}")
@@ -214,7 +219,7 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
                         "compact rewrites one; jtree.load + jtree.save recompress it)")
         n, size, verified, desc = _to_jtree(src, dst, src_fmt, compression, level,
                                             chunk_bytes, verify, progress, allow_pickle,
-                                            overwrite)
+                                            overwrite, shard_layout)
         output = dst
     elif src_fmt == "jtree":
         n, size, verified, output = _from_jtree(src, dst, dst_fmt, verify, progress,
@@ -242,7 +247,8 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
 
 def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
               level: Optional[int], chunk_bytes: Optional[int], verify: bool, progress: Any,
-              allow_pickle: bool, overwrite: bool) -> Tuple[int, int, bool, str]:
+              allow_pickle: bool, overwrite: bool,
+              shard_layout: Any = None) -> Tuple[int, int, bool, str]:
     from .._api import save  # noqa: PLC0415
 
     reader = _registry.reader(src_fmt)
@@ -254,7 +260,8 @@ def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
         tree = _with_progress(source.tree, report)
         report.report(0)
         save(tree, dst, compression=compression, level=level, chunk_bytes=chunk_bytes,
-             metadata=source.metadata or None, allow_pickle=allow_pickle, overwrite=overwrite)
+             metadata=source.metadata or None, allow_pickle=allow_pickle, overwrite=overwrite,
+             shard_layout=shard_layout)
         report.report(report.total)
         report.finish()
         verified = False
