@@ -57,13 +57,17 @@ def mapped_box(reader: Any, leaf: int, leaf_shape: Tuple[int, ...], begin: List[
     (``Reader.map_box``: writes never reach the file; the view keeps the map alive after the
     file is closed), the chunks it overlaps verified (in parallel) unless ``verify`` is off;
     None where the native Reader does not map the leaf (compressed, remote, a file object,
-    not stored back to back, mmap off) or the box is empty: read it instead."""
+    not stored back to back, mmap off) or the box is empty: read it instead. A box that is
+    exactly one raw chunk maps whatever the leaf's grid (a layout's column tiles)."""
     shape = tuple(e - b for b, e in zip(begin, end))
     if 0 in shape:
         return None
-    flat = reader.map_box(leaf, begin, end, verify, threads, writable)
-    if flat is None:
+    mapped = reader.map_box(leaf, begin, end, verify, threads, writable)
+    if mapped is None:
         return None
+    flat, box_order = mapped
+    if box_order:  # exactly one chunk of a tiled grid: the box's own C-order array
+        return np.ndarray(shape, npdt, buffer=flat)
     # The box's elements lie at the leaf's C-order strides from the first byte of `flat`.
     strides: List[int] = []
     step = npdt.itemsize

@@ -352,13 +352,19 @@ def test_shard_layout_takes_a_tensor_parallel_and_refuses_what_cannot_be_split(t
     sd = _down_proj_model(np.random.default_rng(6))
     p = str(tmp_path / "m.jtree")
     # Custom rules (the norm split too) through a TensorParallel: its rank does not matter.
-    layout = jtree.TensorParallel(3, 4, rules=[("norm.weight", "column")])
+    rules = [("norm.weight", "column")] + jtree.TensorParallel(0, 4).DEFAULT_RULES
+    layout = jtree.TensorParallel(3, 4, rules=rules)
     jtree.save(sd, p, compression=None, shard_layout=layout)  # (4 MiB: one chunk per leaf)
     with jtree.open(p) as f:
         norm = f["l.norm.weight"]
         edges = norm.chunk_bounds[0] if norm.chunk_bounds else tuple(
             range(norm.chunk_shape[0], 257, norm.chunk_shape[0]))
         assert {64, 128, 192, 256} <= set(edges)
+    # A rank's column tile of the raw file is one chunk: a view of the file's map, verified.
+    got = jtree.load(p, slices=jtree.TensorParallel(1, 4))
+    down = "l.mlp.down_proj.weight"
+    assert not got[down].flags.owndata and got[down].flags.c_contiguous
+    np.testing.assert_array_equal(got[down], sd[down][:, 64:128])
     jtree.nonblocking_save(sd, p, shard_layout=2).result()
     np.testing.assert_array_equal(jtree.load(p)["l.norm.weight"], sd["l.norm.weight"])
     bad = str(tmp_path / "bad.jtree")

@@ -500,3 +500,51 @@ TEST_CASE("a mapped box is private and outlives the Reader") {
   CHECK(whole->bytes[0] == std::byte{0x11});
   CHECK(read_file(s.path) == on_disk);
 }
+
+TEST_CASE("mapped_chunk views a box that is exactly one raw chunk of a tiled grid") {
+  TempDir dir;
+  // Column tiles (a grid cut along the last dimension): mapped_box cannot map the leaf.
+  const Saved s = save_leaves(dir.file("t.jtree"), {{DType::kFloat32, {12, 20}, {6, 5}},
+                                                   {DType::kUInt8, {4000}, {}, Codec::kZstd,
+                                                    true}});
+  auto r = open_or_die(s.path);
+  const Leaf& l = r->leaf(0);
+  auto not_whole = r->mapped_box(0, Box{{0, 5}, {6, 10}});
+  REQUIRE(not_whole.ok());
+  REQUIRE_FALSE(*not_whole);
+  for (const Box& box : {Box{{0, 5}, {6, 10}}, Box{{6, 15}, {12, 20}}, Box{{0, 0}, {6, 5}}}) {
+    CAPTURE(box.begin[1]);
+    auto m = r->mapped_chunk(0, box);
+    REQUIRE_MESSAGE(m.ok(), m.status().to_string());
+    REQUIRE(*m);
+    // The box's own C-order array: its elements back to back.
+    CHECK(m->bytes.size() == box.num_elements() * 4);
+    const auto want = gather_box(s.data[0].data(), l.shape, box, 4);
+    CHECK(std::memcmp(m->bytes.data(), want.data(), want.size()) == 0);
+  }
+  // Part of a chunk, two chunks, a compressed leaf: nothing mapped (read instead).
+  for (const Box& box : {Box{{0, 5}, {3, 10}}, Box{{0, 5}, {12, 10}}, Box{{0, 0}, {6, 10}}}) {
+    auto m = r->mapped_chunk(0, box);
+    REQUIRE(m.ok());
+    CHECK_FALSE(*m);
+  }
+  auto packed = r->mapped_chunk(1, Box{{0}, {4000}});
+  REQUIRE(packed.ok());
+  CHECK_FALSE(*packed);
+  CHECK(r->mapped_chunk(0, Box{{0, 0}, {13, 5}}).status().code() ==
+        StatusCode::kInvalidArgument);
+  // A damaged chunk is Corruption naming the leaf; unverified it maps.
+  const uint64_t victim = r->chunk(l.first_chunk + 1).file_offset + 2;  // tile (0, 1)
+  auto bytes = read_file(s.path);
+  bytes[victim] ^= std::byte{0x10};
+  write_file(s.path, bytes);
+  auto damaged = open_or_die(s.path);
+  auto bad = damaged->mapped_chunk(0, Box{{0, 5}, {6, 10}});
+  REQUIRE(bad.status().code() == StatusCode::kCorruption);
+  CHECK(bad.status().message().find("l0") != std::string::npos);
+  ReadOptions unverified;
+  unverified.verify_checksums = false;
+  auto m = damaged->mapped_chunk(0, Box{{0, 5}, {6, 10}}, unverified);
+  REQUIRE(m.ok());
+  CHECK(*m);
+}

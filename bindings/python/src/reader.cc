@@ -332,11 +332,13 @@ class PyReader {
     return out;
   }
 
-  // uint8 array | None: the box [begin, end) of a leaf in place in the file's copy-on-write
-  // mapping (jtree::Reader::mapped_box), from the box's first element to one past its last
-  // (its elements at the leaf's C-order strides); None where the leaf cannot be mapped. Only
-  // the chunks the box overlaps are verified, the GIL released. The array keeps the mapping
-  // alive; `writable` false gives a read-only array.
+  // (uint8 array, box_order) | None: the box [begin, end) of a leaf in place in the file's
+  // copy-on-write mapping: jtree::Reader::mapped_box (box_order False: from the box's first
+  // element to one past its last, its elements at the leaf's C-order strides), else, for a
+  // box that is exactly one raw chunk, jtree::Reader::mapped_chunk (box_order True: the box's
+  // own C-order array); None where neither maps it. Only the chunks the box overlaps are
+  // verified, the GIL released. The array keeps the mapping alive; `writable` false gives a
+  // read-only array.
   nb::object map_box(uint32_t leaf, std::vector<uint64_t> begin, std::vector<uint64_t> end,
                      bool verify, int threads, bool writable) const {
     jtree::ReadOptions o;
@@ -344,13 +346,18 @@ class PyReader {
     o.threads = threads;
     const jtree::Box box{std::move(begin), std::move(end)};
     std::optional<jtree::Result<jtree::MappedLeaf>> r;
+    bool box_order = false;
     {
       nb::gil_scoped_release release;
       r.emplace(r_->mapped_box(leaf, box, o));
+      if (r->ok() && !**r) {
+        r.emplace(r_->mapped_chunk(leaf, box, o));
+        box_order = true;
+      }
     }
     jtree::MappedLeaf m = value_or_raise(std::move(*r));
     if (!m) return nb::none();
-    return mapped_bytes_array(std::move(m), writable);
+    return nb::make_tuple(mapped_bytes_array(std::move(m), writable), box_order);
   }
 
   // Loads to device memory (device_read.cc): [(leaf, box | None, dst_address, nbytes)].

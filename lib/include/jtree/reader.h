@@ -211,6 +211,15 @@ class JTREE_API Reader {
   /// bounds; Corruption naming the leaf and chunk.
   Result<MappedLeaf> mapped_box(uint32_t leaf, const Box& box,
                                 const ReadOptions& options = {}) const;
+  /// A box that is exactly one raw chunk of a leaf, in place: `bytes` is the chunk, which is
+  /// the box's own C-order array in memory layout (not at the leaf's strides: this serves
+  /// leaves mapped_box() cannot map, whose grid cuts later dimensions, such as the column
+  /// tiles of a file laid out for tensor-parallel ranks, WriteOptions::shard_layout). The
+  /// chunk is verified unless options.verify_checksums is off; mapped copy-on-write as
+  /// mapped_box's. Empty (false) where the box is not exactly one chunk, the chunk is not
+  /// raw, the file is not mapped, or the mapping fails. Errors as mapped_box's.
+  Result<MappedLeaf> mapped_chunk(uint32_t leaf, const Box& box,
+                                  const ReadOptions& options = {}) const;
 
   /// Checks every checksum, decodes every chunk, and accounts for every byte of the file.
   Result<VerifyReport> verify(const ReadOptions& options = {}) const;

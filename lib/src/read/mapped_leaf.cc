@@ -107,6 +107,26 @@ Status leaf_in_range(const Reader& r, uint32_t leaf) {
   return Status::success();
 }
 
+// The checks mapped_box and mapped_chunk make of their arguments.
+Status check_map_request(const Reader& r, uint32_t leaf, const Box& box,
+                         const ReadOptions& options) {
+  JTREE_RETURN_IF_ERROR(check_read_options(r, options));
+  JTREE_RETURN_IF_ERROR(leaf_in_range(r, leaf));
+  const Shape& shape = r.leaf(leaf).shape;
+  JTREE_RETURN_IF_ERROR(check_box_rank(r, leaf, box.begin.size()));
+  JTREE_RETURN_IF_ERROR(check_box_rank(r, leaf, box.end.size()));
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (box.begin[d] > box.end[d] || box.end[d] > shape[d]) {
+      return Status::invalid_argument(r.name() + ": leaf " + r.leaf_path(leaf) + ": slice [" +
+                                     std::to_string(box.begin[d]) + ":" +
+                                     std::to_string(box.end[d]) + "] out of bounds for dimension " +
+                                     std::to_string(d) + " of extent " +
+                                     std::to_string(shape[d]));
+    }
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Result<MappedLeaf> Reader::mapped_leaf(uint32_t leaf, const ReadOptions& options) const {
@@ -152,23 +172,47 @@ Result<std::vector<MappedLeaf>> Reader::map_leaves(std::span<const uint32_t> lea
   return out;
 }
 
+Result<MappedLeaf> Reader::mapped_chunk(uint32_t leaf, const Box& box,
+                                        const ReadOptions& options) const {
+  JTREE_RETURN_IF_ERROR(check_map_request(*this, leaf, box, options));
+  const Leaf& l = impl_->file.tree.leaf(leaf);
+  MappedLeaf out;
+  if (l.storage != Storage::kChunked || is_4bit(l.dtype) || box.num_elements() == 0) return out;
+  const std::shared_ptr<const MappedFile> whole = impl_->source->mapped_file();
+  if (!whole) return out;
+  const format::ChunkGrid grid = format::ChunkGrid::of(l);
+  Shape glo, ghi;
+  grid.overlapping(box, glo, ghi);
+  for (size_t d = 0; d < glo.size(); ++d) {
+    if (ghi[d] != glo[d] + 1) return out;  // more than one chunk
+  }
+  const uint64_t k = grid.linear(glo);
+  const Box cb = grid.box(k);
+  if (cb.begin != box.begin || cb.end != box.end) return out;  // a part of the chunk
+  const ChunkInfo c = impl_->chunk(l.first_chunk + k);
+  const uint64_t item = dtype_info(l.dtype)->item_size;
+  if (c.absent || c.encoding != ChunkEncoding::kRaw || c.file_offset % item != 0 ||
+      c.stored_size != box.num_elements() * item) {
+    return out;
+  }
+  const std::shared_ptr<const MappedFile> map = impl_->source->map_range(c.file_offset,
+                                                                         c.stored_size);
+  if (!map) return out;
+  if (options.verify_checksums) {
+    const MappedChunk one{leaf, k, l.first_chunk + k};
+    JTREE_RETURN_IF_ERROR(
+        verify_mapped(*this, *impl_, map->bytes(), c.file_offset, std::span(&one, 1), options));
+  }
+  out.bytes = map->bytes();
+  out.owner = map;
+  return out;
+}
+
 Result<MappedLeaf> Reader::mapped_box(uint32_t leaf, const Box& box,
                                       const ReadOptions& options) const {
-  JTREE_RETURN_IF_ERROR(check_read_options(*this, options));
-  JTREE_RETURN_IF_ERROR(leaf_in_range(*this, leaf));
+  JTREE_RETURN_IF_ERROR(check_map_request(*this, leaf, box, options));
   const Leaf& l = impl_->file.tree.leaf(leaf);
   const size_t rank = l.shape.size();
-  auto where = [&] { return name() + ": leaf " + leaf_path(leaf); };  // errors only
-  JTREE_RETURN_IF_ERROR(check_box_rank(*this, leaf, box.begin.size()));
-  JTREE_RETURN_IF_ERROR(check_box_rank(*this, leaf, box.end.size()));
-  for (size_t d = 0; d < rank; ++d) {
-    if (box.begin[d] > box.end[d] || box.end[d] > l.shape[d]) {
-      return Status::invalid_argument(where() + ": slice [" + std::to_string(box.begin[d]) + ":" +
-                                     std::to_string(box.end[d]) + "] out of bounds for dimension " +
-                                     std::to_string(d) + " of extent " +
-                                     std::to_string(l.shape[d]));
-    }
-  }
   MappedLeaf out;
   const std::shared_ptr<const MappedFile> whole = impl_->source->mapped_file();
   if (!whole) return out;
