@@ -28,7 +28,7 @@ import jtree
 HIDDEN, INTER, VOCAB = 64, 256, 100
 
 
-def save_demo_model(path: str) -> None:
+def save_demo_model(path: str, world: int) -> None:
     g = torch.Generator().manual_seed(0)
     sd = {"model.embed_tokens.weight": torch.randn(VOCAB, HIDDEN, generator=g),
           "lm_head.weight": torch.randn(VOCAB, HIDDEN, generator=g),
@@ -39,7 +39,9 @@ def save_demo_model(path: str) -> None:
         sd[p + "mlp.up_proj.weight"] = torch.randn(INTER, HIDDEN, generator=g) / 8
         sd[p + "mlp.down_proj.weight"] = torch.randn(HIDDEN, INTER, generator=g) / 16
         sd[p + "post_attention_layernorm.weight"] = torch.ones(HIDDEN)
-    jtree.save(sd, path, chunk_bytes=16 << 10)
+    # Laid out for `world` ranks: each rank's slices are whole chunks of the file (any world
+    # dividing it loads as well; others read parts of chunks).
+    jtree.save(sd, path, chunk_bytes=16 << 10, shard_layout=world)
 
 
 def mlp(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
@@ -56,7 +58,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.model or os.path.join(tmp, "model.jtree")
         if args.model is None:
-            save_demo_model(path)
+            save_demo_model(path, args.world)
         layer = "model.layers.0.mlp."
         whole = jtree.load(path, keys=f"{layer}*", framework="torch", device=args.device,
                            prune=True)
