@@ -11,7 +11,6 @@ matching is the C++ library's too (lib/include/jtree/key_path_pattern.h, ``_jtre
 """
 from __future__ import annotations
 
-import difflib
 from typing import Iterable, List, Optional, Sequence, Set, Union
 
 from . import _jtree
@@ -92,22 +91,6 @@ class PatternSet:
 
 
 def nearest(pattern: str, paths: Sequence[str], n: int = 3) -> List[str]:
-    """The key paths most like ``pattern`` (difflib), best first: what a typo meant."""
-    parts = split(pattern)
-    # The paths as deep as the pattern first: "params/w0" is nearer "params/w" than "params".
-    same = [p for p in paths if len(split(p)) == len(parts)] if parts else []
-    got = difflib.get_close_matches(pattern, same, n=n, cutoff=0.5)
-    if len(got) < n:
-        got += [p for p in difflib.get_close_matches(pattern, paths, n=n, cutoff=0.5)
-                if p not in got][:n - len(got)]
-    if len(got) < n and parts and not any(c in parts[-1] for c in "*?["):
-        # "**/bais": the paths whose last key is like the pattern's last one.
-        last = {}
-        for p in paths:
-            keys = split(p)
-            if keys:  # (the root's path "" has no last key)
-                last.setdefault(keys[-1], p)
-        got += [last[k] for k in difflib.get_close_matches(parts[-1], list(last), n=n,
-                                                            cutoff=0.6)
-                if last[k] not in got][:n - len(got)]
-    return got
+    """The key paths most like ``pattern``, best first: what a typo meant (the C++ library's
+    choice, jtree::nearest_paths, as the jtree command's)."""
+    return _jtree.nearest_paths(pattern, paths, n)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import collections.abc
-import difflib
 import pickle
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -657,8 +656,8 @@ class Loader:
             by_key = {c.key: c for c in children}
             missing = [k for k in target if k not in by_key]
             if missing:
-                near = [k for k in by_key if isinstance(k, str)]
-                near = difflib.get_close_matches(missing[0], near, n=3, cutoff=0.5) \
+                names = {kp.escape(k): k for k in by_key if isinstance(k, str)}
+                near = [names[n] for n in kp.nearest(kp.escape(missing[0]), list(names))] \
                     if isinstance(missing[0], str) else []
                 raise self.err(NotFoundError, path + (missing[0],),
                                f"the target names key {missing[0]!r}, which the file does not "

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "jtree/key_path.h"
 #include "jtree/key_path_pattern.h"
 
 namespace jtree {
@@ -130,3 +131,22 @@ TEST_CASE("KeyPathPatterns: many '**' match as the plain rule does, in polynomia
 
 }  // namespace
 }  // namespace jtree
+
+TEST_CASE("nearest_paths suggests what a typo meant, as difflib's get_close_matches would") {
+  const std::vector<std::string> paths = {"params",          "params/embed",
+                                          "params/layer0",   "params/layer0/kernel",
+                                          "params/layer0/bias", "opt_state/mu/bias",
+                                          "step"};
+  // As deep as the typo first.
+  CHECK(jtree::nearest_paths("params/embd", paths) ==
+        std::vector<std::string>{"params/embed", "params/layer0", "params"});
+  CHECK(jtree::nearest_paths("stpe", paths) == std::vector<std::string>{"step"});
+  // A typo in the last key finds the paths that end like it (the first path of each key).
+  CHECK(jtree::nearest_paths("x/y/z/bais", paths) == std::vector<std::string>{"params/layer0/bias"});
+  // ...unless the last key is a pattern, and nothing near: none.
+  CHECK(jtree::nearest_paths("x/y/z/ba*", paths).empty());
+  CHECK(jtree::nearest_paths("zzzzzz", paths).empty());
+  CHECK(jtree::nearest_paths("params/layer0/kernal", paths, 1) ==
+        std::vector<std::string>{"params/layer0/kernel"});
+  CHECK(jtree::nearest_paths("", {}).empty());
+}

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common.h"
+#include "jtree/key_path.h"
 #include "jtree/key_path_pattern.h"
 
 namespace jtpy {
@@ -230,6 +231,24 @@ void register_rules(nb::module_& m) {
       },
       nb::arg("path"),
       "The unescaped components of a key path; InvalidArgumentError for a trailing '\\'.");
+
+  m.def(
+      "nearest_paths",
+      [](nb::handle path, nb::handle paths, size_t n) {
+        std::vector<std::string> all;
+        for (nb::handle p : paths) all.push_back(str_bytes(p));
+        const std::string want = str_bytes(path);
+        std::vector<std::string> got;
+        {
+          nb::gil_scoped_release release;
+          got = jtree::nearest_paths(want, all, n);
+        }
+        nb::list out;
+        for (const std::string& p : got) out.append(bytes_str(p));
+        return out;
+      },
+      nb::arg("path"), nb::arg("paths"), nb::arg("n") = 3,
+      "jtree::nearest_paths: the (at most) n of `paths` most like `path`, best first.");
 
   // ---- basic indexing: jtree/slice.h -------------------------------------------------------
   m.def(

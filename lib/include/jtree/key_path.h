@@ -31,4 +31,14 @@ inline void append_path_component(std::string& out, const Key& key, uint32_t ind
 /// unfinished escape) is InvalidArgument.
 JTREE_API Result<std::vector<std::string>> split_path(std::string_view path);
 
+/// "Did you mean": the (at most) `n` of `paths` most like `path` (a key path or a key-path
+/// pattern that matched nothing), best first, by Ratcliff/Obershelp similarity (Python's
+/// difflib.get_close_matches): those as deep as `path` first (similarity >= 0.5), then any
+/// (>= 0.5), then, unless its last key has wildcards, the first path of each last key like
+/// `path`'s last key (>= 0.6). Every error message that names a missing key path in the
+/// library, the jtree command and the Python package takes its suggestions from here.
+JTREE_API std::vector<std::string> nearest_paths(std::string_view path,
+                                                 const std::vector<std::string>& paths,
+                                                 size_t n = 3);
+
 }  // namespace jtree
