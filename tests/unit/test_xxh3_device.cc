@@ -1,6 +1,8 @@
 // The XXH3 device code (cuda/xxh3_device.h) compiled for the CPU, bit for bit against libxxhash's
-// XXH3_64bits_withSeed: every length class and its edges, unaligned starts, many seeds. Needs no
-// CUDA at all (it runs in every build); test_device_hash runs the same code on a GPU.
+// XXH3_64bits_withSeed: every length class and its edges, unaligned starts, many seeds; and the
+// GPU kernel's split of the long path over a warp (cuda/xxh3_warp.h), its 32 lanes run in
+// lockstep here with the kernel's shuffles emulated. Needs no CUDA at all (it runs in every
+// build); test_device_hash runs the same code on a GPU.
 #include <doctest/doctest.h>
 #include <xxhash.h>
 
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "cuda/xxh3_device.h"
+#include "cuda/xxh3_warp.h"
 #include "unit/xxh3_cases.h"
 
 using jtree::portable_xxh3::hash64;
@@ -26,7 +29,73 @@ void check_length(const std::vector<uint8_t>& buffer, uint64_t len, unsigned shi
   }
 }
 
+namespace px = jtree::portable_xxh3;
+constexpr unsigned kLanes = px::kWarpLanes;
+
+// The kernel's warp_sum (xxh3_kernel.cu) over all lanes at once: __shfl_xor_sync(v, m) in lane l
+// is lane (l ^ m)'s v.
+std::vector<uint64_t> emulated_warp_sum(const std::vector<px::LanePartial>& parts) {
+  std::vector<uint64_t> sum(kLanes), step(kLanes);
+  for (unsigned l = 0; l < kLanes; ++l) sum[l] = parts[l].products + parts[l ^ 1].words;
+  for (unsigned mask : {8U, 16U}) {
+    for (unsigned l = 0; l < kLanes; ++l) step[l] = sum[l] + sum[l ^ mask];
+    sum = step;
+  }
+  return sum;
+}
+
+// The kernel's warp_hash_long with its 32 lanes in lockstep.
+uint64_t emulated_warp_hash_long(const uint8_t* in, uint64_t len, uint64_t seed) {
+  std::vector<px::LaneState> lanes;
+  for (unsigned l = 0; l < kLanes; ++l) lanes.emplace_back(l, seed);
+  std::vector<px::LanePartial> parts(kLanes);
+  const uint64_t blocks = (len - 1) / px::kBlockBytes;
+  for (uint64_t b = 0; b < blocks; ++b) {
+    for (unsigned l = 0; l < kLanes; ++l) {
+      uint64_t words[px::kStripesPerLane];
+      px::load_lane_words(in + b * px::kBlockBytes, l, words);
+      parts[l] = lanes[l].block(words);
+    }
+    const std::vector<uint64_t> sums = emulated_warp_sum(parts);
+    for (unsigned l = 0; l < kLanes; ++l) lanes[l].end_block(sums[l]);
+  }
+  for (unsigned l = 0; l < kLanes; ++l) {
+    parts[l] = lanes[l].tail(in + blocks * px::kBlockBytes, px::tail_stripes(len),
+                             in + len - px::kStripeBytes);
+  }
+  const std::vector<uint64_t> sums = emulated_warp_sum(parts);
+  for (unsigned l = 0; l < kLanes; ++l) lanes[l].end_tail(sums[l]);
+  // (Every lane merges the accumulators of lanes 0-7; each stripe group holds the same ones.)
+  uint64_t acc[8];
+  for (unsigned i = 0; i < 8; ++i) {
+    for (unsigned g = 1; g < kLanes / 8; ++g) {
+      CHECK(lanes[8 * g + i].accumulator() == lanes[i].accumulator());
+    }
+    acc[i] = lanes[i].accumulator();
+  }
+  return px::merge_accumulators(acc, len, seed);
+}
+
 }  // namespace
+
+TEST_CASE("XXH3 on a warp (the GPU kernel's split), emulated on the CPU: long inputs") {
+  const std::vector<uint8_t> buffer = xxh3_random_bytes((1 << 20) + 8, 5);
+  std::vector<uint64_t> lengths;
+  for (uint64_t len : xxh3_edge_lengths()) {
+    if (len > px::kMaxShortInput) lengths.push_back(len);
+  }
+  for (uint64_t len = 241; len <= 3200; len += 37) lengths.push_back(len);
+  lengths.push_back(1 << 20);
+  for (uint64_t len : lengths) {
+    for (unsigned shift : {0U, 5U}) {
+      for (uint64_t seed : xxh3_seeds()) {
+        INFO("len ", len, ", start +", shift, ", seed 0x", std::hex, seed);
+        const uint8_t* p = buffer.data() + shift;
+        CHECK(emulated_warp_hash_long(p, len, seed) == XXH3_64bits_withSeed(p, len, seed));
+      }
+    }
+  }
+}
 
 TEST_CASE("XXH3 device code on the CPU: every length class and its edges, aligned") {
   const std::vector<uint64_t> lengths = xxh3_edge_lengths();
