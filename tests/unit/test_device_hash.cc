@@ -1,14 +1,11 @@
 // The GPU checksum kernel (cuda/device_hash.h, xxh3_kernel.cu) against libxxhash's
 // XXH3_64bits_withSeed: every length class, unaligned chunks, many seeds, chunks of 4 MiB, and a
-// damaged chunk found by its index. Built only with the kernel (nvcc found). Needs a CUDA device:
-// without one it says so loudly and exits 77 (ctest: Skipped, not passed); with
-// JTREE_TEST_REQUIRE_ALL=1 it fails instead.
+// damaged chunk found by its index. Built only with the kernel (nvcc found). Needs a CUDA device
+// (without one: Skipped, see cuda_test_main.h).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <cuda_runtime_api.h>
 #include <xxhash.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "cuda/device_hash.h"
+#include "unit/cuda_test_main.h"
 #include "unit/xxh3_cases.h"
 
 using namespace jtree;
@@ -135,20 +133,7 @@ TEST_CASE("GPU XXH3: empty batches, empty chunks and the callers' mistakes") {
 }
 
 int main(int argc, char** argv) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    const char* require = std::getenv("JTREE_TEST_REQUIRE_ALL");
-    std::fprintf(stderr,
-                 "\n"
-                 "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-                 "!!! test_device_hash SKIPPED: no CUDA device (cudaGetDeviceCount: %s, %d):\n"
-                 "!!! the GPU XXH3 kernel is NOT tested (its code is, on the CPU: test_xxh3_device)\n"
-                 "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n",
-                 cudaGetErrorName(e), n);
-    return require != nullptr && std::string(require) == "1" ? 1 : 77;
-  }
-  doctest::Context ctx;
-  ctx.applyCommandLine(argc, argv);
-  return ctx.run();
+  return run_with_cuda_device(argc, argv, "test_device_hash",
+                              "the GPU XXH3 kernel is NOT tested (its code is, on the CPU: "
+                              "test_xxh3_device)");
 }
