@@ -88,13 +88,11 @@ endif()
 # Sets JTREE_HAVE_CUDA_KERNELS (cached as JTREE_CUDA_KERNELS_ENABLED for scripts).
 set(JTREE_HAVE_CUDA_KERNELS OFF)
 if(JTREE_HAVE_CUDA AND (JTREE_BUILD_TESTS OR JTREE_BUILD_BENCH))
-  # (The nvcc of the toolkit found above, compiling host code with the C++ compiler.)
+  # (The nvcc of the toolkit found above. Its host compiler is its default, the one that
+  # check_language tried; CMAKE_CUDA_HOST_COMPILER chooses another.)
   if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND CUDAToolkit_NVCC_EXECUTABLE
      AND EXISTS "${CUDAToolkit_NVCC_EXECUTABLE}")
     set(ENV{CUDACXX} "${CUDAToolkit_NVCC_EXECUTABLE}")
-  endif()
-  if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER)
-    set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}" CACHE FILEPATH "nvcc's host compiler")
   endif()
   include(CheckLanguage)
   check_language(CUDA)
