@@ -4,8 +4,10 @@
 # JAX with CUDA for the JAX rows; safetensors; fastsafetensors from its wheel for its row):
 #   bench/gpu_checks.sh BUNDLE_DIR OUT_DIR [SECONDS]
 # Stages, most important first, each bounded by `timeout` and never stopping the next:
-#   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1),
-#      and the C example's load into GPU memory (tests/c/shard_loader_device.sh)
+#   1. the C++ GPU tests (test_device_cuda fails rather than skips: JTREE_TEST_REQUIRE_ALL=1;
+#      test_device_hash, the XXH3 kernel, when the bundle has it), the C example's load into GPU
+#      memory (tests/c/shard_loader_device.sh), and the XXH3 kernel's hash rate against
+#      libxxhash's (bench_device_hash, 1 GiB of 4 MiB chunks, ~10 s)
 #   2. the Python GPU tests (test_device_load.py, test_device_plain.py: torch and JAX), and what a JAX load's
 #      allocation costs, jtree's own (cudaMalloc) and JAX's (compiled once per size)
 #   3. bench_device with the defaults (page cache: zero copy and staged loads; pinning costs),
@@ -61,7 +63,9 @@ fi
 stage "C++ GPU tests"
 export LD_LIBRARY_PATH=$bundle/lib
 work=$(mktemp -d /var/tmp/jtree-gpu-work.XXXXXX)  # (a disk file system: O_DIRECT cases)
-for t in test_device_cuda test_device_zero_copy test_device_direct test_device_staging; do
+for t in test_device_cuda test_device_hash test_device_zero_copy test_device_direct \
+         test_device_staging; do
+  [ -x "$bundle/bin/$t" ] || { echo "!!! $t is not in the bundle: NOT run"; continue; }
   (cd "$work" && run 45 "$bundle/bin/$t" > "$out/$t.txt" 2>&1; tail -4 "$out/$t.txt")
 done
 
@@ -71,6 +75,16 @@ jtree.save({**{'w%d' % i: r.standard_normal((1024, 4096), dtype=np.float32) for 
 'b': np.arange(1024, dtype=np.float32)}, '$work/shards.jtree', compression=None)" &&
   run 60 tests/c/shard_loader_device.sh "$bundle/bin/shard_loader" "$work/shards.jtree" load |
   tee "$out/shard_loader.txt"
+
+stage "bench_device_hash: the GPU XXH3 kernel's hash rate against libxxhash's (issue 50)"
+# (Chunks already in device memory; the CPU rows on one thread and on every core. Its exit
+# status is 1 when the kernel's hashes differ from libxxhash's.)
+if [ -x "$bundle/bin/bench_device_hash" ]; then
+  run 60 "$bundle/bin/bench_device_hash" --mib 1024 --chunk-mib 4 --runs 5 |
+    tee "$out/bench_device_hash.txt"
+else
+  echo "!!! bench_device_hash is not in the bundle (built without nvcc?): NOT run"
+fi
 
 stage "Python GPU tests"
 (cd tests/python && run 90 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider -rs \

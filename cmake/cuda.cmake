@@ -76,3 +76,54 @@ if(JTREE_HAVE_CUDA)
 else()
   target_sources(jtree PRIVATE ${_jt_cuda_src}/no_cuda.cc)
 endif()
+
+# ---- chunk checksums on the GPU (lib/src/cuda/xxh3_kernel.cu, cuda/device_hash.h; issue 50) ----
+# jtree_device_hash: a static library of its own, not part of libjtree while loads do not use it;
+# the tests and bench_device_hash link it. The kernel is the project's one CUDA source, so nvcc is
+# needed only for it: it is compiled when JTREE_CUDA is on, the CUDA compiler is found
+# (check_language) and tests or benchmarks are built; otherwise the library holds
+# no_device_hash.cc, whose functions report NotSupported. Architectures: sm_90 machine code (the
+# H200 of bench/gpu_checks.sh) plus compute_90 PTX, which the driver compiles for later GPUs
+# (forward compatibility); set CMAKE_CUDA_ARCHITECTURES to build for others (e.g. 80 for A100).
+# Sets JTREE_HAVE_CUDA_KERNELS (cached as JTREE_CUDA_KERNELS_ENABLED for scripts).
+set(JTREE_HAVE_CUDA_KERNELS OFF)
+if(JTREE_HAVE_CUDA AND (JTREE_BUILD_TESTS OR JTREE_BUILD_BENCH))
+  # (The nvcc of the toolkit found above. Its host compiler is its default, the one that
+  # check_language tried; CMAKE_CUDA_HOST_COMPILER chooses another.)
+  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND CUDAToolkit_NVCC_EXECUTABLE
+     AND EXISTS "${CUDAToolkit_NVCC_EXECUTABLE}")
+    set(ENV{CUDACXX} "${CUDAToolkit_NVCC_EXECUTABLE}")
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
+    endif()
+    enable_language(CUDA)
+    set(JTREE_HAVE_CUDA_KERNELS ON)
+    message(STATUS "jtree: GPU checksum kernel on (${CMAKE_CUDA_COMPILER}, "
+                   "architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  else()
+    message(STATUS "jtree: no CUDA compiler (nvcc) found: the GPU checksum kernel is not built")
+  endif()
+endif()
+set(JTREE_CUDA_KERNELS_ENABLED ${JTREE_HAVE_CUDA_KERNELS} CACHE INTERNAL
+    "Whether this build has the GPU checksum kernel")
+
+add_library(jtree_device_hash STATIC EXCLUDE_FROM_ALL ${_jt_cuda_src}/device_hash.cc)
+target_include_directories(jtree_device_hash PUBLIC ${CMAKE_CURRENT_LIST_DIR}/../lib/src)
+target_link_libraries(jtree_device_hash PUBLIC jtree PRIVATE jtree_flags)
+if(JTREE_HAVE_CUDA_KERNELS)
+  # (An object library of its own: jtree_flags' options are for the C++ compiler, not nvcc.)
+  add_library(jtree_xxh3_kernel OBJECT EXCLUDE_FROM_ALL ${_jt_cuda_src}/xxh3_kernel.cu)
+  set_target_properties(jtree_xxh3_kernel PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
+  target_include_directories(jtree_xxh3_kernel PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../lib/src
+                                                       ${CMAKE_CURRENT_LIST_DIR}/../lib/include)
+  target_compile_options(jtree_xxh3_kernel PRIVATE -Xcompiler=-Wall,-Wextra
+                         $<$<BOOL:${JTREE_WERROR}>:-Werror=all-warnings>)
+  target_sources(jtree_device_hash PRIVATE $<TARGET_OBJECTS:jtree_xxh3_kernel>)
+  target_link_libraries(jtree_device_hash PUBLIC CUDA::cudart_static)
+else()
+  target_sources(jtree_device_hash PRIVATE ${_jt_cuda_src}/no_device_hash.cc)
+endif()

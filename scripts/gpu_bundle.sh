@@ -8,7 +8,8 @@
 #   jtree_arrays-*.whl   the package with CUDA support for that Python (auditwheel-repaired:
 #                        zstd, xxHash, curl, OpenSSL inside; CUDA's runtime linked statically)
 #   bin/                 test_device_cuda, test_device_zero_copy, test_device_direct,
-#                        test_device_staging, bench_device, shard_loader (examples/c)
+#                        test_device_staging, bench_device, shard_loader (examples/c),
+#                        test_device_hash and bench_device_hash (where nvcc is found)
 #                        (stripped)
 #   lib/                 the shared libraries they need beyond glibc and libstdc++
 #   BUILD_INFO           the commit and the CUDA toolkit it was built from
@@ -50,11 +51,18 @@ PATH="$venv/bin:$PATH" "$venv/bin/python" -m auditwheel repair -w "$out" "$raw"/
 echo "== the C++ GPU tests and bench_device ==" >&2
 build=$tmp_root/cpp-build
 cmake_launcher=()
-command -v ccache >/dev/null && cmake_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+command -v ccache >/dev/null && cmake_launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+                                                -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJTREE_CUDA=ON \
   -DJTREE_BUILD_BENCH=ON "${cmake_launcher[@]}" >&2
 targets=(test_device_cuda test_device_zero_copy test_device_direct test_device_staging bench_device
          bench_populate shard_loader)
+# The GPU checksum kernel (issue 50) needs nvcc besides the toolkit's headers and runtime.
+if grep -q '^JTREE_CUDA_KERNELS_ENABLED:INTERNAL=ON' "$build/CMakeCache.txt"; then
+  targets+=(test_device_hash bench_device_hash)
+else
+  echo "!!! no CUDA compiler (nvcc): the GPU checksum kernel and its test are NOT in the bundle" >&2
+fi
 cmake --build "$build" --target "${targets[@]}" >&2
 mkdir -p "$out/bin" "$out/lib"
 for t in "${targets[@]}"; do

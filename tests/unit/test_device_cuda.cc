@@ -15,6 +15,7 @@
 
 #include "cuda/device_scope.h"
 #include "jtree/device.h"
+#include "unit/cuda_test_main.h"
 #include "unit/test_util.h"
 #include "util/box_copy.h"
 
@@ -375,21 +376,6 @@ TEST_CASE("CUDA: the driver says which devices have a context; memory freed on a
 }
 
 int main(int argc, char** argv) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    const bool require_all = std::getenv("JTREE_TEST_REQUIRE_ALL") != nullptr &&
-                             std::string(std::getenv("JTREE_TEST_REQUIRE_ALL")) == "1";
-    std::fprintf(stderr,
-                 "\n"
-                 "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
-                 "!!! test_device_cuda SKIPPED: no CUDA device (cudaGetDeviceCount: %s, %d)\n"
-                 "!!! the CUDA copy engine was compiled but NOT tested on a GPU\n"
-                 "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n",
-                 cudaGetErrorName(e), n);
-    return require_all ? 1 : 77;
-  }
-  doctest::Context ctx;
-  ctx.applyCommandLine(argc, argv);
-  return ctx.run();
+  return run_with_cuda_device(argc, argv, "test_device_cuda",
+                              "the CUDA copy engine was compiled but NOT tested on a GPU");
 }
