@@ -1,6 +1,7 @@
 // Slice reads: random hyper-rectangles against a reference, only overlapping chunks fetched.
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -206,12 +207,14 @@ class RemoteLikeSource final : public Source {
   Result<uint64_t> size() override { return inner_->size(); }
   Status read(std::span<const ReadRange> ranges) override {
     requests += ranges.size();
+    for (const ReadRange& r : ranges) bytes += r.dst.size();
     return inner_->read(ranges);
   }
   IoStats stats() const override { return inner_->stats(); }
   int preferred_concurrency() const override { return 4; }
   uint64_t preferred_fetch_bytes() const override { return 8 << 20; }
   std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bytes{0};  // asked for
 
  private:
   std::shared_ptr<Source> inner_;
@@ -252,4 +255,54 @@ TEST_CASE("a remote raw load fetches each chunk in one request, verified") {
   const Status st = (*r)->read(*(*r)->find_leaf("w"), out);
   CHECK(st.is_corruption());
   CHECK(st.message().find("checksum mismatch") != std::string::npos);
+}
+
+TEST_CASE("a remote slice read without verification fetches only its byte runs of raw chunks") {
+  TempDir dir;
+  // A [256, 4096] uint8 leaf in raw chunks of 64 rows (256 KiB).
+  const Shape shape{256, 4096};
+  auto data = random_array(DType::kUInt8, 256 * 4096, 5);
+  TreeBuilder b;
+  LeafOptions lo;
+  lo.codec = Codec::kRaw;
+  lo.chunk_shape = {64, 4096};
+  b.dict().key("w").array(DType::kUInt8, shape, ArrayView{data.data()}, lo).end();
+  REQUIRE(save(std::move(*std::move(b).finish()), dir.file("rows.jtree")).ok());
+  auto file = open_file_source(dir.file("rows.jtree"), false);
+  REQUIRE(file.ok());
+  auto src = std::make_shared<RemoteLikeSource>(*file);
+  auto r = Reader::open(src);
+  REQUIRE(r.ok());
+  const uint32_t leaf = *(*r)->find_leaf("w");
+  struct Case {
+    Box box;
+    uint64_t chunks;  // that the box overlaps
+  };
+  // Rows [60, 70): two chunks; rows [130, 131): one; columns [100, 200) of rows [0, 128): two
+  // chunks, one run per row.
+  for (const Case& c : {Case{Box{{60, 0}, {70, 4096}}, 2}, Case{Box{{130, 0}, {131, 4096}}, 1},
+                        Case{Box{{0, 100}, {128, 200}}, 2}}) {
+    const Shape part = c.box.shape();
+    std::vector<std::byte> want(part[0] * part[1]);
+    for (uint64_t i = 0; i < part[0]; ++i) {
+      std::memcpy(want.data() + i * part[1],
+                  data.data() + (c.box.begin[0] + i) * 4096 + c.box.begin[1], part[1]);
+    }
+    for (const bool verify : {false, true}) {
+      CAPTURE(verify);
+      CAPTURE(c.box.begin[0]);
+      ReadOptions ro;
+      ro.verify_checksums = verify;
+      std::vector<std::byte> got(want.size());
+      const uint64_t before = src->bytes.load();
+      REQUIRE((*r)->read_box(leaf, c.box, got, ro).ok());
+      CHECK(got == want);
+      const uint64_t fetched = src->bytes.load() - before;
+      if (verify) {
+        CHECK(fetched == c.chunks * (256 << 10));  // the checksum covers whole chunks
+      } else {
+        CHECK(fetched == want.size());
+      }
+    }
+  }
 }

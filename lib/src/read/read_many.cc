@@ -1,8 +1,10 @@
 // Reader::read_many, in its steps: every request checked and its box resolved, inline leaves
 // copied from the header (resolve_requests); the chunked ones planned into fetch units
 // (plan_reads, read_plan.cc); the units read in parallel (UnitReader), each by the first of
-// three strategies that applies: straight into place (read_in_place), streamed in
-// cache-sized pieces (stream_raw), or fetched into a buffer and decoded (fetch_and_deliver).
+// four strategies that applies: straight into place (read_in_place), streamed in
+// cache-sized pieces (stream_raw, local files), as the byte runs wanted (fetch_runs, remote
+// objects read without verification), or fetched into a buffer and decoded
+// (fetch_and_deliver).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -91,7 +93,23 @@ class UnitReader {
   Status read_unit(const FetchUnit& unit, ReadScratch& s) {
     if (std::optional<Status> st = read_in_place(unit)) return *st;
     if (std::optional<Status> st = stream_raw(unit, s)) return *st;
+    if (std::optional<Status> st = fetch_runs(unit)) return *st;
     return fetch_and_deliver(unit, s);
+  }
+
+  // A raw chunk's stored size is its box's bytes: Corruption naming the chunk otherwise.
+  Status check_raw_size(const ChunkJob& job, size_t item) const {
+    if (job.stored_size == job.box.num_elements() * item) return Status::success();
+    return Status::corruption(impl_.chunk_where(job.leaf, job.local) + ": raw chunk of " +
+                              std::to_string(job.stored_size) + " bytes, expected " +
+                              std::to_string(job.box.num_elements() * item));
+  }
+
+  // Appends the runs of chunk job `job` that its targets want.
+  void runs_of(const ChunkJob& job, size_t item, std::vector<Run>& runs, size_t target) const {
+    const ChunkTarget& tg = job.targets[target];
+    region_runs(job.box.shape(), tg.chunk_start, boxes_[tg.request].shape(), tg.dst_start,
+                tg.region, item, runs);
   }
 
   // Strategy 1, zero copy: a lone raw chunk whose one destination is a single run is read by
@@ -143,12 +161,7 @@ class UnitReader {
     const ChunkInfo info = impl_.chunk(job.chunk);
     if (info.encoding != ChunkEncoding::kRaw) return std::nullopt;
     const size_t item = dtype_info(leaf.dtype)->item_size;
-    if (job.stored_size != job.box.num_elements() * item) {
-      return Status::corruption(impl_.chunk_where(job.leaf, job.local) + ": raw chunk of " +
-                                std::to_string(job.stored_size) + " bytes, expected " +
-                                std::to_string(job.box.num_elements() * item));
-    }
-    const Shape chunk_shape = job.box.shape();
+    JTREE_RETURN_IF_ERROR(check_raw_size(job, item));
     struct Target {
       std::byte* dst;
       std::vector<Run> runs;
@@ -157,10 +170,8 @@ class UnitReader {
     std::vector<Target> targets(job.targets.size());
     size_t num_runs = 0;
     for (size_t i = 0; i < job.targets.size(); ++i) {
-      const ChunkTarget& tg = job.targets[i];
-      targets[i].dst = requests_[tg.request].dst.data();
-      region_runs(chunk_shape, tg.chunk_start, boxes_[tg.request].shape(), tg.dst_start,
-                  tg.region, item, targets[i].runs);
+      targets[i].dst = requests_[job.targets[i].request].dst.data();
+      runs_of(job, item, targets[i].runs, i);
       num_runs += targets[i].runs.size();
     }
     if (!options_.verify_checksums && num_runs <= 64) {
@@ -204,7 +215,37 @@ class UnitReader {
     return Status::success();
   }
 
-  // Strategy 3, every other unit: its bytes fetched into a scratch buffer with one read,
+  // Strategy 3, remote objects read without verification: a unit of raw chunks is fetched as
+  // the byte runs its destinations want, straight into them, in one read() (the backend
+  // merges runs closer than its coalesce gap and fetches the rest in parallel), not as the
+  // unit's whole span: a rank's rows of a chunk move only those rows. With verification the
+  // whole chunk is fetched, since its checksum covers all of it (spec/FORMAT.md section 8).
+  // nullopt when it does not apply (local files: stream_raw; a compressed or 4-bit chunk).
+  std::optional<Status> fetch_runs(const FetchUnit& unit) {
+    if (local_ || options_.verify_checksums) return std::nullopt;
+    std::vector<ReadRange> ranges;
+    std::vector<Run> runs;
+    for (uint32_t j : unit.jobs) {
+      const ChunkJob& job = plan_.jobs[j];
+      const Leaf& leaf = t_.leaf(job.leaf);
+      if (is_4bit(leaf.dtype) || impl_.chunk(job.chunk).encoding != ChunkEncoding::kRaw) {
+        return std::nullopt;
+      }
+      const size_t item = dtype_info(leaf.dtype)->item_size;
+      JTREE_RETURN_IF_ERROR(check_raw_size(job, item));
+      for (size_t i = 0; i < job.targets.size(); ++i) {
+        runs.clear();
+        runs_of(job, item, runs, i);
+        std::byte* dst = requests_[job.targets[i].request].dst.data();
+        for (const Run& r : runs) {
+          ranges.push_back({job.file_offset + r.src, {dst + r.dst, r.len}});
+        }
+      }
+    }
+    return impl_.source->read(ranges);
+  }
+
+  // Strategy 4, every other unit: its bytes fetched into a scratch buffer with one read,
   // then each chunk in it delivered.
   Status fetch_and_deliver(const FetchUnit& unit, ReadScratch& s) {
     grow(s.fetch, unit.size);
