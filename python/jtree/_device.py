@@ -301,6 +301,8 @@ def read(reader: Any, requests: Sequence[Request], *, verify: bool = True, threa
         try:
             cls.place(dests)  # (JAX's allocations for them, ready)
         except ResourceExhaustedError as e:  # (the device is full: say for which file)
+            if e.file is not None:
+                raise  # (it says)
             raise ResourceExhaustedError(f"{reader.name}: {e}") from e
     for leaf, box, t in requests:
         if isinstance(t, Destination):

@@ -20,6 +20,9 @@ from typing import Any, Dict, Iterable, NamedTuple, Optional
 
 from ._errors import InvalidArgumentError, NotSupportedError
 
+# DeviceOptions.allocation's values (jtree._device_torch applies them).
+ALLOCATIONS = ("grouped", "per_tensor")
+
 # What a device_options= that no device load can use is refused with (the load's arrays all
 # go to host memory).
 WHERE_IT_APPLIES = ("device_options= applies to loads into device memory: torch tensors on a "
@@ -76,9 +79,15 @@ class DeviceOptions:
     :class:`NotSupportedError`; ``"off"`` never. On an H200 host it was slower than the
     staging buffers (bench/gpu.md: registering the pages cost more than copying them):
     measure before turning it on.
-    ``zero_copy="on"`` with ``direct_io="on"`` is refused (both claim the raw chunks). Bad
-    values are an :class:`InvalidArgumentError` naming the setting, raised here (the C++
-    library's check).
+    ``zero_copy="on"`` with ``direct_io="on"`` is refused (both claim the raw chunks).
+    ``allocation``: the device memory of a load's torch tensors: ``"grouped"`` (default) makes
+    all the tensors a load puts on one device views of one allocation of torch's (its caching
+    allocator serves it), so that thousands of small tensors cost one allocator call, not one
+    each; that memory returns to torch when the last of them is freed. ``"per_tensor"`` gives
+    each tensor its own allocation, for callers who free tensors one by one. (JAX arrays are
+    always grouped; tensors given as ``out=`` are filled where they are.) Bad values are an
+    :class:`InvalidArgumentError` naming the setting, raised here (the C++ library's check;
+    ``allocation``, which the Python layer applies, checked by it).
 
     ``last_stats``: the :class:`DeviceStats` of the last load made with these options
     (summed over its devices); ``None`` before the first, after a load that failed, and
@@ -96,11 +105,12 @@ class DeviceOptions:
     the options apply to the first and the others are read as without them.
     """
 
-    __slots__ = ("_staging_bytes", "_staging_buffers", "_direct_io", "_zero_copy", "last_stats")
+    __slots__ = ("_staging_bytes", "_staging_buffers", "_direct_io", "_zero_copy",
+                 "_allocation", "last_stats")
 
     def __init__(self, *, staging_bytes: Optional[int] = None,
                  staging_buffers: Optional[int] = None, direct_io: str = "auto",
-                 zero_copy: str = "off"):
+                 zero_copy: str = "off", allocation: str = "grouped"):
         for name, v in (("staging_bytes", staging_bytes), ("staging_buffers", staging_buffers)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
                 raise InvalidArgumentError(f"{name} must be an int (or None for the default), "
@@ -112,6 +122,9 @@ class DeviceOptions:
             if not isinstance(v, str):
                 raise InvalidArgumentError(f"{name} must be 'auto', 'on' or 'off', not "
                                            f"{type(v).__name__} {v!r}")
+        if allocation not in ALLOCATIONS:
+            raise InvalidArgumentError(f"allocation must be one of {', '.join(ALLOCATIONS)}, "
+                                       f"not {allocation!r}")
         from . import _jtree  # noqa: PLC0415
 
         # The library's checks (DeviceOptions::check, parse_direct_io, parse_zero_copy).
@@ -120,6 +133,7 @@ class DeviceOptions:
         self._staging_buffers = staging_buffers
         self._direct_io = direct_io
         self._zero_copy = zero_copy
+        self._allocation = allocation
         self.last_stats: Optional[DeviceStats] = None
 
     @property
@@ -142,6 +156,11 @@ class DeviceOptions:
         """Copies of raw chunks straight from the page cache: "auto", "on" or "off"."""
         return self._zero_copy
 
+    @property
+    def allocation(self) -> str:
+        """Device memory of a load's torch tensors: "grouped" or "per_tensor"."""
+        return self._allocation
+
     def _native_kwargs(self) -> Dict[str, Any]:
         """The keyword arguments of the native ``Reader.read_to_device`` these options give."""
         return dict(staging_bytes=self._staging_bytes, staging_buffers=self._staging_buffers,
@@ -150,7 +169,7 @@ class DeviceOptions:
     def __repr__(self) -> str:
         return (f"jtree.DeviceOptions(staging_bytes={self._staging_bytes!r}, "
                 f"staging_buffers={self._staging_buffers!r}, direct_io={self._direct_io!r}, "
-                f"zero_copy={self._zero_copy!r})")
+                f"zero_copy={self._zero_copy!r}, allocation={self._allocation!r})")
 
 
 def checked(options: Any) -> Optional[DeviceOptions]:

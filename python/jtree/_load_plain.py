@@ -16,7 +16,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _dtypes
+from . import _device, _device_torch, _dtypes
+from ._errors import ResourceExhaustedError
 # (Stored dtypes torch.from_numpy takes as they are; the others torch has are viewed from
 # their bytes, as _load_torch.as_stored does.)
 from ._load_torch import _FROM_NUMPY
@@ -154,17 +155,17 @@ def _jax_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarr
     return dtype_of, wrap
 
 
-def _torch_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple[
-        Callable[[int], Optional[np.dtype]], Callable[[Tuple[int, ...], int], Any], None]:
-    """(numpy_dtype_of, new_device, wrap) of a plain torch load to ``device``: each array a new
-    tensor of its stored dtype in the device's memory (torch.empty, as
-    _load_torch._new_on_device makes it), its value as it is (no wrap);
-    ``planned(device, nbytes)`` told of each. Dtypes
-    torch lacks decline to the general loader (through NumPy, or its clear error)."""
-    import torch  # noqa: PLC0415
-
+def _torch_destinations(device: Any, planned: Callable[[Any, int], None], options: Any,
+                        file: str) -> Tuple[
+        Callable[[int], Optional[np.dtype]], Callable[[Tuple[int, ...], int], Any],
+        Callable[[Any, int], Any]]:
+    """(numpy_dtype_of, new_device, wrap) of a plain torch load to ``device``: each array a
+    tensor of its stored dtype in the device's memory, made as _load_torch._new_on_device
+    makes it (jtree._device_torch.new: by default a view of the load's one allocation, placed
+    when the load reads it; ``options``, the load's DeviceOptions, may say per tensor), its
+    value the tensor (wrap); ``planned(device, nbytes)`` told of each. Dtypes torch lacks
+    decline to the general loader (through NumPy, or its clear error)."""
     torch_of: Dict[int, Any] = {}
-    empty = torch.empty
 
     def dtype_of(code: int) -> Optional[np.dtype]:
         t = _dtypes.torch_dtype_or_none(_dtypes.NAME_OF.get(code, ""))
@@ -176,11 +177,14 @@ def _torch_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tup
         return np.dtype((np.void, _dtypes.torch_itemsize(t)))
 
     def new_device(shape: Tuple[int, ...], code: int) -> Any:
-        t = empty(shape, dtype=torch_of[code], device=device)
-        planned(device, t.numel() * t.element_size())
+        t = _device_torch.new(device, shape, torch_of[code], options, file, "")
+        planned(device, _device.nbytes(t))
         return t
 
-    return dtype_of, new_device, None
+    def wrap(dest: Any, code: int) -> Any:
+        return _device_torch.value(dest)
+
+    return dtype_of, new_device, wrap
 
 
 def _jax_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple[
@@ -275,8 +279,11 @@ def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any,
     else:
         import torch  # noqa: PLC0415
 
-        dtype_of, new_device, wrap = _torch_destinations(device, planned)
-        out_of_memory = torch.cuda.OutOfMemoryError  # (torch.OutOfMemoryError, any device)
+        dtype_of, new_device, wrap = _torch_destinations(device, planned, o.device_options,
+                                                         reader.name)
+        # (torch.OutOfMemoryError, any device; ResourceExhaustedError: the grouped placement's
+        # own, in fill, which knows no key path: the general loader's names the leaf.)
+        out_of_memory = (torch.cuda.OutOfMemoryError, ResourceExhaustedError)
     try:
         return reader.load_plain(dtype_of, container, wrap, 0, o.verify, o.threads, keys,
                                  o.prune, node, path, new_device=new_device, fill=fill)

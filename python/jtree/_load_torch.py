@@ -9,7 +9,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _dtypes
+from . import _device, _device_torch, _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
@@ -122,11 +122,12 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
             dst = out
         else:
             loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
-            dst = _device.empty(shape, stored_t, device, loader.name, where)
+            dst = _device_torch.new(device, shape, stored_t, loader.o.device_options,
+                                    loader.name, where)
         loader.device_requests.append((fl.index, ([b for b, _ in box], [e for _, e in box]),
                                        dst))
         loader.device_planned(device, _device.nbytes(dst))
-        return lambda: finish(dst)
+        return lambda: finish(_device_torch.value(dst))
     loader.note_host_path(lambda: _device.is_device_target(device),
                           lambda: f"torch has no {fl.dtype} ({where})"
                           if fl.dtype in _dtypes.TORCH_MISSING else _device.why_not_direct(device))
@@ -233,12 +234,15 @@ def _direct(loader: Any, device: Any) -> bool:
 def _new_on_device(loader: Any, fl: FileLeaf, stored_t: Any, device: Any, key: Any,
                    path: Tuple[Any, ...]) -> Thunk:
     """A new tensor of the leaf's stored dtype and shape on ``device``, filled straight in
-    device memory by jtree._device (as tensor() plans it); remembered under ``key``."""
+    device memory by jtree._device (as tensor() plans it): jtree._device_torch.new's (a view
+    of the load's one allocation, unless the device options say per tensor); remembered
+    under ``key``."""
     loader.reserve_array(fl.shape, _dtypes.torch_itemsize(stored_t), path)
-    dst = _device.empty(fl.shape, stored_t, device, loader.name, lambda: kp.join(path))
+    dst = _device_torch.new(device, fl.shape, stored_t, loader.o.device_options, loader.name,
+                            lambda: kp.join(path))
     loader.device_requests.append((fl.index, None, dst))
     loader.device_planned(device, fl.nbytes)
-    thunk = memo(lambda: dst)
+    thunk = memo(lambda: _device_torch.value(dst))
     loader.cache[key] = thunk
     return thunk
 
@@ -272,9 +276,10 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
             dst = out
         else:
             loader.reserve_array(shape, _dtypes.torch_itemsize(stored_t), path)
-            dst = _device.empty(shape, stored_t, device, loader.name, where)
+            dst = _device_torch.new(device, shape, stored_t, loader.o.device_options,
+                                    loader.name, where)
         loader.device_requests.append((fl.index, None, dst))
-        return lambda: finish(dst)
+        return lambda: finish(_device_torch.value(dst))
     if inner == shape:
         if (out is not None and out.dtype == stored_t and out.device.type == "cpu"
                 and tuple(out.shape) == shape and out.is_contiguous()):

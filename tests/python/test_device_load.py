@@ -406,13 +406,88 @@ def test_jax_loads_allocate_their_own_memory_else_jax_s(jax, path, monkeypatch):
     assert len(jax_allocations) == 2
 
 
+def _storages(torch, tree):
+    """{leaf name: (the data pointer of its tensor's storage, its own data pointer)} of the
+    non-empty tensors of a loaded dict."""
+    return {k: (t.untyped_storage().data_ptr(), t.data_ptr()) for k, t in tree.items()
+            if isinstance(t, torch.Tensor) and t.numel()}
+
+
+@pytest.mark.parametrize("how", ["native", "general", "slices"])
+def test_a_loads_device_tensors_are_views_of_one_allocation_unless_per_tensor(torch, path,
+                                                                               how):
+    # (The general loader: a template; slices=: a rank's parts, through the general loader's
+    # part(); the native pass: a plain load.)
+    src = _tree(torch)
+    jtree.save(src, path)
+    many = {f"t{i}": torch.full((i + 1,), float(i)) for i in range(300)}  # 300 small tensors
+    jtree.save(many, path + "2")
+
+    def load(p, options=None):
+        kw = {"device": "cpu", "framework": "torch", "device_options": options}
+        if how == "general":
+            return jtree.load(p, jtree.load_pytreedef(p), **kw)
+        if how == "slices":
+            return jtree.load(p, slices=lambda kp, spec: (slice(None),) if spec.shape else None,
+                              **kw)
+        return jtree.load(p, **kw)
+
+    for p, want in ((path, src), (path + "2", many)):
+        with _device.host_stand_in_for_tests():
+            grouped = load(p)
+            own = load(p, jtree.DeviceOptions(allocation="per_tensor"))
+        _same(grouped, want)
+        _same(own, want)
+        ptrs = _storages(torch, grouped)
+        assert len({base for base, _ in ptrs.values()}) == 1, ptrs  # one allocation
+        assert all((ptr - base) % 256 == 0 for base, ptr in ptrs.values())  # aligned views
+        ptrs = _storages(torch, own)
+        assert len({base for base, _ in ptrs.values()}) == len(ptrs)  # one each
+    # The memory lives while any of its tensors does.
+    with _device.host_stand_in_for_tests():
+        one = load(path + "2")["t299"]
+    assert one.tolist() == [299.0] * 300
+
+
+def test_a_grouped_allocation_the_device_cannot_hold_falls_back_to_one_per_tensor(torch, path,
+                                                                                 monkeypatch):
+    many = {f"t{i}": torch.full((100,), float(i)) for i in range(20)}  # 20 x 400 bytes
+    jtree.save(many, path)
+    real = torch.empty
+    asked = []
+
+    def fragmented(*shape, **kw):  # (the device has room for 4 KiB pieces, not more)
+        t = real(*shape, **{**kw, "device": "meta"})
+        asked.append(t.numel() * t.element_size())
+        if kw.get("device") is not None and asked[-1] > 4096:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 10 KiB")
+        return real(*shape, **kw)
+
+    monkeypatch.setattr(torch, "empty", fragmented)
+    with _device.host_stand_in_for_tests():
+        got = jtree.load(path, device="cpu")
+    _same(got, many)
+    assert max(asked) > 4096  # (the grouped allocation was asked for first)
+    assert len({base for base, _ in _storages(torch, got).values()}) == 20
+
+
+def test_device_options_allocation_is_checked():
+    assert jtree.DeviceOptions().allocation == "grouped"
+    assert "allocation='per_tensor'" in repr(jtree.DeviceOptions(allocation="per_tensor"))
+    with pytest.raises(jtree.InvalidArgumentError, match="allocation must be one of grouped, "
+                       "per_tensor, not 'each'"):
+        jtree.DeviceOptions(allocation="each")
+
+
 def test_torch_device_memory_exhausted_is_resource_exhausted_naming_the_leaf(torch, path,
                                                                                monkeypatch):
     jtree.save({"a": torch.ones(10), "big": torch.ones(300, 70)}, path, compression=None)
     real = torch.empty
 
-    def full(*shape, **kw):  # (what torch raises when the device is full, for the big leaf)
-        if kw.get("device") is not None and tuple(shape[0]) == (300, 70):
+    def full(*shape, **kw):  # (what torch raises when the device is full, for the big leaf or
+        # a load's grouped allocation, which then falls back to one per tensor)
+        t = real(*shape, **{**kw, "device": "meta"})
+        if kw.get("device") is not None and t.numel() * t.element_size() >= 300 * 70 * 4:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 82.03 KiB."
                                               "\nGPU 0 has a total capacity of 1 GiB")
         return real(*shape, **kw)
