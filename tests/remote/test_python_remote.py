@@ -298,3 +298,32 @@ def test_s3_endpoint_from_a_services_section(bucket, monkeypatch, tmp_path):
 def open_jtree_magic():
     """The first bytes of every .jtree file."""
     return jtree.dumps({})[:4]
+
+
+@needs_s3
+def test_cli_remote_flags_reach_the_store(bucket, monkeypatch, tmp_path):
+    # jtree ls/get with the endpoint and the profile as flags, nothing in the environment.
+    cli = os.environ.get("JTREE_CLI")
+    if not cli:
+        pytest.skip("JTREE_CLI not set (scripts/test_remote.sh sets it)")
+    import subprocess  # noqa: PLC0415
+    _clear_aws_env(monkeypatch, tmp_path)
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[rgw]\n"
+        f"aws_access_key_id = {os.environ.get('JTREE_TEST_S3_KEY', 'testkey')}\n"
+        f"aws_secret_access_key = {os.environ.get('JTREE_TEST_S3_SECRET', 'testsecret')}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    url = f"s3://{bucket}/cli.jtree"
+    jtree.save({"w": np.arange(10, dtype=np.int32)}, url,
+               remote=jtree.RemoteOptions(endpoint=ENDPOINT, profile="rgw", region="us-east-1"))
+    flags = ["--endpoint", ENDPOINT, "--profile", "rgw", "--region", "us-east-1",
+             "--concurrency", "2", "--retries", "1"]
+    r = subprocess.run([cli, "get", *flags, url, "w[3]"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "3", r.stdout
+    # Without the flags: AWS's endpoint, anonymous; not the test store's object.
+    r = subprocess.run([cli, "get", "--retries", "0", "--timeout", "10", url, "w[3]"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "3" not in r.stdout.split(), r.stdout
