@@ -253,7 +253,8 @@ def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threa
          map_location: Any = ..., allow_full_download: bool = ...,
          device_options: Optional[DeviceOptions] = ...,
          remote: Optional[RemoteOptions] = ...) -> File: ...
-def compact(path: _PathLike, out_path: Optional[_PathLike] = ..., *, sync: bool = ...) -> WriteStats: ...
+def compact(path: _PathLike, out_path: Optional[_PathLike] = ..., *, sync: bool = ...,
+            remote: Optional[RemoteOptions] = ...) -> WriteStats: ...
 
 class ConvertStats:
     src_format: str
@@ -275,7 +276,8 @@ def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
 def commit_segments(path: _PathLike, process_count: int, *, overwrite: bool = ...,
                     overwrite_foreign: bool = ..., keep_segments: bool = ..., verify: bool = ...,
                     sync: bool = ...,
-                    progress: Optional[Callable[[int, int], Any]] = ...) -> WriteStats: ...
+                    progress: Optional[Callable[[int, int], Any]] = ...,
+                    remote: Optional[RemoteOptions] = ...) -> WriteStats: ...
 
 class GlobalArray:
     data: Any

@@ -713,19 +713,22 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
 
 
 def compact(path: PathLike, out_path: Optional[PathLike] = None, *,
-            sync: bool = True) -> WriteStats:
+            sync: bool = True, remote: Optional[RemoteOptions] = None) -> WriteStats:
     """Rewrites a file without the bytes earlier generations left behind (after partial
-    writes), in place (atomically) or into ``out_path``."""
+    writes), in place (atomically) or into ``out_path``. ``remote``: a
+    :class:`RemoteOptions` for an ``s3://`` file (as :func:`save`'s)."""
     p = os.fspath(path)
     out = os.fspath(out_path) if out_path else ""
-    return _in_order(p, lambda: WriteStats(**_jtree.compact(p, out, sync)),
+    settings = _remote.settings(remote)
+    return _in_order(p, lambda: WriteStats(**_jtree.compact(p, out, sync, remote=settings)),
                      background=False).result()
 
 
 def commit_segments(path: PathLike, process_count: int, *, overwrite: bool = True,
                     overwrite_foreign: bool = False, keep_segments: bool = False,
                     verify: bool = False, sync: bool = True,
-                    progress: Optional[Callable[[int, int], Any]] = None) -> WriteStats:
+                    progress: Optional[Callable[[int, int], Any]] = None,
+                    remote: Optional[RemoteOptions] = None) -> WriteStats:
     """The commit step of a multi-process save, alone: assembles ``path`` from the segments
     ``path.seg-KKKKK-of-NNNNN`` its ``process_count`` processes wrote, then removes them.
     :func:`save` does this itself; call it to finish a save whose job died after every
@@ -737,11 +740,14 @@ def commit_segments(path: PathLike, process_count: int, *, overwrite: bool = Tru
     is in no segment or in two. ``verify=True`` also checks every chunk's checksum (reads all
     the data; the header, index and footer are always checked). ``progress(done, total)`` is
     called after each segment is copied (bytes); returning False or raising cancels.
+    ``remote``: a :class:`RemoteOptions` for an ``s3://`` target (as :func:`save`'s).
     """
     p = os.fspath(path)
+    settings = _remote.settings(remote)
     return _in_order(p, lambda: WriteStats(**_jtree.commit_segments(
         p, int(process_count), overwrite=overwrite, overwrite_foreign=overwrite_foreign,
-        sync=sync, keep_segments=keep_segments, verify_chunks=verify, progress=progress)),
+        sync=sync, keep_segments=keep_segments, verify_chunks=verify, progress=progress,
+        remote=settings)),
         background=False).result()
 
 

@@ -14,8 +14,9 @@ from . import _jtree
 @dataclasses.dataclass(frozen=True)
 class RemoteOptions:
     """Settings of the remote backends for one call: ``jtree.open``, ``load``,
-    ``load_pytreedef``, ``nonblocking_load``, ``save`` and ``nonblocking_save`` take them as
-    ``remote=``, so that one process can read and write several stores::
+    ``load_pytreedef``, ``nonblocking_load``, ``save``, ``nonblocking_save``, ``compact`` and
+    ``commit_segments`` take them as ``remote=``, so that one process can read and write
+    several stores::
 
         minio = jtree.RemoteOptions(endpoint="http://127.0.0.1:9000", region="us-east-1",
                                     access_key_id="...", secret_access_key="...",

@@ -116,3 +116,14 @@ def test_the_settings_reach_the_native_s3_open(monkeypatch):
     o = jtree.RemoteOptions(endpoint="not-a-url")
     with pytest.raises(jtree.InvalidArgumentError, match="not-a-url"):
         jtree.save({"w": 1}, "s3://bkt/x.jtree", remote=o)
+
+
+def test_compact_and_commit_segments_take_remote_and_refuse_it_for_local_paths(tmp_path):
+    path = str(tmp_path / "c.jtree")
+    jtree.save({"w": np.arange(4)}, path)
+    o = jtree.RemoteOptions(max_retries=1)
+    with pytest.raises(jtree.InvalidArgumentError, match="applies to http"):
+        jtree.compact(path, remote=o)
+    with pytest.raises(jtree.InvalidArgumentError, match="applies to http"):
+        jtree.commit_segments(path, 2, remote=o)
+    assert jtree.compact(path).file_size > 0

@@ -251,13 +251,15 @@ void register_writer(nb::module_& m) {
 
   m.def(
       "compact",
-      [](const std::string& path, const std::string& out_path, bool sync) {
+      [](const std::string& path, const std::string& out_path, bool sync, nb::object remote) {
         jtree::WriteOptions o;
         o.sync = sync;
+        o.remote = remote_options(remote, path);
         return stats_dict(
             value_or_raise(without_gil([&] { return jtree::compact(path, out_path, o); })));
       },
       nb::arg("path"), nb::arg("out_path") = "", nb::arg("sync") = true,
+      nb::arg("remote").none() = nb::none(),
       "Rewrites a file without dead bytes (jtree::compact); in place when out_path is empty.");
 }
 
