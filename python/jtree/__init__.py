@@ -31,6 +31,7 @@ from ._errors import (AbortedError, AlreadyExistsError, CorruptionError, Error,
                       PermissionDeniedError, ResourceExhaustedError, StorageError)
 from ._file import File, LazyArray, Node
 from ._global_array import GlobalArray
+from ._remote import RemoteOptions
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._shard import TensorParallel
 from ._structure import LeafSpec
@@ -47,6 +48,7 @@ __all__ = [
     "JaxCoordinator", "MPICoordinator", "TorchCoordinator", "SingleProcess",
     "register_pytree_node_serialization", "register_pytree_leaf_serialization",
     "Future", "WriteStats", "File", "Node", "LazyArray", "LeafSpec", "DeviceOptions",
+    "RemoteOptions",
     "DeviceStats", "release_pinned_memory", "release_scratch_memory",
     "Error", "CorruptionError", "StorageError", "InvalidArgumentError", "NotSupportedError",
     "NotFoundError", "AlreadyExistsError", "PermissionDeniedError", "AbortedError",

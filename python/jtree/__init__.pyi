@@ -62,6 +62,50 @@ class DeviceOptions:
     @property
     def allocation(self) -> str: ...
 
+class RemoteOptions:
+    endpoint: Optional[str]
+    region: Optional[str]
+    profile: Optional[str]
+    access_key_id: Optional[str]
+    secret_access_key: Optional[str]
+    session_token: Optional[str]
+    addressing: Optional[Literal["auto", "path", "virtual"]]
+    part_size: Optional[int]
+    upload_concurrency: Optional[int]
+    max_retries: Optional[int]
+    deadline: Optional[float]
+    connect_timeout: Optional[float]
+    stall_timeout: Optional[float]
+    backoff_initial: Optional[float]
+    backoff_max: Optional[float]
+    max_concurrency: Optional[int]
+    coalesce_gap: Optional[int]
+    max_request_bytes: Optional[int]
+    fetch_bytes: Optional[int]
+    verify_tls: Optional[bool]
+    ca_file: Optional[str]
+    ca_path: Optional[str]
+    http2: Optional[bool]
+    http_headers: Optional[tuple[str, ...]]
+    allow_full_download: Optional[bool]
+    full_download_max_bytes: Optional[int]
+    def __init__(self, endpoint: Optional[str] = ..., region: Optional[str] = ...,
+                 profile: Optional[str] = ..., access_key_id: Optional[str] = ...,
+                 secret_access_key: Optional[str] = ..., session_token: Optional[str] = ...,
+                 addressing: Optional[Literal["auto", "path", "virtual"]] = ...,
+                 part_size: Optional[int] = ..., upload_concurrency: Optional[int] = ...,
+                 max_retries: Optional[int] = ..., deadline: Optional[float] = ...,
+                 connect_timeout: Optional[float] = ..., stall_timeout: Optional[float] = ...,
+                 backoff_initial: Optional[float] = ..., backoff_max: Optional[float] = ...,
+                 max_concurrency: Optional[int] = ..., coalesce_gap: Optional[int] = ...,
+                 max_request_bytes: Optional[int] = ..., fetch_bytes: Optional[int] = ...,
+                 verify_tls: Optional[bool] = ..., ca_file: Optional[str] = ...,
+                 ca_path: Optional[str] = ..., http2: Optional[bool] = ...,
+                 http_headers: Union[None, Sequence[str], Mapping[str, str]] = ...,
+                 allow_full_download: Optional[bool] = ...,
+                 full_download_max_bytes: Optional[int] = ...) -> None: ...
+    def settings(self) -> dict[str, Any]: ...
+
 def release_pinned_memory() -> int: ...
 def release_scratch_memory() -> int: ...
 
@@ -132,7 +176,8 @@ class File:
                  mmap: Union[bool, str] = ..., framework: _Framework = ...,
                  device: Any = ..., map_location: Any = ...,
                  allow_full_download: bool = ...,
-                 device_options: Optional[DeviceOptions] = ...) -> None: ...
+                 device_options: Optional[DeviceOptions] = ...,
+                 remote: Optional[RemoteOptions] = ...) -> None: ...
     @property
     def root(self) -> Any: ...
     def __getitem__(self, key: Any) -> Any: ...
@@ -160,7 +205,8 @@ def save(tree: Any, path: Union[_PathLike, _FileObj], *, partial_write: bool = .
          threads: int = ..., sync: bool = ...,
          metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
          coordinator: Optional[Coordinator] = ..., progress: _Progress = ...,
-         shard_layout: Union[None, int, TensorParallel] = ...) -> WriteStats: ...
+         shard_layout: Union[None, int, TensorParallel] = ...,
+         remote: Optional[RemoteOptions] = ...) -> WriteStats: ...
 def dumps(tree: Any, *, allow_pickle: bool = ...,
           compression: Optional[Literal["zstd", "raw", "none"]] = ..., level: Optional[int] = ...,
           chunk_bytes: Optional[int] = ..., inline_threshold: Optional[int] = ...,
@@ -176,7 +222,8 @@ def nonblocking_save(tree: Any, path: Union[_PathLike, _FileObj], *, partial_wri
                      metadata: Optional[Mapping[str, Union[str, bytes]]] = ...,
                      coordinator: Optional[Coordinator] = ...,
                      progress: _Progress = ...,
-                     shard_layout: Union[None, int, TensorParallel] = ...) -> Future: ...
+                     shard_layout: Union[None, int, TensorParallel] = ...,
+                     remote: Optional[RemoteOptions] = ...) -> Future: ...
 def load(path: _Source, pytree: Any = ..., *, keys: Union[str, Sequence[str], None] = ...,
          framework: _Framework = ..., cast: Any = ..., pad_truncate: bool = ..., out: Any = ...,
          allow_pickle: Optional[bool] = ..., strict: Optional[bool] = ...,
@@ -185,7 +232,7 @@ def load(path: _Source, pytree: Any = ..., *, keys: Union[str, Sequence[str], No
          shardings: Any = ..., mmap: Union[bool, str, None] = ..., prune: bool = ...,
          progress: _Progress = ..., allow_full_download: bool = ...,
          device_options: Optional[DeviceOptions] = ...,
-         slices: Any = ...) -> Any: ...
+         slices: Any = ..., remote: Optional[RemoteOptions] = ...) -> Any: ...
 def nonblocking_load(path: _Source, pytree: Any = ..., *,
                      keys: Union[str, Sequence[str], None] = ..., framework: _Framework = ...,
                      cast: Any = ..., pad_truncate: bool = ..., out: Any = ...,
@@ -195,18 +242,22 @@ def nonblocking_load(path: _Source, pytree: Any = ..., *,
                      shardings: Any = ..., mmap: Union[bool, str, None] = ..., prune: bool = ...,
                      progress: _Progress = ...,
                      allow_full_download: bool = ...,
+                     remote: Optional[RemoteOptions] = ...,
                      device_options: Optional[DeviceOptions] = ...,
                      slices: Any = ...) -> Future: ...
 def load_pytreedef(path: _Source, *, strict: bool = ...,
-                   allow_full_download: bool = ...) -> Any: ...
+                   allow_full_download: bool = ...,
+                   remote: Optional[RemoteOptions] = ...) -> Any: ...
 def open(path: Union[_PathLike, _FileObj, _Buffer], *, verify: bool = ..., threads: int = ...,
          allow_pickle: bool = ...,
          strict: bool = ..., use_mmap: Optional[bool] = ...,
          limits: Optional[Mapping[str, int]] = ..., mmap: Union[bool, str] = ...,
          framework: _Framework = ..., device: Any = ...,
          map_location: Any = ..., allow_full_download: bool = ...,
-         device_options: Optional[DeviceOptions] = ...) -> File: ...
-def compact(path: _PathLike, out_path: Optional[_PathLike] = ..., *, sync: bool = ...) -> WriteStats: ...
+         device_options: Optional[DeviceOptions] = ...,
+         remote: Optional[RemoteOptions] = ...) -> File: ...
+def compact(path: _PathLike, out_path: Optional[_PathLike] = ..., *, sync: bool = ...,
+            remote: Optional[RemoteOptions] = ...) -> WriteStats: ...
 
 class ConvertStats:
     src_format: str
@@ -228,7 +279,8 @@ def convert(src: _PathLike, dst: _PathLike, *, from_format: Optional[str] = ...,
 def commit_segments(path: _PathLike, process_count: int, *, overwrite: bool = ...,
                     overwrite_foreign: bool = ..., keep_segments: bool = ..., verify: bool = ...,
                     sync: bool = ...,
-                    progress: Optional[Callable[[int, int], Any]] = ...) -> WriteStats: ...
+                    progress: Optional[Callable[[int, int], Any]] = ...,
+                    remote: Optional[RemoteOptions] = ...) -> WriteStats: ...
 
 class GlobalArray:
     data: Any

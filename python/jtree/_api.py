@@ -20,6 +20,8 @@ from . import _keypath as kp
 from ._file import File, LazyArray, Node
 from ._multi_process import collective_save
 from ._progress import finish, progress_callback
+from . import _remote
+from ._remote import RemoteOptions
 from ._load import spec_tree
 from ._load_call import LOAD_OPTIONS, load_options, load_subtree
 from ._save import Emitter, SaveOptions, flatten, merge
@@ -164,11 +166,17 @@ class _SaveJob:
                  inline_threshold: Optional[int], threads: int, sync: bool,
                  metadata: Optional[Dict[str, Union[str, bytes]]],
                  coordinator: Optional[Coordinator], progress: Any = False,
-                 shard_layout: Any = None):
+                 shard_layout: Any = None, remote: Optional[RemoteOptions] = None):
         # A binary file object (jtree._fileobj) is written sequentially; self.path names it.
         self.fileobj = path if _fileobj.is_fileobj(path) else None
         self.path = _fileobj.name_of(path) if self.fileobj is not None else os.fspath(path)
         self.progress = progress_callback(progress, f"save {self.path}")
+        if remote is not None and self.fileobj is not None:
+            raise error(InvalidArgumentError, self.path, None,
+                        "remote= applies to s3:// URLs, not to a file object")
+        # The native calls' remote= (checked there: refused for a local path).
+        self.remote_options = remote
+        self.remote = _remote.settings(remote)
         self.codec = _codec(compression)
         self.level = level
         self.partial = partial_write
@@ -234,7 +242,7 @@ class _SaveJob:
         metadata: Dict[str, bytes] = {}
         if self.partial:
             try:
-                f = File(self.path, mmap=False)
+                f = File(self.path, mmap=False, remote=self.remote_options)
             except NotFoundError:
                 f = None
             except CorruptionError as e:
@@ -261,7 +269,7 @@ class _SaveJob:
         else:
             # (progress= only when asked: a native module built before it had no such argument)
             stats = _jtree.write(b, self.path, codec=self.codec, level=self.level,
-                                 append=append, **self.args, **expect,
+                                 append=append, **self.args, **expect, remote=self.remote,
                                  **({"progress": self.progress} if self.progress else {}))
         finish(self.progress, stats["raw_bytes"])
         return WriteStats(**stats)
@@ -279,15 +287,16 @@ class _SaveJob:
                 b, self.path, process_index=index, process_count=count, save_id=save_id,
                 codec=self.codec, level=self.level, chunk_bytes=a["chunk_bytes"],
                 inline_threshold=a["inline_threshold"], threads=a["threads"], sync=a["sync"],
-                shard_layout=a["shard_layout"])
+                shard_layout=a["shard_layout"], remote=self.remote)
 
         def commit() -> Dict[str, int]:
             return _jtree.commit_segments(
                 self.path, self.coordinator.process_count, overwrite=a["overwrite"],
-                overwrite_foreign=a["overwrite_foreign"], sync=a["sync"])
+                overwrite_foreign=a["overwrite_foreign"], sync=a["sync"], remote=self.remote)
 
         def check_target() -> None:
-            _jtree.check_save_target(self.path, overwrite_foreign=a["overwrite_foreign"])
+            _jtree.check_save_target(self.path, overwrite_foreign=a["overwrite_foreign"],
+                                     remote=self.remote)
 
         stats = collective_save(self.coordinator, self.path, self.prepared, self.global_leaves,
                                 self.chunk_bytes, write_segment, commit, check_target)
@@ -310,7 +319,8 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
          threads: int = 0, sync: bool = True,
          metadata: Optional[Dict[str, Union[str, bytes]]] = None,
          coordinator: Optional[Coordinator] = None, progress: Any = False,
-         shard_layout: Union[None, int, _shard.TensorParallel] = None) -> WriteStats:
+         shard_layout: Union[None, int, _shard.TensorParallel] = None,
+         remote: Optional[RemoteOptions] = None) -> WriteStats:
     """Saves a tree of arrays and values as one .jtree file.
 
     ``tree`` is any nesting of dict (order kept), list, tuple, namedtuple, OrderedDict and None,
@@ -365,6 +375,10 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
     row-parallel weight's rank part lies in every row-slab chunk of the weight). A split the
     leaf cannot take (a column or row dimension that does not divide by the world) is an
     :class:`InvalidArgumentError` naming the leaf.
+
+    ``remote``: a :class:`RemoteOptions` for an ``s3://`` target (endpoint, credentials,
+    part size, retries...; None: the environment's settings); for a local path or a file
+    object it is an :class:`InvalidArgumentError`.
     Errors: :class:`jtree.Error` subclasses naming the file and the key path.
     """
     # The collector paused until the job's nodes (two objects per leaf) are freed: its next
@@ -375,7 +389,7 @@ def save(tree: Any, path: PathLike, *, partial_write: bool = False, overwrite: b
                        allow_pickle=allow_pickle, compression=compression, level=level,
                        chunk_bytes=chunk_bytes, inline_threshold=inline_threshold,
                        threads=threads, sync=sync, metadata=metadata, coordinator=coordinator,
-                       progress=progress, shard_layout=shard_layout)
+                       progress=progress, shard_layout=shard_layout, remote=remote)
         stats = _in_order(job.path, job.write, background=False).result()
         del job
     return stats
@@ -404,7 +418,7 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
     defaults = dict(partial_write=False, overwrite=True, overwrite_foreign=False,
                     allow_pickle=False, compression="zstd", level=None, chunk_bytes=None,
                     inline_threshold=None, threads=0, sync=True, metadata=None,
-                    coordinator=None, progress=False, shard_layout=None)
+                    coordinator=None, progress=False, shard_layout=None, remote=None)
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"nonblocking_save() got unexpected options {sorted(unknown)}")
@@ -418,16 +432,21 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _open(path: Union[PathLike, File], options: Dict[str, Any],
-          allow_full_download: bool = False) -> File:
+          allow_full_download: bool = False, remote: Optional[RemoteOptions] = None) -> File:
     """An open File for a path (or the File given)."""
-    if isinstance(path, File):
-        return path
-    if isinstance(path, (Node, LazyArray)):
-        return path._f
+    if isinstance(path, (File, Node, LazyArray)):
+        f = path if isinstance(path, File) else path._f
+        if remote is not None:
+            raise error(InvalidArgumentError, f.name, None,
+                        "remote= applies when a path is opened, and this file is open already "
+                        "(give remote= to jtree.open)")
+        return f
     kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict", "mmap")
           if options.get(k) is not None}
     if allow_full_download:
         kw["allow_full_download"] = True
+    if remote is not None:
+        kw["remote"] = remote
     return File(path, **kw)
 
 
@@ -438,7 +457,8 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
          device: Any = None, map_location: Any = None,
          shardings: Any = None, mmap: Union[bool, str, None] = None, prune: bool = False,
          progress: Any = False, allow_full_download: bool = False,
-         device_options: Optional[DeviceOptions] = None, slices: Any = None) -> Any:
+         device_options: Optional[DeviceOptions] = None, slices: Any = None,
+         remote: Optional[RemoteOptions] = None) -> Any:
     """Loads a .jtree file (a path, a URL, a :class:`File` from :func:`jtree.open`, a seekable
     binary file object read with range reads, or bytes-like data: see :func:`jtree.loads`), or
     a part of an open one (``jtree.load(f["params"])``, as ``f["params"].load()``: a
@@ -533,6 +553,11 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     with the whole file) makes the load fail with :class:`NotSupportedError` by default, having
     received none of the body; with True the file is downloaded once, whole, into a temporary
     file (``$TMPDIR``, at most 16 GiB) and read from there (see :func:`jtree.open`).
+
+    ``remote``: a :class:`RemoteOptions` for an ``http(s)://`` or ``s3://`` file (endpoint,
+    credentials, concurrency, retries, timeouts...; None: the environment's settings). For a
+    local path, or a file already open (a :class:`File`), it is an
+    :class:`InvalidArgumentError`.
     """
     options = load_options(out=out, pytree=pytree, keys=keys, framework=framework, cast=cast,
                            pad_truncate=pad_truncate, allow_pickle=allow_pickle, strict=strict,
@@ -542,15 +567,16 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
                            slices=slices)
     with paused_gc():
         return _open_and_load(path, out if out is not None else pytree, out is not None,
-                              options, allow_full_download)
+                              options, allow_full_download, remote)
 
 
 def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
-                   options: Dict[str, Any], allow_full_download: bool = False) -> Any:
+                   options: Dict[str, Any], allow_full_download: bool = False,
+                   remote: Optional[RemoteOptions] = None) -> Any:
     # Called with the collector paused: the file's tree and the load's plan (several objects
     # per leaf) are freed here, before it runs again. Otherwise its next collection scans
     # them all, only to find them freed (60-100 ms for 100,000 leaves).
-    f = _open(path, options, allow_full_download)
+    f = _open(path, options, allow_full_download, remote)
     node, at = _subtree(f, path)
     return load_subtree(f, node, at, pytree, fill_out=fill_out, **options)
 
@@ -564,13 +590,14 @@ def _subtree(f: File, path: Any) -> Any:
 
 
 def load_pytreedef(path: Union[PathLike, File], *, strict: bool = True,
-                   allow_full_download: bool = False) -> Any:
+                   allow_full_download: bool = False,
+                   remote: Optional[RemoteOptions] = None) -> Any:
     """The structure of a .jtree file (or of a part of an open one: ``f["params"]``): its
     containers, with a :class:`LeafSpec` (kind, shape, dtype) in place of each leaf. Reads the
     header only, never array data. The result can be edited (``None`` to skip a leaf, another
     dtype to cast) and passed to :func:`load` as ``pytree``. ``allow_full_download`` as in :func:`load` (a server that ignores Range
-    requests: the whole file is downloaded once)."""
-    f = _open(path, {"strict": strict}, allow_full_download)
+    requests: the whole file is downloaded once); ``remote`` as in :func:`load`."""
+    f = _open(path, {"strict": strict}, allow_full_download, remote)
     return _structure(f, path, strict)
 
 
@@ -598,15 +625,16 @@ def _structure(f: File, path: Any, strict: bool) -> Any:
 
 
 def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, *,
-                     allow_full_download: bool = False, **options: Any) -> Future:
+                     allow_full_download: bool = False, remote: Optional[RemoteOptions] = None,
+                     **options: Any) -> Future:
     """Starts :func:`load` in the background; returns a :class:`Future` whose ``pytree`` (the
     file's structure) is available at once (the file is opened before returning), and whose
     ``result()`` is the loaded tree. Options are those of :func:`load`, ``allow_full_download``
-    included (it applies to the open, made before returning)."""
+    and ``remote`` included (they apply to the open, made before returning)."""
     unknown = set(options) - set(LOAD_OPTIONS) - {"out"}
     if unknown:
         raise TypeError(f"nonblocking_load() got unexpected options {sorted(unknown)}")
-    f = _open(path, options, allow_full_download)
+    f = _open(path, options, allow_full_download, remote)
     strict = options.get("strict")
     structure = _structure(f, path, f.strict if strict is None else strict)
     fut = _pool().submit(load, path if isinstance(path, (Node, LazyArray)) else f, pytree,
@@ -645,7 +673,8 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
          allow_pickle: bool = False, strict: bool = True, use_mmap: Optional[bool] = None,
          limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
          framework: str = "numpy", device: Any = None, map_location: Any = None,
-         allow_full_download: bool = False, device_options: Any = None) -> File:
+         allow_full_download: bool = False, device_options: Any = None,
+         remote: Optional[RemoteOptions] = None) -> File:
     """Opens a .jtree file lazily: reads its header and index only. ``path`` is a path, a URL,
     a seekable binary file object (kept open while the File is used; read with seek +
     readinto) or bytes-like data (read in place). Index the result like the saved tree
@@ -671,27 +700,35 @@ def open(path: PathLike, *, verify: bool = True, threads: int = 0,  # noqa: A001
     ignores them (it answers with the whole file, as Python's ``http.server`` does) is
     refused with :class:`NotSupportedError` as soon as its answer's headers show it, without
     downloading the body. True downloads such a file once, whole, into an unlinked temporary
-    file (in ``$TMPDIR``, else /tmp; at most 16 GiB) and serves every read from it."""
+    file (in ``$TMPDIR``, else /tmp; at most 16 GiB) and serves every read from it.
+    ``remote``: a :class:`RemoteOptions` for an ``http(s)://`` or ``s3://`` file (endpoint,
+    credentials, concurrency, retries, timeouts...; None: the environment's settings); every
+    read of the File uses them. For a local path, a file object or bytes it is an
+    :class:`InvalidArgumentError`."""
     return File(path, verify=verify, threads=threads, allow_pickle=allow_pickle, strict=strict,
                 use_mmap=use_mmap, limits=limits, mmap=mmap, framework=framework,
                 device=device, map_location=map_location, device_options=device_options,
-                **({"allow_full_download": True} if allow_full_download else {}))
+                **({"allow_full_download": True} if allow_full_download else {}),
+                **({"remote": remote} if remote is not None else {}))
 
 
 def compact(path: PathLike, out_path: Optional[PathLike] = None, *,
-            sync: bool = True) -> WriteStats:
+            sync: bool = True, remote: Optional[RemoteOptions] = None) -> WriteStats:
     """Rewrites a file without the bytes earlier generations left behind (after partial
-    writes), in place (atomically) or into ``out_path``."""
+    writes), in place (atomically) or into ``out_path``. ``remote``: a
+    :class:`RemoteOptions` for an ``s3://`` file (as :func:`save`'s)."""
     p = os.fspath(path)
     out = os.fspath(out_path) if out_path else ""
-    return _in_order(p, lambda: WriteStats(**_jtree.compact(p, out, sync)),
+    settings = _remote.settings(remote)
+    return _in_order(p, lambda: WriteStats(**_jtree.compact(p, out, sync, remote=settings)),
                      background=False).result()
 
 
 def commit_segments(path: PathLike, process_count: int, *, overwrite: bool = True,
                     overwrite_foreign: bool = False, keep_segments: bool = False,
                     verify: bool = False, sync: bool = True,
-                    progress: Optional[Callable[[int, int], Any]] = None) -> WriteStats:
+                    progress: Optional[Callable[[int, int], Any]] = None,
+                    remote: Optional[RemoteOptions] = None) -> WriteStats:
     """The commit step of a multi-process save, alone: assembles ``path`` from the segments
     ``path.seg-KKKKK-of-NNNNN`` its ``process_count`` processes wrote, then removes them.
     :func:`save` does this itself; call it to finish a save whose job died after every
@@ -703,11 +740,14 @@ def commit_segments(path: PathLike, process_count: int, *, overwrite: bool = Tru
     is in no segment or in two. ``verify=True`` also checks every chunk's checksum (reads all
     the data; the header, index and footer are always checked). ``progress(done, total)`` is
     called after each segment is copied (bytes); returning False or raising cancels.
+    ``remote``: a :class:`RemoteOptions` for an ``s3://`` target (as :func:`save`'s).
     """
     p = os.fspath(path)
+    settings = _remote.settings(remote)
     return _in_order(p, lambda: WriteStats(**_jtree.commit_segments(
         p, int(process_count), overwrite=overwrite, overwrite_foreign=overwrite_foreign,
-        sync=sync, keep_segments=keep_segments, verify_chunks=verify, progress=progress)),
+        sync=sync, keep_segments=keep_segments, verify_chunks=verify, progress=progress,
+        remote=settings)),
         background=False).result()
 
 

@@ -18,7 +18,8 @@ from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._index import box_of as _box_of
 from ._index import mapped_box
 from ._load import ALL, Loader, LoadOptions, spec_tree
-from . import _load_call
+from . import _load_call, _remote
+from ._remote import RemoteOptions
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
                          FileNode, LazyTree, LeafSpec)
 
@@ -37,7 +38,8 @@ class File:
                  use_mmap: Optional[bool] = None,
                  limits: Optional[Dict[str, int]] = None, mmap: Union[bool, str] = True,
                  framework: str = "numpy", device: Any = None, map_location: Any = None,
-                 allow_full_download: bool = False, device_options: Any = None):
+                 allow_full_download: bool = False, device_options: Any = None,
+                 remote: Optional[RemoteOptions] = None):
         # A file object or bytes-like data (jtree._fileobj) is named by what it is.
         held = is_fileobj(path) or is_buffer(path)
         self.name: str = name_of(path) if held else os.fspath(path)
@@ -60,6 +62,13 @@ class File:
         # the native Reader (the one reference: close() swaps it).
         # (allow_full_download is passed only when set, so that the common call stays the same.)
         extra = {"allow_full_download": True} if allow_full_download else {}
+        # (remote= likewise; the native open refuses it for a local path.)
+        if remote is not None:
+            if held:
+                raise error(InvalidArgumentError, self.name, "",
+                            "remote= applies to http(s):// and s3:// URLs, not to a file "
+                            "object or bytes")
+            extra["remote"] = _remote.settings(remote)
         # mmap=False: the file is not mapped at all, as no load or slice of it would use a map.
         mapped = mmap is not False
         self._tree = LazyTree(open_reader(path, mapped, limits) if held

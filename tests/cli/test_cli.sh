@@ -130,5 +130,22 @@ out=$("$jtree" commit -n 3 "$dir/dead.jtree" 2>&1)
 check "commit with a missing segment names it" contains "$out" "dead.jtree.seg-00000-of-00003: segment 0 of 3 is missing"
 check "commit -n 0 is a usage error" test "$(exit_code "$jtree" commit -n 0 "$dir/dead.jtree")" = 2
 
+# Remote settings per call (no server needed: a refused port, a usage error, the help).
+check "--help lists the remote flags" contains "$("$jtree" ls --help)" "--endpoint URL"
+check "compact --help lists them too" contains "$("$jtree" compact --help)" "--part-size BYTES"
+out=$("$jtree" ls --concurrency 0 http://127.0.0.1:9/x.jtree 2>&1)
+check "--concurrency 0 is a usage error naming the flag" contains "$out" "--concurrency takes a number from 1 to 1024, not '0'"
+check "... exit 2" test "$(exit_code "$jtree" ls --concurrency 0 http://127.0.0.1:9/x.jtree)" = 2
+out=$("$jtree" info --header 'no colon' http://127.0.0.1:9/x.jtree 2>&1)
+check "a header that is not 'Name: value' is refused by the library's rule" contains "$out" "is not \"Name: value\""
+check "--addressing takes auto, path or virtual" test "$(exit_code "$jtree" ls --addressing sideways s3://bkt/x.jtree)" = 2
+out=$("$jtree" ls --endpoint http://127.0.0.1:9 "$dir/c.jtree" 2>&1)
+check "remote flags for a local file are refused, not ignored" contains "$out" "apply to http(s):// and s3:// URLs, and none is given"
+check "clean takes no remote flags" test "$(exit_code "$jtree" clean --endpoint http://127.0.0.1:9 s3://bkt/x)" = 2
+out=$(timeout 60 "$jtree" ls --retries 0 --connect-timeout 5 http://127.0.0.1:9/x.jtree 2>&1)
+check "--retries 0: a refused connection fails at once, naming the URL" contains "$out" "http://127.0.0.1:9/x.jtree"
+out=$(AWS_ACCESS_KEY_ID= AWS_ENDPOINT_URL_S3=http://127.0.0.1:1 timeout 60 "$jtree" ls --retries 0 --endpoint http://127.0.0.1:9 s3://bkt/x.jtree 2>&1)
+check "--endpoint wins over AWS_ENDPOINT_URL_S3" contains "$out" "127.0.0.1 port 9"
+
 if [ "$failures" -gt 0 ]; then echo "$failures CLI check(s) failed"; exit 1; fi
 echo "CLI tests passed"

@@ -4,6 +4,7 @@ behave as with local paths, and partial reads fetch only what they need (read st
 Run by scripts/test_remote.sh, which starts nginx (HTTP and HTTPS), the fault proxy and Ceph RGW
 and exports JTREE_TEST_*; the jtree package must be installed in the interpreter running pytest.
 """
+import dataclasses
 import os
 import uuid
 
@@ -205,3 +206,124 @@ def test_s3_missing_key_and_bad_credentials(bucket, monkeypatch):
     with pytest.raises(jtree.Error) as e:
         jtree.save({"a": 1}, f"s3://{bucket}/denied.jtree")
     assert bucket in str(e.value) and "denied.jtree" in str(e.value)
+
+
+def _clear_aws_env(monkeypatch, tmp_path):
+    """No AWS setting in the environment, and no shared files (HOME is an empty directory)."""
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
+                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+                 "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE",
+                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@needs_s3
+def test_s3_settings_only_through_remote_options(bucket, monkeypatch, tmp_path):
+    # Endpoint, credentials and region given per call, nothing in the environment: two stores
+    # could be used side by side in one process this way.
+    _clear_aws_env(monkeypatch, tmp_path)
+    rgw = jtree.RemoteOptions(endpoint=ENDPOINT, region="us-east-1", addressing="path",
+                              access_key_id=os.environ.get("JTREE_TEST_S3_KEY", "testkey"),
+                              secret_access_key=os.environ.get("JTREE_TEST_S3_SECRET",
+                                                               "testsecret"),
+                              max_concurrency=4, max_retries=2, part_size=5 * MiB,
+                              upload_concurrency=2)
+    tree = checkpoint(4)
+    url = f"s3://{bucket}/opts/a.jtree"
+    jtree.save(tree, url, remote=rgw)  # 4 MiB of emb and more: a multipart upload of 5 MiB parts
+    assert_tree_equal(jtree.load(url, remote=rgw), tree)
+    with jtree.open(url, remote=rgw) as f:
+        np.testing.assert_array_equal(f["params"]["emb"][9], tree["params"]["emb"][9])
+    assert jtree.load_pytreedef(url, remote=rgw)["params"]["emb"].shape == (4096, 256)
+    assert_tree_equal(jtree.nonblocking_load(url, remote=rgw).result(), tree)
+    jtree.nonblocking_save({"b": np.ones(3)}, url, partial_write=True, remote=rgw).result()
+    np.testing.assert_array_equal(jtree.load(url, remote=rgw)["b"], np.ones(3))
+    # The same call without them: anonymous requests to AWS's endpoint, never the test store.
+    # (The machines running the tests reach no cloud: any error will do, as long as it is not
+    # a success.)
+    with pytest.raises(jtree.Error):
+        jtree.load_pytreedef(url, remote=jtree.RemoteOptions(max_retries=0, deadline=10))
+    # Wrong credentials per call are refused by the store, naming the object.
+    bad = dataclasses.replace(rgw, secret_access_key="wrong")
+    with pytest.raises(jtree.PermissionDeniedError, match="a.jtree"):
+        jtree.load(url, remote=bad)
+
+
+@needs_s3
+def test_s3_endpoint_from_a_services_section(bucket, monkeypatch, tmp_path):
+    # The shared config's `services = NAME` and [services NAME] s3 endpoint_url, as boto3 reads
+    # them; keys from the credentials file of the same profile.
+    _clear_aws_env(monkeypatch, tmp_path)
+    config = tmp_path / "config"
+    config.write_text(
+        "[profile rgw]\n"
+        "region = us-east-1\n"
+        "services = local-rgw\n"
+        "endpoint_url = http://127.0.0.1:9\n"  # the profile's global one: not used
+        "\n"
+        "[services local-rgw]\n"
+        "s3 =\n"
+        f"  endpoint_url = {ENDPOINT}\n")
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[rgw]\n"
+        f"aws_access_key_id = {os.environ.get('JTREE_TEST_S3_KEY', 'testkey')}\n"
+        f"aws_secret_access_key = {os.environ.get('JTREE_TEST_S3_SECRET', 'testsecret')}\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    tree = {"w": np.arange(1000, dtype=np.float32), "step": 3}
+    url = f"s3://{bucket}/services.jtree"
+    # The profile named per call...
+    jtree.save(tree, url, remote=jtree.RemoteOptions(profile="rgw"))
+    assert_tree_equal(jtree.load(url, remote=jtree.RemoteOptions(profile="rgw")), tree)
+    # ... or by AWS_PROFILE, as boto3 takes it.
+    monkeypatch.setenv("AWS_PROFILE", "rgw")
+    assert_tree_equal(jtree.load(url), tree)
+    # Checked against boto3 itself, where it is new enough to read [services] sections.
+    boto3 = pytest.importorskip("boto3")
+    import botocore  # noqa: PLC0415
+    if tuple(int(x) for x in botocore.__version__.split(".")[:2]) < (1, 31):
+        pytest.skip("botocore < 1.31 reads no [services] sections")
+    body = boto3.Session(profile_name="rgw").client("s3").get_object(
+        Bucket=bucket, Key="services.jtree")["Body"].read()
+    assert body[:4] == open_jtree_magic()
+    # AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true: the section is ignored (AWS's endpoint, which
+    # these machines do not reach: an error, not the test store's object).
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    with pytest.raises(jtree.Error):
+        jtree.load_pytreedef(url, remote=jtree.RemoteOptions(max_retries=0, deadline=10))
+
+
+def open_jtree_magic():
+    """The first bytes of every .jtree file."""
+    return jtree.dumps({})[:4]
+
+
+@needs_s3
+def test_cli_remote_flags_reach_the_store(bucket, monkeypatch, tmp_path):
+    # jtree ls/get with the endpoint and the profile as flags, nothing in the environment.
+    cli = os.environ.get("JTREE_CLI")
+    if not cli:
+        pytest.skip("JTREE_CLI not set (scripts/test_remote.sh sets it)")
+    import subprocess  # noqa: PLC0415
+    _clear_aws_env(monkeypatch, tmp_path)
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[rgw]\n"
+        f"aws_access_key_id = {os.environ.get('JTREE_TEST_S3_KEY', 'testkey')}\n"
+        f"aws_secret_access_key = {os.environ.get('JTREE_TEST_S3_SECRET', 'testsecret')}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    url = f"s3://{bucket}/cli.jtree"
+    jtree.save({"w": np.arange(10, dtype=np.int32)}, url,
+               remote=jtree.RemoteOptions(endpoint=ENDPOINT, profile="rgw", region="us-east-1"))
+    flags = ["--endpoint", ENDPOINT, "--profile", "rgw", "--region", "us-east-1",
+             "--concurrency", "2", "--retries", "1"]
+    r = subprocess.run([cli, "get", *flags, url, "w[3]"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "3", r.stdout
+    # Without the flags: AWS's endpoint, anonymous; not the test store's object.
+    r = subprocess.run([cli, "get", "--retries", "0", "--timeout", "10", url, "w[3]"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "3" not in r.stdout.split(), r.stdout

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "io/remote/s3_config.h"
+#include "jtree/io.h"
+#include "jtree/options.h"
 
 using namespace jtree;
 using namespace jtree::remote;
@@ -224,4 +226,113 @@ TEST_CASE("addressing: virtual-hosted on AWS, path-style on custom endpoints, as
   custom.base_path = "/pre";
   custom.addressing = S3Addressing::kPath;
   CHECK(s3_target(custom, "bkt", "x").canonical_uri == "/pre/bkt/x");
+}
+
+TEST_CASE("endpoint: a profile's [services] section, in boto3's precedence") {
+  FakeEnv f;
+  f.vars["HOME"] = "/h";
+  f.files["/h/.aws/config"] =
+      "[default]\n"
+      "endpoint_url = http://global:1\n"
+      "services = local\n"
+      "[profile plugin]\n"
+      "endpoint_url = http://global:1\n"
+      "s3 =\n"
+      "  endpoint_url = http://plugin:2\n"
+      "[profile both]\n"
+      "services = local\n"
+      "s3 =\n"
+      "  endpoint_url = http://plugin:2\n"
+      "[profile missing]\n"
+      "services = nosuchsection\n"
+      "endpoint_url = http://global:1\n"
+      "[profile ignoring]\n"
+      "services = local\n"
+      "ignore_configured_endpoint_urls = TRUE\n"
+      "[services local]\n"
+      "dynamodb =\n"
+      "  endpoint_url = http://dynamo:9\n"
+      "s3 =\n"
+      "  endpoint_url = http://services:3\n";
+  auto host = [&](const std::string& profile) {
+    RemoteOptions o;
+    o.s3.profile = profile;
+    auto c = resolve_s3_config(o, f.env());
+    REQUIRE(c.ok());
+    return c->custom_endpoint ? c->endpoint_host : std::string("aws");
+  };
+  // The services section's s3 endpoint_url wins over the profile's own endpoint_url, and over
+  // its nested s3 endpoint_url; another service's (dynamodb) is not taken.
+  CHECK(host("default") == "services:3");
+  CHECK(host("both") == "services:3");
+  CHECK(host("plugin") == "plugin:2");
+  CHECK(host("missing") == "global:1");
+  // ignore_configured_endpoint_urls (the profile's, case-insensitive): AWS's endpoint.
+  CHECK(host("ignoring") == "aws");
+
+  // The environment wins over every file setting: AWS_ENDPOINT_URL, then AWS_ENDPOINT_URL_S3.
+  f.vars["AWS_ENDPOINT_URL"] = "http://env:4";
+  CHECK(host("default") == "env:4");
+  f.vars["AWS_ENDPOINT_URL_S3"] = "http://envs3:5";
+  CHECK(host("default") == "envs3:5");
+  CHECK(host("ignoring") == "aws");  // the profile's switch ignores the environment too
+
+  // AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true ignores the environment and the files; set to
+  // anything else it overrides the profile's switch (the environment's setting wins).
+  f.vars["AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"] = "true";
+  CHECK(host("default") == "aws");
+  CHECK(host("plugin") == "aws");
+  f.vars["AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"] = "false";
+  CHECK(host("ignoring") == "envs3:5");
+
+  // An endpoint given in the options is used whatever the switch says.
+  f.vars["AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"] = "true";
+  RemoteOptions o;
+  o.s3.endpoint = "http://explicit:6";
+  auto c = resolve_s3_config(o, f.env());
+  REQUIRE(c.ok());
+  CHECK(c->endpoint_host == "explicit:6");
+}
+
+TEST_CASE("AWS INI files: [services NAME] sections keep their name") {
+  auto s = parse_aws_ini("[services x]\ns3 =\n  endpoint_url = http://a:1\n[profile p]\n"
+                         "services = x\n", true);
+  CHECK(s["services x"]["s3.endpoint_url"] == "http://a:1");
+  CHECK(s["p"]["services"] == "x");
+}
+
+TEST_CASE("check_remote_options: the values a remote open or write can use") {
+  CHECK(check_remote_options({}).ok());
+  auto refused = [](auto edit) {
+    RemoteOptions o;
+    edit(o);
+    const Status st = check_remote_options(o);
+    return st.is_invalid_argument();
+  };
+  CHECK(refused([](RemoteOptions& o) { o.http.max_retries = -1; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.deadline_seconds = 0; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.connect_timeout_seconds = -1; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.stall_timeout_seconds = 1.0 / 0.0; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.max_concurrency = 0; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.fetch_bytes = 0; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.http_headers = {"no colon"}; }));
+  CHECK(refused([](RemoteOptions& o) { o.http.http_headers = {"A: b\r\nB: c"}; }));
+  CHECK(refused([](RemoteOptions& o) { o.s3.part_size = 1 << 20; }));
+  CHECK(refused([](RemoteOptions& o) { o.s3.upload_concurrency = 0; }));
+  CHECK(refused([](RemoteOptions& o) { o.s3.secret_access_key = "s"; }));
+  CHECK(refused([](RemoteOptions& o) { o.s3.session_token = "t"; }));
+  RemoteOptions ok;
+  ok.http.max_retries = 0;
+  ok.http.http_headers = {"Authorization: Bearer x"};
+  ok.s3.part_size = 5ull << 20;
+  ok.s3.access_key_id = "k";
+  ok.s3.secret_access_key = "s";
+  CHECK(check_remote_options(ok).ok());
+  // Every remote open checks them (before any request); a local one does not read them.
+  OpenOptions oo;
+  oo.remote.http.max_concurrency = 0;
+  auto r = open_source("http://127.0.0.1:9/x.jtree", oo);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().is_invalid_argument());
+  CHECK(r.status().message().find("max_concurrency") != std::string::npos);
 }

@@ -25,7 +25,8 @@ constexpr const char* kHelp =
 int cmd_clean(const Args& args) {
   CommonFlags f;
   std::string err;
-  if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
+  // (No remote flags: the s3:// cleanup takes its settings from the environment.)
+  if (!parse_flags(args, &f, &err, /*remote_flags=*/false)) return usage_error(err, kUsage);
   if (f.help) return print_help(kUsage, kHelp);
   if (f.positional.empty()) return usage_error("clean takes a FILE or a DIRECTORY", kUsage);
   int status = 0;

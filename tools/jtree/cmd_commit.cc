@@ -81,7 +81,7 @@ int cmd_commit(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(rest, &f, &err)) return usage_error(err, kUsage);
-  if (f.help) return print_help(kUsage, kHelp);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("commit takes one TARGET", kUsage);
   const std::string& target = f.positional[0];
   if (count == 0) {
@@ -97,6 +97,7 @@ int cmd_commit(const Args& args) {
     count = *counts.begin();
   }
   co.write.threads = f.threads;
+  co.write.remote = f.remote;
   Progress progress("committing", !f.quiet && !f.json);
   co.write.progress = progress.fn();
   const auto start = std::chrono::steady_clock::now();

@@ -23,17 +23,18 @@ int cmd_compact(const Args& args) {
   CommonFlags f;
   std::string err;
   if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
-  if (f.help) return print_help(kUsage, kHelp);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.size() != 1) return usage_error("compact takes one FILE", kUsage);
   const std::string& path = f.positional[0];
   uint64_t before = 0;
   {
-    auto r = Reader::open(path);
+    auto r = Reader::open(path, open_options(f));
     if (!r.ok()) return fail(r.status().message());
     before = (*r)->info().file_size;
   }
   WriteOptions wo;
   wo.threads = f.threads;
+  wo.remote = f.remote;
   Progress progress("compacting", !f.quiet && !f.json);
   wo.progress = progress.fn();
   auto st = compact(path, f.output, wo);

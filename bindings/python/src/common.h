@@ -112,6 +112,12 @@ nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
                       const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
                       nb::handle parts);
 
+/// jtree::RemoteOptions from jtree.RemoteOptions's settings ({field: value}; None: the
+/// defaults, from the environment), checked (remote_options.cc). InvalidArgumentError for an
+/// unknown field, a bad value, or settings given for a local `path` (they would go unused).
+jtree::RemoteOptions remote_options(nb::handle settings, const std::string& path);
+void register_remote_options(nb::module_& m);
+
 void register_builder(nb::module_& m);
 void register_reader(nb::module_& m);
 void register_writer(nb::module_& m);

@@ -47,5 +47,6 @@ NB_MODULE(_jtree, m) {
   jtpy::register_device(m);
   jtpy::register_device_array(m);
   jtpy::register_rules(m);
+  jtpy::register_remote_options(m);
   jtpy::register_specs(m);
 }

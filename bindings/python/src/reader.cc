@@ -92,11 +92,12 @@ class PyReader {
   explicit PyReader(std::shared_ptr<jtree::Reader> r) : r_(std::move(r)) {}
 
   static PyReader open(const std::string& path, bool use_mmap, std::optional<nb::dict> limits,
-                       bool allow_full_download) {
+                       bool allow_full_download, nb::handle remote) {
     jtree::OpenOptions o;
     o.use_mmap = use_mmap;
     o.limits = limits_from(limits);
-    o.remote.http.allow_full_download = allow_full_download;
+    o.remote = remote_options(remote, path);
+    if (allow_full_download) o.remote.http.allow_full_download = true;
     std::optional<jtree::Result<std::shared_ptr<jtree::Reader>>> r;
     {
       nb::gil_scoped_release release;
@@ -424,9 +425,11 @@ void register_reader(nb::module_& m) {
   nb::class_<PyReader>(m, "Reader", "An open .jtree file (jtree::Reader); thread-safe.")
       .def_static("open", &PyReader::open, nb::arg("path"), nb::arg("use_mmap") = true,
                   nb::arg("limits").none() = nb::none(), nb::arg("allow_full_download") = false,
+                  nb::arg("remote").none() = nb::none(),
                   "Opens a path or URL: reads the header and index, no chunk data. "
                   "allow_full_download: an http(s) server that ignores Range requests is "
-                  "refused (NotSupported) unless set; then the file is downloaded once, whole.")
+                  "refused (NotSupported) unless set; then the file is downloaded once, whole. "
+                  "remote: {RemoteOptions field: value} for a URL (None: the environment's).")
       .def_static("open_object", &PyReader::open_object, nb::arg("obj"), nb::arg("fileobj"),
                   nb::arg("name"), nb::arg("base") = 0, nb::arg("size") = 0,
                   nb::arg("limits").none() = nb::none(),

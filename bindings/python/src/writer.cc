@@ -40,6 +40,7 @@ struct WriteArgs {
   bool overwrite_foreign = false;
   bool sync = true;
   std::optional<jtree::ShardSpec> shard_layout;
+  jtree::RemoteOptions remote;
 
   jtree::WriteOptions options() const {
     jtree::WriteOptions o;
@@ -53,6 +54,7 @@ struct WriteArgs {
     o.overwrite_foreign = overwrite_foreign;
     o.sync = sync;
     o.shard_layout = shard_layout;
+    o.remote = remote;
     o.writer = "jtree-python " + std::string(jtree::version_string());
     return o;
   }
@@ -109,11 +111,11 @@ void register_writer(nb::module_& m) {
                  bool overwrite_foreign, bool sync, bool append, std::optional<nb::object> progress,
                  std::optional<nb::object> fileobj, std::optional<uint64_t> expect_generation,
                  std::optional<uint64_t> expect_footer_offset, std::string expect_etag,
-                 nb::object shard_layout) {
+                 nb::object shard_layout, nb::object remote) {
     WriteArgs a{codec, level, size_arg(chunk_bytes, "chunk_bytes"),
                 size_arg(inline_threshold, "inline_threshold"), threads,
                 size_arg(max_bytes_in_flight, "max_bytes_in_flight"), overwrite,
-                overwrite_foreign, sync, layout_arg(shard_layout)};
+                overwrite_foreign, sync, layout_arg(shard_layout), remote_options(remote, path)};
     if (fileobj && append) throw_value_error("write: append=True into a file object");
     if (expect_generation.has_value() != expect_footer_offset.has_value()) {
       throw_value_error("write: expect_generation and expect_footer_offset go together");
@@ -133,7 +135,7 @@ void register_writer(nb::module_& m) {
         nb::arg("progress").none() = nb::none(), nb::arg("fileobj").none() = nb::none(),
         nb::arg("expect_generation").none() = nb::none(),
         nb::arg("expect_footer_offset").none() = nb::none(), nb::arg("expect_etag") = "",
-        nb::arg("shard_layout").none() = nb::none(),
+        nb::arg("shard_layout").none() = nb::none(), nb::arg("remote").none() = nb::none(),
         "Writes the builder's tree to a path or URL (jtree::save), or as a new generation of an "
         "existing local file (jtree::append, append=True), or (fileobj given) sequentially "
         "into a binary file object with write() (`path` names it in messages). "
@@ -141,7 +143,8 @@ void register_writer(nb::module_& m) {
         "committed). expect_generation/expect_footer_offset/expect_etag (appends): the file "
         "state (File.info()) the tree was planned against; another one is refused with "
         "AbortedError, nothing written (WriteOptions::append_base). shard_layout: None or "
-        "(world, expert_parallel, rules | None), WriteOptions::shard_layout. Returns the "
+        "(world, expert_parallel, rules | None), WriteOptions::shard_layout. remote: "
+        "{RemoteOptions field: value} for a URL (None: the environment's). Returns the "
         "write statistics.");
 
   m.def(
@@ -149,10 +152,10 @@ void register_writer(nb::module_& m) {
       [](Builder& b, const std::string& path, uint32_t process_index, uint32_t process_count,
          uint64_t save_id, std::optional<int> codec, std::optional<int> level,
          std::optional<int64_t> chunk_bytes, std::optional<int64_t> inline_threshold,
-         int threads, bool sync, nb::object shard_layout) {
+         int threads, bool sync, nb::object shard_layout, nb::object remote) {
         WriteArgs a{codec, level, size_arg(chunk_bytes, "chunk_bytes"),
                     size_arg(inline_threshold, "inline_threshold"), threads, std::nullopt,
-                    true, false, sync, layout_arg(shard_layout)};
+                    true, false, sync, layout_arg(shard_layout), remote_options(remote, path)};
         jtree::Tree tree = b.take();
         const jtree::WriteOptions o = a.options();
         jtree::SegmentOptions so;
@@ -167,13 +170,16 @@ void register_writer(nb::module_& m) {
       nb::arg("level").none() = nb::none(), nb::arg("chunk_bytes").none() = nb::none(),
       nb::arg("inline_threshold").none() = nb::none(), nb::arg("threads") = 0,
       nb::arg("sync") = true, nb::arg("shard_layout").none() = nb::none(),
+      nb::arg("remote").none() = nb::none(),
       "Writes this process's segment of a multi-process save of `path` (jtree::save_segment).");
 
   m.def(
       "commit_segments",
       [](const std::string& path, uint32_t process_count, bool overwrite, bool overwrite_foreign,
-         bool sync, bool keep_segments, bool verify_chunks, std::optional<nb::callable> progress) {
+         bool sync, bool keep_segments, bool verify_chunks, std::optional<nb::callable> progress,
+         nb::object remote) {
         jtree::CommitOptions o;
+        o.write.remote = remote_options(remote, path);
         o.keep_segments = keep_segments;
         o.verify_chunks = verify_chunks;
         o.write.overwrite = overwrite;
@@ -203,15 +209,16 @@ void register_writer(nb::module_& m) {
       nb::arg("path"), nb::arg("process_count"), nb::kw_only(), nb::arg("overwrite") = true,
       nb::arg("overwrite_foreign") = false, nb::arg("sync") = true,
       nb::arg("keep_segments") = false, nb::arg("verify_chunks") = false,
-      nb::arg("progress").none() = nb::none(),
+      nb::arg("progress").none() = nb::none(), nb::arg("remote").none() = nb::none(),
       "Assembles `path` from its process_count segments (jtree::commit_segments); "
       "progress(done, total) after each segment copied (False or an exception cancels).");
 
   m.def(
       "check_save_target",
-      [](const std::string& path, bool overwrite_foreign) {
+      [](const std::string& path, bool overwrite_foreign, nb::object remote) {
         jtree::WriteOptions o;
         o.overwrite_foreign = overwrite_foreign;
+        o.remote = remote_options(remote, path);
         jtree::Status st;
         {
           nb::gil_scoped_release release;
@@ -220,6 +227,7 @@ void register_writer(nb::module_& m) {
         if (!st.ok()) raise_status(st);
       },
       nb::arg("path"), nb::kw_only(), nb::arg("overwrite_foreign") = false,
+      nb::arg("remote").none() = nb::none(),
       "Raises what a commit to `path` would (jtree::check_save_target): a foreign file or "
       "object is refused unless overwrite_foreign.");
 
@@ -243,13 +251,15 @@ void register_writer(nb::module_& m) {
 
   m.def(
       "compact",
-      [](const std::string& path, const std::string& out_path, bool sync) {
+      [](const std::string& path, const std::string& out_path, bool sync, nb::object remote) {
         jtree::WriteOptions o;
         o.sync = sync;
+        o.remote = remote_options(remote, path);
         return stats_dict(
             value_or_raise(without_gil([&] { return jtree::compact(path, out_path, o); })));
       },
       nb::arg("path"), nb::arg("out_path") = "", nb::arg("sync") = true,
+      nb::arg("remote").none() = nb::none(),
       "Rewrites a file without dead bytes (jtree::compact); in place when out_path is empty.");
 }
 

@@ -128,8 +128,11 @@ struct JTREE_API S3Options {
   /// Region. Empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else "us-east-1".
   std::string region;
   /// Endpoint of an S3-compatible store ("http://127.0.0.1:7480", "https://storage.googleapis.com").
-  /// Empty: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS's
-  /// regional endpoint.
+  /// Empty, as boto3 finds it: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+  /// `services = NAME` section `[services NAME]`'s `s3 = endpoint_url = ...`, the profile's
+  /// own `s3 = endpoint_url = ...`, the profile's endpoint_url, else AWS's regional endpoint.
+  /// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true (or the profile's
+  /// ignore_configured_endpoint_urls = true) skips all of these but this field.
   std::string endpoint;
   /// Addressing. kAuto also reads the profile's `s3 = addressing_style = path|virtual`.
   S3Addressing addressing = S3Addressing::kAuto;
@@ -151,6 +154,15 @@ struct JTREE_API RemoteOptions {
   HttpOptions http;
   S3Options s3;
 };
+
+/// InvalidArgument naming the first unusable value: max_retries < 0; a deadline, connect or
+/// stall timeout that is not > 0 (backoffs: < 0); max_concurrency, upload_concurrency,
+/// max_request_bytes or fetch_bytes < 1; a part_size outside S3's 5 MiB..5 GiB; an http
+/// header that is not one "Name: value" line; an access key id without its secret (or the
+/// reverse), a session token without them. Every remote open and write checks its options
+/// so; bindings and tools call it to report a bad setting before they open anything.
+/// (Endpoints are checked where they are resolved: a bad one fails the open or write.)
+JTREE_API Status check_remote_options(const RemoteOptions& options);
 
 /// What stat_object() and list_objects() report about an object.
 struct JTREE_API ObjectInfo {

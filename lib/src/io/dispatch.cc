@@ -39,6 +39,15 @@ Status no_such_operation(std::string_view url, const io::Backend& b, std::string
                               " is not supported by the " + std::string(b.name) + " backend");
 }
 
+// A remote open or write starts with usable options (check_remote_options); a local one
+// does not read them.
+Status check_remote(std::string_view path_or_url, const RemoteOptions& options) {
+  if (is_local_path(path_or_url)) return Status::success();
+  const Status st = check_remote_options(options);
+  if (st.ok()) return st;
+  return Status(st.code(), std::string(path_or_url) + ": " + st.message());
+}
+
 }  // namespace
 
 bool is_local_path(std::string_view path_or_url, std::string* local_path) {
@@ -64,6 +73,7 @@ bool is_local_path(std::string_view path_or_url, std::string* local_path) {
 Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
                                             const OpenOptions& options) {
   JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
+  JTREE_RETURN_IF_ERROR(check_remote(path_or_url, options.remote));
   if (b->open_source == nullptr) return no_such_operation(path_or_url, *b, "reading");
   JTREE_ASSIGN_OR_RETURN(std::shared_ptr<Source> s, b->open_source(path_or_url, options));
   return apply_io_hooks(std::move(s));
@@ -72,6 +82,7 @@ Result<std::shared_ptr<Source>> open_source(std::string_view path_or_url,
 Result<std::unique_ptr<Sink>> create_sink(std::string_view path_or_url,
                                           const SinkOptions& options) {
   JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
+  JTREE_RETURN_IF_ERROR(check_remote(path_or_url, options.remote));
   if (b->create_sink == nullptr) return no_such_operation(path_or_url, *b, "writing");
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s, b->create_sink(path_or_url, options));
   return apply_io_hooks(std::move(s));
@@ -81,6 +92,7 @@ Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uin
                                                const SinkOptions& options,
                                                std::string_view expected_etag) {
   JTREE_ASSIGN_OR_RETURN(const io::Backend* b, io::find_backend(path_or_url));
+  JTREE_RETURN_IF_ERROR(check_remote(path_or_url, options.remote));
   if (b->open_append_sink == nullptr) return no_such_operation(path_or_url, *b, "appending");
   JTREE_ASSIGN_OR_RETURN(std::unique_ptr<Sink> s,
                          b->open_append_sink(path_or_url, keep_bytes, options, expected_etag));
@@ -111,6 +123,7 @@ Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& option
     return Status::invalid_argument(std::string(url) +
                                    ": stat_object takes http(s):// and s3:// URLs");
   }
+  JTREE_RETURN_IF_ERROR(check_remote(url, options));
   return (*b)->stat(url, options);
 }
 

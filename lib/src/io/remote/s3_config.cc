@@ -70,6 +70,44 @@ const std::string* lookup(const IniSections& s, const std::string& section,
   return kv == it->second.end() || kv->second.empty() ? nullptr : &kv->second;
 }
 
+// True for boto3's true ("true" in any case), as botocore's ensure_boolean reads it.
+bool ini_true(std::string_view v) {
+  if (v.size() != 4) return false;
+  std::string lower(v);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower == "true";
+}
+
+// The endpoint URL for S3, in botocore's order (the AWS SDKs' "service-specific endpoints"):
+// the options (code), AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's `services`
+// section's `s3 = endpoint_url`, the profile's own `s3 = endpoint_url` (the
+// awscli-plugin-endpoint form, which jtree read before), the profile's `endpoint_url`.
+// AWS_IGNORE_CONFIGURED_ENDPOINT_URLS (else the profile's ignore_configured_endpoint_urls)
+// set to true skips all but the options. Empty: AWS's regional endpoint.
+std::string configured_endpoint(const RemoteOptions& o, const Environment& env,
+                                const IniSections& config_file, const std::string& profile) {
+  if (!o.s3.endpoint.empty()) return o.s3.endpoint;
+  // The environment's switch wins over the profile's, set or not (as in botocore).
+  bool ignore = false;
+  if (auto v = env.getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")) {
+    ignore = ini_true(*v);
+  } else if (const std::string* p =
+                 lookup(config_file, profile, "ignore_configured_endpoint_urls")) {
+    ignore = ini_true(*p);
+  }
+  if (ignore) return "";
+  if (auto e = nonempty(env.getenv("AWS_ENDPOINT_URL_S3"))) return *e;
+  if (auto e = nonempty(env.getenv("AWS_ENDPOINT_URL"))) return *e;
+  if (const std::string* services = lookup(config_file, profile, "services")) {
+    if (const std::string* e = lookup(config_file, "services " + *services, "s3.endpoint_url")) {
+      return *e;
+    }
+  }
+  if (const std::string* e = lookup(config_file, profile, "s3.endpoint_url")) return *e;
+  if (const std::string* e = lookup(config_file, profile, "endpoint_url")) return *e;
+  return "";
+}
+
 }  // namespace
 
 Result<S3Location> parse_s3_url(std::string_view url, bool need_key) {
@@ -216,15 +254,7 @@ Result<S3Config> resolve_s3_config(const RemoteOptions& o, const Environment& en
   }
 
   // Endpoint.
-  std::string endpoint = o.s3.endpoint;
-  if (endpoint.empty()) endpoint = nonempty(env.getenv("AWS_ENDPOINT_URL_S3")).value_or("");
-  if (endpoint.empty()) endpoint = nonempty(env.getenv("AWS_ENDPOINT_URL")).value_or("");
-  if (endpoint.empty()) {
-    if (const std::string* e = lookup(config_file, profile, "s3.endpoint_url")) endpoint = *e;
-  }
-  if (endpoint.empty()) {
-    if (const std::string* e = lookup(config_file, profile, "endpoint_url")) endpoint = *e;
-  }
+  const std::string endpoint = configured_endpoint(o, env, config_file, profile);
   if (endpoint.empty()) {
     c.scheme = "https";
     c.endpoint_host = "s3." + c.region + ".amazonaws.com";

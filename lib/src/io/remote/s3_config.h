@@ -26,7 +26,8 @@ struct S3Location {
 Result<S3Location> parse_s3_url(std::string_view url, bool need_key = true);
 
 /// Sections of an AWS shared credentials or config file: section -> key -> value. In a config
-/// file "[profile x]" is section "x" ("[default]" stays "default"). Nested settings
+/// file "[profile x]" is section "x" ("[default]" stays "default", "[services x]" stays
+/// "services x": a profile named "services x" would share its section). Nested settings
 /// ("s3 =" followed by indented "addressing_style = path") become "s3.addressing_style".
 /// Comments (# ;) and malformed lines are skipped. At most 1 MiB of text is read.
 using IniSections = std::map<std::string, std::map<std::string, std::string>>;
