@@ -197,7 +197,17 @@ class _SaveJob:
                 raise InvalidArgumentError(f"metadata key {k!r} is not valid Unicode text "
                                            f"({e.reason}); keys are stored as UTF-8",
                                            file=self.path) from None
-            self.metadata[k] = v.encode("utf-8") if isinstance(v, str) else bytes(v)
+            if isinstance(v, str):  # (text: saved marked so, and given back as str)
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError as e:
+                    raise InvalidArgumentError(f"metadata {k!r}: the value is not valid Unicode "
+                                               f"text ({e.reason}); text is stored as UTF-8 "
+                                               f"(pass bytes for other data)",
+                                               file=self.path) from None
+                self.metadata[k] = v
+            else:
+                self.metadata[k] = bytes(v)
         if coordinator is not None and not isinstance(coordinator, Coordinator):
             raise InvalidArgumentError(f"coordinator must be a jtree.Coordinator, not "
                                        f"{type(coordinator).__qualname__}")

@@ -58,6 +58,12 @@ def cuda_device_count() -> int:
     return int(f()) if f is not None else 0
 
 
+def _switched_off() -> bool:
+    """Whether the environment turns the direct path off (``JTREE_DIRECT_DEVICE_LOAD=0``): the
+    one reading of that switch, asked at each load (tests and users set it at run time)."""
+    return os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0"
+
+
 def direct(device: Any) -> bool:
     """Whether a load to the torch.device ``device`` takes the direct path (the module
     docstring says when); False for None and every other device."""
@@ -65,7 +71,7 @@ def direct(device: Any) -> bool:
         return False
     if _stand_in is not None:
         return device.type == "cpu"
-    if device.type != "cuda" or os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
+    if device.type != "cuda" or _switched_off():
         return False
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
@@ -149,7 +155,7 @@ def why_not_direct(device: Any) -> str:
     messages; call it where :func:`direct` is False)."""
     if device.type != "cuda":
         return f"the direct path serves CUDA devices, not {device.type!r}"
-    if os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
+    if _switched_off():
         return "JTREE_DIRECT_DEVICE_LOAD=0 turns the direct path off"
     if not cuda_built():
         return "this build of jtree has no CUDA support"

@@ -138,10 +138,11 @@ class File:
     # -- the file --
 
     @property
-    def metadata(self) -> Dict[str, bytes]:
-        """User metadata saved with ``jtree.save(..., metadata=...)``: {str: bytes}. A value
-        saved as ``str`` is stored as its UTF-8 bytes and comes back as bytes (``.decode()``
-        it): the format records no text flag (safetensors' metadata, all str, differs)."""
+    def metadata(self) -> Dict[str, Union[str, bytes]]:
+        """User metadata saved with ``jtree.save(..., metadata=...)``: {str: str or bytes}, each
+        value as it was saved: a ``str`` is stored as UTF-8 text marked as such (format version
+        3) and comes back as ``str``; bytes come back as bytes. (Files written before version
+        3 mark nothing: their values come back as bytes.)"""
         return dict(self._reader.metadata())
 
     def info(self) -> Dict[str, Any]:

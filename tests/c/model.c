@@ -92,6 +92,6 @@ jtree_status_t model_build(jtree_builder_t* b, jtree_error_t** err) {
   TRY(jtree_builder_none(b, err));
   TRY(jtree_builder_end(b, err));
   TRY(jtree_builder_metadata(b, "framework", "c-test", err));
-  TRY(jtree_builder_metadata(b, "note", "saved through jtree/c.h", err));
+  TRY(jtree_builder_text_metadata(b, "note", "saved through jtree/c.h", err));
   return JTREE_OK;
 }

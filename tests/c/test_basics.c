@@ -5,7 +5,7 @@
 void test_basics(void) {
   CHECK(strcmp(jtree_version(), JTREE_VERSION_STRING) == 0);  /* header and library agree */
   CHECK(jtree_version_number() == JTREE_VERSION_NUMBER);
-  CHECK(jtree_format_version() == 2);
+  CHECK(jtree_format_version() == 3);
 
   CHECK(strcmp(jtree_status_name(JTREE_OK), "OK") == 0);
   CHECK(strcmp(jtree_status_name(JTREE_CORRUPTION), "Corruption") == 0);

@@ -229,11 +229,16 @@ static void check_scalars_and_metadata(const jtree_reader_t* r) {
     const char *mk = NULL, *mv = NULL;
     size_t mkl = 0, mvl = 0;
     CHECK_OK(jtree_reader_metadata_entry(r, k, &mk, &mkl, &mv, &mvl, &jt_err));
-    if (mk && strcmp(mk, "framework") == 0) seen += mvl == 6 && strcmp(mv, "c-test") == 0;
-    if (mk && strcmp(mk, "note") == 0) seen += strcmp(mv, "saved through jtree/c.h") == 0;
+    int text = -1;
+    CHECK_OK(jtree_reader_metadata_is_text(r, k, &text, &jt_err));
+    if (mk && strcmp(mk, "framework") == 0) seen += mvl == 6 && strcmp(mv, "c-test") == 0 && !text;
+    if (mk && strcmp(mk, "note") == 0) seen += strcmp(mv, "saved through jtree/c.h") == 0 && text;
     CHECK(mk && mkl == strlen(mk));
   }
   CHECK(seen == 2);
+  int text = -1;
+  CHECK_FAIL(JTREE_INVALID_ARGUMENT, "jtree_reader_metadata_is_text",
+             jtree_reader_metadata_is_text(r, count, &text, &jt_err));
 }
 
 /* jtree_reader_map_box: a box of a raw leaf in place, its elements at the leaf's strides; the

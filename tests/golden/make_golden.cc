@@ -604,6 +604,14 @@ void make_issue20_vectors() {
   p.tree.metadata = {{"step", "1"}, {"step", "2"}};
   expect("metadata_duplicate_key.jtree", assemble(p), "Corruption",
          "metadata entry 1: duplicate key \"step\"");
+  // Format version 3: a metadata value marked as text, which is valid UTF-8 or refused.
+  p = inline_parts();
+  p.tree.metadata = {{"blob", std::string("\xff\x00", 2)}, {"note", "caf\xc3\xa9"}};
+  p.tree.metadata_text_keys = {"note"};
+  write_all("valid/text_metadata_v3.jtree", assemble(p));
+  p.tree.metadata[1].second = "caf\xc3";  // a truncated sequence
+  expect("metadata_text_not_utf8.jtree", assemble(p), "Corruption",
+         "metadata entry 1: text value is not valid UTF-8");
   {
     Parts q = inline_parts();
     q.version.kind = format::FileKind::kSegment;
@@ -735,6 +743,7 @@ const std::map<std::string, std::string> kSections = {
     {"broken/type_name_not_utf8.jtree", "1,6.1"},
     {"broken/metadata_key_not_utf8.jtree", "1,6"},
     {"broken/metadata_duplicate_key.jtree", "6"},
+    {"broken/metadata_text_not_utf8.jtree", "1,6"},
     {"broken/segment_process_index.jtree", "11"},
     {"broken/big_int_empty.jtree", "1,6.2"},
     {"broken/big_int_not_minimal.jtree", "6.2"},
@@ -765,6 +774,7 @@ const std::vector<std::pair<std::string, std::string>> kValid = {
     {"valid/namedtuple_odd_fields.jtree", "6.1"},
     {"valid/empty_vectors.jtree", "1"},
     {"valid/depth_512.jtree", "6.1,13"},
+    {"valid/text_metadata_v3.jtree", "6,10.1"},
 };
 
 // Sections with a MUST that no single file can test, and where their rules are tested instead.

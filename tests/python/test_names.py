@@ -68,6 +68,21 @@ def test_save_refuses_metadata_keys_that_are_not_unicode_text(path):
     assert not os.path.exists(path)
 
 
+def test_metadata_values_come_back_as_saved_str_or_bytes(path):
+    jtree.save({"x": 1}, path, metadata={"run": "héllo", "blob": b"\xff\x00", "empty": ""})
+    with jtree.open(path) as f:
+        assert f.metadata == {"run": "héllo", "blob": b"\xff\x00", "empty": ""}
+        assert f.info()["min_read_version"] == 1  # (older readers read it: values as bytes)
+    with pytest.raises(jtree.InvalidArgumentError, match="metadata 'v': the value is not valid "
+                       "Unicode text"):
+        jtree.save({"x": 1}, path + "2", metadata={"v": "\udcff"})
+    assert not os.path.exists(path + "2")
+    # A file written before format version 3 marks nothing: its values are bytes.
+    golden = os.path.join(os.path.dirname(__file__), "..", "golden", "valid", "basic.jtree")
+    with jtree.open(golden) as f:
+        assert f.info()["writer_version"] < 3 and f.metadata["purpose"] == b"golden file"
+
+
 def test_utf8_names_round_trip(path):
     P = collections.namedtuple("Pünkt", ["größe", "x"])
     tree = {"ключ": P(1, 2.5), "😀": [1], "1": "str key", 1: "int key"}

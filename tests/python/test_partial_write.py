@@ -80,7 +80,7 @@ def test_metadata_is_kept_across_generations(path):
     jtree.save({"a": 1}, path, metadata={"step": "1", "run": b"\x00x"})
     jtree.save({"a": 2}, path, partial_write=True, metadata={"step": "2"})
     f = jtree.open(path)
-    assert f.metadata == {"step": b"2", "run": b"\x00x"}
+    assert f.metadata == {"step": "2", "run": b"\x00x"}  # (each as saved: text, bytes)
 
 
 def test_compact_drops_dead_bytes(path):

@@ -88,7 +88,7 @@ def test_version_2_dtypes_every_bit_pattern(path, name):
         np.testing.assert_array_equal(out["a"].astype(np.float64), a.astype(np.float64))
         with jtree.open(path) as f:
             info = f.info()
-            assert info["writer_version"] == jtree._jtree.FORMAT_VERSION == 2
+            assert info["writer_version"] == jtree._jtree.FORMAT_VERSION == 3
             assert info["min_read_version"] == 2
             assert np.array_equal(f["big"][3:7, 10:20].view(np.uint8),
                                   big[3:7, 10:20].view(np.uint8))

@@ -61,7 +61,7 @@ def test_save_model_load_model_round_trip_keeps_ties(torch, tj, path):
     stats = tj.save_model(src, path, metadata={"format": "pt"})
     # Seven names, six tensors: the tied weight is stored once.
     assert len(src.state_dict()) == 7 and stats.leaves == 6
-    assert jtree.open(path).metadata == {"format": b"pt"}
+    assert jtree.open(path).metadata == {"format": "pt"}
     dst = Tied()
     weight = dst.body[0].weight  # an optimizer would hold this object
     missing, unexpected = tj.load_model(dst, path)

@@ -153,6 +153,16 @@ TEST_CASE("valid golden files load with their exact content") {
     CHECK((*r)->info().min_read_version == 1);
   }
   {
+    // Format version 3: a metadata value marked as text; nothing a version-1 reader lacks.
+    auto r = Reader::open(dir + "text_metadata_v3.jtree");
+    REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+    CHECK((*r)->info().writer_version == 3);
+    CHECK((*r)->info().min_read_version == 1);
+    CHECK((*r)->metadata_text_keys() == std::vector<std::string>{"note"});
+    CHECK((*r)->metadata()[0].second == std::string("\xff\x00", 2));
+    CHECK((*r)->metadata()[1].second == "caf\xc3\xa9");
+  }
+  {
     // A version-1 body marked min_read_version 2 (the old broken/future_version.jtree): what a
     // version-1 reader refused, a version-2 reader reads.
     auto r = Reader::open(dir + "min_read_2.jtree");

@@ -275,7 +275,7 @@ TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else doe
     b.dict().key("x").array(DType::kFloat32, {1000}, ArrayView{f32.data()}).end();
     REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
   }
-  CHECK(kFormatVersion == 2);
+  CHECK(kFormatVersion == 3);
   CHECK(versions() == 1);  // nothing of version 2: version-1 readers read it
   {
     // An append adding a version-2 dtype raises the file's versions.
@@ -322,5 +322,44 @@ TEST_CASE("format version 2: its dtypes raise min_read_version, nothing else doe
     b.array(d, {10}, ArrayView{data.data()});
     REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
     CHECK(versions() == 2);
+  }
+}
+
+TEST_CASE("format version 3: text metadata comes back marked, raises no version, is UTF-8") {
+  TempDir dir;
+  const std::string path = dir.file("text.jtree");
+  auto f32 = random_array(DType::kFloat32, 100, 1);
+  {
+    TreeBuilder b;
+    b.dict().key("x").array(DType::kFloat32, {100}, ArrayView{f32.data()}).end();
+    b.metadata("blob", std::string("\xff\x00", 2)).text_metadata("note", "caf\xc3\xa9");
+    REQUIRE(save(std::move(*std::move(b).finish()), path).ok());
+  }
+  auto r = Reader::open(path);
+  REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  CHECK((*r)->info().writer_version == 3);
+  CHECK((*r)->info().min_read_version == 1);  // older readers read it (the value as bytes)
+  CHECK((*r)->metadata().size() == 2);
+  CHECK((*r)->metadata()[1].second == "caf\xc3\xa9");
+  CHECK((*r)->metadata_text_keys() == std::vector<std::string>{"note"});
+  CHECK((*r)->tree().metadata_text_keys == std::vector<std::string>{"note"});
+  // A compaction keeps the mark (it writes the tree it read).
+  REQUIRE(compact(path).ok());
+  auto c = Reader::open(path);
+  REQUIRE(c.ok());
+  CHECK((*c)->metadata_text_keys() == std::vector<std::string>{"note"});
+  // A text value that is not UTF-8, or a text key naming no entry, is refused at save.
+  for (int bad = 0; bad < 2; ++bad) {
+    TreeBuilder b;
+    b.dict().key("x").array(DType::kFloat32, {100}, ArrayView{f32.data()}).end();
+    b.text_metadata("note", bad == 0 ? "\xc3" : "ok");
+    auto t = std::move(b).finish();
+    REQUIRE(t.ok());
+    if (bad == 1) t->metadata_text_keys.push_back("missing");
+    auto st = save(std::move(*t), dir.file("bad.jtree"));
+    CHECK(st.status().is_invalid_argument());
+    CHECK_MESSAGE(st.status().message().find(bad == 0 ? "not valid UTF-8" : "name a metadata") !=
+                      std::string::npos,
+                  st.status().to_string());
   }
 }

@@ -234,7 +234,11 @@ void Builder::build(nb::handle table, int codec, std::optional<int> level,
   failed_op_ = -1;
   if (!metadata.is_none()) {
     for (auto [k, v] : nb::cast<nb::dict>(metadata)) {
-      b_.metadata(nb::cast<std::string>(k), bytes_to_string(v));
+      if (PyUnicode_Check(v.ptr())) {  // (text: marked so, and given back as str)
+        b_.text_metadata(nb::cast<std::string>(k), nb::cast<std::string>(v));
+      } else {
+        b_.metadata(nb::cast<std::string>(k), bytes_to_string(v));
+      }
     }
   }
 }
@@ -255,7 +259,7 @@ void register_builder_table(nb::class_<Builder>& cls) {
           "  (SHARDED, key, dtype, shape, pieces, flags, shard_shape, segment, blocks),\n"
           "  (REUSE, key, old_leaf), (TIED, key, op_index_of_an_earlier_leaf_op).\n"
           "ARRAY with tie=True is stored once with any earlier tie=True ARRAY of the same "
-          "memory, dtype, byte order, shape and strides. `metadata`: {str: bytes}. Arrays are "
+          "memory, dtype, byte order, shape and strides. `metadata`: {str: bytes or str (text)}. Arrays are "
           "read later, in place, by the writer; the Builder keeps them alive. On an error, "
           "`failed_op` is the index of the op that raised. Called once per Builder.")
       .def_prop_ro("failed_op", [](const Builder& b) { return b.failed_op(); },

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <complex>
 #include <memory>
 #include <optional>
@@ -186,8 +187,11 @@ class PyReader {
 
   nb::list metadata() const {
     nb::list out;
+    const std::vector<std::string>& text = r_->metadata_text_keys();
     for (const auto& [k, v] : r_->metadata()) {
-      out.append(nb::make_tuple(decode_utf8(k), nb::bytes(v.data(), v.size())));
+      const bool is_text = std::find(text.begin(), text.end(), k) != text.end();
+      out.append(nb::make_tuple(decode_utf8(k), is_text ? nb::object(decode_utf8(v))
+                                                        : nb::bytes(v.data(), v.size())));
     }
     return out;
   }
@@ -477,7 +481,7 @@ void register_reader(nb::module_& m) {
            "mmap_mode 0 copies, 1 copy-on-write "
            "views of mapped leaves, 2 read-only views; containers other than dict/list/tuple "
            "by container(kind, type_name, aux, keys, values, parts).")
-      .def("metadata", &PyReader::metadata, "User metadata: [(key, value bytes)].")
+      .def("metadata", &PyReader::metadata, "User metadata: [(key, value: str where saved as text, else bytes)].")
       .def("info", &PyReader::info, "Facts about the file (jtree::FileInfo) as a dict.")
       .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")
       .def("chunks", &PyReader::chunks, nb::arg("leaf"),

@@ -514,6 +514,11 @@ JTREE_C_API jtree_status_t jtree_reader_metadata_entry(const jtree_reader_t* rea
                                                        size_t index, const char** key,
                                                        size_t* key_len, const char** value,
                                                        size_t* value_len, jtree_error_t** err);
+/* Whether entry `index`'s value is UTF-8 text (*out 1: saved as text, format version 3, and
+ * checked when the file was opened) or bytes (0). InvalidArgument when index >= count. */
+JTREE_C_API jtree_status_t jtree_reader_metadata_is_text(const jtree_reader_t* reader,
+                                                         size_t index, int* out,
+                                                         jtree_error_t** err);
 
 /* ============================== reading ====================================================== */
 
@@ -867,6 +872,11 @@ JTREE_C_API jtree_status_t jtree_builder_reuse(jtree_builder_t* builder, uint32_
 /* A user metadata entry (two NUL-terminated strings, copied). */
 JTREE_C_API jtree_status_t jtree_builder_metadata(jtree_builder_t* builder, const char* key,
                                                   const char* value, jtree_error_t** err);
+/* The same, its value marked as UTF-8 text (jtree_reader_metadata_is_text; readers with a
+ * text type return it as text). A value that is not UTF-8 fails the save (InvalidArgument). */
+JTREE_C_API jtree_status_t jtree_builder_text_metadata(jtree_builder_t* builder,
+                                                       const char* key, const char* value,
+                                                       jtree_error_t** err);
 
 /* Options of jtree_save() and jtree_append() (jtree::WriteOptions). Not thread-safe while
  * modified; read only during the call that uses them. */

@@ -151,6 +151,9 @@ class JTREE_API Reader {
   Result<uint32_t> find(std::string_view path) const;
   /// The header's user metadata.
   const std::vector<std::pair<std::string, std::string>>& metadata() const;
+  /// The keys of the metadata entries whose values are UTF-8 text (saved as text: format
+  /// version 3; the reader checked them); the others are bytes.
+  const std::vector<std::string>& metadata_text_keys() const;
   const FileInfo& info() const;
   const OpenOptions& options() const;
   /// The leaf at a key path, or NotFound / InvalidArgument (the path names a container).

@@ -303,6 +303,9 @@ class JTREE_API Tree {
   std::vector<Node> nodes;
   std::vector<Leaf> leaves;
   std::vector<std::pair<std::string, std::string>> metadata;
+  /// The keys of the metadata entries whose values are UTF-8 text (given as text, returned
+  /// as text by readers that have a text type; format version 3); the others are bytes.
+  std::vector<std::string> metadata_text_keys;
 
   /// Checks the structure (child counts, keys, leaf references, depth) and computes the
   /// navigation tables. Must be called after building or mutating and before navigating.
@@ -381,6 +384,8 @@ class JTREE_API TreeBuilder {
   /// Adds another node referring to an existing leaf (tied weights).
   TreeBuilder& tied(uint32_t leaf_id);
   TreeBuilder& metadata(std::string key, std::string value);
+  /// A metadata entry whose value is UTF-8 text (checked when the tree is written).
+  TreeBuilder& text_metadata(std::string key, std::string utf8);
 
   /// The finished, finalized tree.
   Result<Tree> finish() &&;

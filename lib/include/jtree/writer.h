@@ -66,6 +66,6 @@ JTREE_API Result<WriteStats> compact(std::string_view path, std::string_view out
 
 /// jtree's own version ("0.1.0") and the format version it writes.
 JTREE_API std::string_view version_string();
-inline constexpr uint16_t kFormatVersion = 2;
+inline constexpr uint16_t kFormatVersion = 3;
 
 }  // namespace jtree

@@ -1,6 +1,7 @@
 // capi/c_reader.cc — opening a file and walking its structure through the C API: the
 // Reader's accessors, with node and leaf numbers checked (the C++ accessors leave that to the
 // caller) so that a wrong number is an InvalidArgument instead of undefined behaviour.
+#include <algorithm>
 #include <cstring>
 
 #include "capi/c_internal.h"
@@ -500,6 +501,24 @@ jtree_status_t jtree_reader_metadata_entry(const jtree_reader_t* reader, size_t 
     if (key_len) *key_len = k.size();
     if (value) *value = v.c_str();
     if (value_len) *value_len = v.size();
+    return JTREE_OK;
+  });
+}
+
+jtree_status_t jtree_reader_metadata_is_text(const jtree_reader_t* reader, size_t index,
+                                             int* out, jtree_error_t** err) {
+  return guard(err, [&] {
+    static const char* fn = "jtree_reader_metadata_is_text";
+    JTREE_C_CHECK(check_reader(reader, fn, err));
+    JTREE_C_REQUIRE(out, fn, err);
+    const auto& md = reader->reader->metadata();
+    if (index >= md.size()) {
+      return invalid(err, fn, reader->reader->name() + ": metadata entry " +
+                                  std::to_string(index) + " out of range (" +
+                                  std::to_string(md.size()) + " entries)");
+    }
+    const auto& text = reader->reader->metadata_text_keys();
+    *out = std::find(text.begin(), text.end(), md[index].first) != text.end() ? 1 : 0;
     return JTREE_OK;
   });
 }

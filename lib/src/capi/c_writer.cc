@@ -179,6 +179,17 @@ jtree_status_t jtree_builder_metadata(jtree_builder_t* builder, const char* key,
   });
 }
 
+jtree_status_t jtree_builder_text_metadata(jtree_builder_t* builder, const char* key,
+                                           const char* value, jtree_error_t** err) {
+  return guard(err, [&] {
+    if (key == nullptr || value == nullptr) {
+      return invalid(err, "jtree_builder_text_metadata", key ? "value is NULL" : "key is NULL");
+    }
+    return add(builder, "jtree_builder_text_metadata", err,
+               [&](jtree::TreeBuilder& b) { b.text_metadata(key, value); });
+  });
+}
+
 jtree_status_t jtree_save(jtree_builder_t* builder, const char* path_or_url,
                           const jtree_write_options_t* options, jtree_write_stats_t* stats,
                           jtree_error_t** err) {

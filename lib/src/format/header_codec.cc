@@ -371,8 +371,11 @@ Result<std::vector<std::byte>> encode_header(const Tree& tree, std::string_view 
   nodes.reserve(tree.nodes.size());
   for (const Node& n : tree.nodes) nodes.push_back(encode_node(b, n));
   std::vector<Offset<fb::KeyValue>> meta;
+  const std::unordered_set<std::string_view> text(tree.metadata_text_keys.begin(),
+                                                  tree.metadata_text_keys.end());
   for (const auto& [k, v] : tree.metadata) {
-    meta.push_back(fb::CreateKeyValue(b, b.CreateString(k), bytes_vector(b, v)));
+    meta.push_back(fb::CreateKeyValue(b, b.CreateString(k), bytes_vector(b, v),
+                                      text.count(k) != 0));
   }
   auto header = fb::CreateHeader(b, b.CreateVector(nodes),
                                  leaves.empty() ? 0 : b.CreateVector(leaves),
@@ -398,6 +401,7 @@ struct DecodeTarget {
   std::function<bool()> after_nodes;
   const fb::Header** root = nullptr;              // check-only: the verified root table
   std::vector<std::pair<std::string, std::string>>* metadata = nullptr;  // check-only
+  std::vector<std::string>* metadata_text_keys = nullptr;                 // check-only
 };
 
 DecodeTarget tree_target(Tree& t) {
@@ -579,6 +583,13 @@ Status decode_impl(std::span<const std::byte> unaligned, const Limits& limits,
       }
       auto& metadata = t ? t->metadata : *target.metadata;
       metadata.emplace_back(to_string(kv->key()), to_string(kv->value()));
+      if (kv->text()) {  // (format version 3: the value is UTF-8 text)
+        if (auto at = utf8_error(metadata.back().second)) {
+          return bad("metadata entry " + std::to_string(i) + ": text value is not valid UTF-8 "
+                     "(byte " + std::to_string(*at) + ")");
+        }
+        (t ? t->metadata_text_keys : *target.metadata_text_keys).push_back(metadata.back().first);
+      }
     }
   }
   if (writer) *writer = to_string(h->writer());
@@ -735,6 +746,7 @@ Result<HeaderView> open_header(std::unique_ptr<std::byte[]> bytes, size_t size,
   target.shapes = &v.shapes_;
   target.root = &v.root_;
   target.metadata = &v.metadata_;
+  target.metadata_text_keys = &v.metadata_text_keys_;
   // The structure rules need the node count and the leaf count: both known once decode_impl
   // has sized the arrays, before it runs after_nodes.
   target.after_nodes = [&] {

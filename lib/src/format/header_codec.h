@@ -83,6 +83,7 @@ class HeaderView {
   std::span<const uint32_t> chunked_leaves() const { return chunked_; }
   const TreeNavigation& navigation() const { return nav_; }
   const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
+  const std::vector<std::string>& metadata_text_keys() const { return metadata_text_keys_; }
   /// The header bytes.
   std::span<const std::byte> bytes() const { return {bytes_.get(), size_}; }
   /// The whole tree as decode_tree() decodes it (finalized, first_chunk set).
@@ -109,6 +110,7 @@ class HeaderView {
   std::vector<uint32_t> chunked_;
   TreeNavigation nav_;
   std::vector<std::pair<std::string, std::string>> metadata_;
+  std::vector<std::string> metadata_text_keys_;
 };
 
 /// decode_tree's checks without building the Tree: the same verification, the same checks of

@@ -37,7 +37,7 @@ inline constexpr std::array<uint8_t, 8> kFooterMagic = {'\n', '\r', 'E', 'E', 'R
 /// The format version this code writes, and the newest it reads (it reads every older one).
 /// Version 2 added dtypes (spec/CHANGELOG.md); a file that uses none of version 2's additions
 /// is written with min_read_version 1, so that version-1 readers still read it.
-inline constexpr uint16_t kFormatVersion = 2;  // == jtree::kFormatVersion (layout.cc checks)
+inline constexpr uint16_t kFormatVersion = 3;  // == jtree::kFormatVersion (layout.cc checks)
 /// Required feature bits this code understands (none defined in versions 1 and 2).
 inline constexpr uint64_t kKnownRequiredFeatures = 0;
 

@@ -42,6 +42,9 @@ class ReadTree {
   /// The chunked leaves, in order.
   std::span<const uint32_t> chunked_leaves() const { return header_.chunked_leaves(); }
   const TreeNavigation& navigation() const { return header_.navigation(); }
+  const std::vector<std::string>& metadata_text_keys() const {
+    return header_.metadata_text_keys();
+  }
   const std::vector<std::pair<std::string, std::string>>& metadata() const {
     return header_.metadata();
   }

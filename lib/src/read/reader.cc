@@ -135,6 +135,10 @@ Result<uint32_t> Reader::find(std::string_view path) const {
   if (!node.ok()) return node.status().with_prefix(name());
   return node;
 }
+const std::vector<std::string>& Reader::metadata_text_keys() const {
+  return impl_->file.tree.metadata_text_keys();
+}
+
 const std::vector<std::pair<std::string, std::string>>& Reader::metadata() const {
   return impl_->file.tree.metadata();
 }

@@ -28,6 +28,31 @@ Status bad_name(const std::string& where, const char* what, std::string_view s, 
                                  "\"); the format stores names as UTF-8 text");
 }
 
+// Every text key names one metadata entry, whose value is UTF-8.
+Status check_text_metadata(const Tree& tree) {
+  if (tree.metadata_text_keys.empty()) return Status::success();
+  std::unordered_set<std::string_view> text(tree.metadata_text_keys.begin(),
+                                            tree.metadata_text_keys.end());
+  size_t found = 0;
+  for (size_t i = 0; i < tree.metadata.size(); ++i) {
+    const auto& [key, value] = tree.metadata[i];
+    if (text.count(key) == 0) continue;
+    ++found;
+    if (auto at = utf8_error(value)) {
+      return Status::invalid_argument("metadata entry " + std::to_string(i) + " (\"" +
+                                      escape_for_message(key) + "\"): a text value that is not "
+                                      "valid UTF-8 (byte " + std::to_string(*at) + ")");
+    }
+  }
+  if (found != tree.metadata_text_keys.size()) {
+    return Status::invalid_argument("metadata_text_keys: " +
+                                    std::to_string(tree.metadata_text_keys.size()) +
+                                    " keys, of which " + std::to_string(found) +
+                                    " name a metadata entry (each must name one, once)");
+  }
+  return Status::success();
+}
+
 }  // namespace
 
 Status check_names(const Tree& tree) {
@@ -68,7 +93,7 @@ Status check_names(const Tree& tree) {
                                      escape_for_message(key) + "\" (metadata keys are unique)");
     }
   }
-  return Status::success();
+  return check_text_metadata(tree);
 }
 
 }  // namespace jtree

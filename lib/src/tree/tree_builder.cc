@@ -183,6 +183,11 @@ TreeBuilder& TreeBuilder::metadata(std::string key, std::string value) {
   return *this;
 }
 
+TreeBuilder& TreeBuilder::text_metadata(std::string key, std::string utf8) {
+  tree_.metadata_text_keys.push_back(key);
+  return metadata(std::move(key), std::move(utf8));
+}
+
 Result<Tree> TreeBuilder::finish() && {
   if (!error_.empty()) return Status::invalid_argument("TreeBuilder: " + error_);
   if (!open_.empty()) {

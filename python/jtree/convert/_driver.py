@@ -378,7 +378,7 @@ def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False) -> Non
     from .._file import Node  # noqa: PLC0415
 
     with jopen(dst, mmap=False, allow_pickle=allow_pickle) as f:
-        want_meta = {k: (v.encode() if isinstance(v, str) else v)
+        want_meta = {k: (v if isinstance(v, str) else bytes(v))
                      for k, v in source.metadata.items()}
         if want_meta and dict(f.metadata) != want_meta:
             raise error(CorruptionError, dst, None, "verify: the user metadata differs from "
