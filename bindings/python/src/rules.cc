@@ -33,7 +33,7 @@ std::string str_bytes(nb::handle s) {
   PyErr_Clear();  // lone surrogates: not UTF-8
   PyObject* b = PyUnicode_AsEncodedString(s.ptr(), "utf-8", "surrogatepass");
   if (b == nullptr) throw nb::python_error();
-  std::string out(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+  std::string out(PyBytes_AsString(b), static_cast<size_t>(PyBytes_Size(b)));
   Py_DECREF(b);
   return out;
 }
@@ -116,10 +116,14 @@ void register_rules(nb::module_& m) {
             // try_reserve calls): reserved in order, as that many try_reserve calls would.
             nb::object seq = nb::steal(PySequence_Fast(sizes.ptr(), "try_reserve_many: a sequence"));
             if (!seq.is_valid()) throw nb::python_error();
-            const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
-            PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+            // (an exact list or tuple; items borrowed, and nothing below runs Python code)
+            const bool list = PyList_CheckExact(seq.ptr());
+            const Py_ssize_t n =
+                list ? NB_LIST_GET_SIZE(seq.ptr()) : NB_TUPLE_GET_SIZE(seq.ptr());
             for (Py_ssize_t i = 0; i < n; ++i) {
-              unsigned long long v = PyLong_AsUnsignedLongLong(items[i]);
+              PyObject* item =
+                  list ? NB_LIST_GET_ITEM(seq.ptr(), i) : NB_TUPLE_GET_ITEM(seq.ptr(), i);
+              unsigned long long v = PyLong_AsUnsignedLongLong(item);
               if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
                 if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
                 PyErr_Clear();  // (more than 2^64 - 1 bytes, or negative: over every limit)

@@ -65,7 +65,8 @@ class LeafSpecMaker {
                   const ShapeFn& shape, nb::handle nbytes, const TypeNameFn& type_name) {
     const Names& k = names();
     const bool array = kind == jtree::LeafKind::kArray;
-    nb::object s = nb::steal(PyObject_CallOneArg(k.object_new, spec_cls_.ptr()));
+    PyObject* cls = spec_cls_.ptr();
+    nb::object s = nb::steal(PyObject_Vectorcall(k.object_new, &cls, 1, nullptr));
     if (!s.is_valid()) throw nb::python_error();
     PyObject* d = PyObject_GenericGetDict(s.ptr(), nullptr);
     if (d == nullptr) throw nb::python_error();
@@ -197,13 +198,13 @@ nb::list leaf_specs(nb::handle rows, nb::handle spec_cls, nb::handle kind_names,
   LeafSpecMaker maker(spec_cls, kind_names, dtype_of);
   nb::list out;
   for (nb::handle row : rows) {
-    if (!PyTuple_Check(row.ptr()) || PyTuple_GET_SIZE(row.ptr()) != 6) {
+    if (!PyTuple_Check(row.ptr()) || NB_TUPLE_GET_SIZE(row.ptr()) != 6) {
       throw nb::type_error(
           "leaf_specs: each row must be a tuple (kind, flags, dtype, shape, nbytes, type_name)");
     }
-    nb::handle kind = PyTuple_GET_ITEM(row.ptr(), 0), flags = PyTuple_GET_ITEM(row.ptr(), 1),
-               dtype = PyTuple_GET_ITEM(row.ptr(), 2), shape = PyTuple_GET_ITEM(row.ptr(), 3),
-               nbytes = PyTuple_GET_ITEM(row.ptr(), 4), type_name = PyTuple_GET_ITEM(row.ptr(), 5);
+    nb::handle kind = NB_TUPLE_GET_ITEM(row.ptr(), 0), flags = NB_TUPLE_GET_ITEM(row.ptr(), 1),
+               dtype = NB_TUPLE_GET_ITEM(row.ptr(), 2), shape = NB_TUPLE_GET_ITEM(row.ptr(), 3),
+               nbytes = NB_TUPLE_GET_ITEM(row.ptr(), 4), type_name = NB_TUPLE_GET_ITEM(row.ptr(), 5);
     const auto code = dtype.is_none() ? jtree::DType::kInvalid
                                       : static_cast<jtree::DType>(row_int(dtype, 255, "dtype"));
     out.append(maker.make(
