@@ -121,6 +121,7 @@ static void check_layout(const char* dir) {
   /* 8 rows of q_proj over 3 ranks: refused, naming the leaf; nothing written. */
   CHECK_OK(jtree_write_options_set_shard_layout(opts, 3, 0, NULL, 0, &jt_err));
   const char* uneven = test_path(dir, "shard_layout_3.jtree", 1);
+  remove(uneven); /* (a previous run's, below) */
   CHECK_FAIL(JTREE_INVALID_ARGUMENT, "l.q_proj.weight", save_model_with(uneven, opts));
   FILE* none = fopen(uneven, "rb");
   CHECK(none == NULL);

@@ -318,13 +318,14 @@ void make_broken() {
   expect("chunk_checksum.jtree", b, "Corruption", "checksum mismatch");
 
   b = good;  // a newer format, properly hashed
-  for (size_t at : {size_t{10}, footer + 82}) store_le<uint16_t>(b.data() + at, 3);
-  for (size_t at : {size_t{8}, footer + 80}) store_le<uint16_t>(b.data() + at, 3);
+  for (size_t at : {size_t{10}, footer + 82}) store_le<uint16_t>(b.data() + at, 4);
+  for (size_t at : {size_t{8}, footer + 80}) store_le<uint16_t>(b.data() + at, 4);
   rehash_preamble(b);
   rehash_footer(b, footer);
-  expect("future_version_3.jtree", b, "NotSupported", "needs format version 3");
+  expect("future_version_4.jtree", b, "NotSupported", "needs format version 4");
   // (broken/future_version.jtree of version 1, min_read_version 2, is valid since version 2:
-  // it moved to valid/min_read_2.jtree.)
+  // it moved to valid/min_read_2.jtree; broken/future_version_3.jtree, valid since version 3,
+  // to valid/min_read_3.jtree.)
   {
     // A version-2 dtype in a file that claims version-1 readers can read it (6.3).
     Bytes v2 = read_all(g_dir + "/valid/dtypes_v2.jtree");
@@ -713,7 +714,7 @@ const std::map<std::string, std::string> kSections = {
     {"broken/header_hash.jtree", "9"},
     {"broken/index_hash.jtree", "9"},
     {"broken/chunk_checksum.jtree", "9,12"},
-    {"broken/future_version_3.jtree", "10.1"},
+    {"broken/future_version_4.jtree", "10.1"},
     {"broken/v2_dtype_min_read_1.jtree", "6.3,10.1"},
     {"broken/chunk_bounds_short.jtree", "7"},
     {"broken/chunk_bounds_min_read_1.jtree", "7,10.1"},
@@ -770,6 +771,7 @@ const std::vector<std::pair<std::string, std::string>> kValid = {
     {"valid/many_leaves.jtree", "6"},
     {"valid/dtypes_v2.jtree", "6.3,10.1"},
     {"valid/min_read_2.jtree", "10.1"},
+    {"valid/min_read_3.jtree", "10.1"},
     {"valid/rectilinear.jtree", "7"},
     {"valid/namedtuple_odd_fields.jtree", "6.1"},
     {"valid/empty_vectors.jtree", "1"},

@@ -204,7 +204,7 @@ TEST_CASE("a current footer with refused fields is an error, never a fallback to
   // min_write_version 84, file_kind 86, reserved 87..111.
   const Forgery cases[] = {
       {"min_read_version 0", 82, 0, 2, StatusCode::kCorruption},
-      {"min_read_version 3", 82, 3, 2, StatusCode::kNotSupported},
+      {"min_read_version 4", 82, 4, 2, StatusCode::kNotSupported},
       {"min_read_version 65535", 82, 65535, 2, StatusCode::kNotSupported},
       {"file_kind 2", 86, 2, 1, StatusCode::kCorruption},
       {"file_kind 255", 86, 255, 1, StatusCode::kCorruption},
