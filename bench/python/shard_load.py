@@ -110,6 +110,32 @@ def write_files(d: str, args) -> dict:
 
 # ---- the child: one load in a fresh process --------------------------------------------------
 
+def touch(tensors: dict) -> tuple:
+    """(a digest of every byte of the tensors, their bytes): each tensor's bytes summed as
+    64-bit words (at memory speed, where a sum of uint8 runs at about 1 GB/s and would hide
+    the loads' differences; int() of a device's sum waits for the device)."""
+    import torch
+
+    touched = nbytes = 0
+    for t in tensors.values():
+        b = t.contiguous().view(torch.uint8)
+        n8 = b.numel() // 8 * 8
+        touched += int(b[:n8].view(torch.int64).sum()) + int(b[n8:].sum(dtype=torch.int64))
+        nbytes += b.numel()
+    return touched, nbytes
+
+
+def add_model_args(ap) -> None:
+    """The model's and the shard's command-line arguments (shared with shard_remote.py)."""
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=2048)
+    ap.add_argument("--inter", type=int, default=5632)
+    ap.add_argument("--kv", type=int, default=512)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--rank", type=int, default=3)
+    ap.add_argument("--world", type=int, default=8)
+
+
 def child(system: str, path: str, rank: int, world: int, device: str) -> None:
     import torch  # (every system hands out torch tensors)
 
@@ -149,15 +175,9 @@ def child(system: str, path: str, rank: int, world: int, device: str) -> None:
                           ).to(device)
     else:
         raise SystemExit(f"unknown system {system}")
-    touched = 0
-    nbytes = 0
     for t in tensors.values():
         assert t.device.type == torch.device(device).type, (t.device, device)
-        b = t.contiguous().view(torch.uint8)
-        n8 = b.numel() // 8 * 8  # (summed as int64 words: at memory speed, where a sum of
-        # uint8 runs at about 1 GB/s and would hide the loads' differences)
-        touched += int(b[:n8].view(torch.int64).sum()) + int(b[n8:].sum(dtype=torch.int64))
-        nbytes += b.numel()  # (int(): on the device, it waits for the device)
+    touched, nbytes = touch(tensors)
     t2 = time.perf_counter()
     print(json.dumps({"seconds": t2 - t0, "load_seconds": t2 - t1, "bytes": nbytes,
                       "digest": touched}))
@@ -185,13 +205,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", nargs=5, metavar=("SYSTEM", "PATH", "RANK", "WORLD", "DEVICE"))
     ap.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N")
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=2048)
-    ap.add_argument("--inter", type=int, default=5632)
-    ap.add_argument("--kv", type=int, default=512)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--rank", type=int, default=3)
-    ap.add_argument("--world", type=int, default=8)
+    add_model_args(ap)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dirs", nargs="+", default=["/dev/shm", "/var/tmp"])
     ap.add_argument("--systems", nargs="+",

@@ -38,22 +38,10 @@ HERE = os.path.abspath(__file__)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from nginx import Nginx  # noqa: E402  (bench/python/nginx.py)
-from shard_load import split_of, write_files  # noqa: E402  (bench/python/shard_load.py)
+from shard_load import add_model_args, split_of, touch, write_files  # noqa: E402
 
 FILES = {"raw": "jtree-raw", "zstd": "jtree-zstd", "raw-tp": "jtree-raw-tp",
          "zstd-tp": "jtree-zstd-tp"}
-
-
-def digest(tensors) -> tuple:
-    import torch
-
-    touched = nbytes = 0
-    for t in tensors.values():
-        b = t.contiguous().view(torch.uint8)
-        n8 = b.numel() // 8 * 8
-        touched += int(b[:n8].view(torch.int64).sum()) + int(b[n8:].sum(dtype=torch.int64))
-        nbytes += b.numel()
-    return touched, nbytes
 
 
 def http_ranges(url: str, rank: int, world: int):
@@ -108,20 +96,14 @@ def child(system: str, url: str, rank: int, world: int) -> None:
                              verify=verify)
     else:
         tensors = http_ranges(url, rank, world)
-    touched, nbytes = digest(tensors)
+    touched, nbytes = touch(tensors)
     print(json.dumps({"seconds": time.perf_counter() - t0, "bytes": nbytes, "digest": touched}))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", nargs=4, metavar=("SYSTEM", "URL", "RANK", "WORLD"))
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=2048)
-    ap.add_argument("--inter", type=int, default=5632)
-    ap.add_argument("--kv", type=int, default=512)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--rank", type=int, default=3)
-    ap.add_argument("--world", type=int, default=8)
+    add_model_args(ap)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default="/var/tmp")
     args = ap.parse_args()
