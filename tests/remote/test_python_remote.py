@@ -265,13 +265,8 @@ def test_s3_endpoint_from_a_services_section(bucket, monkeypatch, tmp_path):
         "[services local-rgw]\n"
         "s3 =\n"
         f"  endpoint_url = {ENDPOINT}\n")
-    creds = tmp_path / "credentials"
-    creds.write_text(
-        "[rgw]\n"
-        f"aws_access_key_id = {os.environ.get('JTREE_TEST_S3_KEY', 'testkey')}\n"
-        f"aws_secret_access_key = {os.environ.get('JTREE_TEST_S3_SECRET', 'testsecret')}\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    _rgw_profile_credentials(monkeypatch, tmp_path)
     tree = {"w": np.arange(1000, dtype=np.float32), "step": 3}
     url = f"s3://{bucket}/services.jtree"
     # The profile named per call...
@@ -295,6 +290,16 @@ def test_s3_endpoint_from_a_services_section(bucket, monkeypatch, tmp_path):
         jtree.load_pytreedef(url, remote=jtree.RemoteOptions(max_retries=0, deadline=10))
 
 
+def _rgw_profile_credentials(monkeypatch, tmp_path):
+    """A shared credentials file whose profile "rgw" holds the test store's keys, in use."""
+    creds = tmp_path / "credentials"
+    creds.write_text(
+        "[rgw]\n"
+        f"aws_access_key_id = {os.environ.get('JTREE_TEST_S3_KEY', 'testkey')}\n"
+        f"aws_secret_access_key = {os.environ.get('JTREE_TEST_S3_SECRET', 'testsecret')}\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+
+
 def open_jtree_magic():
     """The first bytes of every .jtree file."""
     return jtree.dumps({})[:4]
@@ -308,12 +313,7 @@ def test_cli_remote_flags_reach_the_store(bucket, monkeypatch, tmp_path):
         pytest.skip("JTREE_CLI not set (scripts/test_remote.sh sets it)")
     import subprocess  # noqa: PLC0415
     _clear_aws_env(monkeypatch, tmp_path)
-    creds = tmp_path / "credentials"
-    creds.write_text(
-        "[rgw]\n"
-        f"aws_access_key_id = {os.environ.get('JTREE_TEST_S3_KEY', 'testkey')}\n"
-        f"aws_secret_access_key = {os.environ.get('JTREE_TEST_S3_SECRET', 'testsecret')}\n")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    _rgw_profile_credentials(monkeypatch, tmp_path)
     url = f"s3://{bucket}/cli.jtree"
     jtree.save({"w": np.arange(10, dtype=np.int32)}, url,
                remote=jtree.RemoteOptions(endpoint=ENDPOINT, profile="rgw", region="us-east-1"))
