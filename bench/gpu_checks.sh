@@ -108,9 +108,14 @@ unset LD_LIBRARY_PATH
 
 stage "gpu_breakdown.py: where a load's time goes (llm, warm, fresh processes)"
 run 190 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 \
-  --modes dev,dev-pin-early,dev-reserve-pin,dev-small-pages,dev-serial,dev-again,fastsafetensors \
+  --modes dev,dev-per-tensor,dev-pin-early,dev-reserve-pin,dev-small-pages,dev-serial,dev-again,fastsafetensors \
   --out "$out/breakdown.json" \
   | tee "$out/breakdown.txt"
+# Many small tensors (issue 46, part 3): the load's tensors grouped in one allocation (the
+# default since 2026-12-05) against one allocation each, beside fastsafetensors.
+run 90 python3 bench/python/gpu_breakdown.py --device cuda --runs 3 --workload small \
+  --modes dev,dev-per-tensor,fastsafetensors --out "$out/breakdown_small.json" \
+  | tee "$out/breakdown_small.txt"
 
 stage "shard_load.py: a tensor-parallel rank's shard (rank 3 of 8), tmpfs and disk, warm"
 # (issue 46: jtree.load(slices=TensorParallel) in one device pass against safetensors'

@@ -38,6 +38,10 @@ the native pipeline (bench_device) and a Python load is explained rather than gu
                dev-serial; populating no longer holds the mmap lock since 2026-11-29,
                bench/gpu.md): if they still wait for the pinning, in the driver, this order
                overlaps them, and the library should allocate this way
+  dev-per-tensor  dev with DeviceOptions(allocation="per_tensor"): a torch.empty per array, as
+               device= loads allocated before 2026-12-05 (the default since then, "grouped",
+               makes the arrays views of one torch.empty per device, placed when the load
+               reads: the gain of grouping is dev against it; CUDA only)
   out-each     allocation per array (timed apart), then jtree.load(f, out=...) alone
   out-one      one allocation + views (timed apart), then jtree.load(f, out=...) alone
   out-reserved as out-each, after one allocation of all the bytes was made and freed (torch's
@@ -67,11 +71,12 @@ sys.path.insert(0, HERE)
 
 MODES = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads",
          "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable",
-         "dev-small-pages", "dev-pin-early", "dev-reserve-pin", "out-each", "out-one",
+         "dev-small-pages", "dev-pin-early", "dev-reserve-pin", "dev-per-tensor", "out-each",
+         "out-one",
          "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
 DEV_MODES = ("dev", "dev-planner", "dev-serial", "dev-reads", "dev-reads-unpinned",
              "dev-reserve", "dev-reads-reserve", "dev-expandable", "dev-small-pages",
-             "dev-pin-early", "dev-reserve-pin")
+             "dev-pin-early", "dev-reserve-pin", "dev-per-tensor")
 
 
 def instrument(res: Dict[str, Any]) -> Any:
@@ -253,7 +258,8 @@ def child(mode: str, path: str, st_path: str, device: str) -> Dict[str, Any]:
         reserve = (total_bytes(path) if mode in ("dev-reserve", "dev-reads-reserve",
                                                  "dev-reserve-pin") else 0)
         start, done = instrument(res)
-        opts = jtree.DeviceOptions() if device.startswith("cuda") else None
+        opts = (jtree.DeviceOptions(allocation="per_tensor" if mode == "dev-per-tensor"
+                                    else "grouped") if device.startswith("cuda") else None)
 
         def load() -> Any:
             start()

@@ -220,8 +220,9 @@ def test_breakdown_script_runs_every_mode_on_the_cpu(tmp_path):
     got = json.loads(out.read_text())
     modes = ["alloc-each", "alloc-one", "dev", "dev-planner", "dev-serial", "dev-reads",
              "dev-reads-unpinned", "dev-reserve", "dev-reads-reserve", "dev-expandable",
-             "dev-small-pages", "dev-pin-early", "dev-reserve-pin", "out-each", "out-one",
-             "out-reserved", "dev-again", "dev-profile", "fastsafetensors"]
+             "dev-small-pages", "dev-pin-early", "dev-reserve-pin", "dev-per-tensor",
+             "out-each", "out-one", "out-reserved", "dev-again", "dev-profile",
+             "fastsafetensors"]
     assert list(got["results"]) == modes
     for mode, runs in got["results"].items():
         assert len(runs) == 1 and all(v > 0 for k, v in runs[0].items() if k.endswith("_s")), mode
