@@ -35,9 +35,19 @@ from ._remote import RemoteOptions
 from ._registry import register_pytree_leaf_serialization, register_pytree_node_serialization
 from ._shard import TensorParallel
 from ._structure import LeafSpec
-# jtree.convert is a callable package: jtree.convert(src, dst) converts (jtree/convert/).
-from . import convert
-from .convert import ConvertStats
+
+def __getattr__(name: str):
+    """jtree.convert (a callable package: jtree.convert(src, dst) converts; jtree/convert/)
+    and jtree.ConvertStats, imported on first use: the conversion drivers and their readers
+    are no part of the cost of `import jtree` for loads and saves."""
+    if name in ("convert", "ConvertStats"):
+        import importlib  # noqa: PLC0415
+
+        convert = importlib.import_module(".convert", __name__)  # (binds jtree.convert)
+        globals()["ConvertStats"] = convert.ConvertStats
+        return convert if name == "convert" else convert.ConvertStats
+    raise AttributeError(f"module 'jtree' has no attribute {name!r}")
+
 
 __version__ = _jtree.version()
 

@@ -1,11 +1,11 @@
 """What `import jtree` and a first load cost a fresh process: the modules only some calls need
 are imported by those calls (asyncio for `await`, concurrent.futures, which imports logging,
-for saves and background work; about a quarter of `import jtree`'s time), never by the
-import or a load, which is what a server starting up pays."""
+for saves and background work; about a quarter of `import jtree`'s time; jtree.convert, for
+conversions), never by the import or a load, which is what a server starting up pays."""
 import subprocess
 import sys
 
-LATE = ("asyncio", "concurrent.futures", "logging")
+LATE = ("asyncio", "concurrent.futures", "logging", "jtree.convert")
 
 
 def run(code):
@@ -53,3 +53,11 @@ def test_first_calls_on_a_bfloat16_file_import_ml_dtypes_only_to_hand_out_its_ar
     assert out.split("\n")[:4] == ["False Array(bfloat16[4, 4])",
                                    "False torch.bfloat16 torch.bfloat16",
                                    "bfloat16 True", "bfloat16"]
+
+
+def test_jtree_convert_is_imported_when_first_used():
+    out = run("import sys, jtree\n"
+              "print('jtree.convert' in sys.modules)\n"
+              "print(callable(jtree.convert), jtree.ConvertStats.__name__)\n"
+              "print('jtree.convert' in sys.modules)\n")
+    assert out.split("\n")[:3] == ["False", "True ConvertStats", "True"]
