@@ -5,6 +5,9 @@ local path, a file object, a File already open) is refused, never ignored. The r
 writes against real servers are in tests/remote/test_python_remote.py."""
 import dataclasses
 import io
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -127,3 +130,31 @@ def test_compact_and_commit_segments_take_remote_and_refuse_it_for_local_paths(t
     with pytest.raises(jtree.InvalidArgumentError, match="applies to http"):
         jtree.commit_segments(path, 2, remote=o)
     assert jtree.compact(path).file_size > 0
+
+
+def test_convert_takes_remote_for_a_jtree_url_and_refuses_it_elsewhere(tmp_path):
+    src = str(tmp_path / "m.npz")
+    np.savez(src, w=np.arange(4))
+    o = jtree.RemoteOptions(max_retries=1)
+    with pytest.raises(jtree.InvalidArgumentError, match="applies to http\\(s\\):// and s3://"):
+        jtree.convert(src, str(tmp_path / "m.jtree"), remote=o)
+    with pytest.raises(jtree.InvalidArgumentError,
+                       match="remote= applies to a .jtree destination on object storage"):
+        jtree.convert(src, str(tmp_path / "m.safetensors"), remote=o)
+    assert sorted(os.listdir(tmp_path)) == ["m.npz"]  # nothing written
+
+
+def test_convert_cli_remote_flags_are_remote_options():
+    from jtree.convert import _cli
+
+    args = _cli.parser().parse_args(["m.npz", "s3://b/m.jtree", "--endpoint", "http://h:1",
+                                     "--concurrency", "3", "--no-verify-tls", "--header",
+                                     "A: b", "--timeout", "20", "--part-size", str(8 << 20)])
+    o = _cli.remote_options(args)
+    assert (o.endpoint, o.max_concurrency, o.verify_tls, o.http_headers, o.deadline,
+            o.part_size) == ("http://h:1", 3, False, ("A: b",), 20.0, 8 << 20)
+    assert _cli.remote_options(_cli.parser().parse_args(["m.npz", "m.jtree"])) is None
+    # A bad value fails the command before any work, naming the setting.
+    r = subprocess.run([sys.executable, "-m", "jtree.convert", "missing.npz", "s3://b/m.jtree",
+                        "--retries", "-1", "-q"], capture_output=True, text=True)
+    assert r.returncode == 1 and "max_retries" in r.stderr, r.stderr

@@ -251,6 +251,38 @@ def test_s3_settings_only_through_remote_options(bucket, monkeypatch, tmp_path):
 
 
 @needs_s3
+def test_convert_to_s3_with_remote_options_and_the_cli_flags(bucket, monkeypatch, tmp_path):
+    # jtree.convert(remote=) and `python -m jtree.convert` with --endpoint/--profile: the
+    # .jtree destination on the store, verified there, nothing in the environment.
+    _clear_aws_env(monkeypatch, tmp_path)
+    src = str(tmp_path / "m.npz")
+    tensors = {"w": np.arange(3000, dtype=np.float32).reshape(30, 100),
+               "b": np.ones(7, np.int16)}
+    np.savez(src, **tensors)
+    rgw = jtree.RemoteOptions(endpoint=ENDPOINT, region="us-east-1", addressing="path",
+                              access_key_id=os.environ.get("JTREE_TEST_S3_KEY", "testkey"),
+                              secret_access_key=os.environ.get("JTREE_TEST_S3_SECRET",
+                                                               "testsecret"))
+    url = f"s3://{bucket}/convert/m.jtree"
+    stats = jtree.convert(src, url, verify=True, remote=rgw)
+    assert stats.verified and stats.leaves == 2
+    back = jtree.load(url, remote=rgw)
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(back[k], v)
+    # The CLI: credentials from a profile, the endpoint as a flag.
+    _rgw_profile_credentials(monkeypatch, tmp_path)
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    url2 = f"s3://{bucket}/convert/cli.jtree"
+    r = subprocess.run([sys.executable, "-m", "jtree.convert", src, url2, "--endpoint", ENDPOINT,
+                        "--profile", "rgw", "--region", "us-east-1", "--addressing", "path",
+                        "--retries", "2", "--verify", "-q"],
+                       capture_output=True, text=True, env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(jtree.load(url2, remote=rgw)["w"], tensors["w"])
+
+
+@needs_s3
 def test_s3_endpoint_from_a_services_section(bucket, monkeypatch, tmp_path):
     # The shared config's `services = NAME` and [services NAME] s3 endpoint_url, as boto3 reads
     # them; keys from the credentials file of the same profile.

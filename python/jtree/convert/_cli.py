@@ -8,7 +8,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional
 
 from . import _registry
 
@@ -68,6 +68,25 @@ def parser() -> argparse.ArgumentParser:
                    help="let a PyTorch file that needs full unpickling load (runs code: only "
                         "for files you trust)")
     p.add_argument("--no-overwrite", action="store_true", help="refuse an existing DST")
+    remote = p.add_argument_group(
+        "object storage (DST an s3:// .jtree file; as the other jtree commands' flags)")
+    remote.add_argument("--endpoint", metavar="URL", help="an S3-compatible store's endpoint")
+    remote.add_argument("--region", metavar="REGION")
+    remote.add_argument("--profile", metavar="NAME", help="of ~/.aws/config and credentials")
+    remote.add_argument("--addressing", choices=["auto", "path", "virtual"])
+    remote.add_argument("--concurrency", metavar="N", type=int, dest="max_concurrency",
+                        help="requests in flight at once")
+    remote.add_argument("--retries", metavar="N", type=int, dest="max_retries")
+    remote.add_argument("--timeout", metavar="SECONDS", type=float, dest="deadline",
+                        help="for one request, its retries included")
+    remote.add_argument("--connect-timeout", metavar="SECONDS", type=float)
+    remote.add_argument("--part-size", metavar="BYTES", type=int,
+                        help="of a multipart upload's parts")
+    remote.add_argument("--header", metavar="'NAME: VALUE'", action="append",
+                        dest="http_headers")
+    remote.add_argument("--ca-file", metavar="FILE")
+    remote.add_argument("--no-verify-tls", action="store_false", dest="verify_tls",
+                        default=None)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     p.add_argument("--json", action="store_true",
                    help="the summary as one JSON object on stdout (src, dst, output: the file "
@@ -79,6 +98,22 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> None:
     """Runs ``jtree convert`` with ``argv`` (default sys.argv[1:]); exits with its status."""
     sys.exit(run(sys.argv[1:] if argv is None else argv))
+
+
+# The remote flags, as RemoteOptions' fields (argparse's dests).
+REMOTE_FIELDS = ("endpoint", "region", "profile", "addressing", "max_concurrency",
+                 "max_retries", "deadline", "connect_timeout", "part_size", "http_headers",
+                 "ca_file", "verify_tls")
+
+
+def remote_options(args: argparse.Namespace) -> Any:
+    """The jtree.RemoteOptions of the remote flags given, or None (none given)."""
+    given = {k: getattr(args, k) for k in REMOTE_FIELDS if getattr(args, k) is not None}
+    if not given:
+        return None
+    from .._remote import RemoteOptions  # noqa: PLC0415
+
+    return RemoteOptions(**given)
 
 
 def run(argv: List[str]) -> int:
@@ -94,7 +129,7 @@ def run(argv: List[str]) -> int:
                         level=args.level, max_shard_size=args.max_shard_size,
                         verify=args.verify, progress=not (args.quiet or args.json),
                         allow_pickle=args.allow_pickle, overwrite=not args.no_overwrite,
-                        shard_layout=args.shard_layout)
+                        shard_layout=args.shard_layout, remote=remote_options(args))
     except (Error, OSError) as e:
         sys.stderr.write(f"jtree convert: {e}\n")
         return 1

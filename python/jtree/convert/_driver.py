@@ -135,7 +135,8 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
             level: Optional[int] = None, chunk_bytes: Optional[int] = None,
             max_shard_size: Optional[Union[int, str]] = None,
             verify: bool = False, progress: Any = False, allow_pickle: bool = False,
-            overwrite: bool = True, shard_layout: Any = None) -> ConvertStats:
+            overwrite: bool = True, shard_layout: Any = None,
+            remote: Any = None) -> ConvertStats:
     """Converts a checkpoint between formats; one of them is usually .jtree.
 
     Sources: safetensors (a file, or a Hugging Face sharded checkpoint: its
@@ -166,6 +167,10 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
     (a bar on stderr when it is a terminal) or a callable ``(done_bytes, total_bytes)``.
     ``allow_pickle`` lets a PyTorch file that needs full unpickling load (only for files you
     trust: unpickling runs code). ``overwrite=False`` refuses an existing destination.
+    A .jtree destination may be an ``s3://`` URL, written as :func:`jtree.save` writes one;
+    ``remote`` (a :class:`jtree.RemoteOptions`: endpoint, credentials, part size...) applies to
+    it, and to its ``verify`` read; for a local destination or another format it is an
+    :class:`InvalidArgumentError` (it would go unused).
 
     Inputs are checked as they are parsed: a malformed or hostile file raises
     :class:`jtree.CorruptionError` naming it, and nothing is written (an existing destination
@@ -187,6 +192,10 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
                     f"{os.path.join(dst, 'model.' + dst_fmt)}), or write a Hugging Face "
                     f"safetensors checkpoint into it with to_format='safetensors' (--to "
                     f"safetensors) or max_shard_size= (--max-shard-size)")
+    if remote is not None and dst_fmt != "jtree":
+        raise error(InvalidArgumentError, dst, None,
+                    f"remote= applies to a .jtree destination on object storage; this "
+                    f"destination is {dst_fmt}, written as a local file")
     if shard_layout is not None and dst_fmt != "jtree":
         raise error(InvalidArgumentError, dst, None,
                     f"shard_layout lays out a .jtree file; this destination is {dst_fmt}")
@@ -219,7 +228,7 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
                         "compact rewrites one; jtree.load + jtree.save recompress it)")
         n, size, verified, desc = _to_jtree(src, dst, src_fmt, compression, level,
                                             chunk_bytes, verify, progress, allow_pickle,
-                                            overwrite, shard_layout)
+                                            overwrite, shard_layout, remote)
         output = dst
     elif src_fmt == "jtree":
         n, size, verified, output = _from_jtree(src, dst, dst_fmt, verify, progress,
@@ -247,8 +256,8 @@ def convert(src: PathLike, dst: PathLike, *, from_format: Optional[str] = None,
 
 def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
               level: Optional[int], chunk_bytes: Optional[int], verify: bool, progress: Any,
-              allow_pickle: bool, overwrite: bool,
-              shard_layout: Any = None) -> Tuple[int, int, bool, str]:
+              allow_pickle: bool, overwrite: bool, shard_layout: Any = None,
+              remote: Any = None) -> Tuple[int, int, bool, str]:
     from .._api import save  # noqa: PLC0415
 
     reader = _registry.reader(src_fmt)
@@ -261,12 +270,12 @@ def _to_jtree(src: str, dst: str, src_fmt: str, compression: Optional[str],
         report.report(0)
         save(tree, dst, compression=compression, level=level, chunk_bytes=chunk_bytes,
              metadata=source.metadata or None, allow_pickle=allow_pickle, overwrite=overwrite,
-             shard_layout=shard_layout)
+             shard_layout=shard_layout, remote=remote)
         report.report(report.total)
         report.finish()
         verified = False
         if verify:
-            verify_jtree(source, dst, allow_pickle=allow_pickle)
+            verify_jtree(source, dst, allow_pickle=allow_pickle, remote=remote)
             verified = True
         return len(all_leaves), report.total, verified, source.description or src_fmt
     finally:
@@ -371,13 +380,14 @@ def _raw_bytes(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1).view(np.uint8)
 
 
-def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False) -> None:
+def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False,
+                 remote: Any = None) -> None:
     """Re-reads ``dst`` leaf by leaf and compares each with the source; CorruptionError naming
     the first leaf that differs."""
     from .._api import open as jopen  # noqa: PLC0415
     from .._file import Node  # noqa: PLC0415
 
-    with jopen(dst, mmap=False, allow_pickle=allow_pickle) as f:
+    with jopen(dst, mmap=False, allow_pickle=allow_pickle, remote=remote) as f:
         want_meta = {k: (v if isinstance(v, str) else bytes(v))
                      for k, v in source.metadata.items()}
         if want_meta and dict(f.metadata) != want_meta:
