@@ -16,7 +16,7 @@ import collections.abc
 import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _jtree
+from . import _jtree, _remote
 from . import _keypath as kp
 from ._errors import InvalidArgumentError, NotFoundError, error
 from ._index import box_of
@@ -90,13 +90,19 @@ class TensorParallel:
         """The default rules as ``[(pattern, kind, dim)]`` (dim -1: the kind's own)."""
         return [tuple(r) for r in _jtree.default_split_rules()]
 
-    def plan(self, file: Any) -> Dict[str, Tuple[str, Any]]:
-        """What this rank reads of an open :class:`jtree.File` (or a path or URL): ``{key_path:
-        (kind, index)}`` for every array leaf, ``index`` a tuple of slices (``slice(None)``
-        for a whole dimension), None for the whole leaf, :attr:`SKIP` for a leaf of another
-        rank. Reads only the structure."""
-        reader = file._reader if hasattr(file, "_reader") else _jtree.Reader.open(
-            os.fspath(file))
+    def plan(self, file: Any, *, remote: Any = None) -> Dict[str, Tuple[str, Any]]:
+        """What this rank reads of an open :class:`jtree.File` (or a path or URL, opened with
+        ``remote``, a :class:`jtree.RemoteOptions`, as :func:`jtree.open` takes it):
+        ``{key_path: (kind, index)}`` for every array leaf, ``index`` a tuple of slices
+        (``slice(None)`` for a whole dimension), None for the whole leaf, :attr:`SKIP` for a
+        leaf of another rank. Reads only the structure."""
+        if hasattr(file, "_reader"):
+            if remote is not None:
+                raise InvalidArgumentError("remote= applies to a path or URL; this File is "
+                                           "open already (give remote= to jtree.open)")
+            reader = file._reader
+        else:
+            reader = _jtree.Reader.open(os.fspath(file), remote=_remote.settings(remote))
         out: Dict[str, Tuple[str, Any]] = {}
         for _leaf, kind, load, begin, end, key in self._native(reader):
             if not load:

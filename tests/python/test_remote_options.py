@@ -78,7 +78,8 @@ def test_remote_for_a_local_path_is_refused_not_ignored(tmp_path):
                  lambda: jtree.nonblocking_load(path, remote=o),
                  lambda: jtree.save({"w": 1}, path, remote=o),
                  lambda: jtree.nonblocking_save({"w": 1}, path, remote=o).result(),
-                 lambda: jtree.save({"w": 1}, path, partial_write=True, remote=o)):
+                 lambda: jtree.save({"w": 1}, path, partial_write=True, remote=o),
+                 lambda: jtree.TensorParallel(0, 2).plan(path, remote=o)):
         with pytest.raises(jtree.InvalidArgumentError, match=local):
             call()
     with pytest.raises(jtree.InvalidArgumentError, match="file object"):
@@ -90,6 +91,8 @@ def test_remote_for_a_local_path_is_refused_not_ignored(tmp_path):
             jtree.load(f, remote=o)
         with pytest.raises(jtree.InvalidArgumentError, match="open already"):
             jtree.load(f["w"], remote=o)
+        with pytest.raises(jtree.InvalidArgumentError, match="open already"):
+            jtree.TensorParallel(0, 2).plan(f, remote=o)
     assert jtree.load(path)["w"].tolist() == [0, 1, 2, 3]  # the file was not touched
 
 
