@@ -309,7 +309,8 @@ class _SaveJob:
                                      remote=self.remote)
 
         stats = collective_save(self.coordinator, self.path, self.prepared, self.global_leaves,
-                                self.chunk_bytes, write_segment, commit, check_target)
+                                self.chunk_bytes, write_segment, commit, check_target,
+                                remote=_remote.settings(self.remote_options))
         return WriteStats(**stats)
 
 

@@ -99,12 +99,14 @@ def collective_save(coord: Coordinator, path: str, prepared: Optional[BaseExcept
                     global_leaves: List[Any], chunk_bytes: int,
                     write_segment: Callable[[int, int, int], Any],
                     commit: Callable[[], Dict[str, int]],
-                    check_target: Callable[[], None] = lambda: None) -> Dict[str, int]:
+                    check_target: Callable[[], None] = lambda: None,
+                    remote: Optional[Dict[str, Any]] = None) -> Dict[str, int]:
     """Runs steps 1-5 (module docstring). ``prepared`` is the error this process met while
     walking its tree (None: ready); ``check_target()`` raises if the target may not be
     replaced (called by process 0 in step 1); ``write_segment(index, count, save_id)`` writes
-    this process's segment; ``commit()`` assembles the file (process 0). Returns the committed
-    file's statistics, the same in every process."""
+    this process's segment; ``commit()`` assembles the file (process 0); ``remote`` (the
+    native settings of the save's RemoteOptions) removes a failed save's segments. Returns the
+    committed file's statistics, the same in every process."""
     index, count = coord.process_index, coord.process_count
     if index == 0 and prepared is None:
         try:
@@ -121,11 +123,11 @@ def collective_save(coord: Coordinator, path: str, prepared: Optional[BaseExcept
         failure = e
     outcomes = coord.gather_objects(_outcome(failure))
     if failure is not None:
-        _remove_own_segment(path, index, count)
+        _remove_own_segment(path, index, count, remote)
         raise failure
     failed = [(p, o) for p, o in enumerate(outcomes) if o is not None]
     if failed:
-        _remove_own_segment(path, index, count)
+        _remove_own_segment(path, index, count, remote)
         raise error(AbortedError, path, None,
                     "multi-process save: " + "; ".join(
                         f"process {p} failed to write its segment ({o[0]}: {o[1]})"
@@ -140,7 +142,7 @@ def collective_save(coord: Coordinator, path: str, prepared: Optional[BaseExcept
     outcome = coord.broadcast_object(outcome)
     if outcome[0] == "ok":
         return outcome[1]
-    _remove_own_segment(path, index, count)
+    _remove_own_segment(path, index, count, remote)
     coord.barrier("jtree: segments removed")
     if failure is not None:
         raise failure
@@ -148,10 +150,11 @@ def collective_save(coord: Coordinator, path: str, prepared: Optional[BaseExcept
                                           f"the file ({outcome[1]}: {outcome[2]})")
 
 
-def _remove_own_segment(path: str, index: int, count: int) -> None:
+def _remove_own_segment(path: str, index: int, count: int, remote: Any = None) -> None:
     """No leftovers after a failed save: each process removes its own segment (a local file or
-    a remote object); a failure to remove is not the error worth reporting."""
+    a remote object, with the save's ``remote`` settings); a failure to remove is not the
+    error worth reporting."""
     try:
-        _jtree.remove_object(_jtree.segment_path(path, index, count))
+        _jtree.remove_object(_jtree.segment_path(path, index, count), remote)
     except Error:
         pass

@@ -141,7 +141,9 @@ check "a header that is not 'Name: value' is refused by the library's rule" cont
 check "--addressing takes auto, path or virtual" test "$(exit_code "$jtree" ls --addressing sideways s3://bkt/x.jtree)" = 2
 out=$("$jtree" ls --endpoint http://127.0.0.1:9 "$dir/c.jtree" 2>&1)
 check "remote flags for a local file are refused, not ignored" contains "$out" "apply to http(s):// and s3:// URLs, and none is given"
-check "clean takes no remote flags" test "$(exit_code "$jtree" clean --endpoint http://127.0.0.1:9 s3://bkt/x)" = 2
+check "clean's remote flags need an s3:// URL" test "$(exit_code "$jtree" clean --endpoint http://127.0.0.1:9 "$dir")" = 2
+out=$(AWS_ACCESS_KEY_ID= timeout 60 "$jtree" clean --retries 0 --endpoint http://127.0.0.1:9 s3://bkt/x 2>&1)
+check "clean --endpoint goes to the endpoint given" contains "$out" "127.0.0.1 port 9"
 out=$(timeout 60 "$jtree" ls --retries 0 --connect-timeout 5 http://127.0.0.1:9/x.jtree 2>&1)
 check "--retries 0: a refused connection fails at once, naming the URL" contains "$out" "http://127.0.0.1:9/x.jtree"
 out=$(AWS_ACCESS_KEY_ID= AWS_ENDPOINT_URL_S3=http://127.0.0.1:1 timeout 60 "$jtree" ls --retries 0 --endpoint http://127.0.0.1:9 s3://bkt/x.jtree 2>&1)

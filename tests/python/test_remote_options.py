@@ -161,3 +161,15 @@ def test_convert_cli_remote_flags_are_remote_options():
     r = subprocess.run([sys.executable, "-m", "jtree.convert", "missing.npz", "s3://b/m.jtree",
                         "--retries", "-1", "-q"], capture_output=True, text=True)
     assert r.returncode == 1 and "max_retries" in r.stderr, r.stderr
+
+
+def test_remove_object_takes_remote_settings_and_refuses_them_for_a_local_file(tmp_path):
+    # (What a failed multi-process save's cleanup calls with the save's remote=.)
+    from jtree import _jtree, _remote
+
+    path = str(tmp_path / "seg.jtree")
+    jtree.save({"w": 1}, path)
+    with pytest.raises(jtree.InvalidArgumentError, match="applies to http\\(s\\):// and s3://"):
+        _jtree.remove_object(path, _remote.settings(jtree.RemoteOptions(max_retries=1)))
+    assert os.path.exists(path)
+    assert _jtree.remove_object(path) is True and not os.path.exists(path)

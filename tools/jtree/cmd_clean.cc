@@ -7,7 +7,8 @@
 
 namespace jtree::cli {
 namespace {
-constexpr const char* kUsage = "jtree clean [--json] [-q] FILE_OR_DIR_OR_S3_URL...";
+constexpr const char* kUsage =
+    "jtree clean [--json] [-q] [--endpoint URL ...] FILE_OR_DIR_OR_S3_URL...";
 constexpr const char* kHelp =
     "Removes the temporary files that killed saves left beside FILE (or beside any file in\n"
     "DIR): '.NAME.tmp-<16 hex digits>' whose save is no longer running (its lock is free).\n"
@@ -25,15 +26,14 @@ constexpr const char* kHelp =
 int cmd_clean(const Args& args) {
   CommonFlags f;
   std::string err;
-  // (No remote flags: the s3:// cleanup takes its settings from the environment.)
-  if (!parse_flags(args, &f, &err, /*remote_flags=*/false)) return usage_error(err, kUsage);
-  if (f.help) return print_help(kUsage, kHelp);
+  if (!parse_flags(args, &f, &err)) return usage_error(err, kUsage);
+  if (f.help) return print_help(kUsage, (std::string(kHelp) + kRemoteHelp).c_str());
   if (f.positional.empty()) return usage_error("clean takes a FILE or a DIRECTORY", kUsage);
   int status = 0;
   Json j;
   j.begin_object().key("paths").begin_array();
   for (const std::string& path : f.positional) {
-    auto removed = remove_stale_temp_files(path);
+    auto removed = remove_stale_temp_files(path, f.remote);
     if (f.json) {
       j.begin_object().key("path").str(path);
       if (removed.ok()) j.key("removed").num(*removed);

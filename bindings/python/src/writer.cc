@@ -233,13 +233,15 @@ void register_writer(nb::module_& m) {
 
   m.def(
       "remove_object",
-      [](const std::string& path) {
-        const jtree::Status st = without_gil([&] { return jtree::remove_object(path); });
+      [](const std::string& path, nb::handle remote) {
+        const jtree::RemoteOptions o = remote_options(remote, path);
+        const jtree::Status st = without_gil([&] { return jtree::remove_object(path, o); });
         if (!st.ok() && !st.is_not_found()) raise_status(st);
         return st.ok();
       },
-      nb::arg("path"),
-      "Deletes a file or remote object (jtree::remove_object); False when it did not exist.");
+      nb::arg("path"), nb::arg("remote").none() = nb::none(),
+      "Deletes a file or remote object (jtree::remove_object) with `remote` (RemoteOptions' "
+      "settings, refused for a local path); False when it did not exist.");
 
   m.def(
       "segment_path",

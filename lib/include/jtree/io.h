@@ -189,9 +189,9 @@ JTREE_API Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_o
                                                          const SinkOptions& options = {},
                                                          std::string_view expected_etag = {});
 
-/// Deletes an object (a local file, or a remote object where the backend allows it).
-/// NotFound when it does not exist.
-JTREE_API Status remove_object(std::string_view path_or_url);
+/// Deletes an object (a local file, or a remote object where the backend allows it), with the
+/// remote backends' `options` (unused for local files). NotFound when it does not exist.
+JTREE_API Status remove_object(std::string_view path_or_url, const RemoteOptions& options = {});
 
 /// Removes what killed saves of the local file `path` left beside it: temporary files named
 /// `.<name>.tmp-<16 hex digits>` that no running save holds (a save holds a lock on its
@@ -205,8 +205,10 @@ JTREE_API Status remove_object(std::string_view path_or_url);
 /// there -- and returns how many (a save or commit to the target aborts those older than
 /// itself on its own). Only with no writer of that target running: a running one's upload is
 /// aborted too, and its save then fails.
+/// `options`: the S3 backend's settings (endpoint, credentials...; unused for local files).
 /// Errors: NotFound when the directory does not exist; NotSupported for other URLs.
-JTREE_API Result<uint64_t> remove_stale_temp_files(std::string_view path);
+JTREE_API Result<uint64_t> remove_stale_temp_files(std::string_view path,
+                                                   const RemoteOptions& options = {});
 
 /// True when `path_or_url` names a local file (no scheme, or file://); `local_path` receives
 /// the file system path (file:// URLs percent-decoded, "file://localhost/x" is "/x").

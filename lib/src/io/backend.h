@@ -41,11 +41,11 @@ struct Backend {
   Result<std::unique_ptr<Sink>> (*open_append_sink)(std::string_view url, uint64_t keep_bytes,
                                                     const SinkOptions& options,
                                                     std::string_view expected_etag) = nullptr;
-  /// Deletes the object; NotFound when absent.
-  Status (*remove_object)(std::string_view url) = nullptr;
+  /// Deletes the object; NotFound when absent. (`options`: a remote backend's settings.)
+  Status (*remove_object)(std::string_view url, const RemoteOptions& options) = nullptr;
   /// Removes what killed writers of the target left (temporary files, incomplete uploads);
   /// returns how many (jtree/io.h remove_stale_temp_files).
-  Result<uint64_t> (*remove_stale)(std::string_view url) = nullptr;
+  Result<uint64_t> (*remove_stale)(std::string_view url, const RemoteOptions& options) = nullptr;
   /// Size and ETag of an object (jtree/remote.h stat_object).
   Result<ObjectInfo> (*stat)(std::string_view url, const RemoteOptions& options) = nullptr;
 };

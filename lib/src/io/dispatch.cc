@@ -99,22 +99,24 @@ Result<std::unique_ptr<Sink>> open_append_sink(std::string_view path_or_url, uin
   return apply_io_hooks(std::move(s));
 }
 
-Status remove_object(std::string_view path_or_url) {
+Status remove_object(std::string_view path_or_url, const RemoteOptions& options) {
   auto b = io::find_backend(path_or_url);
   if (!b.ok() || (*b)->remove_object == nullptr) {
     return Status::not_supported(std::string(path_or_url) +
                                 ": removing objects is not supported for this URL scheme");
   }
-  return (*b)->remove_object(path_or_url);
+  JTREE_RETURN_IF_ERROR(check_remote(path_or_url, options));
+  return (*b)->remove_object(path_or_url, options);
 }
 
-Result<uint64_t> remove_stale_temp_files(std::string_view path) {
+Result<uint64_t> remove_stale_temp_files(std::string_view path, const RemoteOptions& options) {
   auto b = io::find_backend(path);
   if (!b.ok() || (*b)->remove_stale == nullptr) {
     return Status::not_supported(std::string(path) +
                                 ": stale temporary files are a local-file or s3:// matter");
   }
-  return (*b)->remove_stale(path);
+  JTREE_RETURN_IF_ERROR(check_remote(path, options));
+  return (*b)->remove_stale(path, options);
 }
 
 Result<ObjectInfo> stat_object(std::string_view url, const RemoteOptions& options) {

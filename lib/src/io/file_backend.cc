@@ -32,13 +32,13 @@ Result<std::unique_ptr<Sink>> append(std::string_view url, uint64_t keep_bytes,
   return open_file_append_sink(local_of(url), keep_bytes, options.sync);
 }
 
-Status remove(std::string_view url) {
+Status remove(std::string_view url, const RemoteOptions&) {
   const std::string local = local_of(url);
   if (::unlink(local.c_str()) != 0) return errno_status(local, "remove", errno);
   return Status::success();
 }
 
-Result<uint64_t> remove_stale(std::string_view url) {
+Result<uint64_t> remove_stale(std::string_view url, const RemoteOptions&) {
   return temp_files::remove_stale_for(local_of(url));
 }
 

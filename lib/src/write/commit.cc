@@ -246,7 +246,7 @@ Result<WriteStats> commit_segments(std::string_view target, uint32_t process_cou
   // The checkpoint is committed: the segments are no longer needed.
   if (!options.keep_segments) {
     for (const auto& r : segs) {
-      Status rm = remove_object(r->name());
+      Status rm = remove_object(r->name(), options.write.remote);
       if (!rm.ok() && !rm.is_not_found()) return rm.with_prefix("committed, but cleaning up");
     }
   }

@@ -22,7 +22,7 @@ Result<std::unique_ptr<Sink>> append(std::string_view url, uint64_t, const SinkO
                               ": appending needs a local file or an s3:// object");
 }
 
-Status remove(std::string_view url) {
+Status remove(std::string_view url, const RemoteOptions&) {
   return Status::not_supported(std::string(url) + ": removing http(s) objects is not supported");
 }
 

@@ -37,6 +37,6 @@ Status remove_s3_object(std::string_view url, const RemoteOptions& options = {})
 
 /// Aborts every incomplete multipart upload of an s3:// target and of its segments (what
 /// killed writers left; `jtree clean`). Returns how many.
-Result<uint64_t> abort_incomplete_uploads(std::string_view url);
+Result<uint64_t> abort_incomplete_uploads(std::string_view url, const RemoteOptions& options);
 
 }  // namespace jtree::remote

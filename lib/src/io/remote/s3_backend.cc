@@ -12,8 +12,9 @@ Result<std::shared_ptr<Source>> open(std::string_view url, const OpenOptions& op
   return open_s3_source(url, options.remote);
 }
 
-// Default options, as before the table: credentials and endpoint from the environment.
-Status remove(std::string_view url) { return remove_s3_object(url); }
+Status remove(std::string_view url, const RemoteOptions& options) {
+  return remove_s3_object(url, options);
+}
 
 Result<ObjectInfo> stat(std::string_view url, const RemoteOptions& options) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));

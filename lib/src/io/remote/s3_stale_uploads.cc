@@ -96,9 +96,8 @@ Result<uint64_t> abort_stale_uploads(S3Client& client, const S3Location& target,
   return Status::io_error(target.url() + ": ListMultipartUploads: the listing does not end");
 }
 
-Result<uint64_t> abort_incomplete_uploads(std::string_view url) {
+Result<uint64_t> abort_incomplete_uploads(std::string_view url, const RemoteOptions& options) {
   JTREE_ASSIGN_OR_RETURN(S3Location loc, parse_s3_url(url));
-  const RemoteOptions options;
   auto config = resolve_s3_config(options, Environment::process());
   if (!config.ok()) return config.status().with_prefix(std::string(url));
   S3Client client(std::move(*config), options);
