@@ -300,14 +300,19 @@ def main() -> int:
         times = {c: [] for c in cases}
         counts, digests = {}, {}
         load_before = os.getloadavg()
+        failed = {}
         for _ in range(args.runs):
             for part, system in cases:
+                if (part, system) in failed:
+                    continue
                 proxy.mark()
                 out = subprocess.run([sys.executable, HERE, "--child", part, system, endpoint,
                                       str(args.rank), str(args.world)],
                                      capture_output=True, text=True, timeout=900)
                 if out.returncode != 0:
-                    raise SystemExit(f"{part} {system} failed:\n{out.stderr[-4000:]}")
+                    failed[(part, system)] = out.stderr[-3000:]
+                    print(f"!!! {part} {system} failed:\n{out.stderr[-3000:]}", flush=True)
+                    continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 times[(part, system)].append(r["seconds"])
                 counts[(part, system)] = proxy.since_mark()
@@ -326,13 +331,14 @@ def main() -> int:
           f" MiB; {args.runs} rounds, fresh processes; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
     print("| part | system | seconds: median [min, max] | / boto3 | MiB down | down / needed "
-          "| requests | most in flight | median range MiB |\n|---|---|---|---|---|---|---|---|---|")
+          "| requests | connections | most awaiting an answer | median range MiB |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     ok = True
     for part, ref in (("whole", "boto3"), ("slices", "boto3-ranges")):
-        rows = [c for c in cases if c[0] == part]
+        rows = [c for c in cases if c[0] == part and times[c]]
         if not rows:
             continue
-        base = (statistics.median(times[(part, ref)]) if (part, ref) in times
+        base = (statistics.median(times[(part, ref)]) if times.get((part, ref))
                 else statistics.median(times[rows[0]]))
         first = digests[rows[0]]
         for c in rows:
@@ -341,11 +347,15 @@ def main() -> int:
             med = statistics.median(t)
             print(f"| {part} | {c[1]} | {med:.2f} [{min(t):.2f}, {max(t):.2f}] | "
                   f"{med / base:.2f} | {n['bytes_down'] / 2**20:.1f} | "
-                  f"{n['bytes_down'] / needed:.3f} | {n['requests']} | {n['max_in_flight']} | "
+                  f"{n['bytes_down'] / needed:.3f} | {n['requests']} | {n['connections']} | "
+                  f"{n['max_in_flight']} | "
                   f"{n['range_bytes_median'] / 2**20:.2f} |")
             if digests[c] != first:
                 print(f"!!! {part} {c[1]} loaded other bytes than {rows[0][1]}")
                 ok = False
+    for (part, system), err in failed.items():
+        print(f"{part} {system}: FAILED: {err.strip().splitlines()[-1] if err.strip() else '?'}")
+        ok = False
     print("\nversions: " + json.dumps(versions()))
     if args.json:
         with open(args.json, "w") as f:
