@@ -91,6 +91,18 @@ def _client(endpoint: str, pool: int = 10):
                                       s3={"addressing_style": "path"}))
 
 
+def jtree_load(system: str, endpoint: str, slices=None):
+    """jtree.load of FILE for the system "jtree-FILE" or "jtree-FILE@cN" (max_concurrency=N)."""
+    import jtree
+
+    name, _, conc = system.partition("@c")
+    remote = jtree.RemoteOptions(endpoint=endpoint, region=REGION, access_key_id=KEY,
+                                 secret_access_key=SECRET, addressing="path",
+                                 max_concurrency=int(conc) if conc else None)
+    return jtree.load(f"s3://{BUCKET}/{OBJECTS[name]}", framework="torch", remote=remote,
+                      slices=slices)
+
+
 def load_whole(system: str, endpoint: str):
     if system == "boto3":
         import io
@@ -140,11 +152,7 @@ def load_whole(system: str, endpoint: str):
         de.close()
         return out
     if system.startswith("jtree"):
-        import jtree
-
-        remote = jtree.RemoteOptions(endpoint=endpoint, region=REGION, access_key_id=KEY,
-                                     secret_access_key=SECRET, addressing="path")
-        return jtree.load(f"s3://{BUCKET}/{OBJECTS[system]}", framework="torch", remote=remote)
+        return jtree_load(system, endpoint)
     raise SystemExit(f"unknown system {system}")
 
 
@@ -188,10 +196,7 @@ def load_slices(system: str, endpoint: str, rank: int, world: int):
     if system.startswith("jtree"):
         import jtree
 
-        remote = jtree.RemoteOptions(endpoint=endpoint, region=REGION, access_key_id=KEY,
-                                     secret_access_key=SECRET, addressing="path")
-        return jtree.load(f"s3://{BUCKET}/{OBJECTS[system]}", framework="torch", remote=remote,
-                          slices=jtree.TensorParallel(rank, world))
+        return jtree_load(system, endpoint, slices=jtree.TensorParallel(rank, world))
     raise SystemExit(f"unknown system {system}")
 
 
