@@ -22,7 +22,8 @@ Whole model (the same bytes; digests compared):
   get_tensors() into a dict;
 - tensorizer / tensorizer-8: TensorDeserializer(open_stream(s3://...)) of a .tensors file,
   num_readers at its default (2 for a remote stream) / 8;
-- jtree-raw / jtree-zstd: jtree.load(s3://..., framework="torch") of the raw / default file.
+- jtree-raw / jtree-zstd: jtree.load(s3://..., framework="torch") of the raw / default file
+  (any jtree system may end in "@cN": RemoteOptions(max_concurrency=N), e.g. jtree-raw@c64).
 
 Rank RANK of WORLD's row/column slices (jtree.TensorParallel's split; digests compared):
 - boto3-ranges: the safetensors header, then one ranged GET per tensor of the bytes holding its
