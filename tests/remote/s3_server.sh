@@ -8,6 +8,8 @@
 #                                              testsecret); ready when it returns
 #   s3_server.sh stop DIR                      stops the daemons (by PID) and removes DIR
 #
+# The OSD keeps objects in memory, JTREE_TEST_S3_MEMSTORE_BYTES at most (default 3 GiB).
+#
 # Needs Debian's radosgw, ceph-mon, ceph-osd (scripts/install_deps.sh remote).
 set -euo pipefail
 
@@ -82,7 +84,7 @@ paxos min wait = 0.001
 [osd]
 osd data = $dir/osd/\$cluster-\$id
 osd objectstore = memstore
-memstore device bytes = 3221225472
+memstore device bytes = ${JTREE_TEST_S3_MEMSTORE_BYTES:-3221225472}
 osd max object name len = 460
 osd max object namespace len = 64
 osd crush update on start = false
