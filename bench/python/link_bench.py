@@ -23,7 +23,8 @@ Whole model (the same bytes; digests compared):
 - tensorizer / tensorizer-8: TensorDeserializer(open_stream(s3://...)) of a .tensors file,
   num_readers at its default (2 for a remote stream) / 8;
 - jtree-raw / jtree-zstd: jtree.load(s3://..., framework="torch") of the raw / default file
-  (any jtree system may end in "@cN": RemoteOptions(max_concurrency=N), e.g. jtree-raw@c64).
+  (any jtree system may end in "@cN" or "@cNfM": RemoteOptions(max_concurrency=N,
+  fetch_bytes=M MiB), e.g. jtree-raw@c64, jtree-raw@c32f8).
 
 Rank RANK of WORLD's row/column slices (jtree.TensorParallel's split; digests compared):
 - boto3-ranges: the safetensors header, then one ranged GET per tensor of the bytes holding its
@@ -93,13 +94,16 @@ def _client(endpoint: str, pool: int = 10):
 
 
 def jtree_load(system: str, endpoint: str, slices=None):
-    """jtree.load of FILE for the system "jtree-FILE" or "jtree-FILE@cN" (max_concurrency=N)."""
+    """jtree.load of FILE for the system "jtree-FILE", "jtree-FILE@cN" (max_concurrency=N) or
+    "jtree-FILE@cNfM" (also fetch_bytes=M MiB)."""
     import jtree
 
-    name, _, conc = system.partition("@c")
+    name, _, settings = system.partition("@c")
+    conc, _, fetch_mib = settings.partition("f")
     remote = jtree.RemoteOptions(endpoint=endpoint, region=REGION, access_key_id=KEY,
                                  secret_access_key=SECRET, addressing="path",
-                                 max_concurrency=int(conc) if conc else None)
+                                 max_concurrency=int(conc) if conc else None,
+                                 fetch_bytes=int(fetch_mib) << 20 if fetch_mib else None)
     return jtree.load(f"s3://{BUCKET}/{OBJECTS[name]}", framework="torch", remote=remote,
                       slices=slices)
 

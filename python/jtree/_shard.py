@@ -93,8 +93,8 @@ class TensorParallel:
     def plan(self, file: Any, *, remote: Any = None) -> Dict[str, Tuple[str, Any]]:
         """What this rank reads of an open :class:`jtree.File` (or a path or URL, opened with
         ``remote``, a :class:`jtree.RemoteOptions`, as :func:`jtree.open` takes it):
-        ``{key_path: (kind, index)}`` for every array leaf, ``index`` a tuple of slices
-        (``slice(None)`` for a whole dimension), None for the whole leaf, :attr:`SKIP` for a
+        ``{key_path: (kind, index)}`` for every array leaf, ``index`` a tuple of one slice per
+        dimension (``slice(0, n)`` for a whole one), None for the whole leaf, :attr:`SKIP` for a
         leaf of another rank. Reads only the structure."""
         if hasattr(file, "_reader"):
             if remote is not None:

@@ -236,8 +236,9 @@ def test_s3_settings_only_through_remote_options(bucket, monkeypatch, tmp_path):
     with jtree.open(url, remote=rgw) as f:
         np.testing.assert_array_equal(f["params"]["emb"][9], tree["params"]["emb"][9])
     assert jtree.load_pytreedef(url, remote=rgw)["params"]["emb"].shape == (4096, 256)
-    plan = jtree.TensorParallel(1, 2).plan(url, remote=rgw)
-    assert plan["params/emb"][1] == (slice(2048, 4096), slice(None))  # vocabulary rows
+    # ("emb" is no default vocabulary name: the rule says it.)
+    plan = jtree.TensorParallel(1, 2, rules={"emb": "vocab"}).plan(url, remote=rgw)
+    assert plan["params/emb"] == ("vocab", (slice(2048, 4096), slice(0, 256)))  # vocabulary rows
     assert_tree_equal(jtree.nonblocking_load(url, remote=rgw).result(), tree)
     jtree.nonblocking_save({"b": np.ones(3)}, url, partial_write=True, remote=rgw).result()
     np.testing.assert_array_equal(jtree.load(url, remote=rgw)["b"], np.ones(3))
