@@ -41,7 +41,7 @@ class RemoteOptions:
     included, default 300), ``connect_timeout`` (10), ``stall_timeout`` (seconds without a
     byte before a transfer is abandoned and retried, 30), ``backoff_initial`` /
     ``backoff_max`` (0.1 / 10 seconds), ``max_concurrency`` (requests in flight for one
-    object, default 16), ``coalesce_gap`` (ranges closer than this are one request, 64 KiB),
+    object, default 64), ``coalesce_gap`` (ranges closer than this are one request, 64 KiB),
     ``max_request_bytes`` (larger ranges are split, 32 MiB), ``fetch_bytes`` (a reader's
     largest fetch, 4 MiB), ``verify_tls`` (default True), ``ca_file`` / ``ca_path`` (CA
     bundle or directory), ``http2`` (default True), ``http_headers`` (extra headers of

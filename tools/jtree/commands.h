@@ -60,7 +60,7 @@ inline constexpr const char* kRemoteHelp =
     "  --region R             S3 region (over AWS_REGION...)\n"
     "  --profile P            AWS profile for credentials, region, endpoint (over AWS_PROFILE)\n"
     "  --addressing MODE      S3 addressing: auto (default), path or virtual\n"
-    "  --concurrency N        requests in flight per file (default 16)\n"
+    "  --concurrency N        requests in flight per file (default 64)\n"
     "  --retries N            retries of a failed request (default 8)\n"
     "  --timeout S            seconds for one request, retries included (default 300)\n"
     "  --connect-timeout S    seconds to connect (default 10)\n"

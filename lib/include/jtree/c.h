@@ -207,7 +207,7 @@ JTREE_C_API jtree_status_t jtree_remote_options_set_timeouts(jtree_remote_option
                                                              double connect_timeout_seconds,
                                                              double stall_timeout_seconds,
                                                              jtree_error_t** err);
-/* Requests in flight at once for one object (default 16); >= 1. */
+/* Requests in flight at once for one object (default 64); >= 1. */
 JTREE_C_API jtree_status_t jtree_remote_options_set_max_concurrency(jtree_remote_options_t* opts,
                                                                     int requests,
                                                                     jtree_error_t** err);

@@ -81,7 +81,9 @@ struct JTREE_API HttpOptions {
   /// A transfer that receives nothing for this long is abandoned (and retried).
   double stall_timeout_seconds = 30;
   /// Requests in flight at once for one object (reads; also how many fetches the Reader runs).
-  int max_concurrency = 16;
+  /// Object stores cap each connection's rate, so a load's share of the link grows with it;
+  /// 64 is what a Reader's default bytes in flight allow (256 MiB in fetches of 4 MiB).
+  int max_concurrency = 64;
   /// Ranges of one read() closer than this are fetched by one request (the gap is discarded).
   uint64_t coalesce_gap = 64 * 1024;
   /// Larger ranges are split into requests of at most this size, fetched in parallel (a retry
