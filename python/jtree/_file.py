@@ -479,22 +479,15 @@ class LazyArray:
         return (a if whole and len(post) == len(shape) else a[post]), ""
 
     def _torch_slice(self, index: Any) -> Any:
-        import torch  # noqa: PLC0415
-
         name = self._leaf.dtype
         stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
-        # Read as the NumPy type of the same bytes (native, or an unsigned int of the item's
-        # size: bfloat16 and float8 need no ml_dtypes), index there (NumPy takes any step),
-        # then seen as the torch dtype without a copy.
-        holder = (np.dtype(name) if name in _dtypes.NUMPY_NATIVE
-                  else np.dtype(f"uint{8 * _dtypes.TABLE[name][1]}"))
-        # (A mapped slice stays a view: torch tensors have no read-only flag, so mmap="r"
-        # gives them copy-on-write views, as loads do.)
+        # Read as _dtypes.torch_holder's NumPy type, indexed there (NumPy takes any step),
+        # then seen as the torch dtype without a copy. (A mapped slice stays a view: torch
+        # tensors have no read-only flag, so mmap="r" gives them copy-on-write views, as
+        # loads do.)
+        holder = _dtypes.torch_holder(name)
         a = np.ascontiguousarray(self._numpy_slice(index, holder, writable=True))
-        if a.size == 0:
-            return torch.empty(a.shape, dtype=stored_t)
-        t = torch.from_numpy(a)
-        return t if t.dtype == stored_t else t.view(stored_t)
+        return _dtypes.torch_view(a, stored_t)
 
     def _device_slice(self, index: Any, dev: Any, options: Any = None) -> Any:
         """The slice as a tensor on ``dev`` whose box of chunks was read straight into device

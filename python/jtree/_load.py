@@ -28,7 +28,7 @@ from ._errors import (CorruptionError, Error, InvalidArgumentError, NotFoundErro
 from . import _load_jax, _load_numpy, _load_plain, _load_torch
 from ._global_array import GlobalArray
 from ._index import mapped_box
-from ._load_adapter import Placement, Thunk, array_key, dtype_name
+from ._load_adapter import Placement, Thunk, array_key
 from ._load_adapter import memo as _memo
 from ._load_jax import is_sharding
 from ._progress import Phases, TerminalBar, finish, progress_callback
@@ -417,7 +417,7 @@ class Loader:
         def allocate() -> None:  # (once reserved: see reserve)
             arr = np.empty(shape, npdt)
             if arr.size:
-                self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
+                self.requests.append((fl.index, None, None, _dtypes.numpy_bytes(arr)))
             slot.append(arr)
 
         self.reserve_array(shape, npdt.itemsize, path, allocate)
@@ -756,7 +756,7 @@ class Loader:
                 or t.dtype is None):
             return None
         try:
-            name = dtype_name(t.dtype)
+            name = _dtypes.dtype_name(t.dtype)
         except (InvalidArgumentError, TypeError):
             return None  # (the general path's clear error)
         if name != fl.dtype:
@@ -797,7 +797,7 @@ class Loader:
             if t.kind != "array":
                 raise self.err(InvalidArgumentError, path,
                                f"the target is a {t.kind} LeafSpec; the file has an array here")
-            p = Placement(self.o.framework, dtype_name(t.dtype, self.name, where),
+            p = Placement(self.o.framework, _dtypes.dtype_name(t.dtype, self.name, where),
                           tuple(t.shape))
         else:
             for adapter in ADAPTERS.values():
@@ -842,7 +842,7 @@ class Loader:
         if (isinstance(target, LeafSpec) and target.kind == "array" and target.dtype is not None
                 and tuple(target.shape) == fl.shape):
             # (load_pytreedef's structure given back as the target: its dtype is the cast)
-            want = dtype_name(target.dtype, self.name, kp.join(path))
+            want = _dtypes.dtype_name(target.dtype, self.name, kp.join(path))
         elif target is not ALL and target is not True:
             if not self.o.fill_out:
                 raise self.err(InvalidArgumentError, path,
@@ -917,37 +917,21 @@ class Loader:
             return stored
         if callable(c) and not isinstance(c, type):
             got = c(where, stored)
-            return stored if got is None else dtype_name(got, self.name, where)
+            return stored if got is None else _dtypes.dtype_name(got, self.name, where)
         if isinstance(c, collections.abc.Mapping):
             for k, v in c.items():
-                if dtype_name(k, self.name, where) == stored:
-                    return dtype_name(v, self.name, where)
+                if _dtypes.dtype_name(k, self.name, where) == stored:
+                    return _dtypes.dtype_name(v, self.name, where)
             return stored
         # One dtype: every floating-point array becomes it.
-        return dtype_name(c, self.name, where) if _dtypes.is_floating(stored) else stored
-
-    def stored_numpy_dtype(self, fl: FileLeaf, path: Tuple[Any, ...]) -> np.dtype:
-        if fl.dtype == "bfloat16" and _dtypes.ml_dtypes() is None:
-            return np.dtype(np.uint16)  # converted by numpy_cast (bit pattern)
-        return _dtypes.numpy_dtype(fl.dtype, self.name, path)
-
-    def numpy_cast(self, a: np.ndarray, stored: str, want: str,
-                   path: Tuple[Any, ...]) -> np.ndarray:
-        if stored == want:
-            return a
-        if stored == "bfloat16" and _dtypes.ml_dtypes() is None:
-            if want not in ("float32", "float64"):
-                _dtypes.numpy_dtype(stored, self.name, kp.join(path))  # raises the clear error
-            f32 = (a.astype(np.uint32) << 16).view(np.float32)
-            return f32 if want == "float32" else f32.astype(np.float64)
-        return a.astype(_dtypes.numpy_dtype(want, self.name, kp.join(path)))
+        return _dtypes.dtype_name(c, self.name, where) if _dtypes.is_floating(stored) else stored
 
     def host_box(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], path: Tuple[Any, ...],
                  dst: Optional[np.ndarray] = None) -> Thunk:
         """Box [begin, end) of a leaf as a NumPy array of the stored dtype, zeros where the box
         lies outside the stored shape (padding); read straight into `dst` (or a new array)
         when no padding is needed."""
-        npdt = self.stored_numpy_dtype(fl, path)
+        npdt = _dtypes.stored_numpy_dtype(fl.dtype, self.name, path)
         shape = tuple(e - b for b, e in box)
         inner_end = tuple(max(b, min(e, n)) for (b, e), n in zip(box, fl.shape))
         begin = tuple(b for b, _ in box)
