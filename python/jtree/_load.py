@@ -161,39 +161,54 @@ def container_builder(strict: bool, file: Optional[str],
     return container
 
 
+def checked_placement(framework: str, mmap: Any, device: Any, map_location: Any,
+                      shardings: Any = None) -> Tuple[str, Any]:
+    """(framework, torch device or None) of a load's (or a File's) ``framework=``,
+    ``device=`` / ``map_location=`` and ``shardings=``, each checked, ``mmap=`` too (None: the
+    File's, checked there): ``device=`` places torch tensors and implies torch,
+    ``shardings=`` JAX arrays and implies JAX."""
+    if framework not in FRAMEWORKS:
+        raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
+    if mmap is not None and (mmap not in MMAP_MODES
+                             or isinstance(mmap, int) and not isinstance(mmap, bool)):
+        raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
+                                   f"'r' (read-only views) or False (copies), not {mmap!r}")
+    device = _tv.load_device(device, map_location) if (
+        device is not None or map_location is not None) else None
+    if device is not None:
+        if framework == "jax" or shardings is not None:
+            raise InvalidArgumentError("device= places torch tensors; JAX arrays are placed "
+                                       "with shardings=")
+        framework = "torch"
+    if shardings is not None:
+        if framework == "torch":
+            raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
+                                       "framework='torch'")
+        if not callable(shardings) and not is_sharding(shardings):
+            raise InvalidArgumentError(
+                f"shardings must be a jax.sharding.Sharding or a function (key_path, "
+                f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
+        framework = "jax"
+    return framework, device
+
+
 class LoadOptions:
-    def __init__(self, *, framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
-                 allow_pickle: bool = False, strict: bool = True, verify: bool = True,
-                 threads: int = 0, shardings: Any = None, keys: Any = None,
-                 device: Any = None, map_location: Any = None,
-                 fill_out: bool = False, mmap: Any = True, prune: bool = False,
-                 progress: Any = None, device_options: Any = None, slices: Any = None):
-        if framework not in FRAMEWORKS:
-            raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
-        if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
-            raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
-                                       f"'r' (read-only views) or False (copies), not {mmap!r}")
-        # device= (or map_location=) places torch tensors: it implies framework="torch".
-        device = _tv.load_device(device, map_location) if (
-            device is not None or map_location is not None) else None
-        if device is not None:
-            if framework == "jax" or shardings is not None:
-                raise InvalidArgumentError("device= places torch tensors; JAX arrays are placed "
-                                           "with shardings=")
-            framework = "torch"
-        self.device = device
-        if shardings is not None:
-            # shardings= asks for JAX arrays: it implies framework="jax", and contradicts torch.
-            if framework == "torch":
-                raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
-                                           "framework='torch'")
-            if not callable(shardings) and not is_sharding(shardings):
-                raise InvalidArgumentError(
-                    f"shardings must be a jax.sharding.Sharding or a function (key_path, "
-                    f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
-            framework = "jax"
+    """The options of one load, checked: built once per call from the public arguments
+    (jtree._load_call.call_options, for every entry point that loads) and passed down to the
+    Loader and the plain pass. Its keyword arguments are the one list of load options. The
+    five file settings (``allow_pickle``, ``strict``, ``verify``, ``threads``, ``mmap``) left
+    None are the open File's, taken by :meth:`take_file_settings` once the file is open."""
+
+    def __init__(self, *, keys: Any = None, framework: str = "numpy", cast: Any = None,
+                 pad_truncate: bool = False, allow_pickle: Optional[bool] = None,
+                 strict: Optional[bool] = None, verify: Optional[bool] = None,
+                 threads: Optional[int] = None, device: Any = None, map_location: Any = None,
+                 shardings: Any = None, mmap: Any = None, prune: bool = False,
+                 progress: Any = False, device_options: Any = None, slices: Any = None,
+                 fill_out: bool = False):
+        self.framework, self.device = checked_placement(framework, mmap, device, map_location,
+                                                        shardings)
         self.mmap = mmap
-        self.framework = framework
         self.cast = cast
         self.pad_truncate = pad_truncate
         self.allow_pickle = allow_pickle
@@ -202,6 +217,7 @@ class LoadOptions:
         self.threads = threads
         self.shardings = shardings
         self.keys = kp.PatternSet(keys) if keys is not None else None
+        # fill_out: the target is out= (its arrays filled in place), not pytree=.
         self.fill_out = fill_out
         # prune: dicts drop the entries not loaded (no skeleton of Nones); see Loader.plan.
         self.prune = bool(prune)
@@ -213,6 +229,27 @@ class LoadOptions:
             raise InvalidArgumentError("slices= reads parts of leaves as they are; shardings= "
                                        "places whole JAX arrays: give one of them")
         self.slices = Slices(slices) if slices is not None else None
+
+    def file_settings(self) -> Dict[str, Any]:
+        """The file settings this load gives (not None): what opening its path takes."""
+        return {k: v for k, v in (("verify", self.verify), ("threads", self.threads),
+                                  ("allow_pickle", self.allow_pickle),
+                                  ("strict", self.strict), ("mmap", self.mmap))
+                if v is not None}
+
+    def take_file_settings(self, f: Any) -> "LoadOptions":
+        """Fills the file settings left None with the open File ``f``'s; returns self."""
+        if self.verify is None:
+            self.verify = f.verify_checksums
+        if self.threads is None:
+            self.threads = f.threads
+        if self.allow_pickle is None:
+            self.allow_pickle = f.allow_pickle
+        if self.strict is None:
+            self.strict = f.strict
+        if self.mmap is None:
+            self.mmap = f.mmap
+        return self
 
 
 # Loader.cache key of _device.overlap()'s answer for the load.
