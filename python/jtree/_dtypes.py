@@ -310,10 +310,11 @@ def torch_view(a: np.ndarray, t: Any, shape: Optional[Tuple[int, ...]] = None) -
     """A tensor of torch dtype ``t`` and ``shape`` over the memory of the C-contiguous NumPy
     array ``a``, without a copy: ``a`` holds the elements (of :func:`torch_holder`'s dtype;
     ``shape`` then defaults to its own) or their bytes (flat uint8)."""
-    if shape is not None and a.shape != shape:
+    if shape is not None:
         twin = _numpy_twin_of_torch().get(t)
-        a = a.view(twin if twin is not None else _UINT_OF_SIZE[torch_itemsize(t)])
-        a = a.reshape(shape)
+        holder = twin if twin is not None else _UINT_OF_SIZE[torch_itemsize(t)]
+        if a.dtype != holder or a.shape != shape:  # (the bytes: seen as the elements)
+            a = a.view(holder).reshape(shape)
     return torch_viewer(t)(a)
 
 
