@@ -65,9 +65,11 @@ def numpy_dtype_or_none(name: str) -> Optional[np.dtype]:
         return dt
     if name in NUMPY_NATIVE:
         dt = np.dtype(name)
+    elif name not in ML_DTYPES:
+        return None  # (no dtype jtree has: nothing imported)
     else:
         m = ml_dtypes()
-        if m is None or not name or not hasattr(m, name):
+        if m is None or not hasattr(m, name):
             return None
         dt = np.dtype(getattr(m, name))
     _NUMPY_OF[name] = dt
