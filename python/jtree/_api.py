@@ -22,8 +22,8 @@ from ._multi_process import collective_save
 from ._progress import finish, progress_callback
 from . import _remote
 from ._remote import RemoteOptions
-from ._load import spec_tree
-from ._load_call import LOAD_OPTIONS, load_options, load_subtree
+from ._load import LoadOptions, spec_tree
+from ._load_call import call_options, run
 from ._save import Emitter, SaveOptions, flatten, merge
 from ._save import spec_tree as save_spec_tree
 from ._structure import CODEC_RAW, CODEC_ZSTD, paused_gc
@@ -439,12 +439,14 @@ def _save_defaults(options: Dict[str, Any]) -> Dict[str, Any]:
 
 # ---- load --------------------------------------------------------------------------------------
 
-# (jtree.load's option handling is in jtree._load_call, shared with File.load.)
+# (Every load call's options become one LoadOptions in jtree._load_call, shared with File.load,
+# Node.load and LazyArray.read.)
 
 
-def _open(path: Union[PathLike, File], options: Dict[str, Any],
+def _open(path: Union[PathLike, File], settings: Dict[str, Any],
           allow_full_download: bool = False, remote: Optional[RemoteOptions] = None) -> File:
-    """An open File for a path (or the File given)."""
+    """An open File for a path, with the file ``settings`` given (LoadOptions.file_settings),
+    or the File given."""
     if isinstance(path, (File, Node, LazyArray)):
         f = path if isinstance(path, File) else path._f
         if remote is not None:
@@ -452,8 +454,7 @@ def _open(path: Union[PathLike, File], options: Dict[str, Any],
                         "remote= applies when a path is opened, and this file is open already "
                         "(give remote= to jtree.open)")
         return f
-    kw = {k: options[k] for k in ("verify", "threads", "allow_pickle", "strict", "mmap")
-          if options.get(k) is not None}
+    kw = dict(settings)
     if allow_full_download:
         kw["allow_full_download"] = True
     if remote is not None:
@@ -570,26 +571,36 @@ def load(path: Union[PathLike, File], pytree: Any = None, *, keys: Any = None,
     local path, or a file already open (a :class:`File`), it is an
     :class:`InvalidArgumentError`.
     """
-    options = load_options(out=out, pytree=pytree, keys=keys, framework=framework, cast=cast,
-                           pad_truncate=pad_truncate, allow_pickle=allow_pickle, strict=strict,
-                           verify=verify, threads=threads, device=device,
-                           map_location=map_location, shardings=shardings, mmap=mmap,
-                           prune=prune, progress=progress, device_options=device_options,
-                           slices=slices)
+    target, o = call_options(pytree, out, dict(
+        keys=keys, framework=framework, cast=cast, pad_truncate=pad_truncate,
+        allow_pickle=allow_pickle, strict=strict, verify=verify, threads=threads,
+        device=device, map_location=map_location, shardings=shardings, mmap=mmap, prune=prune,
+        progress=progress, device_options=device_options, slices=slices))
     with paused_gc():
-        return _open_and_load(path, out if out is not None else pytree, out is not None,
-                              options, allow_full_download, remote)
+        return _open_and_load(path, target, o, allow_full_download, remote)
 
 
-def _open_and_load(path: Union[PathLike, File], pytree: Any, fill_out: bool,
-                   options: Dict[str, Any], allow_full_download: bool = False,
+def _open_and_load(path: Union[PathLike, File], target: Any, o: LoadOptions,
+                   allow_full_download: bool = False,
                    remote: Optional[RemoteOptions] = None) -> Any:
     # Called with the collector paused: the file's tree and the load's plan (several objects
     # per leaf) are freed here, before it runs again. Otherwise its next collection scans
     # them all, only to find them freed (60-100 ms for 100,000 leaves).
-    f = _open(path, options, allow_full_download, remote)
+    return _load_opened(_open(path, o.file_settings(), allow_full_download, remote), path,
+                        target, o)
+
+
+def _load_opened(f: File, path: Any, target: Any, o: LoadOptions) -> Any:
+    """The load of ``path`` (the file, or a Node or LazyArray of it) from its open File."""
     node, at = _subtree(f, path)
-    return load_subtree(f, node, at, pytree, fill_out=fill_out, **options)
+    return run(f, node, at, target, o)
+
+
+def _load_in_background(f: File, path: Any, target: Any, o: LoadOptions) -> Any:
+    """nonblocking_load's work: _load_opened with the collector paused (see
+    _open_and_load)."""
+    with paused_gc():
+        return _load_opened(f, path, target, o)
 
 
 def _subtree(f: File, path: Any) -> Any:
@@ -642,15 +653,10 @@ def nonblocking_load(path: Union[PathLike, File], pytree: Any = None, *,
     file's structure) is available at once (the file is opened before returning), and whose
     ``result()`` is the loaded tree. Options are those of :func:`load`, ``allow_full_download``
     and ``remote`` included (they apply to the open, made before returning)."""
-    unknown = set(options) - set(LOAD_OPTIONS) - {"out"}
-    if unknown:
-        raise TypeError(f"nonblocking_load() got unexpected options {sorted(unknown)}")
-    f = _open(path, options, allow_full_download, remote)
-    strict = options.get("strict")
-    structure = _structure(f, path, f.strict if strict is None else strict)
-    fut = _pool().submit(load, path if isinstance(path, (Node, LazyArray)) else f, pytree,
-                         **options)
-    return Future(fut, structure)
+    target, o = call_options(pytree, options.pop("out", None), options, "nonblocking_load")
+    f = _open(path, o.file_settings(), allow_full_download, remote)
+    structure = _structure(f, path, f.strict if o.strict is None else o.strict)
+    return Future(_pool().submit(_load_in_background, f, path, target, o), structure)
 
 
 # ---- bytes -------------------------------------------------------------------------------------

@@ -35,14 +35,6 @@ from ._errors import ResourceExhaustedError
 # and more than any dtype or DMA engine needs.
 ALIGN = 256
 
-# Dtypes JAX imports through DLPack (jax/_src/dlpack.py's SUPPORTED_DTYPES), and the 1-byte
-# dtypes read as uint8 and bitcast on the device (JAX's DLPack import takes no float8).
-VIEWED = frozenset({"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                    "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
-                    "complex128"})
-BITCAST = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-                     "float8_e4m3b11fnuz", "float8_e3m4", "float8_e4m3", "float8_e8m0fnu"})
-
 # DLPack device types.
 _DL_CPU, _DL_CUDA = 1, 2
 
@@ -79,7 +71,7 @@ class Dest(_device.Destination):
         import jax  # noqa: PLC0415
         import jax.numpy as jnp  # noqa: PLC0415
 
-        view = "uint8" if dtype in BITCAST else dtype
+        view = "uint8" if dtype in _dtypes.JAX_BITCAST else dtype
         if self.nbytes == 0:
             return jax.device_put(jnp.zeros(shape, _dtypes.numpy_dtype(dtype)), self.device)
         from . import _jtree  # noqa: PLC0415
@@ -211,8 +203,8 @@ def to_cpu_device(a: Any, device: Any) -> Any:
     checks looked up once: about 12 us an array, where ``jax.device_put`` takes about 45 on
     a CPU; a tree of 20,000 small arrays spent 2 s there); None where that does not serve,
     for the caller's ``jax.device_put``: a dtype DLPack does not carry into JAX (float8,
-    int4...; not VIEWED), one JAX makes narrower (64-bit types without jax_enable_x64: the
-    cast is device_put's), an empty or non-contiguous array, a device imports do not land on
+    int4...; not _dtypes.JAX_DLPACK), one JAX makes narrower (64-bit types without
+    jax_enable_x64: the cast is device_put's), an empty or non-contiguous array, a device imports do not land on
     (:func:`_cpu_importer` checks each device once), or a jaxlib without the call. The array
     is committed to ``device`` (DLPack imports are), where ``jax.device_put(a)`` leaves it
     uncommitted there: the same placement in a process whose only device it is
@@ -226,9 +218,10 @@ def to_cpu_device(a: Any, device: Any) -> Any:
     code = _cpu_codes.get(key, -1)
     if code == -1:
         name = _dtypes.name_of_numpy(a.dtype)
+        viewed = name in _dtypes.JAX_DLPACK
         code = _cpu_codes[key] = (
             _dtypes.code_of_name(name)
-            if name in VIEWED and jax.dtypes.canonicalize_dtype(a.dtype) == a.dtype else None)
+            if viewed and jax.dtypes.canonicalize_dtype(a.dtype) == a.dtype else None)
     if code is None or not a.size or not a.flags.c_contiguous:
         return None
     importer = _cpu_importers.get(device, False)
@@ -285,7 +278,7 @@ def _cpu_importer(device: Any) -> Any:
 def why_not(d: Any, dtype: str) -> Optional[str]:
     """None when a slice of a ``dtype`` leaf for JAX device ``d`` can be read straight into its
     memory; else why not (for device_options' messages)."""
-    if dtype not in VIEWED and dtype not in BITCAST:
+    if dtype not in _dtypes.JAX_DLPACK and dtype not in _dtypes.JAX_BITCAST:
         return f"{dtype} JAX arrays are read through host memory"
     if _device._stand_in is not None:
         return (None if d.platform == "cpu"

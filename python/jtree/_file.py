@@ -17,7 +17,7 @@ from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._index import box_of as _box_of
 from ._index import mapped_box
-from ._load import ALL, Loader, LoadOptions, spec_tree
+from ._load import checked_placement, spec_tree
 from . import _load_call, _remote
 from ._remote import RemoteOptions
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
@@ -50,10 +50,9 @@ class File:
             if not use_mmap:
                 mmap = False
         # Bad values are reported before the file is opened.
-        opts = LoadOptions(mmap=mmap, framework=framework, device=device,
-                           map_location=map_location)
+        framework, device = checked_placement(framework, mmap, device, map_location)
         dev_opts = _device_options.checked(device_options)
-        if dev_opts is not None and opts.device is None:
+        if dev_opts is not None and device is None:
             raise error(InvalidArgumentError, self.name, "",
                         "jtree.open(device_options=) sets the settings of its slices' loads "
                         "to device=, and no device= was given (its slices go to host memory)")
@@ -79,8 +78,8 @@ class File:
         self.allow_pickle = allow_pickle
         self.strict = strict
         self.mmap = mmap
-        self.framework = opts.framework  # what slices of its LazyArrays come back as
-        self.device = opts.device  # and where torch slices go (None: the CPU)
+        self.framework = framework  # what slices of its LazyArrays come back as
+        self.device = device  # and where torch slices go (None: the CPU)
         self.device_options = dev_opts  # and with which settings (LazyArray.get's)
 
     # -- the structure --
@@ -133,7 +132,7 @@ class File:
 
     def load(self, pytree: Any = None, **options: Any) -> Any:
         """Loads the whole tree or part of it: :func:`jtree.load` on this open file."""
-        return _load_call.load(self, pytree, **options)
+        return _load_call.load(self, self._root, (), pytree, **options)
 
     # -- the file --
 
@@ -187,14 +186,6 @@ class File:
     def __repr__(self) -> str:
         return f"jtree.File({self.name!r})"
 
-    def _options(self, **kw: Any) -> LoadOptions:
-        kw.setdefault("verify", self.verify_checksums)
-        kw.setdefault("threads", self.threads)
-        kw.setdefault("allow_pickle", self.allow_pickle)
-        kw.setdefault("strict", self.strict)
-        kw.setdefault("mmap", self.mmap)
-        return LoadOptions(**kw)
-
 
 class _Closed:
     """Stands for the reader of a closed File: any use raises."""
@@ -236,7 +227,7 @@ def _view(f: File, node: FileNode, path: Tuple[Any, ...]) -> Any:
         assert leaf is not None
         if leaf.kind == ARRAY:
             return LazyArray(f, node, path)
-        return Loader(f, f._options()).run(node, ALL, path)
+        return _load_call.load(f, node, path)  # (a value: loaded with the File's settings)
     return Node(f, node, path)
 
 
@@ -312,7 +303,7 @@ class Node:
 
     def load(self, pytree: Any = None, **options: Any) -> Any:
         """Loads this subtree (options as :func:`jtree.load`)."""
-        return _load_call.load_subtree(self._f, self._node, self._path, pytree, **options)
+        return _load_call.load(self._f, self._node, self._path, pytree, **options)
 
     def __repr__(self) -> str:
         return (f"<jtree.Node {self.kind} at {self.path!r} of {self._f.name!r}: "
@@ -479,22 +470,15 @@ class LazyArray:
         return (a if whole and len(post) == len(shape) else a[post]), ""
 
     def _torch_slice(self, index: Any) -> Any:
-        import torch  # noqa: PLC0415
-
         name = self._leaf.dtype
         stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
-        # Read as the NumPy type of the same bytes (native, or an unsigned int of the item's
-        # size: bfloat16 and float8 need no ml_dtypes), index there (NumPy takes any step),
-        # then seen as the torch dtype without a copy.
-        holder = (np.dtype(name) if name in _dtypes.NUMPY_NATIVE
-                  else np.dtype(f"uint{8 * _dtypes.TABLE[name][1]}"))
-        # (A mapped slice stays a view: torch tensors have no read-only flag, so mmap="r"
-        # gives them copy-on-write views, as loads do.)
+        # Read as _dtypes.torch_holder's NumPy type, indexed there (NumPy takes any step),
+        # then seen as the torch dtype without a copy. (A mapped slice stays a view: torch
+        # tensors have no read-only flag, so mmap="r" gives them copy-on-write views, as
+        # loads do.)
+        holder = _dtypes.torch_holder(name)
         a = np.ascontiguousarray(self._numpy_slice(index, holder, writable=True))
-        if a.size == 0:
-            return torch.empty(a.shape, dtype=stored_t)
-        t = torch.from_numpy(a)
-        return t if t.dtype == stored_t else t.view(stored_t)
+        return _dtypes.torch_view(a, stored_t)
 
     def _device_slice(self, index: Any, dev: Any, options: Any = None) -> Any:
         """The slice as a tensor on ``dev`` whose box of chunks was read straight into device
@@ -574,7 +558,7 @@ class LazyArray:
 
     def read(self, **options: Any) -> Any:
         """The whole array (options of :func:`jtree.load`: framework=, cast=, ...)."""
-        return _load_call.load_subtree(self._f, self._node, self._path, None, **options)
+        return _load_call.load(self._f, self._node, self._path, **options)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         # read(): the whole leaf, a view of the file's memory map where it can be (File.mmap).

@@ -28,7 +28,7 @@ from ._errors import (CorruptionError, Error, InvalidArgumentError, NotFoundErro
 from . import _load_jax, _load_numpy, _load_plain, _load_torch
 from ._global_array import GlobalArray
 from ._index import mapped_box
-from ._load_adapter import Placement, Thunk, array_key, dtype_name
+from ._load_adapter import Placement, Thunk, array_key
 from ._load_adapter import memo as _memo
 from ._load_jax import is_sharding
 from ._progress import Phases, TerminalBar, finish, progress_callback
@@ -161,39 +161,54 @@ def container_builder(strict: bool, file: Optional[str],
     return container
 
 
+def checked_placement(framework: str, mmap: Any, device: Any, map_location: Any,
+                      shardings: Any = None) -> Tuple[str, Any]:
+    """(framework, torch device or None) of a load's (or a File's) ``framework=``,
+    ``device=`` / ``map_location=`` and ``shardings=``, each checked, ``mmap=`` too (None: the
+    File's, checked there): ``device=`` places torch tensors and implies torch,
+    ``shardings=`` JAX arrays and implies JAX."""
+    if framework not in FRAMEWORKS:
+        raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
+    if mmap is not None and (mmap not in MMAP_MODES
+                             or isinstance(mmap, int) and not isinstance(mmap, bool)):
+        raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
+                                   f"'r' (read-only views) or False (copies), not {mmap!r}")
+    device = _tv.load_device(device, map_location) if (
+        device is not None or map_location is not None) else None
+    if device is not None:
+        if framework == "jax" or shardings is not None:
+            raise InvalidArgumentError("device= places torch tensors; JAX arrays are placed "
+                                       "with shardings=")
+        framework = "torch"
+    if shardings is not None:
+        if framework == "torch":
+            raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
+                                       "framework='torch'")
+        if not callable(shardings) and not is_sharding(shardings):
+            raise InvalidArgumentError(
+                f"shardings must be a jax.sharding.Sharding or a function (key_path, "
+                f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
+        framework = "jax"
+    return framework, device
+
+
 class LoadOptions:
-    def __init__(self, *, framework: str = "numpy", cast: Any = None, pad_truncate: bool = False,
-                 allow_pickle: bool = False, strict: bool = True, verify: bool = True,
-                 threads: int = 0, shardings: Any = None, keys: Any = None,
-                 device: Any = None, map_location: Any = None,
-                 fill_out: bool = False, mmap: Any = True, prune: bool = False,
-                 progress: Any = None, device_options: Any = None, slices: Any = None):
-        if framework not in FRAMEWORKS:
-            raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
-        if mmap not in MMAP_MODES or isinstance(mmap, int) and not isinstance(mmap, bool):
-            raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
-                                       f"'r' (read-only views) or False (copies), not {mmap!r}")
-        # device= (or map_location=) places torch tensors: it implies framework="torch".
-        device = _tv.load_device(device, map_location) if (
-            device is not None or map_location is not None) else None
-        if device is not None:
-            if framework == "jax" or shardings is not None:
-                raise InvalidArgumentError("device= places torch tensors; JAX arrays are placed "
-                                           "with shardings=")
-            framework = "torch"
-        self.device = device
-        if shardings is not None:
-            # shardings= asks for JAX arrays: it implies framework="jax", and contradicts torch.
-            if framework == "torch":
-                raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
-                                           "framework='torch'")
-            if not callable(shardings) and not is_sharding(shardings):
-                raise InvalidArgumentError(
-                    f"shardings must be a jax.sharding.Sharding or a function (key_path, "
-                    f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
-            framework = "jax"
+    """The options of one load, checked: built once per call from the public arguments
+    (jtree._load_call.call_options, for every entry point that loads) and passed down to the
+    Loader and the plain pass. Its keyword arguments are the one list of load options. The
+    five file settings (``allow_pickle``, ``strict``, ``verify``, ``threads``, ``mmap``) left
+    None are the open File's, taken by :meth:`take_file_settings` once the file is open."""
+
+    def __init__(self, *, keys: Any = None, framework: str = "numpy", cast: Any = None,
+                 pad_truncate: bool = False, allow_pickle: Optional[bool] = None,
+                 strict: Optional[bool] = None, verify: Optional[bool] = None,
+                 threads: Optional[int] = None, device: Any = None, map_location: Any = None,
+                 shardings: Any = None, mmap: Any = None, prune: bool = False,
+                 progress: Any = False, device_options: Any = None, slices: Any = None,
+                 fill_out: bool = False):
+        self.framework, self.device = checked_placement(framework, mmap, device, map_location,
+                                                        shardings)
         self.mmap = mmap
-        self.framework = framework
         self.cast = cast
         self.pad_truncate = pad_truncate
         self.allow_pickle = allow_pickle
@@ -202,6 +217,7 @@ class LoadOptions:
         self.threads = threads
         self.shardings = shardings
         self.keys = kp.PatternSet(keys) if keys is not None else None
+        # fill_out: the target is out= (its arrays filled in place), not pytree=.
         self.fill_out = fill_out
         # prune: dicts drop the entries not loaded (no skeleton of Nones); see Loader.plan.
         self.prune = bool(prune)
@@ -213,6 +229,27 @@ class LoadOptions:
             raise InvalidArgumentError("slices= reads parts of leaves as they are; shardings= "
                                        "places whole JAX arrays: give one of them")
         self.slices = Slices(slices) if slices is not None else None
+
+    def file_settings(self) -> Dict[str, Any]:
+        """The file settings this load gives (not None): what opening its path takes."""
+        return {k: v for k, v in (("verify", self.verify), ("threads", self.threads),
+                                  ("allow_pickle", self.allow_pickle),
+                                  ("strict", self.strict), ("mmap", self.mmap))
+                if v is not None}
+
+    def take_file_settings(self, f: Any) -> "LoadOptions":
+        """Fills the file settings left None with the open File ``f``'s; returns self."""
+        if self.verify is None:
+            self.verify = f.verify_checksums
+        if self.threads is None:
+            self.threads = f.threads
+        if self.allow_pickle is None:
+            self.allow_pickle = f.allow_pickle
+        if self.strict is None:
+            self.strict = f.strict
+        if self.mmap is None:
+            self.mmap = f.mmap
+        return self
 
 
 # Loader.cache key of _device.overlap()'s answer for the load.
@@ -417,7 +454,7 @@ class Loader:
         def allocate() -> None:  # (once reserved: see reserve)
             arr = np.empty(shape, npdt)
             if arr.size:
-                self.requests.append((fl.index, None, None, arr.reshape(-1).view(np.uint8)))
+                self.requests.append((fl.index, None, None, _dtypes.numpy_bytes(arr)))
             slot.append(arr)
 
         self.reserve_array(shape, npdt.itemsize, path, allocate)
@@ -756,7 +793,7 @@ class Loader:
                 or t.dtype is None):
             return None
         try:
-            name = dtype_name(t.dtype)
+            name = _dtypes.dtype_name(t.dtype)
         except (InvalidArgumentError, TypeError):
             return None  # (the general path's clear error)
         if name != fl.dtype:
@@ -797,7 +834,7 @@ class Loader:
             if t.kind != "array":
                 raise self.err(InvalidArgumentError, path,
                                f"the target is a {t.kind} LeafSpec; the file has an array here")
-            p = Placement(self.o.framework, dtype_name(t.dtype, self.name, where),
+            p = Placement(self.o.framework, _dtypes.dtype_name(t.dtype, self.name, where),
                           tuple(t.shape))
         else:
             for adapter in ADAPTERS.values():
@@ -842,7 +879,7 @@ class Loader:
         if (isinstance(target, LeafSpec) and target.kind == "array" and target.dtype is not None
                 and tuple(target.shape) == fl.shape):
             # (load_pytreedef's structure given back as the target: its dtype is the cast)
-            want = dtype_name(target.dtype, self.name, kp.join(path))
+            want = _dtypes.dtype_name(target.dtype, self.name, kp.join(path))
         elif target is not ALL and target is not True:
             if not self.o.fill_out:
                 raise self.err(InvalidArgumentError, path,
@@ -917,37 +954,21 @@ class Loader:
             return stored
         if callable(c) and not isinstance(c, type):
             got = c(where, stored)
-            return stored if got is None else dtype_name(got, self.name, where)
+            return stored if got is None else _dtypes.dtype_name(got, self.name, where)
         if isinstance(c, collections.abc.Mapping):
             for k, v in c.items():
-                if dtype_name(k, self.name, where) == stored:
-                    return dtype_name(v, self.name, where)
+                if _dtypes.dtype_name(k, self.name, where) == stored:
+                    return _dtypes.dtype_name(v, self.name, where)
             return stored
         # One dtype: every floating-point array becomes it.
-        return dtype_name(c, self.name, where) if _dtypes.is_floating(stored) else stored
-
-    def stored_numpy_dtype(self, fl: FileLeaf, path: Tuple[Any, ...]) -> np.dtype:
-        if fl.dtype == "bfloat16" and _dtypes.ml_dtypes() is None:
-            return np.dtype(np.uint16)  # converted by numpy_cast (bit pattern)
-        return _dtypes.numpy_dtype(fl.dtype, self.name, path)
-
-    def numpy_cast(self, a: np.ndarray, stored: str, want: str,
-                   path: Tuple[Any, ...]) -> np.ndarray:
-        if stored == want:
-            return a
-        if stored == "bfloat16" and _dtypes.ml_dtypes() is None:
-            if want not in ("float32", "float64"):
-                _dtypes.numpy_dtype(stored, self.name, kp.join(path))  # raises the clear error
-            f32 = (a.astype(np.uint32) << 16).view(np.float32)
-            return f32 if want == "float32" else f32.astype(np.float64)
-        return a.astype(_dtypes.numpy_dtype(want, self.name, kp.join(path)))
+        return _dtypes.dtype_name(c, self.name, where) if _dtypes.is_floating(stored) else stored
 
     def host_box(self, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], path: Tuple[Any, ...],
                  dst: Optional[np.ndarray] = None) -> Thunk:
         """Box [begin, end) of a leaf as a NumPy array of the stored dtype, zeros where the box
         lies outside the stored shape (padding); read straight into `dst` (or a new array)
         when no padding is needed."""
-        npdt = self.stored_numpy_dtype(fl, path)
+        npdt = _dtypes.stored_numpy_dtype(fl.dtype, self.name, path)
         shape = tuple(e - b for b, e in box)
         inner_end = tuple(max(b, min(e, n)) for (b, e), n in zip(box, fl.shape))
         begin = tuple(b for b, _ in box)

@@ -25,13 +25,7 @@ planner imports them (a new framework is a new adapter module plus its line in
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, List, Optional, Tuple
-
-import numpy as np
-
-from . import _dtypes
-from ._errors import InvalidArgumentError, error
 
 Thunk = Callable[[], Any]
 
@@ -63,23 +57,6 @@ def memo(f: Thunk) -> Thunk:
         return box[0]
 
     return get
-
-
-def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = None) -> str:
-    """The jtree name of a dtype given as a NumPy/ml_dtypes dtype, a torch dtype or a name."""
-    if isinstance(d, str) and d in _dtypes.TABLE:
-        return d
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(d, torch.dtype):
-        name = _dtypes.name_of_torch(d)
-    else:
-        try:
-            name = _dtypes.name_of_numpy(np.dtype(d))
-        except TypeError:
-            name = None
-    if name is None:
-        raise error(InvalidArgumentError, file, key_path, f"{d!r} is not a dtype jtree has")
-    return name
 
 
 def array_key(fl: Any, framework: str, want: Optional[str], shape: Tuple[int, ...],

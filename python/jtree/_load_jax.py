@@ -13,7 +13,7 @@ import numpy as np
 from . import _device, _device_jax, _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
+from ._load_adapter import Placement, Thunk, array_key, memo
 from ._load_numpy import block as _numpy_block
 from ._structure import FileLeaf
 
@@ -25,7 +25,7 @@ def target(loader: Any, t: Any, where: str) -> Optional[Placement]:
     jax = sys.modules.get("jax")
     if jax is None or not isinstance(t, (jax.Array, jax.ShapeDtypeStruct)):
         return None
-    return Placement("jax", dtype_name(t.dtype, loader.name, where), tuple(t.shape),
+    return Placement("jax", _dtypes.dtype_name(t.dtype, loader.name, where), tuple(t.shape),
                      sharding=getattr(t, "sharding", None))
 
 
@@ -92,8 +92,8 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
         # (The process's only device, a CPU: a DLPack import, else jax.device_put's default
         # placement.)
-        return lambda: _to_device(loader, loader.numpy_cast(get(), stored, want, path), only,
-                                  None, path)
+        return lambda: _to_device(
+            loader, _dtypes.numpy_cast(get(), stored, want, loader.name, path), only, None, path)
     # Each device's slice is read on its own (replicas once): the global array is never
     # assembled in host memory.
     index_map = sharding.addressable_devices_indices_map(shape)
@@ -121,11 +121,12 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
             # Replicas may share the leaf's bytes, as jax.device_put's own do; a donating
             # computation does not write into such a buffer (tests/python/
             # test_jax_cpu_loads.py).)
-            return lambda: _dtypes.jax_device_put(loader.numpy_cast(whole(), stored, want, path),
-                                                  sharding, loader.name, kp.join(path))
+            return lambda: _dtypes.jax_device_put(
+                _dtypes.numpy_cast(whole(), stored, want, loader.name, path), sharding,
+                loader.name, kp.join(path))
 
         def slices() -> Dict[Tuple[Tuple[int, int], ...], Any]:
-            w = loader.numpy_cast(whole(), stored, want, path)
+            w = _dtypes.numpy_cast(whole(), stored, want, loader.name, path)
             return {b: np.ascontiguousarray(w[tuple(slice(lo, hi) for lo, hi in b)])
                     for _, b in per_device}
         return lambda: _assemble(loader, slices(), per_device, shape, sharding, path)
@@ -134,7 +135,8 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
         if box not in boxes:
             boxes[box] = loader.host_box(fl, box, path)
     return lambda: _assemble(
-        loader, {b: loader.numpy_cast(g(), stored, want, path) for b, g in boxes.items()},
+        loader,
+        {b: _dtypes.numpy_cast(g(), stored, want, loader.name, path) for b, g in boxes.items()},
         per_device, shape, sharding, path)
 
 
@@ -220,7 +222,7 @@ def _on_cpu(loader: Any, fl: FileLeaf, device: Any, path: Tuple[Any, ...]) -> Op
     import, else ``jax.device_put`` to ``device`` for a SingleDeviceSharding, or to JAX's
     default placement without shardings=). None for a dtype DLPack does not carry into JAX
     (the general path)."""
-    if fl.dtype not in _device_jax.VIEWED:
+    if fl.dtype not in _dtypes.JAX_DLPACK:
         return None
     key = array_key(fl, NAME, fl.dtype, fl.shape, loader.o.shardings)  # (the general path's)
     thunk = loader.cache.get(key)

@@ -10,7 +10,7 @@ import numpy as np
 from . import _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
+from ._load_adapter import Placement, Thunk, array_key, memo
 from ._structure import FLAG_SCALAR, FileLeaf
 
 NAME = "numpy"
@@ -20,7 +20,7 @@ def target(loader: Any, t: Any, where: str) -> Optional[Placement]:
     """A NumPy array as a target: its dtype and shape (and itself, to fill, for ``out=``)."""
     if not isinstance(t, np.ndarray):
         return None
-    return Placement("numpy", dtype_name(t.dtype, loader.name, where), t.shape,
+    return Placement("numpy", _dtypes.dtype_name(t.dtype, loader.name, where), t.shape,
                      out=t if loader.o.fill_out else None)
 
 
@@ -40,7 +40,7 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
     """Box [begin, end) of a leaf (a GlobalArray block) as a NumPy array of dtype ``want``."""
     stored = fl.dtype
     h = loader.host_box(fl, box, path)
-    return lambda: loader.numpy_cast(h(), stored, want, path)
+    return lambda: _dtypes.numpy_cast(h(), stored, want, loader.name, path)
 
 
 def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str, out: Any,
@@ -49,20 +49,20 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
     or read into ``out`` (a NumPy array of the box's shape: straight into it when it is
     contiguous and of the stored dtype)."""
     if out is None:
-        if want == fl.dtype and (fl.dtype in _dtypes.NUMPY_NATIVE
-                                 or _dtypes.ml_dtypes() is not None):
-            view = loader.mapped_part(fl, box, _dtypes.numpy_dtype(fl.dtype, loader.name, path),
-                                      path, loader.o.mmap != "r")
+        npdt = _dtypes.numpy_dtype_or_none(fl.dtype) if want == fl.dtype else None
+        if npdt is not None:
+            view = loader.mapped_part(fl, box, npdt, path, loader.o.mmap != "r")
             if view is not None:  # (a view of the file's map, as whole leaves are)
                 return lambda: view
         return block(loader, fl, box, want, path)
     if not isinstance(out, np.ndarray):
         raise loader.err(InvalidArgumentError, path, f"out= holds a {type(out).__qualname__} "
                          f"here; a NumPy load fills NumPy arrays")
-    if out.dtype == loader.stored_numpy_dtype(fl, path) and out.flags.c_contiguous:
+    stored_np = _dtypes.stored_numpy_dtype(fl.dtype, loader.name, path)
+    if out.dtype == stored_np and out.flags.c_contiguous:
         loader.host_box(fl, box, path, dst=out)
         return lambda: out
-    get = block(loader, fl, box, dtype_name(out.dtype, loader.name, kp.join(path)), path)
+    get = block(loader, fl, box, _dtypes.dtype_name(out.dtype, loader.name, kp.join(path)), path)
 
     def fill() -> np.ndarray:
         out[...] = get()
@@ -79,11 +79,9 @@ def index(a: Any, post: Tuple[Any, ...]) -> Any:
 def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thunk]:
     """The common case of Loader.array(): the whole leaf as a new NumPy array of the stored
     dtype, read straight into it (None when the dtype needs the general path)."""
-    npdt = _dtypes._NUMPY_OF.get(fl.dtype)
+    npdt = _dtypes.numpy_dtype_or_none(fl.dtype)
     if npdt is None:
-        if fl.dtype not in _dtypes.NUMPY_NATIVE and _dtypes.ml_dtypes() is None:
-            return None  # (bfloat16 through numpy_cast, or the clear error)
-        npdt = _dtypes.numpy_dtype(fl.dtype, loader.name, path)
+        return None  # (bfloat16 through numpy_cast, or the clear error)
     shape = fl.shape
     key = array_key(fl, "numpy", fl.dtype, shape)  # (tied leaves: one array)
     thunk = loader.cache.get(key)
@@ -104,7 +102,7 @@ def numpy(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
     into ``out`` when given (straight into it when its dtype and layout allow)."""
     # Both raise the clear error now, before anything is read, when ml_dtypes is missing.
     want_np = out.dtype if out is not None else _dtypes.numpy_dtype(want, loader.name, path)
-    stored_np = loader.stored_numpy_dtype(fl, path)
+    stored_np = _dtypes.stored_numpy_dtype(fl.dtype, loader.name, path)
     box = tuple((0, n) for n in shape)
     if want == fl.dtype and stored_np == want_np:
         if out is None:
@@ -115,7 +113,7 @@ def numpy(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
     stored = fl.dtype
 
     def done() -> np.ndarray:
-        a = loader.numpy_cast(get(), stored, want, path)
+        a = _dtypes.numpy_cast(get(), stored, want, loader.name, path)
         if out is None:
             return a
         np.copyto(out, a, casting="unsafe")

@@ -18,9 +18,6 @@ import numpy as np
 
 from . import _device, _device_torch, _dtypes
 from ._errors import ResourceExhaustedError
-# (Stored dtypes torch.from_numpy takes as they are; the others torch has are viewed from
-# their bytes, as _load_torch.as_stored does.)
-from ._load_torch import _FROM_NUMPY
 
 # mmap= as Reader.load_plain's mmap_mode: 0 copies, 1 copy-on-write views, 2 read-only views.
 _MMAP_MODE = {False: 0, True: 1, "r": 2}
@@ -75,49 +72,20 @@ def _device_target(o: Any) -> Any:
     return device if _device.overlap() != "reads" else None
 
 
-def numpy_dtype_of(code: int) -> Optional[np.dtype]:
-    """The NumPy dtype of a native dtype code as a load makes it, or None where the general
-    loader decides (no NumPy type: the clear error there)."""
-    name = _dtypes.NAME_OF.get(code, "")
-    if not name:
-        return None
-    if name not in _dtypes.NUMPY_NATIVE:
-        m = _dtypes.ml_dtypes()
-        if m is None or not hasattr(m, name):
-            return None
-    return _dtypes.numpy_dtype(name)
-
-
-def _torch_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarray, int], Any]]:
-    """(numpy_dtype_of, wrap) of a torch plain load: each array made as a NumPy array of its
-    stored dtype, then a tensor over the same memory, as _load_torch.as_stored makes it."""
-    import torch  # noqa: PLC0415
-
-    from_numpy = torch.from_numpy
-    torch_of: Dict[int, Any] = {}
-
-    def dtype_of(code: int) -> Optional[np.dtype]:
-        name = _dtypes.NAME_OF.get(code, "")
-        t = _dtypes.torch_dtype_or_none(name)
-        if t is None:
-            return None  # (the general loader: through NumPy, or the clear error)
-        if name in _FROM_NUMPY:
-            torch_of[code] = None
-            return numpy_dtype_of(code)
-        # (Viewed from its bytes: NumPy arrays of its item size do, without importing
-        # ml_dtypes for bfloat16, about 7 ms of a fresh process's first load.)
-        torch_of[code] = t
-        return np.dtype((np.void, _dtypes.torch_itemsize(t)))
+def _torch_wrap() -> Callable[[np.ndarray, int], Any]:
+    """The wrap of a torch plain load: each array, read as _dtypes.torch_holder_of_code's
+    NumPy dtype, made a tensor of its stored dtype over the same memory, as
+    _load_torch.as_stored makes it (_dtypes.torch_viewer, looked up once per dtype code)."""
+    viewers: Dict[int, Callable[[np.ndarray], Any]] = {}
 
     def wrap(a: np.ndarray, code: int) -> Any:
-        t = torch_of[code]
-        if t is None:
-            return from_numpy(a)
-        if not a.size:  # (torch views no empty bytes)
-            return torch.empty(a.shape, dtype=t)
-        return from_numpy(a.reshape(-1).view(np.uint8)).view(t).reshape(a.shape)
+        view = viewers.get(code)
+        if view is None:
+            t = _dtypes.torch_dtype_or_none(_dtypes.NAME_OF[code])
+            view = viewers[code] = _dtypes.torch_viewer(t)
+        return view(a)
 
-    return dtype_of, wrap
+    return wrap
 
 
 def _jax_cpu_device() -> Any:
@@ -133,58 +101,44 @@ def _jax_cpu_device() -> Any:
     return device if device is not None and device.platform == "cpu" else None
 
 
-def _jax_wrap() -> Tuple[Callable[[int], Optional[np.dtype]], Callable[[np.ndarray, int], Any]]:
-    """(numpy_dtype_of, wrap) of a JAX plain load: each array read as a NumPy array of its
-    stored dtype (a view of the file's map where it can be), then moved to the process's one
-    CPU device as the general loader moves it (jtree._load_jax.jax_array: a DLPack import,
-    jtree._device_jax.to_cpu_device, else ``jax.device_put``). Dtypes DLPack does not carry
-    into JAX (float8, int4...) decline to the general loader, whose ``jax.device_put`` error
-    for one the backend cannot hold names the leaf."""
+def _jax_wrap() -> Callable[[np.ndarray, int], Any]:
+    """The wrap of a JAX plain load: each array, read as a NumPy array of its stored dtype (a
+    view of the file's map where it can be; _dtypes.jax_numpy_dtype_of_code: dtypes DLPack
+    does not carry into JAX, float8, int4..., decline to the general loader, whose
+    ``jax.device_put`` error for one the backend cannot hold names the leaf), moved to the
+    process's one CPU device as the general loader moves it (jtree._load_jax.jax_array: a
+    DLPack import, jtree._device_jax.to_cpu_device, else ``jax.device_put``)."""
     from . import _device_jax  # noqa: PLC0415
 
     device = _jax_cpu_device()
-
-    def dtype_of(code: int) -> Optional[np.dtype]:
-        name = _dtypes.NAME_OF.get(code, "")
-        return numpy_dtype_of(code) if name in _device_jax.VIEWED else None
 
     def wrap(a: np.ndarray, code: int) -> Any:
         got = _device_jax.to_cpu_device(a, device)
         return got if got is not None else _dtypes.jax_device_put(a)
 
-    return dtype_of, wrap
+    return wrap
 
 
 def _torch_destinations(device: Any, planned: Callable[[Any, int], None], options: Any,
-                        file: str) -> Tuple[
-        Callable[[int], Optional[np.dtype]], Callable[[Tuple[int, ...], int], Any],
-        Callable[[Any, int], Any]]:
-    """(numpy_dtype_of, new_device, wrap) of a plain torch load to ``device``: each array a
-    tensor of its stored dtype in the device's memory, made as _load_torch._new_on_device
-    makes it (jtree._device_torch.new: by default a view of the load's one allocation, placed
-    when the load reads it; ``options``, the load's DeviceOptions, may say per tensor), its
-    value the tensor (wrap); ``planned(device, nbytes)`` told of each. Dtypes torch lacks
-    decline to the general loader (through NumPy, or its clear error)."""
-    torch_of: Dict[int, Any] = {}
-
-    def dtype_of(code: int) -> Optional[np.dtype]:
-        t = _dtypes.torch_dtype_or_none(_dtypes.NAME_OF.get(code, ""))
-        if t is None:
-            return None
-        torch_of[code] = t
-        # (Only its item size counts here: no NumPy array is made. Not numpy_dtype_of, which
-        # would import ml_dtypes for bfloat16, about 8 ms of a fresh process's first load.)
-        return np.dtype((np.void, _dtypes.torch_itemsize(t)))
-
+                        file: str) -> Tuple[Callable[[Tuple[int, ...], int], Any],
+                                            Callable[[Any, int], Any]]:
+    """(new_device, wrap) of a plain torch load to ``device`` (its dtypes those
+    _dtypes.torch_holder_of_code gives: the others decline to the general loader, through
+    NumPy or its clear error): each array a tensor of its stored dtype in the device's
+    memory, made as _load_torch._new_on_device makes it (jtree._device_torch.new: by default
+    a view of the load's one allocation, placed when the load reads it; ``options``, the
+    load's DeviceOptions, may say per tensor), its value the tensor (wrap);
+    ``planned(device, nbytes)`` told of each."""
     def new_device(shape: Tuple[int, ...], code: int) -> Any:
-        t = _device_torch.new(device, shape, torch_of[code], options, file, "")
+        t = _device_torch.new(device, shape, _dtypes.torch_dtype_or_none(_dtypes.NAME_OF[code]),
+                              options, file, "")
         planned(device, _device.nbytes(t))
         return t
 
     def wrap(dest: Any, code: int) -> Any:
         return _device_torch.value(dest)
 
-    return dtype_of, new_device, wrap
+    return new_device, wrap
 
 
 def _jax_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple[
@@ -197,20 +151,15 @@ def _jax_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple
     device (_device_jax.why_not) decline to the general loader."""
     from . import _device_jax  # noqa: PLC0415
 
-    item: Dict[int, int] = {}
     shapes: Dict[int, Tuple[int, ...]] = {}  # id(Dest) -> its array's shape
 
     def dtype_of(code: int) -> Optional[np.dtype]:
-        name = _dtypes.NAME_OF.get(code, "")
-        if not name or _device_jax.why_not(device, name) is not None:
+        if _device_jax.why_not(device, _dtypes.NAME_OF.get(code, "")) is not None:
             return None
-        d = numpy_dtype_of(code)
-        if d is not None:
-            item[code] = d.itemsize
-        return d
+        return _dtypes.numpy_dtype_of_code(code)
 
     def new_device(shape: Tuple[int, ...], code: int) -> Any:
-        n = item[code]
+        n = _dtypes.TABLE[_dtypes.NAME_OF[code]][1]
         for k in shape:
             n *= k
         dest = _device_jax.Dest(device, n)
@@ -238,16 +187,16 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
     if o.framework == "jax":
         # (Copy-on-write for mmap="r" too, as torch's: XLA keeps an aligned leaf's mapped
         # bytes as they are, no copy, and a JAX array has no read-only flag to carry.)
-        dtype_of, wrap = _jax_wrap()
-        return reader.load_plain(dtype_of, container, wrap, _MMAP_MODE[bool(o.mmap)],
-                                 o.verify, o.threads, keys, o.prune, node, path)
+        return reader.load_plain(_dtypes.jax_numpy_dtype_of_code, container, _jax_wrap(),
+                                 _MMAP_MODE[bool(o.mmap)], o.verify, o.threads, keys, o.prune,
+                                 node, path)
     if o.framework == "torch":
         # (Copy-on-write for mmap="r" too: torch tensors have no read-only flag.)
-        dtype_of, wrap = _torch_wrap()
-        return reader.load_plain(dtype_of, container, wrap, _MMAP_MODE[True], o.verify,
-                                 o.threads, keys, o.prune, node, path)
-    return reader.load_plain(numpy_dtype_of, container, None, _MMAP_MODE[o.mmap], o.verify,
-                             o.threads, keys, o.prune, node, path)
+        return reader.load_plain(_dtypes.torch_holder_of_code, container, _torch_wrap(),
+                                 _MMAP_MODE[True], o.verify, o.threads, keys, o.prune, node,
+                                 path)
+    return reader.load_plain(_dtypes.numpy_dtype_of_code, container, None, _MMAP_MODE[o.mmap],
+                             o.verify, o.threads, keys, o.prune, node, path)
 
 
 def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any, node: int,
@@ -279,8 +228,8 @@ def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any,
     else:
         import torch  # noqa: PLC0415
 
-        dtype_of, new_device, wrap = _torch_destinations(device, planned, o.device_options,
-                                                         reader.name)
+        dtype_of = _dtypes.torch_holder_of_code
+        new_device, wrap = _torch_destinations(device, planned, o.device_options, reader.name)
         # (torch.OutOfMemoryError, any device; ResourceExhaustedError: the grouped placement's
         # own, in fill, which knows no key path: the general loader's names the leaf.)
         out_of_memory = (torch.cuda.OutOfMemoryError, ResourceExhaustedError)

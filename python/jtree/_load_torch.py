@@ -12,16 +12,10 @@ import numpy as np
 from . import _device, _device_torch, _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, array_key, dtype_name, memo
+from ._load_adapter import Placement, Thunk, array_key, memo
 from ._structure import FileLeaf
 
 NAME = "torch"
-
-# Stored dtypes NumPy has and torch.from_numpy takes (uint16/32/64 only since torch 2.3): a
-# whole leaf of one of them becomes a tensor in one call (viewing the bytes in torch costs
-# three, about 2 us more per leaf).
-_FROM_NUMPY = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "float16",
-                         "float32", "float64", "complex64", "complex128"])
 
 
 def target(loader: Any, t: Any, where: str) -> Optional[Placement]:
@@ -29,7 +23,7 @@ def target(loader: Any, t: Any, where: str) -> Optional[Placement]:
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(t, torch.Tensor):
         return None
-    return Placement("torch", dtype_name(t.dtype, loader.name, where), tuple(t.shape),
+    return Placement("torch", _dtypes.dtype_name(t.dtype, loader.name, where), tuple(t.shape),
                      device=t.device, out=t if loader.o.fill_out else None)
 
 
@@ -60,7 +54,7 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
         get = loader.host_box(fl, box, path)
         stored = fl.dtype
         return lambda: torch.from_numpy(
-            np.ascontiguousarray(loader.numpy_cast(get(), stored, want, path)))
+            np.ascontiguousarray(_dtypes.numpy_cast(get(), stored, want, loader.name, path)))
     stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
     shape = tuple(e - b for b, e in box)
     if loader.o.mmap and shape == fl.shape and all(b == 0 for b, _ in box):
@@ -69,9 +63,7 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
         get_bytes = loader.stored_array(fl, None, path)
 
         def whole() -> Any:
-            b = get_bytes()
-            t = (torch.from_numpy(b).view(stored_t).reshape(shape) if b.size
-                 else torch.empty(shape, dtype=stored_t))  # (torch views no empty bytes)
+            t = _dtypes.torch_view(get_bytes(), stored_t, shape)
             return t if t.dtype == want_t else t.to(want_t)
 
         return whole
@@ -133,16 +125,12 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
                           if fl.dtype in _dtypes.TORCH_MISSING else _device.why_not_direct(device))
     if out is None and fl.dtype not in _dtypes.TORCH_MISSING:
         # A view of the file's map where it maps (rows of a raw leaf: no copy; columns: one
-        # copy), read as the NumPy type of the same bytes (an unsigned int of the item's size
-        # for bfloat16 and float8: no ml_dtypes), seen as the torch dtype. (Writable: torch
-        # tensors have no read-only flag, so mmap="r" gives them copy-on-write views too.)
-        holder = (np.dtype(fl.dtype) if fl.dtype in _FROM_NUMPY
-                  else np.dtype(f"uint{8 * _dtypes.TABLE[fl.dtype][1]}"))
-        view = loader.mapped_part(fl, box, holder, path, True)
+        # copy), read as _dtypes.torch_holder's NumPy type, seen as the torch dtype.
+        # (Writable: torch tensors have no read-only flag, so mmap="r" gives them
+        # copy-on-write views too.)
+        view = loader.mapped_part(fl, box, _dtypes.torch_holder(fl.dtype), path, True)
         if view is not None:
-            stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
-            t = torch.from_numpy(view)
-            t = t if t.dtype == stored_t else t.view(stored_t)
+            t = _dtypes.torch_view(view, _dtypes.torch_dtype(fl.dtype, loader.name, where))
             return lambda: finish(t)
     get = block(loader, fl, box, want, path)
     return lambda: finish(get())
@@ -172,9 +160,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     thunk = loader.cache.get(key)
     if thunk is not None:
         return thunk
-    import torch  # noqa: PLC0415
-
-    stored_t = getattr(torch, fl.dtype, None)
+    stored_t = _dtypes.torch_dtype_or_none(fl.dtype)
     if stored_t is None:
         return None  # (the general path raises the clear error)
     if on_device:
@@ -182,16 +168,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     # (The bytes, writable: torch tensors have no read-only flag, so mmap="r" gives them
     # copy-on-write too.)
     get_bytes = loader.stored_array(fl, None, path)
-    npdt = np.dtype(fl.dtype) if fl.dtype in _FROM_NUMPY else None
-
-    def whole() -> Any:
-        b = get_bytes()
-        if npdt is not None:
-            return torch.from_numpy(b.view(npdt).reshape(shape))
-        return (torch.from_numpy(b).view(stored_t).reshape(shape) if b.size
-                else torch.empty(shape, dtype=stored_t))  # (torch views no empty bytes)
-
-    thunk = memo(whole)
+    thunk = memo(lambda: _dtypes.torch_view(get_bytes(), stored_t, shape))
     loader.cache[key] = thunk
     return thunk
 
@@ -205,7 +182,7 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(t, torch.Tensor) or fl.dtype in _dtypes.TORCH_MISSING:
         return None
-    if t.shape != fl.shape or t.dtype != getattr(torch, fl.dtype, None):
+    if t.shape != fl.shape or t.dtype != _dtypes.torch_dtype_or_none(fl.dtype):
         return None
     device = t.device
     if not _direct(loader, device):

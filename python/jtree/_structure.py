@@ -136,7 +136,7 @@ class _SpecDType:
             return None  # (the field's default)
         d = obj.__dict__.get("dtype")
         if type(d) is PendingDType:
-            d = obj.__dict__["dtype"] = dtype_for_spec(d.name)
+            d = obj.__dict__["dtype"] = _dtypes.spec_dtype(d.name)
         return d
 
     def __set__(self, obj: Any, value: Any) -> None:
@@ -145,21 +145,7 @@ class _SpecDType:
 
 LeafSpec.dtype = _SpecDType()  # type: ignore[assignment,misc]  (after @dataclass read the default)
 
-_SPEC_DTYPE: Dict[str, Any] = {}
 _PENDING: Dict[str, PendingDType] = {}
-
-
-def dtype_for_spec(name: str) -> Any:
-    """The NumPy dtype of a jtree dtype name, or the name when ml_dtypes is missing."""
-    d = _SPEC_DTYPE.get(name)
-    if d is None:
-        if name in _dtypes.NUMPY_NATIVE:
-            d = np.dtype(name)
-        else:
-            m = _dtypes.ml_dtypes()
-            d = np.dtype(getattr(m, name)) if m is not None and hasattr(m, name) else name
-        _SPEC_DTYPE[name] = d
-    return d
 
 
 def leaf_specs(rows: List[Tuple[Any, ...]]) -> List[LeafSpec]:
@@ -258,10 +244,12 @@ def spec_dtype_of(code: int, name_of: Dict[int, str] = _dtypes.NAME_OF,
     name = name_of.get(code, "")
     if not name:
         return None
-    if name in _dtypes.NUMPY_NATIVE or name in _SPEC_DTYPE:
-        return dtype_for_spec(name), table[name][1]
-    # (ml_dtypes' types: made when a LeafSpec's dtype is first read, not by the structure read)
-    return _PENDING.setdefault(name, PendingDType(name)), table[name][1]
+    d = _dtypes.numpy_dtype_if_made(name)
+    if d is None:
+        # (ml_dtypes' types: made when a LeafSpec's dtype is first read, not by the structure
+        # read)
+        d = _PENDING.setdefault(name, PendingDType(name))
+    return d, table[name][1]
 
 
 class LazyTree:

@@ -24,6 +24,7 @@ def _tree(torch):
         "f8": torch.randn(17, generator=g).to(torch.float8_e4m3fn),
         "c128": torch.randn(4, 3, dtype=torch.complex128, generator=g),
         "bool": torch.randn(6, generator=g) > 0,
+        "i8": torch.arange(-3, 4, dtype=torch.int8),                   # 1-D, 1 byte: as its bytes
         "u16": torch.arange(300, dtype=torch.int32).to(torch.uint16),
         "i64": torch.arange(-5, 40, dtype=torch.int64).reshape(5, 9),
         "empty": torch.empty(0, 5),
@@ -63,7 +64,9 @@ def _counting_general_path(monkeypatch):
 
 
 @pytest.mark.parametrize("kw", [dict(framework="torch"), dict(device="cpu"),
-                                dict(framework="torch", mmap="r")])
+                                dict(framework="torch", mmap="r"),
+                                # (progress=: not the native plain pass, _load_torch.as_stored)
+                                dict(framework="torch", progress=lambda done, total: None)])
 def test_whole_leaves_take_the_fast_path_and_match_the_general_one(saved, monkeypatch, kw):
     torch, tree, path = saved
     calls = _counting_general_path(monkeypatch)

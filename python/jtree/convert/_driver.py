@@ -377,7 +377,7 @@ def _raw_bytes(a: np.ndarray) -> np.ndarray:
     if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
         a = a.astype(a.dtype.newbyteorder("<"))  # jtree stores little-endian values
     a = np.ascontiguousarray(a)
-    return a.reshape(-1).view(np.uint8)
+    return _dtypes.numpy_bytes(a)
 
 
 def verify_jtree(source: Source, dst: str, *, allow_pickle: bool = False,

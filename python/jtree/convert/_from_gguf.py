@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from .. import _dtypes
 from .._errors import NotSupportedError
 from . import _common, _gguf_parse, _gguf_split
 from ._source import Source
@@ -53,11 +54,6 @@ _ARRAY_TYPES: Dict[str, Any] = {
     "F32": np.float32, "F16": np.float16, "F64": np.float64,
     "I8": np.int8, "I16": np.int16, "I32": np.int32, "I64": np.int64,
 }
-
-
-def _bfloat16() -> Any:
-    import ml_dtypes
-    return ml_dtypes.bfloat16
 
 
 def sniff(path: str) -> bool:
@@ -78,7 +74,7 @@ def _tensor_leaf(fd: int, t: _gguf_parse.TensorInfo, type_name: str) -> Any:
     if type_name in _ARRAY_TYPES:
         dtype = np.dtype(_ARRAY_TYPES[type_name])
     elif type_name == "BF16":
-        dtype = np.dtype(_bfloat16())
+        dtype = _dtypes.numpy_dtype("bfloat16")
     else:
         block, type_size = _gguf_parse.block_sizes(t.ggml_type)
         dtype = np.dtype(np.uint8)

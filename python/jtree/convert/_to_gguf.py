@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
+from .. import _dtypes
 from .._errors import InvalidArgumentError, NotSupportedError
 from . import _gguf_parse
 
@@ -196,7 +197,7 @@ def write(file: Any, dst: str, *, progress: Optional[Callable[[int], None]] = No
         w.write_ti_data_to_file()
         for name in names:
             arr = np.ascontiguousarray(np.asarray(tensors[name]))
-            w.write_tensor_data(arr.reshape(-1).view(np.uint8))
+            w.write_tensor_data(_dtypes.numpy_bytes(arr))
             n = arr.nbytes
             del arr  # one tensor in memory at a time
             if progress:

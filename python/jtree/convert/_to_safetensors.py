@@ -235,7 +235,7 @@ def _write_file(src: str, tensors: List[Tuple[str, Any, int, Dict[str, Any]]],
             out.write(head)
             for tname, lazy, n, _ in tensors:
                 arr = np.ascontiguousarray(lazy.read(mmap=False))
-                data = arr.reshape(-1).view(np.uint8) if arr.size else b""
+                data = _dtypes.numpy_bytes(arr) if arr.size else b""
                 if len(data) != n:
                     raise error(StorageError, src, tname,
                                 f"read {len(data)} bytes, expected {n}")
