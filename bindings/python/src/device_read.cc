@@ -93,7 +93,7 @@ nb::dict run(const jtree::Reader& reader, nb::list requests, const DeviceReadArg
                   : jtree::read_many_to_device(reader, reqs, o);
   });
   report.rethrow();
-  check(st);
+  check(st, reader);
   return stats_dict(stats);
 }
 
