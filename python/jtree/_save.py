@@ -464,7 +464,7 @@ class _Flattener:
         memory, else (or for a snapshot) copied into a NumPy array through DLPack."""
         on_host = x.__dlpack_device__()[0] == 1  # kDLCPU
         if on_host and not self.o.snapshot:
-            code, shape = _jtree.dlpack_info(x, self.o.file, kp.join(path))
+            code, shape = _jtree.dlpack_info(x, self.o.file, path)
             return SLeaf(ARRAY, (HOST, x, False), _dtypes.NAME_OF[code], tuple(shape))
         try:
             host = np.from_dlpack(x, device="cpu", copy=True)

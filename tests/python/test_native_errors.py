@@ -91,7 +91,21 @@ def test_a_failed_write_names_its_file(tmp_path):
 
 def test_an_array_dlpack_cannot_import_names_its_place():
     with pytest.raises(jtree.InvalidArgumentError, match="cannot save a object through DLPack") as e:
-        _jtree.dlpack_info(object(), "f.jtree", "a/b")
+        _jtree.dlpack_info(object(), "f.jtree", ("a", "b"))
     assert (e.value.file, e.value.key_path) == ("f.jtree", "a/b")
     assert str(e.value).startswith("f.jtree: at 'a/b': ")
     assert tuple(_jtree.dlpack_info(np.zeros((2, 3), np.float32))[1]) == (2, 3)
+
+
+def test_saving_an_array_dlpack_cannot_import_names_its_place(tmp_path):
+    class NotReallyDLPack:
+        def __dlpack_device__(self):
+            return (1, 0)  # kDLCPU
+
+        def __dlpack__(self, *args, **kwargs):
+            return "not a capsule"
+
+    path = str(tmp_path / "a.jtree")
+    with pytest.raises(jtree.InvalidArgumentError, match="through DLPack") as e:
+        jtree.save({"a": [np.zeros(1), NotReallyDLPack()]}, path)
+    assert (e.value.file, e.value.key_path) == (path, "a/1")

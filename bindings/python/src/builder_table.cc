@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "builder.h"
-#include "jtree/key_path.h"
 
 namespace jtpy {
 namespace {
@@ -72,31 +71,6 @@ bool same_view(const Py_buffer& a, const Py_buffer& b) {
 }
 
 
-// A table key as a key path component: a str or an int as it is; anything else (a key of a
-// type the Builder refuses) as str() writes it, so that the error can name it.
-void append_table_key(std::string& path, nb::handle key, bool first) {
-  if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
-    if (overflow == 0 && !(v == -1 && PyErr_Occurred())) {
-      jtree::append_path_component(path, jtree::KeyView{jtree::Key::Kind::kInt, {}, v}, 0, first);
-      return;
-    }
-    PyErr_Clear();
-  }
-  nb::str text = PyUnicode_Check(key.ptr()) ? nb::borrow<nb::str>(key) : nb::str(key);
-  Py_ssize_t n = 0;
-  const char* p = PyUnicode_AsUTF8AndSize(text.ptr(), &n);
-  if (p == nullptr) {  // (lone surrogates: named by their repr)
-    PyErr_Clear();
-    text = nb::repr(key);
-    p = PyUnicode_AsUTF8AndSize(text.ptr(), &n);
-    if (p == nullptr) throw nb::python_error();
-  }
-  const std::string s(p, static_cast<size_t>(n));
-  jtree::append_path_component(path, jtree::KeyView{jtree::Key::Kind::kStr, s, 0}, 0, first);
-}
-
 // The key path of the node that op `index` of `table` writes (computed only for an error:
 // the table keeps no paths): the parts of the containers open at it, then its own (its key,
 // or its position in a list or tuple).
@@ -122,14 +96,10 @@ std::string table_key_path(PyObject* table, Py_ssize_t index) {
     }
     if (code == static_cast<int64_t>(TableOp::kBegin) && j < index) stack.push_back({part, 0});
   }
-  std::string path;
-  bool first = true;
-  for (size_t k = 1; k < stack.size(); ++k) {  // (the root, stack[0], has no part)
-    append_table_key(path, stack[k].part, first);
-    first = false;
-  }
-  if (index > 0) append_table_key(path, part, first);
-  return path;
+  nb::list parts;
+  for (size_t k = 1; k < stack.size(); ++k) parts.append(stack[k].part);  // (not the root's)
+  if (index > 0) parts.append(part);
+  return key_path_of(parts);
 }
 
 // Raises a bad value the Builder met at op `index` (a TypeError, ValueError, OverflowError or

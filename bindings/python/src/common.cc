@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "jtree/key_path.h"
+
 namespace jtpy {
 namespace {
 
@@ -38,6 +40,31 @@ std::optional<std::string> leaf_named_at(const jtree::Reader& reader, std::strin
     if (reader.find_leaf(candidate).ok()) return std::string(candidate);
   }
   return std::nullopt;
+}
+
+// A key or position as a key path component: a str or an int as it is; anything else (a key
+// of a type a save refuses) as str() writes it, so that the error can name it.
+void append_part(std::string& path, nb::handle key, bool first) {
+  if (PyLong_Check(key.ptr()) && !PyBool_Check(key.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(key.ptr(), &overflow);
+    if (overflow == 0 && !(v == -1 && PyErr_Occurred())) {
+      jtree::append_path_component(path, jtree::KeyView{jtree::Key::Kind::kInt, {}, v}, 0, first);
+      return;
+    }
+    PyErr_Clear();
+  }
+  nb::str text = PyUnicode_Check(key.ptr()) ? nb::borrow<nb::str>(key) : nb::str(key);
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(text.ptr(), &n);
+  if (p == nullptr) {  // (lone surrogates: named by their repr)
+    PyErr_Clear();
+    text = nb::repr(key);
+    p = PyUnicode_AsUTF8AndSize(text.ptr(), &n);
+    if (p == nullptr) throw nb::python_error();
+  }
+  const std::string s(p, static_cast<size_t>(n));
+  jtree::append_path_component(path, jtree::KeyView{jtree::Key::Kind::kStr, s, 0}, 0, first);
 }
 
 }  // namespace
@@ -90,6 +117,16 @@ void raise_error(nb::handle cls, const std::string& message, const ErrorPlace& p
   }
   PyErr_SetObject(cls.ptr(), exc.ptr());
   throw nb::python_error();
+}
+
+std::string key_path_of(nb::handle parts) {
+  std::string path;
+  bool first = true;
+  for (nb::handle part : parts) {
+    append_part(path, part, first);
+    first = false;
+  }
+  return path;
 }
 
 void raise_error_at(nb::handle cls, const ErrorPlace& place, const std::string& message) {

@@ -68,6 +68,10 @@ T value_or_raise(jtree::Result<T>&& r, const jtree::Reader& reader) {
 [[noreturn]] void raise_error(nb::handle cls, const std::string& message,
                               const ErrorPlace& place);
 
+/// The key path of `parts` (keys and positions), as jtree._keypath.join writes it: a part
+/// that is neither str nor int as str() writes it. For an error's place.
+std::string key_path_of(nb::handle parts);
+
 /// Raises `cls` with `message` after the place, as the Python layer's jtree._errors.error
 /// words it: "<file>: at '<key path>': <message>" ("at the root" for the empty key path).
 [[noreturn]] void raise_error_at(nb::handle cls, const ErrorPlace& place,
