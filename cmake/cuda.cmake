@@ -62,6 +62,8 @@ set(JTREE_CUDA_ENABLED ${JTREE_HAVE_CUDA} CACHE INTERNAL "Whether this build has
 set(_jt_cuda_src ${CMAKE_CURRENT_LIST_DIR}/../lib/src/cuda)
 target_sources(jtree PRIVATE
   ${_jt_cuda_src}/staging.cc
+  ${_jt_cuda_src}/staged_load_plan.cc
+  ${_jt_cuda_src}/staged_load.cc
   ${_jt_cuda_src}/staging_plan.cc
   ${_jt_cuda_src}/direct_plan.cc
   ${_jt_cuda_src}/host_copy_engine.cc

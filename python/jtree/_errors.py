@@ -16,8 +16,10 @@ class Error(Exception):
     """Base class of every jtree error.
 
     ``code`` is the name of the library's status code (``"Corruption"``, ``"NotFound"``...).
-    Errors raised by the Python layer also carry ``file`` and ``key_path`` (``None`` when
-    they do not apply); errors from the C++ library name both in their message.
+    ``file`` and ``key_path`` name the file and the key path at fault (``None`` where they
+    do not apply or are not known); the message names them too. Errors from the C++ library
+    carry the file of the reader or writer that failed, and the key path of the leaf its
+    message names.
     """
 
     code = "Unknown"
@@ -98,11 +100,15 @@ class IndexKindError(InvalidArgumentError, TypeError):
     """An index of a kind that cannot select from this object (also a TypeError)."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type given to the native module (also a TypeError)."""
+
+
 # Index = jtree::StatusCode value.
 _BY_CODE = (Error, CorruptionError, StorageError, InvalidArgumentError, NotSupportedError,
             NotFoundError, AlreadyExistsError, PermissionDeniedError, AbortedError,
             ResourceExhaustedError)
-_jtree._set_error_classes(_BY_CODE)
+_jtree._set_error_classes(_BY_CODE, ArgumentTypeError, IndexOutOfRangeError)
 
 
 def where(file: Optional[str], key_path: Optional[str]) -> str:

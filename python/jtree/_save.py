@@ -464,12 +464,7 @@ class _Flattener:
         memory, else (or for a snapshot) copied into a NumPy array through DLPack."""
         on_host = x.__dlpack_device__()[0] == 1  # kDLCPU
         if on_host and not self.o.snapshot:
-            try:
-                code, shape = _jtree.dlpack_info(x)
-            except (TypeError, ValueError) as e:
-                raise self.err(InvalidArgumentError, path,
-                               f"cannot save a {type(x).__qualname__} through DLPack: "
-                               f"{e}") from None
+            code, shape = _jtree.dlpack_info(x, self.o.file, path)
             return SLeaf(ARRAY, (HOST, x, False), _dtypes.NAME_OF[code], tuple(shape))
         try:
             host = np.from_dlpack(x, device="cpu", copy=True)
@@ -564,9 +559,6 @@ def merge(update: SNode, old: FileNode, file: str, path: Tuple[Any, ...] = ()) -
 
 # ---- emit into the native Builder ------------------------------------------------------------
 
-# What the native Builder raises about a value it cannot take (a key or an int out of range...).
-_BAD_VALUE = (TypeError, ValueError, OverflowError, UnicodeError)
-
 # The op codes of Builder.build's table (bindings/python/src/builder_table.cc).
 _OPS = _jtree.Builder.OPS
 (OP_BEGIN, OP_END, OP_NONE, OP_INT, OP_FLOAT, OP_BOOL, OP_COMPLEX, OP_PAYLOAD, OP_ARRAY,
@@ -597,16 +589,7 @@ class Emitter:
         with paused_gc():
             self.node(root, None)
             b = _jtree.Builder()
-            try:
-                b.build(self.ops, self.codec, self.level, metadata or None)
-            except Error:
-                raise
-            except _BAD_VALUE as e:
-                i = b.failed_op
-                if i < 0:
-                    raise
-                raise error(InvalidArgumentError, self.file, kp.join(table_path(self.ops, i)),
-                            str(e)) from None
+            b.build(self.ops, self.codec, self.level, metadata or None, file=self.file)
         return b
 
     def node(self, n: SNode, key: Any) -> None:
@@ -674,27 +657,3 @@ class Emitter:
             ops.append((_SCALAR_OP[k], key, leaf.data))
         else:
             ops.append((OP_PAYLOAD, key, k, leaf.data, leaf.type_name))
-
-
-def table_path(ops: List[tuple], index: int) -> Tuple[Any, ...]:
-    """The key path of the node written by op ``index`` of an Emitter's table (computed only
-    for an error: the table keeps no paths)."""
-    stack: List[List[Any]] = []  # per open container: [its path part, children so far]
-    part: Any = None
-    for j in range(index + 1):
-        op = ops[j]
-        code = op[0]
-        if code == OP_END:
-            stack.pop()
-            continue
-        if stack:
-            parent = stack[-1]
-            part = op[1] if op[1] is not None else parent[1]
-            parent[1] += 1
-        if code == OP_BEGIN and j < index:
-            stack.append([part, 0])
-    # The root (stack[0]) has no part of its own.
-    parts = [p for p, _ in stack[1:]]
-    if index > 0:
-        parts.append(part)
-    return tuple(parts)

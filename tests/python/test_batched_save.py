@@ -325,17 +325,23 @@ def test_a_value_the_builder_refuses_names_its_key_path():
     assert "1/1.5" in str(e.value) or "1/[1.5]" in str(e.value) or "1.5" in str(e.value)
 
 
-def test_table_path():
-    from jtree._save import table_path, OP_BEGIN, OP_END, OP_INT, OP_NONE
-    ops = [(OP_BEGIN, None, DICT, None, None), (OP_INT, "a", 1),
-           (OP_BEGIN, "b", LIST, None, None), (OP_NONE, None), (OP_INT, None, 2), (OP_END,),
-           (OP_INT, "c", 3), (OP_END,)]
-    assert table_path(ops, 0) == ()
-    assert table_path(ops, 1) == ("a",)
-    assert table_path(ops, 2) == ("b",)
-    assert table_path(ops, 3) == ("b", 0)
-    assert table_path(ops, 4) == ("b", 1)
-    assert table_path(ops, 6) == ("c",)
+@pytest.mark.parametrize("where, ops", [
+    ("a", [(_save.OP_BEGIN, None, DICT, None, None), (_save.OP_INT, "a", "x"), (_save.OP_END,)]),
+    ("b/1", [(_save.OP_BEGIN, None, DICT, None, None), (_save.OP_INT, "a", 1),
+             (_save.OP_BEGIN, "b", LIST, None, None), (_save.OP_NONE, None),
+             (_save.OP_INT, None, "x"), (_save.OP_END,), (_save.OP_END,)]),
+    ("c", [(_save.OP_BEGIN, None, DICT, None, None),
+           (_save.OP_BEGIN, "b", LIST, None, None), (_save.OP_NONE, None), (_save.OP_END,),
+           (_save.OP_INT, "c", "x"), (_save.OP_END,)]),
+])
+def test_a_bad_value_names_its_op_key_path(where, ops):
+    # The native Builder names the file and the key path of the op it refuses (an int leaf
+    # whose value is a str): a jtree error that is also the TypeError it was.
+    with pytest.raises(jtree.InvalidArgumentError) as e:
+        _jtree.Builder().build(ops, file="f.jtree")
+    assert isinstance(e.value, TypeError)
+    assert (e.value.file, e.value.key_path) == ("f.jtree", where)
+    assert str(e.value).startswith(f"f.jtree: at '{where}': ")
 
 
 def test_a_malformed_table_is_refused():

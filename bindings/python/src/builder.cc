@@ -60,6 +60,28 @@ Shape shape_of(const AnyArray& a) {
   return s;
 }
 
+// dlpack_info: (dtype code, shape) of `obj` imported as an array; where it cannot be (not an
+// array nanobind imports, not in host memory, a dtype jtree lacks), InvalidArgumentError
+// "cannot save a <type> through DLPack: <why>" at `file` and the key path of `path` (its
+// keys and positions, joined only for the error).
+nb::tuple dlpack_info(nb::handle obj, std::optional<std::string> file, nb::handle path) {
+  std::string why;
+  try {
+    AnyArray a = nb::cast<AnyArray>(obj);
+    const DType d = array_dtype(a, -1);
+    return nb::make_tuple(static_cast<int>(d), shape_of(a));
+  } catch (nb::python_error& e) {
+    why = nb::cast<std::string>(nb::str(e.value()));
+  } catch (const nb::cast_error&) {
+    why = "it is not an array that DLPack or the buffer protocol can import";
+  }
+  const std::string type_name = nb::cast<std::string>(nb::str(obj.type().attr("__qualname__")));
+  const std::optional<std::string> key_path =
+      path.is_none() ? std::nullopt : std::optional<std::string>(key_path_of(path));
+  raise_error_at(error_class_of(jtree::StatusCode::kInvalidArgument), ErrorPlace{file, key_path},
+                 "cannot save a " + type_name + " through DLPack: " + why);
+}
+
 std::vector<int64_t> byte_strides(const AnyArray& a) {
   std::vector<int64_t> s(a.ndim());
   for (size_t i = 0; i < a.ndim(); ++i) s[i] = a.stride(i) * static_cast<int64_t>(a.itemsize());
@@ -303,14 +325,11 @@ jtree::Tree Builder::take() {
 }
 
 void register_builder(nb::module_& m) {
-  m.def(
-      "dlpack_info",
-      [](AnyArray a) {
-        const DType d = array_dtype(a, -1);
-        return nb::make_tuple(static_cast<int>(d), shape_of(a));
-      },
-      nb::arg("array"),
-      "(dtype code, shape) of an array imported through DLPack or the buffer protocol.");
+  m.def("dlpack_info", &dlpack_info, nb::arg("array"), nb::arg("file").none() = nb::none(),
+        nb::arg("path").none() = nb::none(),
+        "(dtype code, shape) of an array imported through DLPack or the buffer protocol. "
+        "InvalidArgumentError naming `file` and the key path of `path` (the leaf's keys and "
+        "positions in a save) when it cannot be saved that way.");
   // A snapshot save copies each memory once (the copies stay tied): it keys arrays by their
   // memory, all of them in one call. A buffer export is a fifth of the cost of NumPy's
   // __array_interface__ (which builds a dict and a dtype description).

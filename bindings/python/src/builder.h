@@ -70,13 +70,21 @@ class Builder {
   ~Builder();
 
   /// The whole tree from one table of ops (builder_table.cc; the Python save's one call).
-  void build(nb::handle table, int codec, std::optional<int> level, nb::handle metadata);
-  /// The index of the op build() raised on, or -1 (the Python layer names its key path).
+  /// A value it cannot take raises a jtree error naming `file` and the op's key path.
+  void build(nb::handle table, int codec, std::optional<int> level, nb::handle metadata,
+             std::optional<std::string> file);
+  /// The index of the op build() raised on, or -1.
   Py_ssize_t failed_op() const { return failed_op_; }
   /// The finished tree, taken once (the writer consumes it).
   jtree::Tree take();
 
  private:
+  // Op `i` of `table` into the tree; returns its leaf id (UINT32_MAX for ops that add none).
+  // `ids`: the leaf id of each earlier op, for TIED ops.
+  uint32_t build_op(PyObject* table, Py_ssize_t i, const std::vector<uint32_t>& ids, int codec,
+                    std::optional<int> level);
+  // build()'s `metadata` ({str: bytes or str}) into the tree.
+  void add_metadata(nb::handle metadata);
   // One node each: build() calls them for its ops.
   void begin(int kind, nb::handle key, std::optional<std::string> type_name,
              std::optional<nb::bytes> aux);

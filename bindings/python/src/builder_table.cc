@@ -70,6 +70,57 @@ bool same_view(const Py_buffer& a, const Py_buffer& b) {
   return true;
 }
 
+
+// The key path of the node that op `index` of `table` writes (computed only for an error:
+// the table keeps no paths): the parts of the containers open at it, then its own (its key,
+// or its position in a list or tuple).
+std::string table_key_path(PyObject* table, Py_ssize_t index) {
+  struct Open {
+    nb::object part;  // the container's own part (none for the root)
+    Py_ssize_t children = 0;
+  };
+  std::vector<Open> stack;
+  nb::object part;
+  for (Py_ssize_t j = 0; j <= index; ++j) {
+    PyObject* op = NB_LIST_GET_ITEM(table, j);
+    const int64_t code = as_int(at(op, 0));
+    if (code == static_cast<int64_t>(TableOp::kEnd)) {
+      if (!stack.empty()) stack.pop_back();
+      continue;
+    }
+    if (!stack.empty()) {
+      Open& parent = stack.back();
+      nb::handle key = NB_TUPLE_GET_SIZE(op) > 1 ? at(op, 1) : nb::none();
+      part = key.is_none() ? nb::object(nb::int_(parent.children)) : nb::borrow(key);
+      ++parent.children;
+    }
+    if (code == static_cast<int64_t>(TableOp::kBegin) && j < index) stack.push_back({part, 0});
+  }
+  nb::list parts;
+  for (size_t k = 1; k < stack.size(); ++k) parts.append(stack[k].part);  // (not the root's)
+  if (index > 0) parts.append(part);
+  return key_path_of(parts);
+}
+
+// Raises a bad value the Builder met at op `index` (a TypeError, ValueError, OverflowError or
+// UnicodeError, or a jtree error without a key path) again as a jtree error naming the file
+// and the op's key path: InvalidArgumentError, or the jtree class it already had. Any other
+// exception goes on as it is.
+[[noreturn]] void raise_at_op(nb::python_error& e, PyObject* table, Py_ssize_t index,
+                              const std::optional<std::string>& file) {
+  const nb::handle base = error_base_class();
+  if (base.ptr() == nullptr) throw;  // (jtree's classes not installed: nothing to map to)
+  const bool jtree_error = e.matches(base);
+  if (jtree_error && !e.value().attr("key_path").is_none()) throw;
+  if (!jtree_error && !e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError) &&
+      !e.matches(PyExc_OverflowError) && !e.matches(PyExc_UnicodeError)) {
+    throw;
+  }
+  const nb::handle cls =
+      jtree_error ? e.type() : error_class_of(jtree::StatusCode::kInvalidArgument);
+  raise_error_at(cls, ErrorPlace{file, table_key_path(table, index)},
+                 nb::cast<std::string>(nb::str(e.value())));
+}
 }  // namespace
 
 uint32_t Builder::table_array(nb::handle key, nb::handle obj, int dtype_code, bool byteswap,
@@ -125,17 +176,30 @@ uint32_t Builder::table_array(nb::handle key, nb::handle obj, int dtype_code, bo
 }
 
 void Builder::build(nb::handle table, int codec, std::optional<int> level,
-                    nb::handle metadata) {
+                    nb::handle metadata, std::optional<std::string> file) {
   if (built_) throw_value_error("this Builder already holds a tree");
   built_ = true;
   if (!PyList_Check(table.ptr())) throw_type_error("build(): the table is a list of op tuples");
   const Py_ssize_t n = NB_LIST_GET_SIZE(table.ptr());
   // Leaf id of each leaf op, for TIED ops (which name the op of the leaf they share).
   std::vector<uint32_t> ids(static_cast<size_t>(n), UINT32_MAX);
-  constexpr uint32_t kNoLeaf = UINT32_MAX;
   for (Py_ssize_t i = 0; i < n; ++i) {
     failed_op_ = i;
-    PyObject* op = NB_LIST_GET_ITEM(table.ptr(), i);
+    try {
+      ids[static_cast<size_t>(i)] = build_op(table.ptr(), i, ids, codec, level);
+    } catch (nb::python_error& e) {
+      raise_at_op(e, table.ptr(), i, file);
+    }
+  }
+  failed_op_ = -1;
+  add_metadata(metadata);
+}
+
+uint32_t Builder::build_op(PyObject* table, Py_ssize_t i, const std::vector<uint32_t>& ids,
+                           int codec, std::optional<int> level) {
+  constexpr uint32_t kNoLeaf = UINT32_MAX;
+  {
+    PyObject* op = NB_LIST_GET_ITEM(table, i);
     if (!PyTuple_Check(op) || NB_TUPLE_GET_SIZE(op) < 1) {
       throw_type_error("build(): op " + std::to_string(i) + " is not a tuple");
     }
@@ -231,9 +295,11 @@ void Builder::build(nb::handle table, int codec, std::optional<int> level,
       case TableOp::kCount:
         break;
     }
-    ids[static_cast<size_t>(i)] = id;
+    return id;
   }
-  failed_op_ = -1;
+}
+
+void Builder::add_metadata(nb::handle metadata) {
   if (!metadata.is_none()) {
     for (auto [k, v] : nb::cast<nb::dict>(metadata)) {
       if (PyUnicode_Check(v.ptr())) {  // (text: marked so, and given back as str)
@@ -251,6 +317,7 @@ void register_builder_table(nb::class_<Builder>& cls) {
   cls.attr("OPS") = ops;
   cls.def("build", &Builder::build, nb::arg("table"), nb::arg("codec") = -1,
           nb::arg("level").none() = nb::none(), nb::arg("metadata").none() = nb::none(),
+          nb::arg("file").none() = nb::none(),
           "Builds the whole tree from `table`, a list of op tuples in preorder (Builder.OPS "
           "names the codes; python/jtree/_save.py's Emitter writes them):\n"
           "  (BEGIN, key, node_kind, type_name, aux), (END,), (NONE, key),\n"
@@ -262,8 +329,10 @@ void register_builder_table(nb::class_<Builder>& cls) {
           "  (REUSE, key, old_leaf), (TIED, key, op_index_of_an_earlier_leaf_op).\n"
           "ARRAY with tie=True is stored once with any earlier tie=True ARRAY of the same "
           "memory, dtype, byte order, shape and strides. `metadata`: {str: bytes or str (text)}. Arrays are "
-          "read later, in place, by the writer; the Builder keeps them alive. On an error, "
-          "`failed_op` is the index of the op that raised. Called once per Builder.")
+          "read later, in place, by the writer; the Builder keeps them alive. A value it cannot "
+          "take raises InvalidArgumentError (or the jtree error it met) naming `file` and the "
+          "op's key path, with .file and .key_path set; `failed_op` is the index of the op that "
+          "raised. Called once per Builder.")
       .def_prop_ro("failed_op", [](const Builder& b) { return b.failed_op(); },
                    "Index of the op build() failed on, or -1.");
 }

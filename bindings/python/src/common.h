@@ -7,6 +7,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,34 +19,69 @@ namespace nb = nanobind;
 
 namespace jtpy {
 
-/// Installs the exception classes, one per jtree::StatusCode (index = code); done once by
-/// jtree/_errors.py when the package is imported.
-void set_error_classes(nb::handle classes);
+/// Installs jtree's exception classes (jtree/_errors.py, once when the package is imported):
+/// `by_code`, one per jtree::StatusCode (index = code); `type_error` and `index_error`, the
+/// InvalidArgument classes that are also a TypeError and an IndexError.
+void set_error_classes(nb::handle by_code, nb::handle type_error, nb::handle index_error);
 
-/// Python's built-in exceptions with a std::string message (for misuse of the module itself;
-/// errors from the library go through raise_status).
-[[noreturn]] inline void throw_value_error(const std::string& m) {
-  throw nb::value_error(m.c_str());
-}
-[[noreturn]] inline void throw_type_error(const std::string& m) {
-  throw nb::type_error(m.c_str());
-}
-[[noreturn]] inline void throw_index_error(const std::string& m) {
-  throw nb::index_error(m.c_str());
-}
+/// Where an error happened: the exception's `file` and `key_path` (nullopt: not known).
+struct ErrorPlace {
+  std::optional<std::string> file;
+  std::optional<std::string> key_path;
+};
 
-/// Raises the exception class of `st`'s code with its message. Call with the GIL held.
-[[noreturn]] void raise_status(const jtree::Status& st);
+/// The place of an error `reader` returned: its file, and the key path of the leaf the message
+/// names when it starts "<file>: leaf <key path>: " (as the library words errors about a leaf).
+ErrorPlace place_in(const jtree::Reader& reader, const jtree::Status& st);
 
-inline void check(const jtree::Status& st) {
-  if (!st.ok()) raise_status(st);
+/// Raises the exception class of `st`'s code with its message and `place`. Call with the GIL
+/// held.
+[[noreturn]] void raise_status(const jtree::Status& st, const ErrorPlace& place = {});
+
+inline void check(const jtree::Status& st, const ErrorPlace& place = {}) {
+  if (!st.ok()) raise_status(st, place);
+}
+/// check() of a Status `reader` returned, raised with its place (place_in).
+inline void check(const jtree::Status& st, const jtree::Reader& reader) {
+  if (!st.ok()) raise_status(st, place_in(reader, st));
 }
 
 template <typename T>
-T value_or_raise(jtree::Result<T>&& r) {
-  if (!r.ok()) raise_status(r.status());
+T value_or_raise(jtree::Result<T>&& r, const ErrorPlace& place = {}) {
+  if (!r.ok()) raise_status(r.status(), place);
   return std::move(r).value();
 }
+template <typename T>
+T value_or_raise(jtree::Result<T>&& r, const jtree::Reader& reader) {
+  if (!r.ok()) raise_status(r.status(), place_in(reader, r.status()));
+  return std::move(r).value();
+}
+
+/// Misuse of the module itself (a malformed request tuple, an argument of the wrong type),
+/// raised through the same classes as the library's errors: InvalidArgumentError (a
+/// ValueError), its TypeError and its IndexError (IndexOutOfRangeError).
+[[noreturn]] void throw_value_error(const std::string& m);
+[[noreturn]] void throw_type_error(const std::string& m);
+[[noreturn]] void throw_index_error(const std::string& m);
+
+/// Raises `cls` (a jtree exception class) with `message` and `place`. Call with the GIL held.
+[[noreturn]] void raise_error(nb::handle cls, const std::string& message,
+                              const ErrorPlace& place);
+
+/// The key path of `parts` (keys and positions), as jtree._keypath.join writes it: a part
+/// that is neither str nor int as str() writes it. For an error's place.
+std::string key_path_of(nb::handle parts);
+
+/// Raises `cls` with `message` after the place, as the Python layer's jtree._errors.error
+/// words it: "<file>: at '<key path>': <message>" ("at the root" for the empty key path).
+[[noreturn]] void raise_error_at(nb::handle cls, const ErrorPlace& place,
+                                 const std::string& message);
+
+/// The class of StatusCode `code` (RuntimeError before the classes are installed).
+nb::handle error_class_of(jtree::StatusCode code);
+
+/// jtree.Error, the base of every jtree exception (null before the classes are installed).
+nb::handle error_base_class();
 
 /// Calls `f` with the GIL released and returns what it returns: the library's I/O, codec and
 /// thread-pool work runs while other Python threads go on. `f` must not touch Python objects,

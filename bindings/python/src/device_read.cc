@@ -16,10 +16,9 @@
 #include <vector>
 
 #include "common.h"
-#include "host_copy_engine.h"  // (lib/src/cuda: internal to the library, used by the test hook)
-#include "io/direct_read.h"     // (lib/src: set_refuse_direct_open_for_testing, a test hook)
 #include "jtree/device.h"
 #include "py_progress.h"
+#include "test_hooks.h"  // (lib/src/testing: the library's test hooks, the module's one seam)
 
 namespace jtpy {
 namespace {
@@ -94,7 +93,7 @@ nb::dict run(const jtree::Reader& reader, nb::list requests, const DeviceReadArg
                   : jtree::read_many_to_device(reader, reqs, o);
   });
   report.rethrow();
-  check(st);
+  check(st, reader);
   return stats_dict(stats);
 }
 
@@ -107,19 +106,19 @@ nb::dict read_to_device(const jtree::Reader& reader, nb::list requests,
 
 nb::dict read_staged_host_for_tests(const jtree::Reader& reader, nb::list requests,
                                     const DeviceReadArgs& args) {
-  jtree::staging::HostCopyEngine engine;
-  nb::dict d = run(reader, requests, args, &engine);
-  const auto s = engine.stats();
-  d["peak_pinned_bytes"] = s.peak_pinned_bytes;
-  d["pinned_bytes"] = s.pinned_bytes;
-  d["allocations"] = s.allocations;
-  d["frees"] = s.frees;
-  d["copies"] = s.copies_done;
-  d["bytes_copied"] = s.bytes_copied;
-  d["misuses"] = s.misuses;
-  d["registrations"] = s.registrations;
-  d["unregistrations"] = s.unregistrations;
-  d["peak_registered_bytes"] = s.peak_registered_bytes;
+  jtree::testing::HostEngineForTests host;
+  nb::dict d = run(reader, requests, args, &host.engine());
+  const jtree::testing::HostEngineCounters c = host.counters();
+  d["peak_pinned_bytes"] = c.peak_pinned_bytes;
+  d["pinned_bytes"] = c.pinned_bytes;
+  d["allocations"] = c.allocations;
+  d["frees"] = c.frees;
+  d["copies"] = c.copies;
+  d["bytes_copied"] = c.bytes_copied;
+  d["misuses"] = c.misuses;
+  d["registrations"] = c.registrations;
+  d["unregistrations"] = c.unregistrations;
+  d["peak_registered_bytes"] = c.peak_registered_bytes;
   return d;
 }
 
@@ -162,7 +161,7 @@ void register_device(nb::module_& m) {
       "Starts pinning the staging buffers of a load to CUDA device `device` on a thread of its "
       "own and returns at once (jtree::pin_staging_buffers_async): a load planned meanwhile "
       "finds them pinned. NotSupportedError without CUDA or device.");
-  m.def("_refuse_direct_open_for_tests", &jtree::io::set_refuse_direct_open_for_testing,
+  m.def("_refuse_direct_open_for_tests", &jtree::testing::refuse_direct_open,
         nb::arg("refuse"),
         "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "
         "without it does (EINVAL), as tmpfs did before Linux 6.6. Not a public API.");

@@ -35,7 +35,7 @@ struct DeviceReadArgs {
 nb::dict read_to_device(const jtree::Reader& reader, nb::list requests,
                         const DeviceReadArgs& args);
 
-/// The same requests through jtree's host-memory CopyEngine (lib/src/cuda/host_copy_engine.h):
+/// The same requests through jtree's host-memory CopyEngine (lib/src/testing/test_hooks.h):
 /// every dst_address is a host address. For tests without a GPU: the Python planning runs end
 /// to end. Returns the engine's counters (peak pinned bytes, copies...) and the load's
 /// DeviceStats (as read_to_device) in one dict.

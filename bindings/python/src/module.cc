@@ -13,7 +13,10 @@ NB_MODULE(_jtree, m) {
   m.doc() = "jtree's C++ library, for the jtree package (not a public API)";
 
   m.def("_set_error_classes", &jtpy::set_error_classes, nb::arg("classes"),
-        "Installs the exception class of each status code (a sequence indexed by code).");
+        nb::arg("type_error"), nb::arg("index_error"),
+        "Installs jtree's exception classes: one per status code (a sequence indexed by code), "
+        "and the InvalidArgument classes that are also a TypeError and an IndexError, which "
+        "the module's own argument checks raise.");
 
   m.def("version", [] { return std::string(jtree::version_string()); },
         "jtree's version, e.g. '0.1.0'.");

@@ -252,7 +252,7 @@ class PlainLoad {
     if (leaves.empty()) return true;
     jtree::Result<std::vector<jtree::MappedLeaf>> r =
         without_gil([&] { return r_.map_leaves(leaves, options_); });
-    std::vector<jtree::MappedLeaf> maps = value_or_raise(std::move(r));
+    std::vector<jtree::MappedLeaf> maps = value_or_raise(std::move(r), r_);
     for (size_t k = 0; k < maps.size(); ++k) {
       Entry& e = *which[k];
       if (maps[k]) {
@@ -302,7 +302,7 @@ class PlainLoad {
     }
     if (reqs.empty()) return;
     const jtree::Status st = without_gil([&] { return r_.read_many(reqs, options_); });
-    check(st);
+    check(st, r_);
   }
 
   // Each entry's value; false when one is declined (a str that is not UTF-8: the Python

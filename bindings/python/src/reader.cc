@@ -104,7 +104,7 @@ class PyReader {
       nb::gil_scoped_release release;
       r.emplace(jtree::Reader::open(path, o));
     }
-    return PyReader(value_or_raise(std::move(*r)));
+    return PyReader(value_or_raise(std::move(*r), ErrorPlace{path, std::nullopt}));
   }
 
   // A file held by a Python object: a binary file object read with seek + readinto (bytes
@@ -121,7 +121,7 @@ class PyReader {
       nb::gil_scoped_release release;
       r.emplace(jtree::Reader::open(std::move(src), o));
     }
-    return PyReader(value_or_raise(std::move(*r)));
+    return PyReader(value_or_raise(std::move(*r), ErrorPlace{name, std::nullopt}));
   }
 
   const std::string& name() const { return r_->name(); }
@@ -305,7 +305,7 @@ class PyReader {
       st = r_->read_many(reqs, o);
     }
     report.rethrow();
-    check(st);
+    check(st, *r_);
   }
 
   // [uint8 array | None] per leaf: the leaf's bytes in place in the file's copy-on-write
@@ -325,7 +325,7 @@ class PyReader {
       r.emplace(r_->map_leaves(leaves, o));
     }
     report.rethrow();
-    std::vector<jtree::MappedLeaf> mapped = value_or_raise(std::move(*r));
+    std::vector<jtree::MappedLeaf> mapped = value_or_raise(std::move(*r), *r_);
     nb::list out;
     for (jtree::MappedLeaf& m : mapped) {
       if (!m) {
@@ -360,7 +360,7 @@ class PyReader {
         box_order = true;
       }
     }
-    jtree::MappedLeaf m = value_or_raise(std::move(*r));
+    jtree::MappedLeaf m = value_or_raise(std::move(*r), *r_);
     if (!m) return nb::none();
     return nb::make_tuple(mapped_bytes_array(std::move(m), writable), box_order);
   }
@@ -386,7 +386,7 @@ class PyReader {
       r.emplace(r_->verify(o));
     }
     report.rethrow();
-    jtree::VerifyReport rep = value_or_raise(std::move(*r));
+    jtree::VerifyReport rep = value_or_raise(std::move(*r), *r_);
     nb::dict d;
     d["ok"] = rep.ok();
     d["chunks_checked"] = rep.chunks_checked;

@@ -120,8 +120,8 @@ class LeafSpecMaker {
     PyObject* found = PyObject_GetItem(kind_names_.ptr(), code.ptr());
     if (found == nullptr) {
       PyErr_Clear();
-      throw nb::value_error(("LeafSpec of an unknown leaf kind " +
-                             std::to_string(static_cast<int>(kind))).c_str());
+      throw_value_error("LeafSpec of an unknown leaf kind " +
+                        std::to_string(static_cast<int>(kind)));
     }
     nb::object name = nb::steal(found);
     kind_names_cache_.emplace_back(kind, name);
@@ -181,12 +181,12 @@ namespace {
 // An int field of a leaf_specs row, checked to lie in [0, max].
 uint32_t row_int(nb::handle v, uint32_t max, const char* what) {
   if (!PyLong_Check(v.ptr())) {
-    throw nb::type_error((std::string("leaf_specs: ") + what + " must be an int").c_str());
+    throw_type_error(std::string("leaf_specs: ") + what + " must be an int");
   }
   const long long n = PyLong_AsLongLong(v.ptr());
   if (n == -1 && PyErr_Occurred()) throw nb::python_error();
   if (n < 0 || static_cast<unsigned long long>(n) > max) {
-    throw nb::value_error((std::string("leaf_specs: ") + what + " out of range").c_str());
+    throw_value_error(std::string("leaf_specs: ") + what + " out of range");
   }
   return static_cast<uint32_t>(n);
 }
@@ -199,7 +199,7 @@ nb::list leaf_specs(nb::handle rows, nb::handle spec_cls, nb::handle kind_names,
   nb::list out;
   for (nb::handle row : rows) {
     if (!PyTuple_Check(row.ptr()) || NB_TUPLE_GET_SIZE(row.ptr()) != 6) {
-      throw nb::type_error(
+      throw_type_error(
           "leaf_specs: each row must be a tuple (kind, flags, dtype, shape, nbytes, type_name)");
     }
     nb::handle kind = NB_TUPLE_GET_ITEM(row.ptr(), 0), flags = NB_TUPLE_GET_ITEM(row.ptr(), 1),

@@ -98,7 +98,7 @@ nb::dict write(Op op, Builder& b, const std::string& path, const WriteArgs& args
   });
   sink.reset();  // (its file object is released with the GIL held: here)
   report.rethrow();
-  return stats_dict(value_or_raise(std::move(r)));
+  return stats_dict(value_or_raise(std::move(r), ErrorPlace{path, std::nullopt}));
 }
 
 }  // namespace
