@@ -18,6 +18,7 @@
 #include "common.h"
 #include "host_copy_engine.h"  // (lib/src/cuda: internal to the library, used by the test hook)
 #include "io/direct_read.h"     // (lib/src: set_refuse_direct_open_for_testing, a test hook)
+#include "read/cold_reads.h"    // (lib/src: direct_bytes_read_for_testing, a test hook)
 #include "jtree/device.h"
 #include "py_progress.h"
 
@@ -166,6 +167,9 @@ void register_device(nb::module_& m) {
         nb::arg("refuse"),
         "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "
         "without it does (EINVAL), as tmpfs did before Linux 6.6. Not a public API.");
+  m.def("_cold_direct_bytes_for_tests", &jtree::cold::direct_bytes_read_for_testing,
+        "TESTS ONLY: bytes that reads of cold local files have read with O_DIRECT "
+        "(lib/src/read/cold_reads.h), in all, since the process started. Not a public API.");
 }
 
 }  // namespace jtpy
