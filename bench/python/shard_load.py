@@ -213,10 +213,12 @@ def dd_rate(path: str) -> float:
     return os.path.getsize(path) / (time.perf_counter() - t0) / 1e9
 
 
-def parallel_direct_rate(path: str, reads: int = 8, part: int = 8 << 20) -> float:
+def parallel_direct_rate(path: str, reads: int = 8, part: int = 8 << 20,
+                         huge: bool = True) -> float:
     """GB/s of `reads` threads reading the evicted file with O_DIRECT, `part` bytes at a time,
-    each into a buffer of its own backed by transparent huge pages and reused (what jtree's
-    cold reads do, lib/src/read/cold_reads.h; what the device allows with large requests)."""
+    each into a buffer of its own, reused, backed by transparent huge pages (what jtree's cold
+    reads do, lib/src/read/cold_reads.h: the device then gets large requests) or, with
+    huge=False, by 4 KiB pages."""
     import ctypes
     import mmap
     import threading
@@ -229,7 +231,7 @@ def parallel_direct_rate(path: str, reads: int = 8, part: int = 8 << 20) -> floa
 
     def reader():
         m = mmap.mmap(-1, part + huge, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        m.madvise(mmap.MADV_HUGEPAGE)
+        m.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
         addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
         buf = memoryview(m)[(-addr) % huge:][:part]
         buf[:] = bytes(part)  # (faulted in once, before the clock, as reused buffers are)
