@@ -46,6 +46,10 @@ import time
 HERE = os.path.abspath(__file__)
 
 
+SYSTEMS = ("jtree-raw", "jtree-zstd", "jtree-raw-tp", "jtree-zstd-tp", "safetensors",
+           "torch-mmap")
+
+
 def model_shapes(layers: int, hidden: int, inter: int, kv: int, vocab: int):
     shapes = {"model.embed_tokens.weight": (vocab, hidden), "lm_head.weight": (vocab, hidden),
               "model.norm.weight": (hidden,)}
@@ -289,9 +293,7 @@ def main() -> int:
     add_model_args(ap)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dirs", nargs="+", default=["/dev/shm", "/var/tmp"])
-    ap.add_argument("--systems", nargs="+",
-                    default=["jtree-raw", "jtree-zstd", "jtree-raw-tp", "jtree-zstd-tp",
-                             "safetensors", "torch-mmap"])
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--whole", action="store_true",
                     help="load the whole model instead of a rank's shard (what a layout for "
