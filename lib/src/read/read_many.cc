@@ -4,8 +4,8 @@
 // four strategies that applies: straight into place (read_in_place), streamed in
 // cache-sized pieces (stream_raw, local files), as the byte runs wanted (fetch_runs, remote
 // objects read without verification), or fetched into a buffer and decoded
-// (fetch_and_deliver). A cold local load (read/cold_reads.h) reads every unit with O_DIRECT
-// instead (fetch_direct), more of them at once.
+// (fetch_and_deliver). A cold local load (read/cold_reads.h) reads every unit by a fifth,
+// with O_DIRECT (fetch_direct), more of them at once.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -382,8 +382,8 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   // A cold local load: planned again with fetches of O_DIRECT's part size, read with
   // O_DIRECT, more reads in flight than CPU threads (read/cold_reads.h).
   io::DirectReadSupport direct;
-  const bool cold = is_cold(*impl_->source, *planned, direct);
-  if (cold) {
+  const bool cold_load = is_cold(*impl_->source, *planned, direct);
+  if (cold_load) {
     fetch.max_fetch_bytes =
         std::min({options.max_fetch_bytes, cold::kPartBytes, options.max_bytes_in_flight});
     planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
@@ -393,8 +393,9 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   if (plan.units.empty()) return Status::success();
   // Step 3: the units on the thread pool, their scratch sets kept while the call runs.
   ReadScratchCache::Use scratch(ReadScratchCache::shared());
-  UnitReader units(*impl_, requests, boxes, plan, options, cold ? &direct : nullptr);
-  const int parallelism = cold ? cold::queue_depth(options) : impl_->fetch_parallelism(fetch);
+  UnitReader units(*impl_, requests, boxes, plan, options, cold_load ? &direct : nullptr);
+  const int parallelism =
+      cold_load ? cold::queue_depth(options) : impl_->fetch_parallelism(fetch);
   return parallel_for(pool_for(parallelism), plan.units.size(), parallelism,
                       [&units](size_t u) { return units.run(u); });
 }
