@@ -14,8 +14,8 @@
 #      bench_populate (staging memory faulted in with huge pages or small ones), and the
 #      memory a load leaves kept (retained_memory.py)
 #   4. gpu_breakdown.py (where the time of jtree's load goes), shard_load.py (a tensor-parallel
-#      rank's shard), then gpu_load.py, workload llm, warm and cold page cache, every system,
-#      --time-budget
+#      rank's shard; the whole model from a cold disk with the disk's rate), then gpu_load.py,
+#      workload llm, warm and cold page cache, every system, --time-budget
 #   5. bench_device, cold loads with and without O_DIRECT
 # Everything it prints also goes to OUT_DIR/log.txt; the tables to OUT_DIR/*.md, *.txt.
 # SECONDS (default 400) is the time for the whole: gpu_load.py gets what stages 1-4 leave minus
@@ -122,6 +122,11 @@ stage "shard_load.py: a tensor-parallel rank's shard (rank 3 of 8), tmpfs and di
 # get_slice and torch.load(mmap=True); 16 layers of hidden 2048, about 1.7 GiB of bf16.)
 run 150 python3 bench/python/shard_load.py --device cuda --layers 16 --runs 3 \
   --dirs /dev/shm "$work" | tee "$out/shard_load.md"
+stage "shard_load.py: the whole model from a cold disk, raw and default file, and the disk's rate"
+# (issue 46 item 4: cold reads with O_DIRECT, lib/src/read/cold_reads.h; the same files as the
+# stage above, in $work, evicted before each load; the disk's own rate in the same run.)
+run 90 python3 bench/python/shard_load.py --device cuda --layers 16 --runs 3 --dirs "$work" \
+  --cold --whole --systems jtree-raw jtree-zstd safetensors | tee "$out/shard_load_cold.md"
 
 # (Stage 5 takes up to 2 x 40 s; gpu_load.py stops starting systems at its --time-budget and
 # is killed at `left`, so that the whole stays within SECONDS.)

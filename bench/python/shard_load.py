@@ -27,7 +27,10 @@ device is done (torch.cuda.synchronize); the bytes are summed on the device.
 
 `--whole` loads the whole model instead (what a file laid out for ranks costs a whole load).
 `--cold` evicts the files from the page cache before each load (POSIX_FADV_DONTNEED; a disk
-file system, not tmpfs, where nothing can be evicted). Prints one table per directory: the
+file system, not tmpfs, where nothing can be evicted), and measures the disk's own rate before
+and after the loads (`dd iflag=direct bs=8M`, and 8 threads of 8 MiB O_DIRECT reads into
+huge pages); with `--whole` each system's file GB/s is printed beside (its file's bytes over
+its load's median). Prints one table per directory: the
 median [min, max] in ms and each system's ratio to safetensors' median.
 """
 from __future__ import annotations
@@ -41,6 +44,10 @@ import sys
 import time
 
 HERE = os.path.abspath(__file__)
+
+
+SYSTEMS = ("jtree-raw", "jtree-zstd", "jtree-raw-tp", "jtree-zstd-tp", "safetensors",
+           "torch-mmap")
 
 
 def model_shapes(layers: int, hidden: int, inter: int, kv: int, vocab: int):
@@ -79,7 +86,9 @@ def split_of(name: str, shape, rank: int, world: int):
     return None
 
 
-def write_files(d: str, args) -> dict:
+def write_files(d: str, args, systems=None) -> dict:
+    """The paths of every system's file in `d`, writing those of `systems` (default: all)
+    that are missing."""
     import numpy as np
     import torch
     from safetensors.torch import save_file
@@ -92,18 +101,22 @@ def write_files(d: str, args) -> dict:
              "jtree-raw-tp": os.path.join(d, f"model-raw-tp{args.world}.jtree"),
              "jtree-zstd-tp": os.path.join(d, f"model-tp{args.world}.jtree"),
              "torch-mmap": os.path.join(d, "model.pt")}
-    if all(os.path.exists(p) for p in paths.values()):
+    missing = [s for s in (systems or paths) if not os.path.exists(paths[s])]
+    if not missing:
         return paths
     g = torch.Generator().manual_seed(0)
     sd = {k: (torch.randn(s, generator=g) * 0.02).to(torch.bfloat16)
           for k, s in model_shapes(args.layers, args.hidden, args.inter, args.kv,
                                    args.vocab).items()}
-    save_file(sd, paths["safetensors"])
-    jtree.save(sd, paths["jtree-raw"], compression=None)
-    jtree.save(sd, paths["jtree-zstd"])
-    jtree.save(sd, paths["jtree-raw-tp"], compression=None, shard_layout=args.world)
-    jtree.save(sd, paths["jtree-zstd-tp"], shard_layout=args.world)
-    torch.save(sd, paths["torch-mmap"])
+    writers = {
+        "safetensors": lambda p: save_file(sd, p),
+        "jtree-raw": lambda p: jtree.save(sd, p, compression=None),
+        "jtree-zstd": lambda p: jtree.save(sd, p),
+        "jtree-raw-tp": lambda p: jtree.save(sd, p, compression=None, shard_layout=args.world),
+        "jtree-zstd-tp": lambda p: jtree.save(sd, p, shard_layout=args.world),
+        "torch-mmap": lambda p: torch.save(sd, p)}
+    for s in missing:
+        writers[s](paths[s])
     del np
     return paths
 
@@ -183,6 +196,78 @@ def child(system: str, path: str, rank: int, world: int, device: str) -> None:
                       "digest": touched}))
 
 
+# ---- the disk's own rate (--cold) ------------------------------------------------------------
+
+def _evict(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def dd_rate(path: str) -> float:
+    """GB/s of `dd iflag=direct bs=8M` over the evicted file: one O_DIRECT read at a time,
+    into dd's own buffer (4 KiB pages)."""
+    _evict(path)
+    t0 = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "iflag=direct", "bs=8M"], check=True,
+                   capture_output=True)
+    return os.path.getsize(path) / (time.perf_counter() - t0) / 1e9
+
+
+def parallel_direct_rate(path: str, reads: int = 8, part: int = 8 << 20,
+                         huge: bool = True) -> float:
+    """GB/s of `reads` threads reading the evicted file with O_DIRECT, `part` bytes at a time,
+    each into a buffer of its own, reused, backed by transparent huge pages (what jtree's cold
+    reads do, lib/src/read/cold_reads.h: the device then gets large requests) or, with
+    huge=False, by 4 KiB pages."""
+    import ctypes
+    import mmap
+    import threading
+
+    huge = 2 << 20
+    _evict(path)
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    nxt, lock = [0], threading.Lock()
+
+    def reader():
+        m = mmap.mmap(-1, part + huge, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        buf = memoryview(m)[(-addr) % huge:][:part]
+        buf[:] = bytes(part)  # (faulted in once, before the clock, as reused buffers are)
+        barrier.wait()
+        while True:
+            with lock:
+                off = nxt[0]
+                nxt[0] += part
+            if off >= size:
+                break
+            os.preadv(fd, [buf], off)
+        del buf
+        m.close()
+
+    barrier = threading.Barrier(reads + 1)
+    threads = [threading.Thread(target=reader) for _ in range(reads)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    os.close(fd)
+    return size / seconds / 1e9
+
+
+def disk_rates(path: str) -> str:
+    return (f"dd iflag=direct bs=8M {dd_rate(path):.2f} GB/s; 8 O_DIRECT reads of 8 MiB in "
+            f"flight into huge pages {parallel_direct_rate(path):.2f} GB/s")
+
+
 # ---- the driver ------------------------------------------------------------------------------
 
 def run_one(system: str, path: str, args) -> dict:
@@ -208,9 +293,7 @@ def main() -> int:
     add_model_args(ap)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dirs", nargs="+", default=["/dev/shm", "/var/tmp"])
-    ap.add_argument("--systems", nargs="+",
-                    default=["jtree-raw", "jtree-zstd", "jtree-raw-tp", "jtree-zstd-tp",
-                             "safetensors", "torch-mmap"])
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     ap.add_argument("--cold", action="store_true")
     ap.add_argument("--whole", action="store_true",
                     help="load the whole model instead of a rank's shard (what a layout for "
@@ -223,10 +306,11 @@ def main() -> int:
     for base in args.dirs:
         d = os.path.join(base, f"jtree-shard-bench-{args.layers}-{args.hidden}")
         os.makedirs(d, exist_ok=True)
-        paths = write_files(d, args)
+        paths = write_files(d, args, args.systems)
         results = {s: [] for s in args.systems}
         loads = {s: [] for s in args.systems}
         digests = {}
+        disk = [disk_rates(paths[args.systems[0]])] if args.cold else []
         # Alternated: each round loads every system once, so drift hits them alike.
         for _ in range(args.runs):
             for s in args.systems:
@@ -241,8 +325,16 @@ def main() -> int:
         print(f"\n{d} ({'cold' if args.cold else 'warm'}), to {args.device}: {what}, "
               f"model {size / 2**30:.2f} GiB, loaded {first[1] / 2**20:.1f} MiB, "
               f"{args.runs} runs, fresh processes, load average {os.getloadavg()[0]:.1f}")
+        if args.cold:
+            disk.append(disk_rates(paths[args.systems[0]]))
+            print(f"the disk ({paths[args.systems[0]]}), before the loads: {disk[0]}; after: "
+                  f"{disk[1]}")
+        # A cold whole load reads its file: its rate from the disk (file bytes / load alone).
+        rate_column = args.cold and args.whole
         print("| system | process, imports included: median ms [min, max] | / safetensors "
-              "| the load alone (after the imports) | / safetensors |\n|---|---|---|---|---|")
+              "| the load alone (after the imports) | / safetensors |"
+              + (" file GB/s (load alone) |" if rate_column else "") + "\n|---|---|---|---|---|"
+              + ("---|" if rate_column else ""))
         med = {s: statistics.median(ms) for s, ms in results.items()}
         lmed = {s: statistics.median(ms) for s, ms in loads.items()}
         for s in results:
@@ -250,7 +342,9 @@ def main() -> int:
             lratio = (f"{lmed[s] / lmed['safetensors']:.2f}" if "safetensors" in lmed else "-")
             print(f"| {s} | {med[s]:.0f} [{min(results[s]):.0f}, {max(results[s]):.0f}] | "
                   f"{ratio} | {lmed[s]:.0f} [{min(loads[s]):.0f}, {max(loads[s]):.0f}] | "
-                  f"{lratio} |")
+                  f"{lratio} |"
+                  + (f" {os.path.getsize(paths[s]) / lmed[s] / 1e6:.2f} |" if rate_column
+                     else ""))
         if bad:
             print(f"!!! the shards of {bad} differ from {next(iter(digests))}'s")
             return 1

@@ -165,6 +165,9 @@ void register_device(nb::module_& m) {
         nb::arg("refuse"),
         "TESTS ONLY: while True, files opened from now on refuse O_DIRECT as a file system "
         "without it does (EINVAL), as tmpfs did before Linux 6.6. Not a public API.");
+  m.def("_cold_direct_bytes_for_tests", &jtree::testing::cold_direct_bytes_read,
+        "TESTS ONLY: bytes that reads of cold local files have read with O_DIRECT "
+        "(lib/src/read/cold_reads.h), in all, since the process started. Not a public API.");
 }
 
 }  // namespace jtpy

@@ -30,8 +30,9 @@
 // range read is widened to the file system's alignment (statx STATX_DIOALIGN, else 4096), the
 // slack landing in the buffer around the piece. Everything else (compressed chunks, slices of
 // chunks, remote files, file systems that refuse O_DIRECT) is read through Reader::read_many,
-// the page cache included. DeviceStats says which path carried how many bytes, and why
-// O_DIRECT was not used.
+// the page cache included (read_many reads a local file whose bytes are not in the page cache
+// with O_DIRECT of its own, into its scratch buffers). DeviceStats says which path carried
+// how many bytes, and why O_DIRECT was not used.
 //
 // Untrusted input: as for Reader::read_many. The destinations are the caller's: the library
 // writes exactly DeviceRequest::dst_bytes bytes at each dst and nothing elsewhere.
@@ -128,7 +129,7 @@ struct JTREE_API DeviceStats {
   /// Destination bytes read with O_DIRECT into the staging buffers.
   uint64_t direct_bytes = 0;
   /// Destination bytes that came through Reader::read_many (buffered reads, decoded chunks,
-  /// inline leaves).
+  /// inline leaves; read_many's own O_DIRECT reads of a cold file count here too).
   uint64_t buffered_bytes = 0;
   /// Why O_DIRECT was not used, or stopped being used mid-load; empty when it was used for
   /// every piece that qualifies.

@@ -114,6 +114,9 @@ struct JTREE_API ReadOptions {
   /// Worker threads for fetching and decoding (0: the machine's hardware threads). Each
   /// worker decodes into buffers of about a chunk's size while it works; between calls the
   /// process keeps at most kScratchKeptBytes of them (release_scratch_memory frees them).
+  /// Fetches that wait on storage run more workers, within max_bytes_in_flight: a remote
+  /// backend's preferred concurrency, and at least 8 for a local file read with O_DIRECT
+  /// because its bytes are not in the page cache (a cold file).
   int threads = 0;
   /// Upper bound on bytes fetched but not yet decoded.
   uint64_t max_bytes_in_flight = 256ull << 20;

@@ -4,7 +4,8 @@
 // four strategies that applies: straight into place (read_in_place), streamed in
 // cache-sized pieces (stream_raw, local files), as the byte runs wanted (fetch_runs, remote
 // objects read without verification), or fetched into a buffer and decoded
-// (fetch_and_deliver).
+// (fetch_and_deliver). A cold local load (read/cold_reads.h) reads every unit by a fifth,
+// with O_DIRECT (fetch_direct), more of them at once.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -13,11 +14,13 @@
 #include "codec/checksum.h"
 #include "codec/pack4.h"
 #include "read/check_request.h"
+#include "read/cold_reads.h"
 #include "read/read_plan.h"
 #include "read/read_scratch.h"
 #include "read/reader_impl.h"
 #include "read/region_runs.h"
 #include "util/box_copy.h"
+#include "util/huge_pages.h"
 #include "util/scratch_cache.h"
 #include "util/thread_pool.h"
 
@@ -61,15 +64,18 @@ Result<std::vector<Box>> resolve_requests(const Reader& reader, const ReadTree& 
 // is called from the pool's threads, one unit each (units share no destination bytes).
 class UnitReader {
  public:
+  // `direct`: the file's O_DIRECT alignment for a cold load read with O_DIRECT, else null.
   UnitReader(const Reader::Impl& impl, std::span<const ReadRequest> requests,
-             std::span<const Box> boxes, const ReadPlan& plan, const ReadOptions& options)
+             std::span<const Box> boxes, const ReadPlan& plan, const ReadOptions& options,
+             const io::DirectReadSupport* direct)
       : impl_(impl),
         t_(impl.file.tree),
         requests_(requests),
         boxes_(boxes),
         plan_(plan),
         options_(options),
-        local_(impl.source->preferred_fetch_bytes() == 0) {}
+        local_(impl.source->preferred_fetch_bytes() == 0),
+        direct_(direct) {}
 
   // Reads unit `u`, then reports progress (a progress callback that returns false cancels).
   Status run(size_t u) {
@@ -91,6 +97,7 @@ class UnitReader {
  private:
   // The first strategy that applies to the unit.
   Status read_unit(const FetchUnit& unit, ReadScratch& s) {
+    if (direct_ != nullptr) return fetch_direct(unit, s);
     if (std::optional<Status> st = read_in_place(unit)) return *st;
     if (std::optional<Status> st = stream_raw(unit, s)) return *st;
     if (std::optional<Status> st = fetch_runs(unit)) return *st;
@@ -259,6 +266,28 @@ class UnitReader {
     return Status::success();
   }
 
+  // Strategy 0, a cold local load (read/cold_reads.h): the unit's bytes, widened to the
+  // O_DIRECT alignment, read with O_DIRECT into a scratch buffer backed by huge pages (large
+  // device requests), then each chunk delivered from there (raw ones copied out).
+  Status fetch_direct(const FetchUnit& unit, ReadScratch& s) {
+    constexpr uint64_t kHugePage = uint64_t{2} << 20;
+    const uint64_t align = cold::part_alignment(*direct_);
+    const uint64_t begin = unit.offset / align * align;
+    const uint64_t length = (unit.offset + unit.size + align - 1) / align * align - begin;
+    grow(s.direct, length + kHugePage);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(s.direct.data());
+    std::byte* buffer = s.direct.data() + ((kHugePage - at % kHugePage) % kHugePage);
+    advise_huge_pages(buffer, length);  // (before the read first touches it)
+    const cold::Part part{begin, length, unit.offset + unit.size - begin, buffer};
+    JTREE_RETURN_IF_ERROR(cold::read_part(*impl_.source, part));
+    for (uint32_t j : unit.jobs) {
+      const ChunkJob& job = plan_.jobs[j];
+      JTREE_RETURN_IF_ERROR(
+          deliver(job, {buffer + (job.file_offset - begin), job.stored_size}, s));
+    }
+    return Status::success();
+  }
+
   // Verifies one fetched chunk, then decodes it into every destination it serves: straight
   // into the one destination that takes the whole chunk, or the one part of it it wants
   // (rows of a slice), as one run; else into a scratch buffer copied out region by region.
@@ -322,9 +351,21 @@ class UnitReader {
   // A local file (no preferred fetch size): stream_raw applies, and raw chunks are read in
   // cache-sized pieces.
   const bool local_;
+  // Set for a cold load read with O_DIRECT (fetch_direct): the file's alignment.
+  const io::DirectReadSupport* const direct_;
   std::mutex progress_mu_;
   uint64_t done_bytes_ = 0;
 };
+
+// Whether a planned read of a local file reads with O_DIRECT (cold::use_direct, asked about
+// the plan's fetch units only); `direct` is then the file's alignment.
+bool is_cold(const Source& source, const ReadPlan& plan, io::DirectReadSupport& direct) {
+  if (source.preferred_fetch_bytes() != 0) return false;  // (remote: no O_DIRECT)
+  std::vector<io::FileExtent> extents;
+  extents.reserve(plan.units.size());
+  for (const FetchUnit& u : plan.units) extents.push_back({u.offset, u.size});
+  return cold::use_direct(source, cold::merge_extents(std::move(extents)), direct);
+}
 
 }  // namespace
 
@@ -335,15 +376,26 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   JTREE_ASSIGN_OR_RETURN(const std::vector<Box> boxes, resolve_requests(*this, t, requests));
   // Step 2: the plan, with fetches no larger than the backend wants (remote ones: a few MiB,
   // so that decoding overlaps the transfers).
-  const ReadOptions fetch = impl_->fetch_options(options);
+  ReadOptions fetch = impl_->fetch_options(options);
   auto planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
   if (!planned.ok()) return planned.status().with_prefix(name());
+  // A cold local load: planned again with fetches of O_DIRECT's part size, read with
+  // O_DIRECT, more reads in flight than CPU threads (read/cold_reads.h).
+  io::DirectReadSupport direct;
+  const bool cold_load = is_cold(*impl_->source, *planned, direct);
+  if (cold_load) {
+    fetch.max_fetch_bytes =
+        std::min({options.max_fetch_bytes, cold::kPartBytes, options.max_bytes_in_flight});
+    planned = plan_reads(t, impl_->file.index, requests, boxes, fetch);
+    if (!planned.ok()) return planned.status().with_prefix(name());
+  }
   const ReadPlan& plan = *planned;
   if (plan.units.empty()) return Status::success();
   // Step 3: the units on the thread pool, their scratch sets kept while the call runs.
   ReadScratchCache::Use scratch(ReadScratchCache::shared());
-  UnitReader units(*impl_, requests, boxes, plan, options);
-  const int parallelism = impl_->fetch_parallelism(fetch);
+  UnitReader units(*impl_, requests, boxes, plan, options, cold_load ? &direct : nullptr);
+  const int parallelism =
+      cold_load ? cold::queue_depth(options) : impl_->fetch_parallelism(fetch);
   return parallel_for(pool_for(parallelism), plan.units.size(), parallelism,
                       [&units](size_t u) { return units.run(u); });
 }

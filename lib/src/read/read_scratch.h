@@ -1,5 +1,7 @@
 // The scratch set of a read worker (Reader::read_many's units, util/scratch_cache.h): a fetch
-// unit's bytes, a decoded chunk, an unpacked 4-bit chunk, the codec's decoded planes.
+// unit's bytes, a decoded chunk, an unpacked 4-bit chunk, the codec's decoded planes, and a
+// fetch unit's bytes read with O_DIRECT (apart from `fetch`: backed by huge pages, which
+// must be asked for before the memory is first touched).
 #pragma once
 
 #include <cstddef>
@@ -9,9 +11,10 @@
 namespace jtree {
 
 struct ReadScratch {
-  ScratchBytes fetch, raw, unpacked, codec;
+  ScratchBytes fetch, raw, unpacked, codec, direct;
   size_t bytes() const {
-    return fetch.capacity() + raw.capacity() + unpacked.capacity() + codec.capacity();
+    return fetch.capacity() + raw.capacity() + unpacked.capacity() + codec.capacity() +
+           direct.capacity();
   }
 };
 

@@ -3,6 +3,7 @@
 
 #include "cuda/host_copy_engine.h"
 #include "io/direct_read.h"
+#include "read/cold_reads.h"
 
 namespace jtree::testing {
 
@@ -28,5 +29,7 @@ HostEngineCounters HostEngineForTests::counters() const {
 }
 
 void refuse_direct_open(bool refuse) { io::set_refuse_direct_open_for_testing(refuse); }
+
+uint64_t cold_direct_bytes_read() { return cold::direct_bytes_read_for_testing(); }
 
 }  // namespace jtree::testing

@@ -1,6 +1,7 @@
 // The library's test hooks for the Python bindings' tests: the one internal header the native
 // module (bindings/python) includes, besides the public headers. It exposes only what those
-// tests need (the host-memory stand-in copy engine and the O_DIRECT refusal switch), so that
+// tests need (the host-memory stand-in copy engine, the O_DIRECT refusal switch and the cold reads'
+// O_DIRECT byte count), so that
 // the module's include path holds this directory alone, not lib/src. Not installed, not a
 // public API.
 #pragma once
@@ -44,5 +45,9 @@ class HostEngineForTests {
 /// While true, files opened from now on refuse O_DIRECT as a file system without it does
 /// (io::set_refuse_direct_open_for_testing).
 void refuse_direct_open(bool refuse);
+
+/// Bytes that reads of cold local files have read with O_DIRECT since the process started
+/// (cold::direct_bytes_read_for_testing).
+uint64_t cold_direct_bytes_read();
 
 }  // namespace jtree::testing
