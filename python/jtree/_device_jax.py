@@ -275,27 +275,6 @@ def _cpu_importer(device: Any) -> Any:
     return imported
 
 
-def why_not(d: Any, dtype: str) -> Optional[str]:
-    """None when a slice of a ``dtype`` leaf for JAX device ``d`` can be read straight into its
-    memory; else why not (for device_options' messages)."""
-    if dtype not in _dtypes.JAX_DLPACK and dtype not in _dtypes.JAX_BITCAST:
-        return f"{dtype} JAX arrays are read through host memory"
-    if _device._stand_in is not None:
-        return (None if d.platform == "cpu"
-                else f"the test hook serves CPU devices, not {d.platform!r}")
-    if d.platform != "gpu":
-        return f"the direct path serves CUDA GPUs, not JAX's {d.platform!r} devices"
-    if "cuda" not in str(getattr(d.client, "platform_version", "")).lower():
-        return f"the direct path serves CUDA GPUs; JAX's GPU runs on {d.client.platform_version!r}"
-    if os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
-        return "JTREE_DIRECT_DEVICE_LOAD=0 turns the direct path off"
-    if not _device.cuda_built():
-        return "this build of jtree has no CUDA support"
-    if _device.cuda_device_count() == 0:
-        return "jtree's CUDA runtime sees no device"
-    return None
-
-
 def place(dests: List[Dest], native_only: bool = False) -> bool:
     """Makes one allocation per device for those of ``dests`` not placed yet and gives each
     its address there (every destination at a multiple of ALIGN); True. Waits until the

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_jax, _dtypes
+from . import _device, _device_jax, _dtypes, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, array_key, memo
@@ -87,7 +87,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
             if direct is not None:
                 return direct
         loader.note_host_path(
-            lambda: _device.is_jax_device_target(jax.devices()[0]),
+            lambda: _placement.is_jax_device_target(jax.devices()[0]),
             lambda: _why_host(fl, whole, path) if only is not None else why_not_only)
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
         # (The process's only device, a CPU: a DLPack import, else jax.device_put's default
@@ -102,7 +102,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     direct = direct_to_devices(loader, fl, want, shape, sharding, per_device, path)
     if direct is not None:
         return direct
-    loader.note_host_path(lambda: any(_device.is_jax_device_target(d) for d, _ in per_device),
+    loader.note_host_path(lambda: any(_placement.is_jax_device_target(d) for d, _ in per_device),
                           lambda: _why_host(fl, per_device, path))
     distinct = {b for _, b in per_device}
     on_cpus = all(d.platform == "cpu" for d, _ in per_device)
@@ -199,7 +199,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     item = loader.cache.get(key)
     if item is None:  # (asked once per dtype and load: why_not looks at the environment)
         item = loader.cache[key] = (_dtypes.numpy_dtype(fl.dtype, loader.name, path).itemsize
-                                    if _device_jax.why_not(device, fl.dtype) is None else 0)
+                                    if _placement.why_not_jax_direct(device, fl.dtype) is None else 0)
     if not item:
         return None
     # (The general path's key, so that each finds what the other planned: tied leaves.)
@@ -310,7 +310,7 @@ def _why_direct_not(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, i
     if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
         return "pad_truncate pads it"
     for d, _ in per_device:
-        why = _device_jax.why_not(d, fl.dtype)
+        why = _placement.why_not_jax_direct(d, fl.dtype)
         if why is not None:
             return why
     return None

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_torch, _dtypes
+from . import _device, _device_torch, _dtypes, _placement
 from ._errors import ResourceExhaustedError
 
 # mmap= as Reader.load_plain's mmap_mode: 0 copies, 1 copy-on-write views, 2 read-only views.
@@ -39,7 +39,7 @@ def applies(o: Any) -> bool:
                 and o.progress is None)
     if o.framework == "torch":
         if not o.mmap or (o.device is not None and (o.device.type != "cpu"
-                                                    or _device.direct(o.device))):
+                                                    or o.placement.direct)):
             return False  # (direct(cpu): the tests' host stand-in for a device)
     elif o.framework == "jax":
         if o.shardings is not None or _jax_cpu_device() is None:
@@ -58,7 +58,7 @@ def _device_target(o: Any) -> Any:
     load, and with JTREE_DEVICE_OVERLAP=reads, whose reads while planning only the general
     loader does (a setting this pass would ignore)."""
     if o.framework == "torch":
-        if o.device is None or not _device.direct(o.device):
+        if not o.placement.direct:
             return None
         device = o.device
     elif o.framework == "jax" and o.device is None:
@@ -148,13 +148,13 @@ def _jax_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple
     bytes a jtree._device_jax.Dest (placed for the whole load when it is read: one allocation
     per device), then a JAX array over them (Dest.array), as _load_jax.as_stored makes it;
     ``planned(device, nbytes)`` told of each. Dtypes the direct path does not take to that
-    device (_device_jax.why_not) decline to the general loader."""
+    device (_placement.why_not_jax_direct) decline to the general loader."""
     from . import _device_jax  # noqa: PLC0415
 
     shapes: Dict[int, Tuple[int, ...]] = {}  # id(Dest) -> its array's shape
 
     def dtype_of(code: int) -> Optional[np.dtype]:
-        if _device_jax.why_not(device, _dtypes.NAME_OF.get(code, "")) is not None:
+        if _placement.why_not_jax_direct(device, _dtypes.NAME_OF.get(code, "")) is not None:
             return None
         return _dtypes.numpy_dtype_of_code(code)
 
