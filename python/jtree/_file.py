@@ -17,7 +17,7 @@ from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._index import box_of as _box_of
 from ._index import mapped_box
-from ._load import checked_mmap, resolve_placement, spec_tree
+from ._load import FRAMEWORKS, checked_mmap, spec_tree
 from . import _load_call, _remote
 from ._remote import RemoteOptions
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
@@ -50,7 +50,7 @@ class File:
             if not use_mmap:
                 mmap = False
         # Bad values are reported before the file is opened.
-        placement = resolve_placement(framework, device, map_location)
+        placement = _placement.resolve(framework, device, map_location, frameworks=FRAMEWORKS)
         checked_mmap(mmap)
         framework, device = placement.framework, placement.device
         dev_opts = _device_options.checked(device_options)
@@ -400,8 +400,8 @@ class LazyArray:
         NumPy and torch, JAX's CPU) it is an :class:`InvalidArgumentError`, and where the
         slice cannot take the direct path a warning (with ``direct_io="on"`` a
         :class:`NotSupportedError`)."""
-        placement = resolve_placement(framework, device, map_location, file=self._f.name,
-                                      key_path=self.path)
+        placement = _placement.resolve(framework, device, map_location, frameworks=FRAMEWORKS,
+                                       file=self._f.name, key_path=self.path)
         framework, dev = placement.framework, placement.device
         opts = _device_options.checked(device_options)
         where = f"{self._f.name}: {self.path}"

@@ -169,14 +169,6 @@ def checked_mmap(mmap: Any) -> None:
                                    f"'r' (read-only views) or False (copies), not {mmap!r}")
 
 
-def resolve_placement(framework: str, device: Any = None, map_location: Any = None,
-                      shardings: Any = None, file: Optional[str] = None,
-                      key_path: Optional[str] = None) -> _placement.LoadPlacement:
-    """jtree._placement.resolve over the frameworks that have an adapter (ADAPTERS)."""
-    return _placement.resolve(framework, device, map_location, shardings, FRAMEWORKS,
-                              file, key_path)
-
-
 class LoadOptions:
     """The options of one load, checked: built once per call from the public arguments
     (jtree._load_call.call_options, for every entry point that loads) and passed down to the
@@ -192,7 +184,8 @@ class LoadOptions:
                  progress: Any = False, device_options: Any = None, slices: Any = None,
                  fill_out: bool = False):
         # Where its arrays go (framework, device, direct path or not), decided once.
-        self.placement = resolve_placement(framework, device, map_location, shardings)
+        self.placement = _placement.resolve(framework, device, map_location, shardings,
+                                            FRAMEWORKS)
         self.framework, self.device = self.placement.framework, self.placement.device
         checked_mmap(mmap)
         self.mmap = mmap

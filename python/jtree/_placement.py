@@ -4,7 +4,7 @@ module that decides it, so that each rule has one place and one message:
 
 - ``device=`` / ``map_location=`` places torch tensors and implies ``framework="torch"``;
   ``shardings=`` places JAX arrays and implies ``framework="jax"``; the two never mix
-  (:func:`resolve`, :func:`refuse_device_for_jax`).
+  (:func:`resolve`; :func:`torch_device` for the device itself).
 - The direct path serves a torch CUDA device (:func:`why_not_torch_direct`) or a JAX CUDA GPU
   (:func:`why_not_jax_direct`) when this jtree has CUDA support, its runtime sees a device and
   the environment does not turn it off (:func:`switched_off`, the one reading of
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import _device, _dtypes
-from ._errors import InvalidArgumentError, error
+from ._errors import InvalidArgumentError, NotSupportedError, error
 
 # The environment switch of the direct path: "0" turns it off.
 SWITCH = "JTREE_DIRECT_DEVICE_LOAD"
@@ -58,10 +58,9 @@ def resolve(framework: str, device: Any = None, map_location: Any = None,
                     f"framework must be one of {tuple(frameworks)}, not {framework!r}")
     dev = None
     if device is not None or map_location is not None:
-        from ._torch_values import load_device  # noqa: PLC0415
-
-        dev = load_device(device, map_location)
-        refuse_device_for_jax("jax" if shardings is not None else framework, file, key_path)
+        dev = torch_device(device, map_location)
+        if framework == "jax" or shardings is not None:
+            raise error(InvalidArgumentError, file, key_path, DEVICE_IS_TORCH)
         framework = "torch"
     if shardings is not None:
         _check_shardings(framework, shardings)
@@ -72,12 +71,48 @@ def resolve(framework: str, device: Any = None, map_location: Any = None,
     return LoadPlacement(framework, dev, not why, why)
 
 
-def refuse_device_for_jax(framework: str, file: Optional[str] = None,
-                          key_path: Optional[str] = None) -> None:
-    """InvalidArgumentError (naming ``file`` and ``key_path`` where given) where a call with
-    ``device=`` asks for JAX arrays."""
-    if framework == "jax":
-        raise error(InvalidArgumentError, file, key_path, DEVICE_IS_TORCH)
+def torch_device(device: Any, map_location: Any) -> Any:
+    """The torch.device a load asked for (``device=``, or its alias ``map_location=`` as in
+    torch.load), or None. Refuses both at once, the meta device (it would throw the data
+    away), devices this torch cannot use, and map_location's dict and function forms."""
+    if device is not None and map_location is not None:
+        raise InvalidArgumentError("give device= or map_location= (its alias), not both")
+    value = device if device is not None else map_location
+    if value is None:
+        return None
+    what = "device" if device is not None else "map_location"
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        raise NotSupportedError(f"{what}={value!r} places torch tensors, and torch is not "
+                                f"installed") from None
+    if isinstance(value, torch.device):
+        dev = value
+    elif isinstance(value, (str, int)) and not isinstance(value, bool):
+        try:
+            dev = torch.device(value)
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise InvalidArgumentError(f"{what}={value!r} is not a torch device: {e}") from None
+    else:
+        raise InvalidArgumentError(
+            f"{what} must be a torch.device or a device string such as 'cpu' or 'cuda:0', not "
+            f"a {type(value).__qualname__} (torch.load's dict and function forms of "
+            f"map_location are not supported)")
+    if dev.type == "meta":
+        raise InvalidArgumentError(f"{what}='meta' would throw the loaded data away; load to "
+                                   f"'cpu' or an accelerator")
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise NotSupportedError(f"{what}={str(dev)!r}: torch.cuda is not available in this "
+                                f"process (torch {torch.__version__}, no CUDA device or a "
+                                f"CPU-only build)")
+    try:
+        torch.empty(0, device=dev)
+    except Exception as e:  # noqa: BLE001  (torch raises several kinds for missing backends)
+        raise NotSupportedError(f"{what}={str(dev)!r}: torch cannot place tensors there: "
+                                f"{e}") from None
+    return dev
 
 
 def _check_shardings(framework: str, shardings: Any) -> None:
