@@ -444,7 +444,7 @@ class LazyArray:
         (jtree._device_jax, as loads without shardings=); else (None, why not)."""
         from . import _device_jax  # noqa: PLC0415
 
-        device, why = _device_jax.only_device()
+        device, why = _placement.only_jax_device()
         if device is None:
             return None, why
         name = self._leaf.dtype

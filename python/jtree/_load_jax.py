@@ -77,7 +77,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     stored = fl.dtype
     if sharding is None:
-        only, why_not_only = _device_jax.only_device()
+        only, why_not_only = _placement.only_jax_device()
         whole = [(only, tuple((0, n) for n in shape))]
         if only is not None:
             # (Where jax.device_put would place it; committed there, which is the same
@@ -190,7 +190,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     general path is needed."""
     device = loader.cache.get(_ONE_DEVICE)
     if device is None:
-        device = loader.cache[_ONE_DEVICE] = _one_device(loader.o.shardings)
+        device = loader.cache[_ONE_DEVICE] = _placement.one_jax_device(loader.o.shardings)
     if device is False:
         return None
     if device.platform == "cpu" and _device._stand_in is None:
@@ -247,21 +247,6 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
     if _dtypes.name_of_numpy(t.dtype) != fl.dtype:
         return None  # (another dtype: a cast; or none jtree has: the general path's error)
     return as_stored(loader, fl, path)
-
-
-def _one_device(shardings: Any) -> Any:
-    """The JAX device every array of a load with ``shardings=`` goes to as a whole: a
-    SingleDeviceSharding's, or (None) the process's only device where no default device is
-    set (jax_array's rule); else False."""
-    import jax  # noqa: PLC0415  (a JAX load: imported by now or for its first array)
-
-    if shardings is None:
-        only, _ = _device_jax.only_device()
-        return only if only is not None else False
-    if isinstance(shardings, jax.sharding.SingleDeviceSharding):
-        (device,) = shardings.device_set
-        return device
-    return False
 
 
 def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],

@@ -29,7 +29,7 @@ def applies(o: Any) -> bool:
     memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
     torch), or torch or JAX to a device the direct path serves (:func:`_device_target`), or
     JAX with no shardings= where the process's one JAX device is a CPU
-    (:func:`_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
+    (:func:`jtree._placement.only_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
     selects everything, takes the general loader). Only a device load may have
     device_options, or JAX's shardings= (a SingleDeviceSharding)."""
     if o.slices is not None:
@@ -42,7 +42,7 @@ def applies(o: Any) -> bool:
                                                     or o.placement.direct)):
             return False  # (direct(cpu): the tests' host stand-in for a device)
     elif o.framework == "jax":
-        if o.shardings is not None or _jax_cpu_device() is None:
+        if o.shardings is not None or _placement.only_jax_cpu_device() is None:
             return False
     elif o.framework != "numpy" or o.device is not None:
         return False
@@ -62,9 +62,7 @@ def _device_target(o: Any) -> Any:
             return None
         device = o.device
     elif o.framework == "jax" and o.device is None:
-        from . import _load_jax  # noqa: PLC0415
-
-        device = _load_jax._one_device(o.shardings)
+        device = _placement.one_jax_device(o.shardings)
         if device is False or (device.platform == "cpu" and _device._stand_in is None):
             return None
     else:
@@ -88,19 +86,6 @@ def _torch_wrap() -> Callable[[np.ndarray, int], Any]:
     return wrap
 
 
-def _jax_cpu_device() -> Any:
-    """The JAX device a plain JAX load puts its arrays on: the process's one device where that
-    is a CPU and nothing else decides a placement (jtree._device_jax.only_device: no default
-    device configured, one process); else None (several devices: jax.device_put places
-    uncommitted arrays, which the general loader makes; a GPU: the direct path)."""
-    from . import _device_jax  # noqa: PLC0415
-
-    if _device._stand_in is not None:
-        return None  # (the tests' hook: JAX's CPUs stand for GPUs, the direct path's)
-    device, _ = _device_jax.only_device()
-    return device if device is not None and device.platform == "cpu" else None
-
-
 def _jax_wrap() -> Callable[[np.ndarray, int], Any]:
     """The wrap of a JAX plain load: each array, read as a NumPy array of its stored dtype (a
     view of the file's map where it can be; _dtypes.jax_numpy_dtype_of_code: dtypes DLPack
@@ -110,7 +95,7 @@ def _jax_wrap() -> Callable[[np.ndarray, int], Any]:
     DLPack import, jtree._device_jax.to_cpu_device, else ``jax.device_put``)."""
     from . import _device_jax  # noqa: PLC0415
 
-    device = _jax_cpu_device()
+    device = _placement.only_jax_cpu_device()
 
     def wrap(a: np.ndarray, code: int) -> Any:
         got = _device_jax.to_cpu_device(a, device)

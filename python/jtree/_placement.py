@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from . import _device, _dtypes
 from ._errors import InvalidArgumentError, NotSupportedError, error
@@ -184,6 +184,52 @@ def why_not_jax_direct(d: Any, dtype: str) -> Optional[str]:
     if "cuda" not in str(getattr(d.client, "platform_version", "")).lower():
         return f"the direct path serves CUDA GPUs; JAX's GPU runs on {d.client.platform_version!r}"
     return _why_not_native() or None
+
+
+def only_jax_device() -> Tuple[Any, str]:
+    """(the process's one JAX device, "") when arrays without a sharding may go straight to
+    it: it has only one and no default device is configured; else (None, why not).
+    jax.device_put would place an array there uncommitted, and the direct path gives committed
+    arrays (jax.dlpack.from_dlpack's): with one device that is the same placement; with
+    several, an uncommitted array may still move to where a computation runs, so those go
+    through jax.device_put."""
+    import jax  # noqa: PLC0415
+
+    why = "JAX arrays without shardings= are placed by jax.device_put where "
+    if jax.config.jax_default_device is not None:
+        return None, why + "a default device is configured (give shardings= for the direct path)"
+    if jax.process_count() != 1:
+        return None, why + "the job has several processes (give shardings= for the direct path)"
+    devices = jax.local_devices()
+    if len(devices) != 1:
+        return None, why + "the process has several devices (give shardings= for the direct path)"
+    return devices[0], ""
+
+
+def one_jax_device(shardings: Any) -> Any:
+    """The JAX device every array of a load with ``shardings=`` goes to as a whole: a
+    SingleDeviceSharding's, or (None) the process's only device where no default device is
+    set (jax_array's rule); else False."""
+    import jax  # noqa: PLC0415  (a JAX load: imported by now or for its first array)
+
+    if shardings is None:
+        only, _ = only_jax_device()
+        return only if only is not None else False
+    if isinstance(shardings, jax.sharding.SingleDeviceSharding):
+        (device,) = shardings.device_set
+        return device
+    return False
+
+
+def only_jax_cpu_device() -> Any:
+    """The JAX device a plain JAX load puts its arrays on: the process's one device where that
+    is a CPU and nothing else decides a placement (:func:`only_jax_device`: no default
+    device configured, one process); else None (several devices: jax.device_put places
+    uncommitted arrays, which the general loader makes; a GPU: the direct path)."""
+    if _device._stand_in is not None:
+        return None  # (the tests' hook: JAX's CPUs stand for GPUs, the direct path's)
+    device, _ = only_jax_device()
+    return device if device is not None and device.platform == "cpu" else None
 
 
 def is_device_target(device: Any) -> bool:
