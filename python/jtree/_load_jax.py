@@ -34,7 +34,7 @@ def settle(loader: Any, fl: FileLeaf, p: Placement, path: Tuple[Any, ...]) -> No
     if p.sharding is None and loader.o.shardings is not None:
         s = loader.o.shardings
         p.sharding = s(kp.join(path), fl.spec()) if callable(s) else s
-        if p.sharding is not None and not is_sharding(p.sharding):
+        if p.sharding is not None and not _placement.is_sharding(p.sharding):
             raise loader.err(InvalidArgumentError, path,
                              f"the shardings function returned a "
                              f"{type(p.sharding).__qualname__}, not a jax.sharding.Sharding "
@@ -306,13 +306,6 @@ def _why_host(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, int], .
     """Why direct_to_devices did not take a sharded leaf (for device_options' messages)."""
     why = _why_direct_not(fl, per_device)
     return f"{kp.join(path)}: {why or 'the direct path does not take it'}"
-
-
-def is_sharding(x: Any) -> bool:
-    """True for a jax.sharding.Sharding (what device_put and make_array_from_single_device_arrays
-    take); checked without importing JAX when it is not loaded."""
-    jax = sys.modules.get("jax")
-    return jax is not None and isinstance(x, jax.sharding.Sharding)
 
 
 def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:

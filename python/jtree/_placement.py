@@ -117,8 +117,6 @@ def torch_device(device: Any, map_location: Any) -> Any:
 
 def _check_shardings(framework: str, shardings: Any) -> None:
     """InvalidArgumentError where ``shardings=`` comes with torch or is not a sharding."""
-    from ._load_jax import is_sharding  # noqa: PLC0415
-
     if framework == "torch":
         raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
                                    "framework='torch'")
@@ -126,6 +124,13 @@ def _check_shardings(framework: str, shardings: Any) -> None:
         raise InvalidArgumentError(
             f"shardings must be a jax.sharding.Sharding or a function (key_path, "
             f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
+
+
+def is_sharding(x: Any) -> bool:
+    """True for a jax.sharding.Sharding (what device_put and make_array_from_single_device_arrays
+    take); checked without importing JAX when it is not loaded."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.sharding.Sharding)
 
 
 def switched_off() -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any, List, Optional, Tuple
 
-from ._errors import InvalidArgumentError, NotSupportedError
+from ._errors import NotSupportedError
 
 SIZE = "torch.Size"
 DTYPE = "torch.dtype"
