@@ -278,7 +278,8 @@ def jtree_path(system: str, device: str) -> str:
     """"direct" when jtree loaded straight into device memory (jtree._device), else "host"."""
     from jtree import _placement
     if is_jax(system):
-        return "direct" if _placement.why_not_jax_direct(jax_device(device), "float32") is None else "host"
+        why = _placement.why_not_jax_direct(jax_device(device), "float32")
+        return "direct" if why is None else "host"
     import torch
     return "direct" if _placement.torch_direct(torch.device(device)) else "host"
 

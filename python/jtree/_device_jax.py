@@ -188,10 +188,10 @@ def to_cpu_device(a: Any, device: Any) -> Any:
     (:func:`_cpu_importer` checks each device once), or a jaxlib without the call. The array
     is committed to ``device`` (DLPack imports are), where ``jax.device_put(a)`` leaves it
     uncommitted there: the same placement in a process whose only device it is
-    (jtree._placement.only_jax_device), and what the shards of a sharded array are anyway. XLA copies the bytes
-    or, aligned, keeps them as they are: ``a`` stays alive with the result, and a caller
-    placing the same bytes on several devices gives each its own copy (a computation that
-    donates one shard may write into its memory)."""
+    (jtree._placement.only_jax_device), and what the shards of a sharded array are anyway.
+    XLA copies the bytes or, aligned, keeps them as they are: ``a`` stays alive with the
+    result, and a caller placing the same bytes on several devices gives each its own copy (a
+    computation that donates one shard may write into its memory)."""
     import jax  # noqa: PLC0415
 
     key = (a.dtype, jax.config.jax_enable_x64)

@@ -198,8 +198,9 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     key = ("jax fast path", fl.dtype)
     item = loader.cache.get(key)
     if item is None:  # (asked once per dtype and load: why_not looks at the environment)
+        direct = _placement.why_not_jax_direct(device, fl.dtype) is None
         item = loader.cache[key] = (_dtypes.numpy_dtype(fl.dtype, loader.name, path).itemsize
-                                    if _placement.why_not_jax_direct(device, fl.dtype) is None else 0)
+                                    if direct else 0)
     if not item:
         return None
     # (The general path's key, so that each finds what the other planned: tied leaves.)

@@ -29,8 +29,8 @@ def applies(o: Any) -> bool:
     memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
     torch), or torch or JAX to a device the direct path serves (:func:`_device_target`), or
     JAX with no shardings= where the process's one JAX device is a CPU
-    (:func:`jtree._placement.only_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
-    selects everything, takes the general loader). Only a device load may have
+    (jtree._placement.only_jax_cpu_device); a keys= selection with or without prune (prune
+    alone, which selects everything, takes the general loader). Only a device load may have
     device_options, or JAX's shardings= (a SingleDeviceSharding)."""
     if o.slices is not None:
         return False  # (parts of leaves: the general loader's one pass)

@@ -1002,7 +1002,8 @@ def _why_off(torch):
     try:
         if _device.cuda_built() and _device.cuda_device_count() > 0:
             return _placement.why_not_torch_direct(torch.device("cuda:0"))
-        return "JTREE_DIRECT_DEVICE_LOAD=0" if not _placement.torch_direct(torch.device("cuda:0")) else ""
+        direct = _placement.torch_direct(torch.device("cuda:0"))
+        return "JTREE_DIRECT_DEVICE_LOAD=0" if not direct else ""
     finally:
         if old is None:
             del os.environ["JTREE_DIRECT_DEVICE_LOAD"]

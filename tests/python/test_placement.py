@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jtree
-from jtree import _device, _load_call, _placement
+from jtree import _device, _load_call, _load_plain, _placement
 
 torch = pytest.importorskip("torch")
 
@@ -77,3 +77,20 @@ def test_a_lazy_slice_of_a_dtype_torch_lacks_says_why_it_is_not_direct(tmp_path)
 def _dtype(name):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     return getattr(ml_dtypes, name)
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["plain pass", "general loader"])
+def test_a_load_asks_whether_its_device_is_direct_once(path, monkeypatch, plain):
+    asked = []
+    real = _placement.why_not_torch_direct
+    monkeypatch.setattr(_placement, "why_not_torch_direct", lambda d: asked.append(d) or real(d))
+    passes = []
+    real_plain = _load_plain.load
+    monkeypatch.setattr(_load_plain, "load", lambda *a: passes.append(1) or real_plain(*a))
+    many = {f"w{i}": np.ones(4, np.float32) for i in range(5)}
+    jtree.save(many, path)
+    with _device.host_stand_in_for_tests():
+        # (With cast= the general loader plans the load, leaf by leaf.)
+        got = jtree.load(path, device="cpu", cast=None if plain else "float32")
+    assert sorted(got) == sorted(many) and all(isinstance(t, torch.Tensor) for t in got.values())
+    assert asked == [torch.device("cpu")] and bool(passes) == plain
