@@ -276,12 +276,12 @@ def where_arrays_are(tree: Any, device: str) -> str:
 
 def jtree_path(system: str, device: str) -> str:
     """"direct" when jtree loaded straight into device memory (jtree._device), else "host"."""
-    from jtree import _device
+    from jtree import _placement
     if is_jax(system):
-        from jtree import _device_jax
-        return "direct" if _device_jax.why_not(jax_device(device), "float32") is None else "host"
+        why = _placement.why_not_jax_direct(jax_device(device), "float32")
+        return "direct" if why is None else "host"
     import torch
-    return "direct" if _device.direct(torch.device(device)) else "host"
+    return "direct" if _placement.torch_direct(torch.device(device)) else "host"
 
 
 def child_main(a: argparse.Namespace) -> None:

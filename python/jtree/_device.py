@@ -3,11 +3,12 @@ staging pipeline (``jtree::read_many_to_device``: chunks read and decoded into p
 buffers, copied with ``cudaMemcpyAsync`` while the next ones are read), without a whole host copy
 of the data first.
 
-The direct path is taken for a torch CUDA device when all of these hold (see :func:`direct`):
+Whether a load takes the direct path is decided by jtree._placement (for a torch CUDA device:
 this build of jtree has CUDA support (:func:`cuda_built`), jtree's CUDA runtime sees a device
 (:func:`cuda_device_count`), torch sees it, and the environment variable
-``JTREE_DIRECT_DEVICE_LOAD`` is not ``0``. Otherwise loads fall back to reading into host memory
-and ``Tensor.to(device)`` (what every load did before issue 22). ``device="cuda:N"`` where torch
+``JTREE_DIRECT_DEVICE_LOAD`` is not ``0``); this module does the loading. Otherwise loads fall
+back to reading into host memory and ``Tensor.to(device)`` (what every load did before issue
+22). ``device="cuda:N"`` where torch
 itself sees no CUDA device is a NotSupportedError, raised before anything is read.
 
 JAX arrays take the same pipeline without torch (jtree._device_jax: one allocation of JAX's own
@@ -56,27 +57,6 @@ def cuda_device_count() -> int:
     devices a process sees are fixed when CUDA starts.)"""
     f = getattr(_native(), "cuda_device_count", None)
     return int(f()) if f is not None else 0
-
-
-def _switched_off() -> bool:
-    """Whether the environment turns the direct path off (``JTREE_DIRECT_DEVICE_LOAD=0``): the
-    one reading of that switch, asked at each load (tests and users set it at run time)."""
-    return os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0"
-
-
-def direct(device: Any) -> bool:
-    """Whether a load to the torch.device ``device`` takes the direct path (the module
-    docstring says when); False for None and every other device."""
-    if device is None:
-        return False
-    if _stand_in is not None:
-        return device.type == "cpu"
-    if device.type != "cuda" or _switched_off():
-        return False
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
-        return False
-    return cuda_built() and cuda_device_count() > 0
 
 
 @contextlib.contextmanager
@@ -148,20 +128,6 @@ def usable_out(out: Any, device: Any, dtype: Any, shape: Tuple[int, ...]) -> boo
     ``device``, of the stored dtype and the shape, contiguous."""
     return (out is not None and out.device == device and out.dtype == dtype
             and tuple(out.shape) == tuple(shape) and out.is_contiguous())
-
-
-def why_not_direct(device: Any) -> str:
-    """Why a load to the non-CPU torch.device ``device`` does not take the direct path (for
-    messages; call it where :func:`direct` is False)."""
-    if device.type != "cuda":
-        return f"the direct path serves CUDA devices, not {device.type!r}"
-    if _switched_off():
-        return "JTREE_DIRECT_DEVICE_LOAD=0 turns the direct path off"
-    if not cuda_built():
-        return "this build of jtree has no CUDA support"
-    if cuda_device_count() == 0:
-        return "jtree's CUDA runtime sees no device"
-    return "torch sees no CUDA device"
 
 
 # jtree::DeviceOptions::staging_bytes's default (device.h).
@@ -245,23 +211,6 @@ def place_early(requests: Sequence[Request]) -> bool:
     if len(by_class) > 1:
         return False  # (one class could place and the next decline: keep it all-or-nothing)
     return all(cls.place_early(dests) for cls, dests in by_class.items())
-
-
-def is_device_target(device: Any) -> bool:
-    """Whether arrays for the torch.device ``device`` are bound for device memory (what a
-    DeviceOptions applies to): a device other than the CPU (and meta); under the test hook,
-    the CPU too (it then stands for a GPU)."""
-    if device is None:
-        return False
-    if _stand_in is not None:
-        return device.type == "cpu"
-    return device.type not in ("cpu", "meta")
-
-
-def is_jax_device_target(d: Any) -> bool:
-    """Whether JAX device ``d`` is device memory for a DeviceOptions (as is_device_target):
-    anything but a CPU device, or under the test hook, the CPU too."""
-    return _stand_in is not None or d.platform != "cpu"
 
 
 def sync_streams(requests: Sequence[Request]) -> None:

@@ -169,26 +169,6 @@ def _import(make: Any, dl_type: int, ordinal: int) -> Any:
     return jax.dlpack.from_dlpack(make())
 
 
-def only_device() -> Tuple[Any, str]:
-    """(the process's one JAX device, "") when arrays without a sharding may go straight to
-    it: it has only one and no default device is configured; else (None, why not).
-    jax.device_put would place an array there uncommitted, and the direct path gives committed
-    arrays (jax.dlpack.from_dlpack's): with one device that is the same placement; with
-    several, an uncommitted array may still move to where a computation runs, so those go
-    through jax.device_put."""
-    import jax  # noqa: PLC0415
-
-    why = "JAX arrays without shardings= are placed by jax.device_put where "
-    if jax.config.jax_default_device is not None:
-        return None, why + "a default device is configured (give shardings= for the direct path)"
-    if jax.process_count() != 1:
-        return None, why + "the job has several processes (give shardings= for the direct path)"
-    devices = jax.local_devices()
-    if len(devices) != 1:
-        return None, why + "the process has several devices (give shardings= for the direct path)"
-    return devices[0], ""
-
-
 # (NumPy dtype, jax_enable_x64) -> the jtree dtype code to_cpu_device imports it with, or
 # None where it does not (asked once per dtype).
 _cpu_codes: Dict[Tuple[Any, bool], Optional[int]] = {}
@@ -208,10 +188,10 @@ def to_cpu_device(a: Any, device: Any) -> Any:
     (:func:`_cpu_importer` checks each device once), or a jaxlib without the call. The array
     is committed to ``device`` (DLPack imports are), where ``jax.device_put(a)`` leaves it
     uncommitted there: the same placement in a process whose only device it is
-    (only_device), and what the shards of a sharded array are anyway. XLA copies the bytes
-    or, aligned, keeps them as they are: ``a`` stays alive with the result, and a caller
-    placing the same bytes on several devices gives each its own copy (a computation that
-    donates one shard may write into its memory)."""
+    (jtree._placement.only_jax_device), and what the shards of a sharded array are anyway.
+    XLA copies the bytes or, aligned, keeps them as they are: ``a`` stays alive with the
+    result, and a caller placing the same bytes on several devices gives each its own copy (a
+    computation that donates one shard may write into its memory)."""
     import jax  # noqa: PLC0415
 
     key = (a.dtype, jax.config.jax_enable_x64)
@@ -273,27 +253,6 @@ def _cpu_importer(device: Any) -> Any:
     except Exception:  # noqa: BLE001 (XLA's error types vary with the jaxlib version)
         return None
     return imported
-
-
-def why_not(d: Any, dtype: str) -> Optional[str]:
-    """None when a slice of a ``dtype`` leaf for JAX device ``d`` can be read straight into its
-    memory; else why not (for device_options' messages)."""
-    if dtype not in _dtypes.JAX_DLPACK and dtype not in _dtypes.JAX_BITCAST:
-        return f"{dtype} JAX arrays are read through host memory"
-    if _device._stand_in is not None:
-        return (None if d.platform == "cpu"
-                else f"the test hook serves CPU devices, not {d.platform!r}")
-    if d.platform != "gpu":
-        return f"the direct path serves CUDA GPUs, not JAX's {d.platform!r} devices"
-    if "cuda" not in str(getattr(d.client, "platform_version", "")).lower():
-        return f"the direct path serves CUDA GPUs; JAX's GPU runs on {d.client.platform_version!r}"
-    if os.environ.get("JTREE_DIRECT_DEVICE_LOAD", "1") == "0":
-        return "JTREE_DIRECT_DEVICE_LOAD=0 turns the direct path off"
-    if not _device.cuda_built():
-        return "this build of jtree has no CUDA support"
-    if _device.cuda_device_count() == 0:
-        return "jtree's CUDA runtime sees no device"
-    return None
 
 
 def place(dests: List[Dest], native_only: bool = False) -> bool:

@@ -10,14 +10,14 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _device, _device_options, _dtypes, _jtree, _progress
+from . import _device, _device_options, _dtypes, _jtree, _placement, _progress
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
                       NotSupportedError, ResourceExhaustedError, error)
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
 from ._index import box_of as _box_of
 from ._index import mapped_box
-from ._load import checked_placement, spec_tree
+from ._load import FRAMEWORKS, checked_mmap, spec_tree
 from . import _load_call, _remote
 from ._remote import RemoteOptions
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
@@ -50,7 +50,9 @@ class File:
             if not use_mmap:
                 mmap = False
         # Bad values are reported before the file is opened.
-        framework, device = checked_placement(framework, mmap, device, map_location)
+        placement = _placement.resolve(framework, device, map_location, frameworks=FRAMEWORKS)
+        checked_mmap(mmap)
+        framework, device = placement.framework, placement.device
         dev_opts = _device_options.checked(device_options)
         if dev_opts is not None and device is None:
             raise error(InvalidArgumentError, self.name, "",
@@ -398,32 +400,23 @@ class LazyArray:
         NumPy and torch, JAX's CPU) it is an :class:`InvalidArgumentError`, and where the
         slice cannot take the direct path a warning (with ``direct_io="on"`` a
         :class:`NotSupportedError`)."""
-        if framework not in ("numpy", "torch", "jax"):
-            raise error(InvalidArgumentError, self._f.name, self.path,
-                        f"framework must be 'numpy', 'torch' or 'jax', not {framework!r}")
+        placement = _placement.resolve(framework, device, map_location, frameworks=FRAMEWORKS,
+                                       file=self._f.name, key_path=self.path)
+        framework, dev = placement.framework, placement.device
         opts = _device_options.checked(device_options)
         where = f"{self._f.name}: {self.path}"
-        if opts is not None and device is None and map_location is None and framework != "jax":
+        if opts is not None and dev is None and framework != "jax":
             raise _device_options.not_a_device_load(where)
-        if device is not None or map_location is not None:
-            from ._torch_values import load_device  # noqa: PLC0415
-
-            dev = load_device(device, map_location)
-            if framework == "jax":
-                raise error(InvalidArgumentError, self._f.name, self.path,
-                            "device= places torch tensors; it cannot be used with "
-                            "framework='jax'")
-            t = self._device_slice(index, dev, opts) if _device.direct(dev) else None
+        if dev is not None:
+            t = self._device_slice(index, dev, opts) if placement.direct else None
             if t is not None:
                 return t
             if opts is not None:
-                if not _device.is_device_target(dev):
+                if not _placement.is_device_target(dev):
                     raise _device_options.not_a_device_load(where)
-                why = (_device.why_not_direct(dev) if not _device.direct(dev)
-                       else f"torch has no {self._leaf.dtype}"
-                       if self._leaf.dtype in _dtypes.TORCH_MISSING
-                       else "a slice with a negative step is read on the host (torch takes "
-                            "none)")
+                why = (placement.why_not_direct or _placement.torch_lacks(self._leaf.dtype)
+                       or "a slice with a negative step is read on the host (torch takes "
+                          "none)")
                 _device_options.not_used(opts, where, why)
             t = self._torch_slice(index)
             return t if dev.type == "cpu" else t.to(dev)
@@ -436,7 +429,7 @@ class LazyArray:
             if opts is not None:
                 import jax  # noqa: PLC0415
 
-                if not _device.is_jax_device_target(jax.devices()[0]):
+                if not _placement.is_jax_device_target(jax.devices()[0]):
                     raise _device_options.not_a_device_load(where)
                 _device_options.not_used(opts, where, why)
         out = self._numpy_slice(index, _dtypes.numpy_dtype(self._leaf.dtype, self._f.name,
@@ -451,11 +444,11 @@ class LazyArray:
         (jtree._device_jax, as loads without shardings=); else (None, why not)."""
         from . import _device_jax  # noqa: PLC0415
 
-        device, why = _device_jax.only_device()
+        device, why = _placement.only_jax_device()
         if device is None:
             return None, why
         name = self._leaf.dtype
-        why = _device_jax.why_not(device, name)
+        why = _placement.why_not_jax_direct(device, name)
         if why is not None:
             return None, why
         begin, end, post = _box_of(index, self._leaf.shape, self._f.name, self.path)
@@ -485,7 +478,7 @@ class LazyArray:
         memory (jtree._device); None where that path does not apply (negative steps, which
         torch cannot index, and dtypes torch lacks)."""
         name = self._leaf.dtype
-        if name in _dtypes.TORCH_MISSING:
+        if _placement.torch_lacks(name):
             return None
         begin, end, post = _box_of(index, self._leaf.shape, self._f.name, self.path)
         if any(isinstance(p, slice) and (p.step or 1) < 0 for p in post):

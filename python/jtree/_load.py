@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _device, _device_options, _dtypes, _jtree, _registry
+from . import _device, _device_options, _dtypes, _jtree, _placement, _registry
 from . import _torch_values as _tv
 from . import _keypath as kp
 from ._errors import (CorruptionError, Error, InvalidArgumentError, NotFoundError,
@@ -30,7 +30,6 @@ from ._global_array import GlobalArray
 from ._index import mapped_box
 from ._load_adapter import Placement, Thunk, array_key
 from ._load_adapter import memo as _memo
-from ._load_jax import is_sharding
 from ._progress import Phases, TerminalBar, finish, progress_callback
 from ._shard import SKIP, Slices
 from ._structure import (ARRAY, BOOL, BYTEARRAY, BYTES, COMPLEX, CUSTOM, CUSTOM_LEAF, DICT,
@@ -161,35 +160,13 @@ def container_builder(strict: bool, file: Optional[str],
     return container
 
 
-def checked_placement(framework: str, mmap: Any, device: Any, map_location: Any,
-                      shardings: Any = None) -> Tuple[str, Any]:
-    """(framework, torch device or None) of a load's (or a File's) ``framework=``,
-    ``device=`` / ``map_location=`` and ``shardings=``, each checked, ``mmap=`` too (None: the
-    File's, checked there): ``device=`` places torch tensors and implies torch,
-    ``shardings=`` JAX arrays and implies JAX."""
-    if framework not in FRAMEWORKS:
-        raise InvalidArgumentError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
+def checked_mmap(mmap: Any) -> None:
+    """InvalidArgumentError unless ``mmap=`` is one of MMAP_MODES (None: the File's, checked
+    there)."""
     if mmap is not None and (mmap not in MMAP_MODES
                              or isinstance(mmap, int) and not isinstance(mmap, bool)):
         raise InvalidArgumentError(f"mmap must be True (copy-on-write views of the file), "
                                    f"'r' (read-only views) or False (copies), not {mmap!r}")
-    device = _tv.load_device(device, map_location) if (
-        device is not None or map_location is not None) else None
-    if device is not None:
-        if framework == "jax" or shardings is not None:
-            raise InvalidArgumentError("device= places torch tensors; JAX arrays are placed "
-                                       "with shardings=")
-        framework = "torch"
-    if shardings is not None:
-        if framework == "torch":
-            raise InvalidArgumentError("shardings= places JAX arrays; it cannot be used with "
-                                       "framework='torch'")
-        if not callable(shardings) and not is_sharding(shardings):
-            raise InvalidArgumentError(
-                f"shardings must be a jax.sharding.Sharding or a function (key_path, "
-                f"LeafSpec) -> Sharding, not a {type(shardings).__qualname__}")
-        framework = "jax"
-    return framework, device
 
 
 class LoadOptions:
@@ -206,8 +183,11 @@ class LoadOptions:
                  shardings: Any = None, mmap: Any = None, prune: bool = False,
                  progress: Any = False, device_options: Any = None, slices: Any = None,
                  fill_out: bool = False):
-        self.framework, self.device = checked_placement(framework, mmap, device, map_location,
-                                                        shardings)
+        # Where its arrays go (framework, device, direct path or not), decided once.
+        self.placement = _placement.resolve(framework, device, map_location, shardings,
+                                            FRAMEWORKS)
+        self.framework, self.device = self.placement.framework, self.placement.device
+        checked_mmap(mmap)
         self.mmap = mmap
         self.cast = cast
         self.pad_truncate = pad_truncate

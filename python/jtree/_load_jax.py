@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_jax, _dtypes
+from . import _device, _device_jax, _dtypes, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, array_key, memo
@@ -34,7 +34,7 @@ def settle(loader: Any, fl: FileLeaf, p: Placement, path: Tuple[Any, ...]) -> No
     if p.sharding is None and loader.o.shardings is not None:
         s = loader.o.shardings
         p.sharding = s(kp.join(path), fl.spec()) if callable(s) else s
-        if p.sharding is not None and not is_sharding(p.sharding):
+        if p.sharding is not None and not _placement.is_sharding(p.sharding):
             raise loader.err(InvalidArgumentError, path,
                              f"the shardings function returned a "
                              f"{type(p.sharding).__qualname__}, not a jax.sharding.Sharding "
@@ -77,7 +77,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
 
     stored = fl.dtype
     if sharding is None:
-        only, why_not_only = _device_jax.only_device()
+        only, why_not_only = _placement.only_jax_device()
         whole = [(only, tuple((0, n) for n in shape))]
         if only is not None:
             # (Where jax.device_put would place it; committed there, which is the same
@@ -87,7 +87,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
             if direct is not None:
                 return direct
         loader.note_host_path(
-            lambda: _device.is_jax_device_target(jax.devices()[0]),
+            lambda: _placement.is_jax_device_target(jax.devices()[0]),
             lambda: _why_host(fl, whole, path) if only is not None else why_not_only)
         get = loader.host_box(fl, tuple((0, n) for n in shape), path)
         # (The process's only device, a CPU: a DLPack import, else jax.device_put's default
@@ -102,7 +102,7 @@ def jax_array(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], shar
     direct = direct_to_devices(loader, fl, want, shape, sharding, per_device, path)
     if direct is not None:
         return direct
-    loader.note_host_path(lambda: any(_device.is_jax_device_target(d) for d, _ in per_device),
+    loader.note_host_path(lambda: any(_placement.is_jax_device_target(d) for d, _ in per_device),
                           lambda: _why_host(fl, per_device, path))
     distinct = {b for _, b in per_device}
     on_cpus = all(d.platform == "cpu" for d, _ in per_device)
@@ -190,7 +190,7 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     general path is needed."""
     device = loader.cache.get(_ONE_DEVICE)
     if device is None:
-        device = loader.cache[_ONE_DEVICE] = _one_device(loader.o.shardings)
+        device = loader.cache[_ONE_DEVICE] = _placement.one_jax_device(loader.o.shardings)
     if device is False:
         return None
     if device.platform == "cpu" and _device._stand_in is None:
@@ -198,8 +198,9 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     key = ("jax fast path", fl.dtype)
     item = loader.cache.get(key)
     if item is None:  # (asked once per dtype and load: why_not looks at the environment)
+        direct = _placement.why_not_jax_direct(device, fl.dtype) is None
         item = loader.cache[key] = (_dtypes.numpy_dtype(fl.dtype, loader.name, path).itemsize
-                                    if _device_jax.why_not(device, fl.dtype) is None else 0)
+                                    if direct else 0)
     if not item:
         return None
     # (The general path's key, so that each finds what the other planned: tied leaves.)
@@ -249,21 +250,6 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
     return as_stored(loader, fl, path)
 
 
-def _one_device(shardings: Any) -> Any:
-    """The JAX device every array of a load with ``shardings=`` goes to as a whole: a
-    SingleDeviceSharding's, or (None) the process's only device where no default device is
-    set (jax_array's rule); else False."""
-    import jax  # noqa: PLC0415  (a JAX load: imported by now or for its first array)
-
-    if shardings is None:
-        only, _ = _device_jax.only_device()
-        return only if only is not None else False
-    if isinstance(shardings, jax.sharding.SingleDeviceSharding):
-        (device,) = shardings.device_set
-        return device
-    return False
-
-
 def direct_to_devices(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
                       sharding: Any, per_device: List[Tuple[Any, Tuple[Tuple[int, int], ...]]],
                       path: Tuple[Any, ...]) -> Optional[Thunk]:
@@ -310,7 +296,7 @@ def _why_direct_not(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, i
     if any(e > n for _, box in per_device for (_, e), n in zip(box, fl.shape)):
         return "pad_truncate pads it"
     for d, _ in per_device:
-        why = _device_jax.why_not(d, fl.dtype)
+        why = _placement.why_not_jax_direct(d, fl.dtype)
         if why is not None:
             return why
     return None
@@ -321,13 +307,6 @@ def _why_host(fl: FileLeaf, per_device: List[Tuple[Any, Tuple[Tuple[int, int], .
     """Why direct_to_devices did not take a sharded leaf (for device_options' messages)."""
     why = _why_direct_not(fl, per_device)
     return f"{kp.join(path)}: {why or 'the direct path does not take it'}"
-
-
-def is_sharding(x: Any) -> bool:
-    """True for a jax.sharding.Sharding (what device_put and make_array_from_single_device_arrays
-    take); checked without importing JAX when it is not loaded."""
-    jax = sys.modules.get("jax")
-    return jax is not None and isinstance(x, jax.sharding.Sharding)
 
 
 def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_torch, _dtypes
+from . import _device, _device_torch, _dtypes, _placement
 from ._errors import ResourceExhaustedError
 
 # mmap= as Reader.load_plain's mmap_mode: 0 copies, 1 copy-on-write views, 2 read-only views.
@@ -29,8 +29,8 @@ def applies(o: Any) -> bool:
     memory map (jtree._load_torch.as_stored's case; without the map torch tensors are made by
     torch), or torch or JAX to a device the direct path serves (:func:`_device_target`), or
     JAX with no shardings= where the process's one JAX device is a CPU
-    (:func:`_jax_cpu_device`); a keys= selection with or without prune (prune alone, which
-    selects everything, takes the general loader). Only a device load may have
+    (jtree._placement.only_jax_cpu_device); a keys= selection with or without prune (prune
+    alone, which selects everything, takes the general loader). Only a device load may have
     device_options, or JAX's shardings= (a SingleDeviceSharding)."""
     if o.slices is not None:
         return False  # (parts of leaves: the general loader's one pass)
@@ -39,10 +39,10 @@ def applies(o: Any) -> bool:
                 and o.progress is None)
     if o.framework == "torch":
         if not o.mmap or (o.device is not None and (o.device.type != "cpu"
-                                                    or _device.direct(o.device))):
+                                                    or o.placement.direct)):
             return False  # (direct(cpu): the tests' host stand-in for a device)
     elif o.framework == "jax":
-        if o.shardings is not None or _jax_cpu_device() is None:
+        if o.shardings is not None or _placement.only_jax_cpu_device() is None:
             return False
     elif o.framework != "numpy" or o.device is not None:
         return False
@@ -58,13 +58,11 @@ def _device_target(o: Any) -> Any:
     load, and with JTREE_DEVICE_OVERLAP=reads, whose reads while planning only the general
     loader does (a setting this pass would ignore)."""
     if o.framework == "torch":
-        if o.device is None or not _device.direct(o.device):
+        if not o.placement.direct:
             return None
         device = o.device
     elif o.framework == "jax" and o.device is None:
-        from . import _load_jax  # noqa: PLC0415
-
-        device = _load_jax._one_device(o.shardings)
+        device = _placement.one_jax_device(o.shardings)
         if device is False or (device.platform == "cpu" and _device._stand_in is None):
             return None
     else:
@@ -88,19 +86,6 @@ def _torch_wrap() -> Callable[[np.ndarray, int], Any]:
     return wrap
 
 
-def _jax_cpu_device() -> Any:
-    """The JAX device a plain JAX load puts its arrays on: the process's one device where that
-    is a CPU and nothing else decides a placement (jtree._device_jax.only_device: no default
-    device configured, one process); else None (several devices: jax.device_put places
-    uncommitted arrays, which the general loader makes; a GPU: the direct path)."""
-    from . import _device_jax  # noqa: PLC0415
-
-    if _device._stand_in is not None:
-        return None  # (the tests' hook: JAX's CPUs stand for GPUs, the direct path's)
-    device, _ = _device_jax.only_device()
-    return device if device is not None and device.platform == "cpu" else None
-
-
 def _jax_wrap() -> Callable[[np.ndarray, int], Any]:
     """The wrap of a JAX plain load: each array, read as a NumPy array of its stored dtype (a
     view of the file's map where it can be; _dtypes.jax_numpy_dtype_of_code: dtypes DLPack
@@ -110,7 +95,7 @@ def _jax_wrap() -> Callable[[np.ndarray, int], Any]:
     DLPack import, jtree._device_jax.to_cpu_device, else ``jax.device_put``)."""
     from . import _device_jax  # noqa: PLC0415
 
-    device = _jax_cpu_device()
+    device = _placement.only_jax_cpu_device()
 
     def wrap(a: np.ndarray, code: int) -> Any:
         got = _device_jax.to_cpu_device(a, device)
@@ -148,13 +133,13 @@ def _jax_destinations(device: Any, planned: Callable[[Any, int], None]) -> Tuple
     bytes a jtree._device_jax.Dest (placed for the whole load when it is read: one allocation
     per device), then a JAX array over them (Dest.array), as _load_jax.as_stored makes it;
     ``planned(device, nbytes)`` told of each. Dtypes the direct path does not take to that
-    device (_device_jax.why_not) decline to the general loader."""
+    device (_placement.why_not_jax_direct) decline to the general loader."""
     from . import _device_jax  # noqa: PLC0415
 
     shapes: Dict[int, Tuple[int, ...]] = {}  # id(Dest) -> its array's shape
 
     def dtype_of(code: int) -> Optional[np.dtype]:
-        if _device_jax.why_not(device, _dtypes.NAME_OF.get(code, "")) is not None:
+        if _placement.why_not_jax_direct(device, _dtypes.NAME_OF.get(code, "")) is not None:
             return None
         return _dtypes.numpy_dtype_of_code(code)
 

@@ -9,7 +9,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_torch, _dtypes
+from . import _device, _device_torch, _dtypes, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import Placement, Thunk, array_key, memo
@@ -50,7 +50,7 @@ def block(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str
 
     where = kp.join(path)
     want_t = _dtypes.torch_dtype(want, loader.name, where)
-    if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
+    if _placement.torch_lacks(fl.dtype):  # through NumPy (ml_dtypes), cast there
         get = loader.host_box(fl, box, path)
         stored = fl.dtype
         return lambda: torch.from_numpy(
@@ -106,8 +106,7 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
     if out is not None and not isinstance(out, torch.Tensor):
         raise loader.err(InvalidArgumentError, path, f"out= holds a {type(out).__qualname__} "
                          f"here; a torch load fills torch tensors")
-    direct = device is not None and fl.dtype not in _dtypes.TORCH_MISSING and \
-        _direct(loader, device)
+    direct = not _placement.torch_lacks(fl.dtype) and _direct(loader, device)
     if direct:
         stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
         if _device.usable_out(out, device, stored_t, shape):
@@ -120,10 +119,9 @@ def part(loader: Any, fl: FileLeaf, box: Tuple[Tuple[int, int], ...], want: str,
                                        dst))
         loader.device_planned(device, _device.nbytes(dst))
         return lambda: finish(_device_torch.value(dst))
-    loader.note_host_path(lambda: _device.is_device_target(device),
-                          lambda: f"torch has no {fl.dtype} ({where})"
-                          if fl.dtype in _dtypes.TORCH_MISSING else _device.why_not_direct(device))
-    if out is None and fl.dtype not in _dtypes.TORCH_MISSING:
+    loader.note_host_path(lambda: _placement.is_device_target(device),
+                          lambda: _why_host(fl, device, where))
+    if out is None and not _placement.torch_lacks(fl.dtype):
         # A view of the file's map where it maps (rows of a raw leaf: no copy; columns: one
         # copy), read as _dtypes.torch_holder's NumPy type, seen as the torch dtype.
         # (Writable: torch tensors have no read-only flag, so mmap="r" gives them
@@ -150,9 +148,9 @@ def as_stored(loader: Any, fl: FileLeaf, path: Tuple[Any, ...]) -> Optional[Thun
     it). None where the general path is needed (no memory map for a CPU tensor, a device
     without the direct path, a dtype torch lacks)."""
     device = loader.o.device
-    if fl.dtype in _dtypes.TORCH_MISSING:
+    if _placement.torch_lacks(fl.dtype):
         return None
-    on_device = device is not None and _direct(loader, device)
+    on_device = loader.o.placement.direct
     if not on_device and (not loader.o.mmap or (device is not None and device.type != "cpu")):
         return None
     shape = fl.shape
@@ -180,7 +178,7 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
     With ``out=`` the tensor itself is filled (when contiguous), else a new device tensor is
     (what tensor() does for them). None for every other target: the general path."""
     torch = sys.modules.get("torch")
-    if torch is None or not isinstance(t, torch.Tensor) or fl.dtype in _dtypes.TORCH_MISSING:
+    if torch is None or not isinstance(t, torch.Tensor) or _placement.torch_lacks(fl.dtype):
         return None
     if t.shape != fl.shape or t.dtype != _dtypes.torch_dtype_or_none(fl.dtype):
         return None
@@ -199,13 +197,23 @@ def from_template(loader: Any, fl: FileLeaf, t: Any, path: Tuple[Any, ...]) -> O
 
 
 def _direct(loader: Any, device: Any) -> bool:
-    """_device.direct(device), asked once per load and device (it asks torch and the native
-    module: microseconds a leaf, milliseconds over a model's leaves)."""
+    """Whether arrays for ``device`` take the direct path: the load's placement for its own
+    device=, else _placement.torch_direct(device) asked once per load and device (it asks
+    torch and the native module: microseconds a leaf, milliseconds over a model's leaves)."""
+    if device == loader.o.placement.device:
+        return loader.o.placement.direct
     key = ("direct", device)
     known = loader.cache.get(key)
     if known is None:
-        known = loader.cache[key] = _device.direct(device)
+        known = loader.cache[key] = _placement.torch_direct(device)
     return known
+
+
+def _why_host(fl: FileLeaf, device: Any, where: str) -> str:
+    """Why a leaf (or box) for ``device`` is read through host memory: a dtype torch lacks, or
+    the direct path not serving the device."""
+    lacks = _placement.torch_lacks(fl.dtype)
+    return f"{lacks} ({where})" if lacks else _placement.why_not_torch_direct(device)
 
 
 def _new_on_device(loader: Any, fl: FileLeaf, stored_t: Any, device: Any, key: Any,
@@ -235,17 +243,17 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
 
     finish = _finisher(want_t, out, device)
     box = tuple((0, n) for n in shape)
-    bound = lambda: _device.is_device_target(device)  # noqa: E731
-    if fl.dtype in _dtypes.TORCH_MISSING:  # through NumPy (ml_dtypes), cast there
-        loader.note_host_path(bound, lambda: f"torch has no {fl.dtype} ({where})")
+    bound = lambda: _placement.is_device_target(device)  # noqa: E731
+    if _placement.torch_lacks(fl.dtype):  # through NumPy (ml_dtypes), cast there
+        loader.note_host_path(bound, lambda: _why_host(fl, device, where))
         get = block(loader, fl, box, want, path)
         return lambda: finish(get())
     stored_t = _dtypes.torch_dtype(fl.dtype, loader.name, where)
     inner = tuple(min(a, b) for a, b in zip(shape, fl.shape))
     zeros = (0,) * len(shape)
-    direct = _device.direct(device)
+    direct = _direct(loader, device)
     if not (inner == shape and direct):
-        loader.note_host_path(bound, lambda: _device.why_not_direct(device)
+        loader.note_host_path(bound, lambda: _placement.why_not_torch_direct(device)
                               if not direct else f"pad_truncate pads {where}")
     if inner == shape and direct:
         # Straight into device memory (jtree._device): no host copy of the leaf first.

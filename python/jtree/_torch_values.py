@@ -1,5 +1,6 @@
-"""PyTorch values jtree knows without a registration: ``device=`` for loads, and the non-array
-values of torch checkpoints (``torch.Size``, ``torch.dtype``) saved without pickle.
+"""PyTorch values jtree knows without a registration: the non-array values of torch
+checkpoints (``torch.Size``, ``torch.dtype``) saved without pickle. (``device=`` for loads is
+jtree._placement's.)
 
 Nothing here imports torch unless the caller's objects or options are torch's: saving a
 ``torch.Size`` means torch is loaded already, and loading one back as a ``torch.Size`` is
@@ -16,59 +17,13 @@ from __future__ import annotations
 import sys
 from typing import Any, List, Optional, Tuple
 
-from ._errors import InvalidArgumentError, NotSupportedError
+from ._errors import NotSupportedError
 
 SIZE = "torch.Size"
 DTYPE = "torch.dtype"
 DEVICE = "torch.device"
 NODES = frozenset({SIZE})
 LEAVES = frozenset({DTYPE, DEVICE})
-
-
-# ---- device= ---------------------------------------------------------------------------------
-
-def load_device(device: Any, map_location: Any) -> Any:
-    """The torch.device a load asked for (``device=``, or its alias ``map_location=`` as in
-    torch.load), or None. Refuses both at once, the meta device (it would throw the data
-    away), devices this torch cannot use, and map_location's dict and function forms."""
-    if device is not None and map_location is not None:
-        raise InvalidArgumentError("give device= or map_location= (its alias), not both")
-    value = device if device is not None else map_location
-    if value is None:
-        return None
-    what = "device" if device is not None else "map_location"
-    try:
-        import torch  # noqa: PLC0415
-    except ImportError:
-        raise NotSupportedError(f"{what}={value!r} places torch tensors, and torch is not "
-                                f"installed") from None
-    if isinstance(value, torch.device):
-        dev = value
-    elif isinstance(value, (str, int)) and not isinstance(value, bool):
-        try:
-            dev = torch.device(value)
-        except (RuntimeError, TypeError, ValueError) as e:
-            raise InvalidArgumentError(f"{what}={value!r} is not a torch device: {e}") from None
-    else:
-        raise InvalidArgumentError(
-            f"{what} must be a torch.device or a device string such as 'cpu' or 'cuda:0', not "
-            f"a {type(value).__qualname__} (torch.load's dict and function forms of "
-            f"map_location are not supported)")
-    if dev.type == "meta":
-        raise InvalidArgumentError(f"{what}='meta' would throw the loaded data away; load to "
-                                   f"'cpu' or an accelerator")
-    if dev.type == "cpu":
-        return dev
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise NotSupportedError(f"{what}={str(dev)!r}: torch.cuda is not available in this "
-                                f"process (torch {torch.__version__}, no CUDA device or a "
-                                f"CPU-only build)")
-    try:
-        torch.empty(0, device=dev)
-    except Exception as e:  # noqa: BLE001  (torch raises several kinds for missing backends)
-        raise NotSupportedError(f"{what}={str(dev)!r}: torch cannot place tensors there: "
-                                f"{e}") from None
-    return dev
 
 
 # ---- saving ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
-from . import _torch_values
+from . import _placement
 from ._api import WriteStats, load, open, save
 from ._errors import InvalidArgumentError, error
 from ._file import File
@@ -89,8 +89,7 @@ def load_model(model: torch.nn.Module, path: Union[PathLike, File], *, strict: b
     if not isinstance(model, torch.nn.Module):
         raise InvalidArgumentError(f"load_model: model must be a torch.nn.Module, not a "
                                    f"{type(model).__qualname__}")
-    dev = (_torch_values.load_device(device, map_location)
-           if device is not None or map_location is not None else None)
+    dev = _placement.resolve("torch", device, map_location).device
     for k in ("framework", "pytree", "out", "keys", "shardings"):
         if k in load_options:
             raise InvalidArgumentError(f"load_model: {k}= is decided by the model")

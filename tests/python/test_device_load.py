@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jtree
-from jtree import _device
+from jtree import _device, _placement
 
 from conftest import require
 
@@ -66,7 +66,7 @@ def test_whole_load_through_the_stand_in_is_bit_exact_in_one_call(torch, path, c
     assert stats["allocations"] == stats["frees"] and stats["pinned_bytes"] == 0
     assert stats["misuses"] == 0
     # Outside the hook, loads to the CPU are host loads again (the stand-in is off).
-    assert not _device.direct(torch.device("cpu"))
+    assert not _placement.torch_direct(torch.device("cpu"))
     _same(tree, jtree.load(path, device="cpu"))
 
 
@@ -690,7 +690,7 @@ def test_without_cuda_device_cuda_is_not_supported_or_falls_back(torch, path):
     jtree.save({"w": torch.ones(4)}, path)
     if _device.cuda_device_count() == 0:
         # jtree's CUDA path is never taken without a device jtree sees...
-        assert not _device.direct(torch.device("cuda:0"))
+        assert not _placement.torch_direct(torch.device("cuda:0"))
         with jtree.open(path) as f:
             with pytest.raises(jtree.NotSupportedError, match="CUDA|cuda"):
                 f._reader.read_to_device([(0, None, 1 << 20, 16)], device=0)
@@ -1001,8 +1001,9 @@ def _why_off(torch):
     os.environ["JTREE_DIRECT_DEVICE_LOAD"] = "0"
     try:
         if _device.cuda_built() and _device.cuda_device_count() > 0:
-            return _device.why_not_direct(torch.device("cuda:0"))
-        return "JTREE_DIRECT_DEVICE_LOAD=0" if not _device.direct(torch.device("cuda:0")) else ""
+            return _placement.why_not_torch_direct(torch.device("cuda:0"))
+        direct = _placement.torch_direct(torch.device("cuda:0"))
+        return "JTREE_DIRECT_DEVICE_LOAD=0" if not direct else ""
     finally:
         if old is None:
             del os.environ["JTREE_DIRECT_DEVICE_LOAD"]
@@ -1365,7 +1366,7 @@ def test_gpu_load_is_bit_exact_and_direct(torch, path, compression):
     _need_gpu(torch)
     tree = _tree(torch)
     jtree.save(tree, path, compression=compression, chunk_bytes=64 << 10)
-    assert _device.direct(torch.device("cuda:0"))
+    assert _placement.torch_direct(torch.device("cuda:0"))
     got = jtree.load(path, device="cuda:0")
     host = jtree.load(path, framework="torch")
     for k, v in host.items():

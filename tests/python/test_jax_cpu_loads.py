@@ -7,7 +7,7 @@ and device, tied leaves as one array; and decline where it does not do the same.
 
 The suite runs JAX with 8 CPU devices (the sharding tests need them), where a load without
 shardings= is jax.device_put's (uncommitted arrays, free to move): those tests stand one
-device in through ``only_device``; a subprocess checks a real one-device process."""
+device in through ``_placement.only_jax_device``; a subprocess checks a real one-device process."""
 import os
 import subprocess
 import sys
@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 import jtree
-from jtree import _device_jax, _load, _load_jax, _load_plain
+from jtree import _device_jax, _load, _load_jax, _load_plain, _placement
 
 
 @pytest.fixture
 def one_cpu(jax, monkeypatch):
-    """The process as if JAX's first CPU were its only device (only_device's answer)."""
+    """The process as if JAX's first CPU were its only device (only_jax_device's answer)."""
     dev = jax.devices("cpu")[0]
-    monkeypatch.setattr(_device_jax, "only_device", lambda: (dev, ""))
+    monkeypatch.setattr(_placement, "only_jax_device", lambda: (dev, ""))
     return dev
 
 

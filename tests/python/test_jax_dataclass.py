@@ -99,12 +99,12 @@ def test_the_plain_jax_load_rebuilds_the_dataclasses(classes, path, monkeypatch)
     # containers rebuilt by the same callback): the same classes, as the general loader's.
     import jax  # noqa: PLC0415
 
-    from jtree import _device_jax, _load_plain  # noqa: PLC0415
+    from jtree import _load_plain, _placement  # noqa: PLC0415
 
     state = _state(classes)
     jtree.save(state, path)
     dev = jax.devices("cpu")[0]
-    monkeypatch.setattr(_device_jax, "only_device", lambda: (dev, ""))
+    monkeypatch.setattr(_placement, "only_jax_device", lambda: (dev, ""))
     plain = []
     real = _load_plain.load
     monkeypatch.setattr(_load_plain, "load", lambda *a: plain.append(1) or real(*a))
