@@ -190,6 +190,7 @@ def dtype_name(d: Any, file: Optional[str] = None, key_path: Optional[str] = Non
 
 
 def code_of_name(name: str) -> int:
+    """The native dtype code of a jtree dtype name (KeyError for a name jtree has not)."""
     return TABLE[name][0]
 
 
@@ -222,6 +223,7 @@ def _host_view_plan(dt: np.dtype) -> Tuple[bool, Optional[np.dtype], Optional[np
 
 
 def is_floating(name: str) -> bool:
+    """Whether the jtree dtype name is a floating-point type (what ``cast=`` converts)."""
     return name in FLOATING
 
 
@@ -388,6 +390,7 @@ def torch_itemsize(t: Any) -> int:
 
 
 def name_of_torch(t: Any) -> Optional[str]:
+    """The jtree dtype name of a torch dtype, None where jtree or torch lacks it."""
     name = str(t).rsplit(".", 1)[-1]
     return name if name in TABLE and name not in TORCH_MISSING else None
 

@@ -12,6 +12,8 @@ import pytest
 import jtree
 from jtree import _jtree
 
+from page_cache import evict
+
 
 def _fs_type(path):
     out = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True)
@@ -28,15 +30,6 @@ def disk_dir():
         pytest.skip(msg)
     with tempfile.TemporaryDirectory(prefix="jtree-cold-", dir="/var/tmp") as d:
         yield d
-
-
-def _evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def _tree(raw=False):
@@ -61,7 +54,7 @@ def test_cold_compressed_load_reads_with_o_direct(disk_dir):
     path = os.path.join(disk_dir, "cold.jtree")
     tree = _tree()
     jtree.save(tree, path)
-    _evict(path)
+    evict(path)
     before = _jtree._cold_direct_bytes_for_tests()
     _check(jtree.load(path), tree)
     assert _jtree._cold_direct_bytes_for_tests() - before > os.path.getsize(path) // 2
@@ -78,7 +71,7 @@ def test_cold_load_where_o_direct_is_refused_reads_buffered(disk_dir):
     path = os.path.join(disk_dir, "refused.jtree")
     tree = _tree()
     jtree.save(tree, path)
-    _evict(path)
+    evict(path)
     _jtree._refuse_direct_open_for_tests(True)
     try:
         before = _jtree._cold_direct_bytes_for_tests()
@@ -92,7 +85,7 @@ def test_cold_raw_load_maps_the_file(disk_dir):
     path = os.path.join(disk_dir, "raw.jtree")
     tree = _tree(raw=True)
     jtree.save(tree, path, compression=None)
-    _evict(path)
+    evict(path)
     before = _jtree._cold_direct_bytes_for_tests()
     _check(jtree.load(path), tree)
     assert _jtree._cold_direct_bytes_for_tests() == before

@@ -18,6 +18,7 @@ import jtree
 from jtree import _device, _placement
 
 from conftest import require
+from page_cache import evict
 
 
 def _tree(torch):
@@ -765,21 +766,11 @@ def _raw_tree(torch):
             "b": torch.arange(1 << 18, dtype=torch.int32).reshape(512, 512)}
 
 
-def _evict(path):
-    """Drops the file from the page cache (written back first), as after a reboot."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.parametrize("direct_io", ["auto", "on"])
 def test_device_options_raw_file_on_disk_reads_with_o_direct(torch, disk_path, direct_io):
     tree = _raw_tree(torch)
     jtree.save(tree, disk_path, compression=None, chunk_bytes=64 << 10)
-    _evict(disk_path)  # (auto reads a file in the page cache buffered: see the next test)
+    evict(disk_path)  # (auto reads a file in the page cache buffered: see the next test)
     opts = jtree.DeviceOptions(staging_bytes=1 << 20, staging_buffers=2, direct_io=direct_io)
     assert opts.last_stats is None
     with _device.host_stand_in_for_tests() as engine:

@@ -119,7 +119,7 @@ double cached_share(const ColdFile& f) {
 // Evicts the file; false (said loudly) where its pages stay in the page cache all the same.
 bool make_cold(const ColdFile& f) {
   evict(f.path);
-  if (cached_share(f) < cold::kCachedEnough) return true;
+  if (cached_share(f) < io::kCachedEnough) return true;
   MESSAGE("!!!! the page cache still holds " << cached_share(f) * 100 << "% of " << f.path
                                             << " after POSIX_FADV_DONTNEED: no cold read here");
   if (require_all()) FAIL("JTREE_TEST_REQUIRE_ALL=1 and the file could not be made cold");
@@ -203,7 +203,7 @@ TEST_CASE("cold read_many: a warm file, a small read and a file in memory read b
   SubDir sub(*dir);
   ColdFile f(sub.path);
   read_into_cache(f.path);
-  REQUIRE(cached_share(f) >= cold::kCachedEnough);
+  REQUIRE(cached_share(f) >= io::kCachedEnough);
   {
     ColdLoad l(f);
     CHECK(read_all(f, l) == 0);

@@ -93,10 +93,6 @@ std::vector<Piece> split_at_chunks(const Reader& reader, uint32_t leaf, const Pi
 
 namespace {
 
-// Chunks closer than this in the file are asked about as one extent (fewer syscalls; the
-// pages between them are few next to the chunks').
-constexpr uint64_t kExtentGap = 1 << 20;
-
 // Adds the file extents of the chunks of `box` of leaf `l` (their grid coordinates [lo, hi),
 // row-major) to `out`.
 void add_box_extents(const Reader& reader, const Leaf& l, const format::ChunkGrid& grid,
@@ -132,18 +128,7 @@ std::vector<io::FileExtent> load_extents(const Reader& reader,
     if (l.storage != Storage::kChunked) continue;
     add_box_extents(reader, l, format::ChunkGrid::of(l), boxes[i], all);
   }
-  std::sort(all.begin(), all.end(),
-            [](const io::FileExtent& a, const io::FileExtent& b) { return a.offset < b.offset; });
-  std::vector<io::FileExtent> merged;
-  for (const io::FileExtent& e : all) {
-    if (!merged.empty() && e.offset <= merged.back().offset + merged.back().size + kExtentGap) {
-      io::FileExtent& m = merged.back();
-      m.size = std::max(m.offset + m.size, e.offset + e.size) - m.offset;
-    } else {
-      merged.push_back(e);
-    }
-  }
-  return merged;
+  return io::merge_extents(std::move(all));
 }
 
 }  // namespace jtree::staging

@@ -42,11 +42,6 @@ Result<CheckedRequests> check_device_requests(const Reader& reader,
 
 namespace {
 
-// DirectIo::kAuto and ZeroCopy::kAuto treat a file as warm when at least this share of the
-// pages the load reads is in the page cache: copying out of memory then beats reading the disk
-// again (and registering cold pages would read them from the disk).
-constexpr double kCachedEnough = 0.5;
-
 // "37%" of a share in [0, 1], for the notes.
 std::string percent(double share) {
   return std::to_string(static_cast<int>(share * 100 + 0.5)) + "%";
@@ -87,7 +82,7 @@ Result<DirectPlan> plan_direct(const Reader& r, const DeviceOptions& o, uint64_t
   p.support = io::direct_read_support(*r.source());
   if (p.support.available && o.direct_io == DirectIo::kAuto) {
     const std::optional<double> cached = share.get();
-    if (cached && *cached >= kCachedEnough) {
+    if (cached && *cached >= io::kCachedEnough) {
       note = "no O_DIRECT: the file is in the page cache (" + percent(*cached) +
              " of its pages): buffered reads are faster";
       return p;
@@ -127,7 +122,7 @@ std::string why_no_zero_copy(const Reader& r, const DeviceOptions& o, CachedShar
   if (o.zero_copy != ZeroCopy::kAuto) return "";
   const std::optional<double> cached = share.get();
   if (!cached) return "the share of the file in the page cache is unknown";
-  if (*cached < kCachedEnough) {
+  if (*cached < io::kCachedEnough) {
     return "the file is not in the page cache (" + percent(*cached) +
            " of its pages): registering would read it from the disk";
   }

@@ -64,6 +64,21 @@ struct FileExtent {
 /// Sources, or where the kernel answers neither cachestat(2) nor mincore(2).
 std::optional<double> cached_fraction(const Source& source, std::span<const FileExtent> extents);
 
+/// Extents closer than this are merged into one (merge_extents): one residency question and
+/// one run of reads for both, the bytes between read too, which costs less than another
+/// request or system call.
+inline constexpr uint64_t kExtentGap = uint64_t{1} << 20;
+
+/// `extents` sorted by offset and merged where they overlap or lie at most kExtentGap apart,
+/// empty ones dropped: what cached_fraction and O_DIRECT reads of a load take.
+std::vector<FileExtent> merge_extents(std::vector<FileExtent> extents);
+
+/// A load treats a file as warm (reads it buffered: not with O_DIRECT, not by zero copy) when
+/// at least this share of the pages it reads is in the page cache (cached_fraction): copying
+/// out of memory then beats reading the disk again, and registering cold pages would read
+/// them from the disk.
+inline constexpr double kCachedEnough = 0.5;
+
 /// All of a file, as an extent for cached_fraction.
 inline constexpr FileExtent kWholeFile{0, UINT64_MAX};
 

@@ -381,6 +381,22 @@ Result<uint64_t> read_direct(const Source& source, uint64_t offset, std::span<st
   return file->read_direct(offset, dst);
 }
 
+std::vector<FileExtent> merge_extents(std::vector<FileExtent> extents) {
+  std::sort(extents.begin(), extents.end(),
+            [](const FileExtent& a, const FileExtent& b) { return a.offset < b.offset; });
+  std::vector<FileExtent> merged;
+  for (const FileExtent& e : extents) {
+    if (e.size == 0) continue;
+    if (!merged.empty() && e.offset <= merged.back().offset + merged.back().size + kExtentGap) {
+      FileExtent& m = merged.back();
+      m.size = std::max(m.offset + m.size, e.offset + e.size) - m.offset;
+    } else {
+      merged.push_back(e);
+    }
+  }
+  return merged;
+}
+
 std::optional<double> cached_fraction(const Source& source, std::span<const FileExtent> extents) {
   const auto* file = dynamic_cast<const FileSource*>(&source);
   if (file == nullptr) return std::nullopt;

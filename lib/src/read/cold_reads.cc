@@ -14,22 +14,6 @@ std::atomic<uint64_t> g_direct_bytes{0};  // direct_bytes_read_for_testing
 
 }  // namespace
 
-std::vector<io::FileExtent> merge_extents(std::vector<io::FileExtent> extents) {
-  std::sort(extents.begin(), extents.end(),
-            [](const io::FileExtent& a, const io::FileExtent& b) { return a.offset < b.offset; });
-  std::vector<io::FileExtent> merged;
-  for (const io::FileExtent& e : extents) {
-    if (e.size == 0) continue;
-    if (!merged.empty() && e.offset <= merged.back().offset + merged.back().size + kExtentGap) {
-      io::FileExtent& m = merged.back();
-      m.size = std::max(m.offset + m.size, e.offset + e.size) - m.offset;
-    } else {
-      merged.push_back(e);
-    }
-  }
-  return merged;
-}
-
 bool use_direct(const Source& source, std::span<const io::FileExtent> merged,
                 io::DirectReadSupport& support) {
   uint64_t total = 0;
@@ -39,7 +23,7 @@ bool use_direct(const Source& source, std::span<const io::FileExtent> merged,
   support = io::direct_read_support(source);
   if (!support.available) return false;
   const std::optional<double> cached = io::cached_fraction(source, merged);
-  return cached && *cached < kCachedEnough;
+  return cached && *cached < io::kCachedEnough;
 }
 
 int queue_depth(const ReadOptions& options) {

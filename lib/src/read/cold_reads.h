@@ -48,25 +48,13 @@ inline constexpr uint64_t kPartBytes = uint64_t{8} << 20;
 /// VM, 4 reads of 8 MiB already reach the disk's rate, 8 leave a margin for faster disks.
 inline constexpr int kMinQueueDepth = 8;
 
-/// A load reads buffered when at least this share of its extents' pages is in the page cache
-/// (a warm file: copying out of memory beats reading the disk again), as DirectIo::kAuto does
-/// for loads to a device.
-inline constexpr double kCachedEnough = 0.5;
-
 /// Calls that fetch fewer bytes than this read buffered: the alignment slack and the set-up (the
 /// O_DIRECT descriptor, the residency question) are not worth it for them.
 inline constexpr uint64_t kMinDirectBytes = uint64_t{1} << 20;
 
-/// Extents closer than this are merged into one (one residency question, one run of parts:
-/// the bytes between are read too, which costs less than another request).
-inline constexpr uint64_t kExtentGap = uint64_t{1} << 20;
-
-/// `extents` sorted by offset and merged where they overlap or lie at most kExtentGap apart.
-std::vector<io::FileExtent> merge_extents(std::vector<io::FileExtent> extents);
-
-/// Whether a read of `merged` (merge_extents' output) uses O_DIRECT: a local file whose file
-/// system accepts it, at least kMinDirectBytes, less than kCachedEnough of it in the page
-/// cache. On true, `support` is the file's O_DIRECT alignment.
+/// Whether a read of `merged` (io::merge_extents' output) uses O_DIRECT: a local file whose
+/// file system accepts it, at least kMinDirectBytes, less than io::kCachedEnough of it in the
+/// page cache. On true, `support` is the file's O_DIRECT alignment.
 bool use_direct(const Source& source, std::span<const io::FileExtent> merged,
                 io::DirectReadSupport& support);
 

@@ -4,7 +4,7 @@
 // four strategies that applies: straight into place (read_in_place), streamed in
 // cache-sized pieces (stream_raw, local files), as the byte runs wanted (fetch_runs, remote
 // objects read without verification), or fetched into a buffer and decoded
-// (fetch_and_deliver). A cold local load (read/cold_reads.h) reads every unit by a fifth,
+// (fetch_and_deliver). A cold local load (read/cold_reads.h) reads every unit by a fifth one,
 // with O_DIRECT (fetch_direct), more of them at once.
 #include <algorithm>
 #include <cstring>
@@ -364,7 +364,7 @@ bool is_cold(const Source& source, const ReadPlan& plan, io::DirectReadSupport& 
   std::vector<io::FileExtent> extents;
   extents.reserve(plan.units.size());
   for (const FetchUnit& u : plan.units) extents.push_back({u.offset, u.size});
-  return cold::use_direct(source, cold::merge_extents(std::move(extents)), direct);
+  return cold::use_direct(source, io::merge_extents(std::move(extents)), direct);
 }
 
 }  // namespace
