@@ -5,9 +5,13 @@
 // cache-sized pieces (stream_raw, local files), as the byte runs wanted (fetch_runs, remote
 // objects read without verification), or fetched into a buffer and decoded
 // (fetch_and_deliver). A cold local load (read/cold_reads.h) reads every unit by a fifth one,
-// with O_DIRECT (fetch_direct), more of them at once.
+// with O_DIRECT (fetch_direct), more of them at once. From a remote object, the chunks that go
+// whole into one place are read as one stream cut into fetch-size requests instead
+// (read_stream), each verified once all its pieces landed.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -75,19 +79,62 @@ class UnitReader {
         plan_(plan),
         options_(options),
         local_(impl.source->preferred_fetch_bytes() == 0),
-        direct_(direct) {}
+        direct_(direct),
+        total_bytes_(plan.fetch_bytes) {
+    regular_.resize(plan.units.size());
+    for (uint32_t u = 0; u < regular_.size(); ++u) regular_[u] = u;
+  }
 
-  // Reads unit `u`, then reports progress (a progress callback that returns false cancels).
-  Status run(size_t u) {
-    const FetchUnit& unit = plan_.units[u];
-    {
+  // Remote objects: the units whose every chunk goes whole into one place (whole_chunk_dst)
+  // are read as one stream cut into requests of the fetch size (`fetch`), chunk ends ignored
+  // (cut_stream); the other units as planned. Called once, before run().
+  void stream_whole_chunks(const ReadOptions& fetch) {
+    whole_dst_.resize(plan_.jobs.size());
+    std::vector<uint32_t> streamed;
+    regular_.clear();
+    for (uint32_t u = 0; u < plan_.units.size(); ++u) {
+      const FetchUnit& unit = plan_.units[u];
+      bool whole = true;
+      for (uint32_t j : unit.jobs) {
+        const auto dst = whole_chunk_dst(plan_.jobs[j]);
+        whole = whole && dst.has_value();
+        if (dst) whole_dst_[j] = *dst;
+      }
+      if (!whole) {
+        regular_.push_back(u);
+        continue;
+      }
+      streamed.insert(streamed.end(), unit.jobs.begin(), unit.jobs.end());
+    }
+    stream_ = cut_stream(plan_, streamed, fetch);
+    left_ = std::make_unique<std::atomic<uint64_t>[]>(plan_.jobs.size());
+    for (uint32_t j : streamed) left_[j].store(plan_.jobs[j].stored_size);
+    total_bytes_ = 0;
+    for (uint32_t u : regular_) total_bytes_ += plan_.units[u].size;
+    for (const StreamUnit& u : stream_) total_bytes_ += u.size;
+  }
+
+  // The number of reads run() takes.
+  size_t size() const { return regular_.size() + stream_.size(); }
+
+  // Reads item `i` (a planned unit, then the stream's requests), then reports progress (a
+  // progress callback that returns false cancels).
+  Status run(size_t i) {
+    uint64_t bytes = 0;
+    if (i < regular_.size()) {
+      const FetchUnit& unit = plan_.units[regular_[i]];
       ReadScratchCache::Lease scratch(ReadScratchCache::shared());
       JTREE_RETURN_IF_ERROR(read_unit(unit, *scratch));
+      bytes = unit.size;
+    } else {
+      const StreamUnit& unit = stream_[i - regular_.size()];
+      JTREE_RETURN_IF_ERROR(read_stream(unit));
+      bytes = unit.size;
     }
     if (options_.progress) {
       std::lock_guard<std::mutex> lock(progress_mu_);
-      done_bytes_ += unit.size;
-      if (!options_.progress(done_bytes_, plan_.fetch_bytes)) {
+      done_bytes_ += bytes;
+      if (!options_.progress(done_bytes_, total_bytes_)) {
         return Status::aborted(impl_.source->name() + ": read cancelled");
       }
     }
@@ -95,6 +142,51 @@ class UnitReader {
   }
 
  private:
+  // Where a chunk goes whole as one run, read straight into place (read_in_place and
+  // read_stream): a raw chunk (not 4-bit) with one target that takes all of it as one run of
+  // its destination; nullopt otherwise.
+  std::optional<std::span<std::byte>> whole_chunk_dst(const ChunkJob& job) const {
+    const Leaf& leaf = t_.leaf(job.leaf);
+    if (job.targets.size() != 1 || is_4bit(leaf.dtype) || job.stored_size == 0) {
+      return std::nullopt;
+    }
+    const ChunkTarget& tg = job.targets[0];
+    if (impl_.chunk(job.chunk).encoding != ChunkEncoding::kRaw || tg.region != job.box.shape()) {
+      return std::nullopt;
+    }
+    auto off = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
+    if (!off) return std::nullopt;
+    const size_t item = dtype_info(leaf.dtype)->item_size;
+    const std::span<std::byte> dst = requests_[tg.request].dst;
+    if (job.stored_size != job.box.num_elements() * item ||
+        dst.size() < *off * item + job.stored_size) {
+      return std::nullopt;  // (a damaged raw size: the other strategies name it)
+    }
+    return dst.subspan(*off * item, job.stored_size);
+  }
+
+  // A request of the stream (stream_whole_chunks): its chunk pieces fetched straight into
+  // place in one read (adjacent ranges: one request); each chunk whose last piece this was
+  // is then verified where it landed.
+  Status read_stream(const StreamUnit& unit) {
+    std::vector<ReadRange> ranges;
+    ranges.reserve(unit.pieces.size());
+    for (const ChunkPiece& p : unit.pieces) {
+      ranges.push_back({plan_.jobs[p.job].file_offset + p.begin,
+                        whole_dst_[p.job].subspan(p.begin, p.size)});
+    }
+    JTREE_RETURN_IF_ERROR(impl_.source->read(ranges));
+    for (const ChunkPiece& p : unit.pieces) {
+      // (acq_rel: the thread that lands a chunk's last piece sees the others' bytes)
+      if (left_[p.job].fetch_sub(p.size, std::memory_order_acq_rel) != p.size) continue;
+      if (!options_.verify_checksums) continue;
+      const ChunkJob& job = plan_.jobs[p.job];
+      JTREE_RETURN_IF_ERROR(
+          impl_.verify_chunk(impl_.chunk(job.chunk), whole_dst_[p.job], job.leaf, job.local));
+    }
+    return Status::success();
+  }
+
   // The first strategy that applies to the unit.
   Status read_unit(const FetchUnit& unit, ReadScratch& s) {
     if (direct_ != nullptr) return fetch_direct(unit, s);
@@ -122,18 +214,12 @@ class UnitReader {
   // Strategy 1, zero copy: a lone raw chunk whose one destination is a single run is read by
   // the backend straight into place and verified there. nullopt when it does not apply.
   std::optional<Status> read_in_place(const FetchUnit& unit) {
+    if (unit.jobs.size() != 1) return std::nullopt;
     const ChunkJob& job = plan_.jobs[unit.jobs[0]];
-    const Leaf& leaf = t_.leaf(job.leaf);
-    if (unit.jobs.size() != 1 || job.targets.size() != 1 || is_4bit(leaf.dtype)) {
-      return std::nullopt;
-    }
+    const std::optional<std::span<std::byte>> whole = whole_chunk_dst(job);
+    if (!whole) return std::nullopt;
+    const std::span<std::byte> dst = *whole;
     const ChunkInfo info = impl_.chunk(job.chunk);
-    const ChunkTarget& tg = job.targets[0];
-    if (info.encoding != ChunkEncoding::kRaw || tg.region != job.box.shape()) return std::nullopt;
-    auto off = contiguous_offset(boxes_[tg.request].shape(), tg.dst_start, tg.region);
-    if (!off) return std::nullopt;
-    const size_t item = dtype_info(leaf.dtype)->item_size;
-    std::span<std::byte> dst = requests_[tg.request].dst.subspan(*off * item, job.stored_size);
     if (!options_.verify_checksums) {
       ReadRange range{job.file_offset, dst};
       return impl_.source->read(std::span(&range, 1));
@@ -353,6 +439,14 @@ class UnitReader {
   const bool local_;
   // Set for a cold load read with O_DIRECT (fetch_direct): the file's alignment.
   const io::DirectReadSupport* const direct_;
+  // The reads: plan_.units by index (all of them unless stream_whole_chunks took some), then
+  // the stream's requests; their bytes, for progress.
+  std::vector<uint32_t> regular_;
+  std::vector<StreamUnit> stream_;
+  uint64_t total_bytes_ = 0;
+  // Of each job read by the stream: where it lands, and its bytes not landed yet.
+  std::vector<std::span<std::byte>> whole_dst_;
+  std::unique_ptr<std::atomic<uint64_t>[]> left_;
   std::mutex progress_mu_;
   uint64_t done_bytes_ = 0;
 };
@@ -394,9 +488,10 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   // Step 3: the units on the thread pool, their scratch sets kept while the call runs.
   ReadScratchCache::Use scratch(ReadScratchCache::shared());
   UnitReader units(*impl_, requests, boxes, plan, options, cold_load ? &direct : nullptr);
+  if (impl_->source->preferred_fetch_bytes() != 0) units.stream_whole_chunks(fetch);
   const int parallelism =
       cold_load ? cold::queue_depth(options) : impl_->fetch_parallelism(fetch);
-  return parallel_for(pool_for(parallelism), plan.units.size(), parallelism,
+  return parallel_for(pool_for(parallelism), units.size(), parallelism,
                       [&units](size_t u) { return units.run(u); });
 }
 

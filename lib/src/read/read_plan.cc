@@ -27,6 +27,31 @@ std::vector<FetchUnit> coalesce_fetches(std::span<const FetchExtent> sorted,
   return units;
 }
 
+std::vector<StreamUnit> cut_stream(const ReadPlan& plan, std::span<const uint32_t> jobs,
+                                   const ReadOptions& options) {
+  const uint64_t max_bytes = std::max<uint64_t>(options.max_fetch_bytes, 1);
+  std::vector<StreamUnit> units;
+  for (uint32_t j : jobs) {
+    const ChunkJob& job = plan.jobs[j];
+    for (uint64_t done = 0; done < job.stored_size;) {
+      const uint64_t at = job.file_offset + done;
+      StreamUnit* u = units.empty() ? nullptr : &units.back();
+      // A new request where this piece is not the unit's near neighbour, or the unit is full.
+      if (u == nullptr || at < u->offset + u->size ||
+          at - (u->offset + u->size) > options.coalesce_gap ||
+          at - u->offset >= max_bytes) {
+        units.push_back(StreamUnit{at, 0, {}});
+        u = &units.back();
+      }
+      const uint64_t n = std::min(job.stored_size - done, u->offset + max_bytes - at);
+      u->pieces.push_back(ChunkPiece{j, done, n});
+      u->size = at + n - u->offset;
+      done += n;
+    }
+  }
+  return units;
+}
+
 Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index,
                             std::span<const ReadRequest> requests, std::span<const Box> boxes,
                             const ReadOptions& options) {

@@ -60,6 +60,29 @@ struct FetchExtent {
 std::vector<FetchUnit> coalesce_fetches(std::span<const FetchExtent> sorted,
                                         const ReadOptions& options);
 
+/// Bytes [begin, begin + size) of job `job`'s stored chunk.
+struct ChunkPiece {
+  uint32_t job = 0;
+  uint64_t begin = 0;
+  uint64_t size = 0;
+};
+
+/// A byte range fetched with one request whose ends need not be chunk ends: the pieces of the
+/// chunks it holds, by file offset (a chunk may span several of them).
+struct StreamUnit {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::vector<ChunkPiece> pieces;
+};
+
+/// Cuts the stored bytes of `jobs` (indices into `plan.jobs`, sorted by file offset) into
+/// requests of options.max_fetch_bytes, chunk ends ignored: neighbours at most
+/// options.coalesce_gap apart share a request, so a run of chunks costs about its size over
+/// the fetch size in requests (whole chunks per request would cost one more for each short
+/// chunk, a leaf's last). For remote objects, where each request is a round trip.
+std::vector<StreamUnit> cut_stream(const ReadPlan& plan, std::span<const uint32_t> jobs,
+                                   const ReadOptions& options);
+
 /// Plans chunked requests (the caller handles inline leaves and checks the requests).
 /// `boxes[i]` is request i's box (already validated). Errors: NotFound for absent chunks.
 Result<ReadPlan> plan_reads(const ReadTree& tree, const format::IndexData& index,
