@@ -34,7 +34,10 @@ Rank RANK of WORLD's row/column slices (jtree.TensorParallel's split; digests co
 
 The table: median [min, max] seconds of the process, the ratio to the boto3 row of its part,
 bytes sent down the link (headers included) over the bytes the load needs, and requests, with
-the largest number in flight at once and the median range size asked for.
+the largest number in flight at once and the median range size asked for; the client process's
+CPU seconds, the seconds after `import torch` (the load itself, with its own imports) and how
+busy the whole machine was during them (all cores' non-idle time over wall time x cores: RGW,
+the proxy and the client share them; near 100% the CPUs, not the link, set the time).
 """
 from __future__ import annotations
 
@@ -209,10 +212,31 @@ def child(part: str, system: str, endpoint: str, rank: int, world: int) -> None:
     t0 = time.perf_counter()
     import torch  # noqa: F401  (every system hands out torch tensors)
 
+    t1, busy1 = time.perf_counter(), machine_busy_seconds()
     tensors = (load_whole(system, endpoint) if part == "whole"
                else load_slices(system, endpoint, rank, world))
     touched, nbytes = touch(tensors)
-    print(json.dumps({"seconds": time.perf_counter() - t0, "bytes": nbytes, "digest": touched}))
+    t2 = time.perf_counter()
+    busy = (machine_busy_seconds() - busy1) / (t2 - t1) / (os.cpu_count() or 1)
+    print(json.dumps({"seconds": t2 - t0, "bytes": nbytes, "digest": touched,
+                      "cpu": process_cpu_seconds(), "after_torch": t2 - t1, "busy": busy}))
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and the children it waited for (s5cmd)."""
+    import resource  # noqa: PLC0415
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle since boot (/proc/stat): the client, RGW, the link
+    proxy and anything else running. Over a load's wall time on N cores it says how close the
+    machine was to its bound."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 # ---- the driver ------------------------------------------------------------------------------
@@ -308,6 +332,8 @@ def main() -> int:
         endpoint = f"http://127.0.0.1:{proxy.start()}"
         cases = [("whole", s) for s in args.whole] + [("slices", s) for s in args.slices]
         times = {c: [] for c in cases}
+        # (the client's CPU-s, seconds after `import torch`, the machine's busy share then)
+        cpu = {c: [] for c in cases}
         counts, digests = {}, {}
         load_before = os.getloadavg()
         failed = {}
@@ -325,6 +351,7 @@ def main() -> int:
                     continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 times[(part, system)].append(r["seconds"])
+                cpu[(part, system)].append((r["cpu"], r["after_torch"], r["busy"]))
                 counts[(part, system)] = proxy.since_mark()
                 digests[(part, system)] = (r["digest"], r["bytes"])
         load_after = os.getloadavg()
@@ -341,8 +368,9 @@ def main() -> int:
           f" MiB; {args.runs} rounds, fresh processes; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
     print("| part | system | seconds: median [min, max] | / boto3 | MiB down | down / needed "
-          "| requests | connections | most awaiting an answer | median range MiB |\n"
-          "|---|---|---|---|---|---|---|---|---|---|")
+          "| requests | connections | most awaiting an answer | median range MiB "
+          "| client CPU-s | seconds after import torch | machine busy then |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ok = True
     for part, ref in (("whole", "boto3"), ("slices", "boto3-ranges")):
         rows = [c for c in cases if c[0] == part and times[c]]
@@ -359,7 +387,10 @@ def main() -> int:
                   f"{med / base:.2f} | {n['bytes_down'] / 2**20:.1f} | "
                   f"{n['bytes_down'] / needed:.3f} | {n['requests']} | {n['connections']} | "
                   f"{n['max_in_flight']} | "
-                  f"{n['range_bytes_median'] / 2**20:.2f} |")
+                  f"{n['range_bytes_median'] / 2**20:.2f} | "
+                  f"{statistics.median(u for u, _, _ in cpu[c]):.2f} | "
+                  f"{statistics.median(a for _, a, _ in cpu[c]):.2f} | "
+                  f"{statistics.median(b for _, _, b in cpu[c]):.0%} |")
             if digests[c] != first:
                 print(f"!!! {part} {c[1]} loaded other bytes than {rows[0][1]}")
                 ok = False
@@ -370,6 +401,7 @@ def main() -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"times": {f"{p} {s}": t for (p, s), t in times.items()},
+                       "cpu": {f"{p} {s}": c for (p, s), c in cpu.items()},
                        "counts": {f"{p} {s}": c for (p, s), c in counts.items()},
                        "sizes": sizes, "load": [load_before, load_after]}, f, indent=1)
     return 0 if ok else 1
