@@ -122,10 +122,10 @@ def main() -> None:
     def use_templates(fast: bool) -> None:
         _load_torch.from_template = fast_template if fast else (lambda *_a: None)
 
-    fast_jax = _load_jax.as_stored = counted_as_stored(_load_jax.as_stored)
+    fast_jax = _load_jax.ADAPTER.as_stored = counted_as_stored(_load_jax.ADAPTER.as_stored)
 
     def use_jax_fast_path(fast: bool) -> None:
-        _load_jax.as_stored = fast_jax if fast else (lambda *_a: None)
+        _load_jax.ADAPTER.as_stored = fast_jax if fast else (lambda *_a: None)
         _device_jax._import_unavailable = not fast
         use_native_pass(fast)
 
