@@ -14,6 +14,7 @@ on the CPU with the memory map on; JAX arrays where the process's one JAX device
 to a device the direct path serves, arrays in its memory filled by jtree._device."""
 from __future__ import annotations
 
+import functools
 from typing import Any, List, Optional, Tuple
 
 from . import _device
@@ -58,6 +59,10 @@ def load(reader: Any, container: Any, o: Any, node: int = 0,
                              o.prune, node, path)
 
 
+def _not_planned(device: Any, nbytes: int) -> None:
+    """The ``planned`` of a load with JTREE_DEVICE_OVERLAP=0: no staging pinned ahead."""
+
+
 def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any, node: int,
                     path: Tuple[Any, ...]) -> Optional[Tuple[Any, List[int]]]:
     """:func:`load` to ``device`` (:func:`_device_target`): the tree planned and its device
@@ -68,12 +73,9 @@ def _load_to_device(reader: Any, container: Any, o: Any, device: Any, keys: Any,
     device_options but no array (the general loader's error for device_options it cannot
     use), decline to the general loader, which raises its own clear error naming the leaf or
     the setting."""
-    pin = _device.overlap() != "0"
-    cache: dict = {}
-
-    def planned(dev: Any, nbytes: int) -> None:
-        if pin:
-            _device.planned(cache, dev, nbytes, o.device_options)
+    # (A partial, not a closure: the adapter's callback goes straight to _device.)
+    planned = (functools.partial(_device.planned, {}, options=o.device_options)
+               if _device.overlap() != "0" else _not_planned)
 
     def fill(requests: List[Any]) -> bool:
         if o.device_options is not None and not requests:
