@@ -13,7 +13,8 @@ import numpy as np
 from . import _device, _device_jax, _dtypes, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key, memo
+from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
+                            memo)
 from ._load_numpy import block as _numpy_block
 from ._structure import FileLeaf
 

@@ -10,7 +10,8 @@ import numpy as np
 from . import _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key, memo
+from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
+                            memo)
 from ._structure import FLAG_SCALAR, FileLeaf
 
 NAME = "numpy"

@@ -12,7 +12,8 @@ import numpy as np
 from . import _device, _device_torch, _dtypes, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError, ResourceExhaustedError
-from ._load_adapter import MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key, memo
+from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
+                            memo)
 from ._structure import FileLeaf
 
 NAME = "torch"
@@ -321,9 +322,9 @@ def plain_device(o: Any) -> Any:
 
 def device_pass(o: Any, device: Any, file: str, planned: Callable[[Any, int], None],
                 fill: Callable[..., bool]) -> PlainPass:
-    """Each array a tensor of its stored dtype in ``device``'s memory (errors name ``file``) (its dtypes those
-    _dtypes.torch_holder_of_code gives: the others decline), made as _new_on_device makes it
-    (jtree._device_torch.new), ``planned`` told of each; out of torch's device memory (or
+    """Each array a tensor of its stored dtype in ``device``'s memory (its dtypes those
+    _dtypes.torch_holder_of_code gives: the others decline; errors name ``file``), made as
+    _new_on_device makes it (jtree._device_torch.new), ``planned`` told of each; out of torch's device memory (or
     the grouped placement's own ResourceExhaustedError, in fill, which knows no key path)
     declines to the general loader, whose error names the leaf."""
     import torch  # noqa: PLC0415
