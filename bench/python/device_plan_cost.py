@@ -112,20 +112,20 @@ def main() -> None:
             as_stored_counts[current[0]] = as_stored_counts.get(current[0], 0) + 1
             return real(*args)
         return counted
-    _load_torch.as_stored = counted_as_stored(_load_torch.as_stored)
+    _load_torch.ADAPTER.as_stored = counted_as_stored(_load_torch.ADAPTER.as_stored)
     plain_applies = _load_plain.applies
 
     def use_native_pass(fast: bool) -> None:
         _load_plain.applies = plain_applies if fast else (lambda _o: False)
-    fast_template = _load_torch.from_template
+    fast_template = _load_torch.ADAPTER.from_template
 
     def use_templates(fast: bool) -> None:
-        _load_torch.from_template = fast_template if fast else (lambda *_a: None)
+        _load_torch.ADAPTER.from_template = fast_template if fast else (lambda *_a: None)
 
-    fast_jax = _load_jax.as_stored = counted_as_stored(_load_jax.as_stored)
+    fast_jax = _load_jax.ADAPTER.as_stored = counted_as_stored(_load_jax.ADAPTER.as_stored)
 
     def use_jax_fast_path(fast: bool) -> None:
-        _load_jax.as_stored = fast_jax if fast else (lambda *_a: None)
+        _load_jax.ADAPTER.as_stored = fast_jax if fast else (lambda *_a: None)
         _device_jax._import_unavailable = not fast
         use_native_pass(fast)
 

@@ -89,7 +89,7 @@ def instrument(res: Dict[str, Any]) -> Any:
     the median in microseconds, and when pin_ahead was first called (ms from the clock's zero;
     None: never); returns the functions that start a load's clock and keep what was timed
     (done). Wraps jtree internals: a measurement, not an API."""
-    from jtree import _device, _load_plain, _load_torch
+    from jtree import _device, _load_torch
     zero = [time.perf_counter()]
     batches: List[Any] = []
     alloc = [0.0, 0]
@@ -97,7 +97,7 @@ def instrument(res: Dict[str, Any]) -> Any:
     pinned_at: List[float] = []
     native, new = _device._native_load, _load_torch._new_on_device
     pin_ahead = _device.pin_ahead
-    destinations = _load_plain._torch_destinations
+    device_pass = _load_torch.ADAPTER.device_pass
 
     def timed_native(reader: Any, reqs: List[Any], dev: Any, kw: dict) -> Any:
         t = time.perf_counter()
@@ -110,11 +110,13 @@ def instrument(res: Dict[str, Any]) -> Any:
     def timed_new(*a: Any, **k: Any) -> Any:
         return timed_new_with(lambda: new(*a, **k))
 
-    def timed_destinations(*a: Any) -> Any:
+    def timed_device_pass(*a: Any) -> Any:
         # (The native pass's allocations: device= loads it plans; the planner's are
         # _new_on_device's, timed above.)
-        dtype_of, new_device, wrap = destinations(*a)
-        return dtype_of, lambda *b: timed_new_with(new_device, *b), wrap
+        plain = device_pass(*a)
+        new_device = plain.new_device
+        plain.new_device = lambda *b: timed_new_with(new_device, *b)
+        return plain
 
     def timed_new_with(fn: Any, *a: Any) -> Any:
         t = time.perf_counter()
@@ -132,7 +134,7 @@ def instrument(res: Dict[str, Any]) -> Any:
 
     _device._native_load, _load_torch._new_on_device = timed_native, timed_new
     _device.pin_ahead = timed_pin_ahead
-    _load_plain._torch_destinations = timed_destinations
+    _load_torch.ADAPTER.device_pass = timed_device_pass
 
     def start() -> None:
         zero[0] = time.perf_counter()

@@ -45,23 +45,23 @@ def main() -> None:
     import numpy as np
     import jax
     import jtree
-    from jtree import _device_jax, _load, _load_jax, _load_plain
+    from jtree import _device_jax, _load_jax, _load_plain, _load_plan
 
     if len(jax.devices()) != 1:
         raise SystemExit(f"needs one JAX device, found {jax.devices()}")
-    real = (_load_plain.applies, _load_jax.from_template, _load_jax.as_stored,
-            _load.Loader.spec_as_stored, _load.Loader.own_structure)
+    real = (_load_plain.applies, _load_jax.ADAPTER.from_template, _load_jax.ADAPTER.as_stored,
+            _load_plan.Loader.spec_as_stored, _load_plan.Loader.own_structure)
 
     def use(fast: bool) -> None:
-        (_load_plain.applies, _load_jax.from_template, _load_jax.as_stored,
-         _load.Loader.spec_as_stored, _load.Loader.own_structure) = real
+        (_load_plain.applies, _load_jax.ADAPTER.from_template, _load_jax.ADAPTER.as_stored,
+         _load_plan.Loader.spec_as_stored, _load_plan.Loader.own_structure) = real
         importing[0] = fast
         if not fast:
             _load_plain.applies = lambda o: False
-            _load_jax.from_template = lambda *_a: None
-            _load_jax.as_stored = lambda *_a: None
-            _load.Loader.spec_as_stored = lambda *_a: None
-            _load.Loader.own_structure = lambda *_a: False
+            _load_jax.ADAPTER.from_template = lambda *_a: None
+            _load_jax.ADAPTER.as_stored = lambda *_a: None
+            _load_plan.Loader.spec_as_stored = lambda *_a: None
+            _load_plan.Loader.own_structure = lambda *_a: False
 
     # DLPack imports made (fast), or refused so that jax.device_put moves every array
     # (before: the general path's host arrays took jax.device_put too).

@@ -9,7 +9,8 @@ import inspect
 from typing import Any, Dict, Tuple
 
 from ._errors import InvalidArgumentError
-from ._load import ALL, Loader, LoadOptions
+from ._load import ALL, LoadOptions
+from ._load_plan import Loader
 from ._structure import FileNode, paused_gc
 
 # The options a load() call may give by name: LoadOptions' (fill_out is out='s, not one).

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from . import _device, _device_jax, _dtypes, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, array_key, memo
+from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
+                            memo)
 from ._load_numpy import block as _numpy_block
 from ._structure import FileLeaf
 
@@ -314,3 +315,71 @@ def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:
     if step != 1:
         raise InvalidArgumentError(f"sharding index with step {step}")
     return start, stop
+
+
+# ---- the native plain pass (jtree._load_plain) ----
+
+def plain_on_host(o: Any) -> bool:
+    """Whether a JAX host load takes the plain pass: no shardings= and the process's one JAX
+    device a CPU (jtree._placement.only_jax_cpu_device)."""
+    return o.shardings is None and _placement.only_jax_cpu_device() is not None
+
+
+def host_pass(o: Any) -> PlainPass:
+    """Each array read as a NumPy array of its stored dtype (a view of the file's map where it
+    can be; _dtypes.jax_numpy_dtype_of_code: dtypes DLPack does not carry into JAX decline to
+    the general loader, whose ``jax.device_put`` error names the leaf), moved to the one CPU
+    device as jax_array moves it (_device_jax.to_cpu_device, else ``jax.device_put``).
+    Copy-on-write for mmap="r" too: XLA keeps an aligned leaf's mapped bytes as they are, and a
+    JAX array has no read-only flag to carry."""
+    device = _placement.only_jax_cpu_device()
+
+    def wrap(a: np.ndarray, code: int) -> Any:
+        got = _device_jax.to_cpu_device(a, device)
+        return got if got is not None else _dtypes.jax_device_put(a)
+
+    return PlainPass(_dtypes.jax_numpy_dtype_of_code, wrap, MMAP_MODE[bool(o.mmap)])
+
+
+def plain_device(o: Any) -> Any:
+    """The one device a load places everything on (``shardings=`` a SingleDeviceSharding, or
+    none where the process has one device) where it is not a CPU (the tests' host stand-in's
+    CPU is), else None."""
+    if o.device is not None:
+        return None
+    device = _placement.one_jax_device(o.shardings)
+    if device is False or (device.platform == "cpu" and _device._stand_in is None):
+        return None
+    return device
+
+
+def device_pass(o: Any, device: Any, file: str, planned: Callable[[Any, int], None],
+                fill: Callable[..., bool]) -> PlainPass:
+    """Each array's bytes a jtree._device_jax.Dest (placed for the whole load when it is read:
+    one allocation per device), then a JAX array over them (Dest.array), as as_stored makes
+    it; ``planned`` told of each. Dtypes the direct path does not take to ``device``
+    (_placement.why_not_jax_direct) decline to the general loader."""
+    shapes: Dict[int, Tuple[int, ...]] = {}  # id(Dest) -> its array's shape
+
+    def dtype_of(code: int) -> Optional[np.dtype]:
+        if _placement.why_not_jax_direct(device, _dtypes.NAME_OF.get(code, "")) is not None:
+            return None
+        return _dtypes.numpy_dtype_of_code(code)
+
+    def new_device(shape: Tuple[int, ...], code: int) -> Any:
+        n = _dtypes.TABLE[_dtypes.NAME_OF[code]][1] * math.prod(shape)
+        dest = _device_jax.Dest(device, n)
+        shapes[id(dest)] = shape
+        planned(device, n)
+        return dest
+
+    def wrap(dest: Any, code: int) -> Any:
+        return dest.array(shapes[id(dest)], _dtypes.NAME_OF[code])
+
+    return PlainPass(dtype_of, wrap, 0, new_device=new_device, fill=fill)
+
+
+ADAPTER = Adapter(NAME, target=target, settle=settle, array=array, block=block, part=part,
+                  index=index, as_stored=as_stored, from_template=from_template,
+                  plain_on_host=plain_on_host, host_pass=host_pass, plain_device=plain_device,
+                  device_pass=device_pass)

@@ -10,7 +10,8 @@ import numpy as np
 from . import _dtypes
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, array_key, memo
+from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
+                            memo)
 from ._structure import FLAG_SCALAR, FileLeaf
 
 NAME = "numpy"
@@ -120,3 +121,19 @@ def numpy(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
         return out
 
     return done
+
+
+def plain_on_host(o: Any) -> bool:
+    """Every NumPy load without ``device=`` may take the native plain pass."""
+    return o.device is None
+
+
+def host_pass(o: Any) -> PlainPass:
+    """Each array a NumPy array of its stored dtype (None: declined; bfloat16 without
+    ml_dtypes), a view of the file's map as ``mmap=`` says."""
+    return PlainPass(_dtypes.numpy_dtype_of_code, None, MMAP_MODE[o.mmap])
+
+
+ADAPTER = Adapter(NAME, target=target, settle=settle, array=array, block=block, part=part,
+                  index=index, as_stored=as_stored, plain_on_host=plain_on_host,
+                  host_pass=host_pass)

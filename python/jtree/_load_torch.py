@@ -5,14 +5,15 @@ jtree can, else moved there with ``Tensor.to``. Dtypes torch lacks go through Nu
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
 from . import _device, _device_torch, _dtypes, _placement
 from . import _keypath as kp
-from ._errors import InvalidArgumentError
-from ._load_adapter import Placement, Thunk, array_key, memo
+from ._errors import InvalidArgumentError, ResourceExhaustedError
+from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
+                            memo)
 from ._structure import FileLeaf
 
 NAME = "torch"
@@ -284,3 +285,62 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
         return finish(full)
 
     return padded
+
+
+# ---- the native plain pass (jtree._load_plain) ----
+
+def plain_on_host(o: Any) -> bool:
+    """Whether a torch host load takes the plain pass: on the CPU from the memory map
+    (as_stored's case; without the map torch makes the tensors), not the direct path's host
+    stand-in for a device."""
+    if not o.mmap:
+        return False
+    return o.device is None or (o.device.type == "cpu" and not o.placement.direct)
+
+
+def host_pass(o: Any) -> PlainPass:
+    """Each array read as _dtypes.torch_holder_of_code's NumPy dtype, made a tensor of its
+    stored dtype over the same memory (as as_stored makes it); copy-on-write views for
+    mmap="r" too: torch tensors have no read-only flag."""
+    viewers: Dict[int, Callable[[np.ndarray], Any]] = {}  # (one _dtypes.torch_viewer a code)
+
+    def wrap(a: np.ndarray, code: int) -> Any:
+        view = viewers.get(code)
+        if view is None:
+            t = _dtypes.torch_dtype_or_none(_dtypes.NAME_OF[code])
+            view = viewers[code] = _dtypes.torch_viewer(t)
+        return view(a)
+
+    return PlainPass(_dtypes.torch_holder_of_code, wrap, MMAP_MODE[True])
+
+
+def plain_device(o: Any) -> Any:
+    """The load's ``device=`` where the direct path serves it (the tests' host stand-in's CPU
+    too), else None."""
+    return o.device if o.placement.direct else None
+
+
+def device_pass(o: Any, device: Any, file: str, planned: Callable[[Any, int], None],
+                fill: Callable[..., bool]) -> PlainPass:
+    """Each array a tensor of its stored dtype in ``device``'s memory (its dtypes those
+    _dtypes.torch_holder_of_code gives: the others decline; errors name ``file``), made as
+    _new_on_device makes it (jtree._device_torch.new), ``planned`` told of each; out of torch's device memory (or
+    the grouped placement's own ResourceExhaustedError, in fill, which knows no key path)
+    declines to the general loader, whose error names the leaf."""
+    import torch  # noqa: PLC0415
+
+    def new_device(shape: Tuple[int, ...], code: int) -> Any:
+        t = _device_torch.new(device, shape, _dtypes.torch_dtype_or_none(_dtypes.NAME_OF[code]),
+                              o.device_options, file, "")
+        planned(device, _device.nbytes(t))
+        return t
+
+    return PlainPass(_dtypes.torch_holder_of_code, lambda dest, code: _device_torch.value(dest),
+                     0, new_device=new_device, fill=fill,
+                     declines_on=(torch.cuda.OutOfMemoryError, ResourceExhaustedError))
+
+
+ADAPTER = Adapter(NAME, target=target, settle=settle, array=array, block=block, part=part,
+                  index=index, as_stored=as_stored, from_template=from_template,
+                  plain_on_host=plain_on_host, host_pass=host_pass, plain_device=plain_device,
+                  device_pass=device_pass)

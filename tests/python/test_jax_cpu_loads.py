@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jtree
-from jtree import _device_jax, _load, _load_jax, _load_plain, _placement
+from jtree import _device_jax, _load_jax, _load_plain, _load_plan, _placement
 
 
 @pytest.fixture
@@ -225,12 +225,12 @@ def test_shardings_over_cpu_devices_put_or_import_every_shard(jax, monkeypatch, 
         return real_put(x, device, *rest)
     monkeypatch.setattr(_dtypes, "jax_device_put", spy_put)
     reads = []
-    real_box = _load.Loader.host_box
+    real_box = _load_plan.Loader.host_box
 
     def spy_box(self, fl, box, p, dst=None):
         reads.append(box)
         return real_box(self, fl, box, p, dst)
-    monkeypatch.setattr(_load.Loader, "host_box", spy_box)
+    monkeypatch.setattr(_load_plan.Loader, "host_box", spy_box)
     if not small:
         monkeypatch.setattr(_load_jax, "SMALL_LEAF_BYTES", -1)
     imported = []
@@ -323,14 +323,12 @@ def test_a_process_with_one_cpu_device_takes_the_plain_jax_load(jax, path):
 
 def slow_load(monkeypatch, *args, **kw):
     """jtree.load with every fast path of the general loader off (and no plain pass)."""
-    from jtree import _load  # noqa: PLC0415
-
     with monkeypatch.context() as m:
         m.setattr(_load_plain, "applies", lambda o: False)
-        m.setattr(_load_jax, "from_template", lambda *a: None)
-        m.setattr(_load_jax, "as_stored", lambda *a: None)
-        m.setattr(_load.Loader, "spec_as_stored", lambda *a: None)
-        m.setattr(_load.Loader, "own_structure", lambda *a: False)
+        m.setattr(_load_jax.ADAPTER, "from_template", lambda *a: None)
+        m.setattr(_load_jax.ADAPTER, "as_stored", lambda *a: None)
+        m.setattr(_load_plan.Loader, "spec_as_stored", lambda *a: None)
+        m.setattr(_load_plan.Loader, "own_structure", lambda *a: False)
         return jtree.load(*args, **kw)
 
 
@@ -471,15 +469,13 @@ def test_a_structure_this_process_cannot_build_leaves_the_target_to_the_general_
         monkeypatch, path):
     # (A custom node whose class is not importable here: load_pytreedef's tree cannot be built,
     # which is no error for a target that skips that node.)
-    from jtree import _load  # noqa: PLC0415
-
     jtree.save({"a": np.arange(3), "b": np.ones(2)}, path)
     spec = jtree.load_pytreedef(path)
 
     def cannot(*_a, **_k):
         raise jtree.NotSupportedError("the file holds a custom node this process lacks")
 
-    monkeypatch.setattr(_load, "spec_tree", cannot)
+    monkeypatch.setattr(_load_plan, "spec_tree", cannot)
     got = jtree.load(path, dict(spec, b=None))
     np.testing.assert_array_equal(got["a"], np.arange(3))
     assert got["b"] is None

@@ -134,13 +134,13 @@ def _general_loader_only(monkeypatch):
 ])
 @pytest.mark.parametrize("prune", [False, True])
 def test_subtrees_a_selection_cannot_reach_are_not_walked(ckpt, keys, prune, monkeypatch):
-    from jtree import _keypath, _load
+    from jtree import _keypath, _load_plan
 
     _general_loader_only(monkeypatch)
     path, _ = ckpt
     looked = []
-    selected = _load.Loader.selected
-    monkeypatch.setattr(_load.Loader, "selected",
+    selected = _load_plan.Loader.selected
+    monkeypatch.setattr(_load_plan.Loader, "selected",
                         lambda self, p: looked.append(p) or selected(self, p))
     got = jtree.load(path, keys=keys, prune=prune)
     walked = list(looked)
@@ -156,15 +156,15 @@ def test_subtrees_a_selection_cannot_reach_are_not_walked(ckpt, keys, prune, mon
 
 
 def test_a_selection_from_a_large_file_skips_what_it_cannot_reach(path, monkeypatch):
-    from jtree import _load
+    from jtree import _load_plan
 
     _general_loader_only(monkeypatch)
     tree = {f"g{i}": {f"l{j}": np.full(3, i * 100 + j, np.int32) for j in range(50)}
             for i in range(40)}
     jtree.save(tree, path)
     looked = []
-    selected = _load.Loader.selected
-    monkeypatch.setattr(_load.Loader, "selected",
+    selected = _load_plan.Loader.selected
+    monkeypatch.setattr(_load_plan.Loader, "selected",
                         lambda self, p: looked.append(p) or selected(self, p))
     with jtree.open(path) as f:
         out = jtree.load(f, keys=["g7/l3", "g9/*"], prune=True)
@@ -211,7 +211,7 @@ def test_the_skeleton_of_what_is_not_loaded_is_what_the_walk_made(path, how, mon
     """A subtree no keys= pattern reaches, or a False mask, is made in one native pass
     (Reader.none_tree): the same containers, classes and None leaves as the Python walk made
     (Loader.container with a False target), every kind of container included."""
-    from jtree import _load
+    from jtree import _load_plan
 
     _general_loader_only(monkeypatch)
     tree = _every_kind_of_container()
@@ -219,12 +219,12 @@ def test_the_skeleton_of_what_is_not_loaded_is_what_the_walk_made(path, how, mon
     load = (lambda: jtree.load(path, keys="keep/x")) if how == "keys" else \
         (lambda: jtree.load(path, {"skip": False, "keep": True}))
     calls = []
-    native = _load.Loader.none_tree
-    monkeypatch.setattr(_load.Loader, "none_tree",
+    native = _load_plan.Loader.none_tree
+    monkeypatch.setattr(_load_plan.Loader, "none_tree",
                         lambda self, node, p: calls.append(p) or native(self, node, p))
     got = load()
     assert calls == [("skip",)]
-    monkeypatch.setattr(_load.Loader, "none_tree",
+    monkeypatch.setattr(_load_plan.Loader, "none_tree",
                         lambda self, node, p: self.container(node, False, p))
     want = load()
     assert_same(got["keep"], tree["keep"])

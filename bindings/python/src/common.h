@@ -135,18 +135,17 @@ void register_specs(nb::module_& m);
 
 /// A whole load of a plain file in one native pass (plain_load.cc): (tree, []), or with `keys`
 /// whose patterns match nothing (None, [their numbers]) with nothing read; None when the file
-/// needs the general Python loader (see there). `wrap`: None for NumPy arrays, else
-/// `wrap(array, dtype code)` makes each array's value (torch). `new_device` (or None, with
-/// `fill`): `new_device(shape, dtype code)` makes each array's device destination,
-/// `fill([(leaf, None, destination)...])` fills them all (False declines), then `wrap`, if
-/// given, makes their values. `keys` (or null): a keys=
-/// selection, `prune` its prune=True. `first`: the node loaded with its subtree (0: the whole
-/// file), `parts` its key path parts (keys and positions).
-nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
-                      nb::handle container, nb::handle wrap, nb::handle new_device,
-                      nb::handle fill, int mmap_mode, bool verify, int threads,
-                      const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
-                      nb::handle parts);
+/// needs the general Python loader (see there). `plain`: the framework's part, a
+/// jtree._load_adapter.PlainPass (its attributes read once: `dtype_of(code)` -> np.dtype or
+/// None; `wrap` None for NumPy arrays, else `wrap(array or destination, code)` makes each
+/// array's value; `mmap_mode` 0, 1 or 2; `new_device(shape, code)` and
+/// `fill([(leaf, None, destination)...])` -> bool, both None on the host). ValueError when
+/// its hooks do not go together. `keys` (or null): a keys= selection, `prune` its
+/// prune=True. `first`: the node loaded with its subtree (0: the whole file), `parts` its key
+/// path parts (keys and positions).
+nb::object load_plain(const jtree::Reader& reader, nb::handle plain, nb::handle container,
+                      bool verify, int threads, const jtree::KeyPathPatterns* keys, bool prune,
+                      uint32_t first, nb::handle parts);
 
 /// jtree::RemoteOptions from jtree.RemoteOptions's settings ({field: value}; None: the
 /// defaults, from the environment), checked (remote_options.cc). InvalidArgumentError for an

@@ -11,18 +11,20 @@
 //
 // The rules are the Python loader's, unchanged; it stays the one general path, and this one
 // declines (returns None) whatever it does not do exactly as that loader would:
-// - arrays whose dtype NumPy has (`numpy_dtype_of(code)` gives the np.dtype, or None) come
+// The framework's part comes in one object, a jtree._load_adapter.PlainPass its adapter made
+// for this load, whose attributes are read once per call:
+// - arrays whose dtype NumPy has (`dtype_of(code)` gives the np.dtype, or None) come
 //   back as NumPy arrays: views of the file's copy-on-write map where the library maps the
-//   leaf (mmap_mode 1; 2: views made read-only; 0: never), else new arrays, all read in one
-//   read_many; a saved scalar (FLAG_SCALAR, shape ()) is a NumPy scalar. With `wrap` (torch)
-//   each array is `wrap(array, code)` instead (a tensor over the same memory; no scalars);
+//   leaf (`mmap_mode` 1; 2: views made read-only; 0: never), else new arrays, all read in one
+//   read_many; a saved scalar (FLAG_SCALAR, shape ()) is a NumPy scalar. With `wrap` (torch,
+//   JAX) each array is `wrap(array, code)` instead (a tensor over the same memory; no scalars);
 // - with `new_device` (a load to a device the direct path serves: jtree._load_plain) each
 //   array is `new_device(shape, code)` instead, its destination in device memory (a torch
 //   tensor; for JAX a jtree._device_jax.Dest), its dtype's item size still from
-//   `numpy_dtype_of`, not read here: `fill([(leaf, None, destination)...])` fills them all
+//   `dtype_of`, not read here: `fill([(leaf, None, destination)...])` fills them all
 //   (jtree._device.read: pinned staging buffers; False declines), then `wrap(destination,
 //   code)` (if given) makes each array's value (JAX: the array over the filled memory). The
-//   device path's rules are jtree._load_torch.as_stored's and _load_jax.as_stored's;
+//   device path's rules are the adapters' as_stored's;
 // - Int/Float/Bool/Complex leaves are their values, Str/Bytes/ByteArray leaves their payloads
 //   (str, bytes, bytearray);
 // - a leaf referred to twice (tied weights) is one object;
@@ -69,17 +71,16 @@ struct Entry {
 
 class PlainLoad {
  public:
-  PlainLoad(const jtree::Reader& r, nb::handle numpy_dtype_of, nb::handle container,
-            nb::handle wrap, nb::handle new_device, nb::handle fill, int mmap_mode,
-            bool verify, int threads,
-            const jtree::KeyPathPatterns* keys, bool prune, uint32_t first, nb::handle parts)
+  PlainLoad(const jtree::Reader& r, nb::handle plain, nb::handle container, bool verify,
+            int threads, const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
+            nb::handle parts)
       : r_(r),
-        numpy_dtype_of_(numpy_dtype_of),
+        dtype_of_(plain.attr("dtype_of")),
         container_(container),
-        wrap_(wrap),
-        new_device_(new_device),
-        fill_(fill),
-        mmap_mode_(mmap_mode),
+        wrap_(plain.attr("wrap")),
+        new_device_(plain.attr("new_device")),
+        fill_(plain.attr("fill")),
+        mmap_mode_(nb::cast<int>(plain.attr("mmap_mode"))),
         budget_(r.options().limits),
         keys_(keys),
         prune_(prune),
@@ -87,6 +88,14 @@ class PlainLoad {
         parts_(parts) {
     options_.verify_checksums = verify;
     options_.threads = threads;
+  }
+
+  // ValueError where the PlainPass's hooks do not go together.
+  void check_hooks() const {
+    if (mmap_mode_ < 0 || mmap_mode_ > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
+    if (new_device_.is_none() != fill_.is_none()) {
+      throw_value_error("load_plain: new_device and fill go together");
+    }
   }
 
   // (tree, []) or, when keys= patterns matched nothing, (None, [their numbers]) with nothing
@@ -195,7 +204,7 @@ class PlainLoad {
       if (c == code) return info;
     }
     std::optional<std::pair<nb::object, uint64_t>> info;
-    nb::object d = numpy_dtype_of_(static_cast<int>(code));
+    nb::object d = dtype_of_(static_cast<int>(code));
     if (!d.is_none()) info.emplace(d, nb::cast<uint64_t>(d.attr("itemsize")));
     dtypes_.emplace_back(code, info);
     return info;
@@ -369,7 +378,10 @@ class PlainLoad {
   }
 
   const jtree::Reader& r_;
-  nb::handle numpy_dtype_of_, container_, wrap_, new_device_, fill_;
+  // The PlainPass's hooks (None where it has none); container_: the caller's.
+  nb::object dtype_of_;
+  nb::handle container_;
+  nb::object wrap_, new_device_, fill_;
   int mmap_mode_;
   jtree::MemoryBudget budget_;
   jtree::ReadOptions options_;
@@ -387,19 +399,13 @@ class PlainLoad {
 
 }  // namespace
 
-nb::object load_plain(const jtree::Reader& reader, nb::handle numpy_dtype_of,
-                      nb::handle container, nb::handle wrap, nb::handle new_device,
-                      nb::handle fill, int mmap_mode, bool verify, int threads,
-                      const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
-                      nb::handle parts) {
-  if (mmap_mode < 0 || mmap_mode > 2) throw_value_error("load_plain: mmap_mode is 0, 1 or 2");
+nb::object load_plain(const jtree::Reader& reader, nb::handle plain, nb::handle container,
+                      bool verify, int threads, const jtree::KeyPathPatterns* keys, bool prune,
+                      uint32_t first, nb::handle parts) {
   if (prune && keys == nullptr) throw_value_error("load_plain: prune without keys");
-  if (new_device.is_none() != fill.is_none()) {
-    throw_value_error("load_plain: new_device and fill go together");
-  }
-  return PlainLoad(reader, numpy_dtype_of, container, wrap, new_device, fill, mmap_mode, verify,
-                   threads, keys, prune, first, parts)
-      .run();
+  PlainLoad load(reader, plain, container, verify, threads, keys, prune, first, parts);
+  load.check_hooks();
+  return load.run();
 }
 
 }  // namespace jtpy

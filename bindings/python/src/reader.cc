@@ -144,12 +144,10 @@ class PyReader {
   }
 
   // A whole plain load (see jtpy::load_plain): (tree,) or None.
-  nb::object load_plain(nb::handle numpy_dtype_of, nb::handle container, nb::handle wrap,
-                        int mmap_mode, bool verify, int threads,
+  nb::object load_plain(nb::handle plain, nb::handle container, bool verify, int threads,
                         const jtree::KeyPathPatterns* keys, bool prune, uint32_t first,
-                        nb::handle parts, nb::handle new_device, nb::handle fill) const {
-    return jtpy::load_plain(*r_, numpy_dtype_of, container, wrap, new_device, fill, mmap_mode,
-                            verify, threads, keys, prune, first, parts);
+                        nb::handle parts) const {
+    return jtpy::load_plain(*r_, plain, container, verify, threads, keys, prune, first, parts);
   }
 
   // load_pytreedef of the whole file (see jtpy::spec_tree).
@@ -462,25 +460,23 @@ void register_reader(nb::module_& m) {
            "lists, tuples and None made natively, other containers by container(kind, "
            "type_name, aux, keys, values, key_path_parts), whose parts begin with `parts` "
            "(node's own key path parts).")
-      .def("load_plain", &PyReader::load_plain, nb::arg("numpy_dtype_of"), nb::arg("container"),
-           nb::arg("wrap").none(), nb::arg("mmap_mode"), nb::arg("verify") = true,
-           nb::arg("threads") = 0, nb::arg("keys").none() = nb::none(), nb::arg("prune") = false,
+      .def("load_plain", &PyReader::load_plain, nb::arg("plain"), nb::arg("container"),
+           nb::arg("verify") = true, nb::arg("threads") = 0,
+           nb::arg("keys").none() = nb::none(), nb::arg("prune") = false,
            nb::arg("first") = 0, nb::arg("parts") = nb::tuple(),
-           nb::arg("new_device").none() = nb::none(), nb::arg("fill").none() = nb::none(),
            "The whole file (or the subtree of node `first`, whose key path parts are `parts`) "
-           "loaded as NumPy arrays and Python values in one pass (jtree.load "
-           "with no cast, target or device; keys: a KeyPathPatterns selection or None, prune "
-           "its prune=True): (tree, []), (None, [numbers of the keys patterns that match "
-           "nothing]) with nothing read, or None where the general loader must do it "
-           "(pickled or custom leaves, a dtype NumPy lacks, the memory limits). "
-           "numpy_dtype_of(code) -> np.dtype | None; wrap None, or wrap(array, "
-           "code) -> each array's value (torch tensors); new_device and fill None, or "
-           "new_device(shape, code) -> each array's device destination and "
-           "fill([(leaf, None, destination)...]) -> bool filling them (False declines), "
-           "wrap then making their values; "
-           "mmap_mode 0 copies, 1 copy-on-write "
-           "views of mapped leaves, 2 read-only views; containers other than dict/list/tuple "
-           "by container(kind, type_name, aux, keys, values, parts).")
+           "loaded in one pass (jtree.load with no cast, target or progress; keys: a "
+           "KeyPathPatterns selection or None, prune its prune=True): (tree, []), (None, "
+           "[numbers of the keys patterns that match nothing]) with nothing read, or None "
+           "where the general loader must do it (pickled or custom leaves, a dtype the "
+           "framework lacks, the memory limits). `plain` is the framework's part, a "
+           "jtree._load_adapter.PlainPass, its attributes read once: dtype_of(code) -> "
+           "np.dtype | None; wrap None, or wrap(array or destination, code) -> each array's "
+           "value; mmap_mode 0 copies, 1 copy-on-write views of mapped leaves, 2 read-only "
+           "views; new_device and fill None, or new_device(shape, code) -> each array's "
+           "device destination and fill([(leaf, None, destination)...]) -> bool filling them "
+           "(False declines). Containers other than dict/list/tuple by container(kind, "
+           "type_name, aux, keys, values, parts).")
       .def("metadata", &PyReader::metadata, "User metadata: [(key, value: str where saved as text, else bytes)].")
       .def("info", &PyReader::info, "Facts about the file (jtree::FileInfo) as a dict.")
       .def("io_stats", &PyReader::io_stats, "The storage backend's counters since opening.")
