@@ -1,8 +1,10 @@
 """``jtree.open``: a .jtree file opened lazily. Only the header and index are read on open;
-indexing walks the structure, and slicing an array leaf reads only the chunks it overlaps."""
+indexing walks the structure, and slicing an array leaf reads only the chunks it overlaps:
+``LazyArray.get`` resolves where the slice goes (jtree._placement) and hands it to that
+framework's adapter (the ``slice`` hook of jtree._load_adapter; what every framework's slice
+shares is jtree._lazy_slice)."""
 from __future__ import annotations
 
-import math
 import os
 import sys
 import warnings
@@ -10,14 +12,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _device, _device_options, _dtypes, _jtree, _placement, _progress
+from . import _device_options, _jtree, _placement, _progress
 from . import _keypath as kp
 from ._errors import (IndexKindError, IndexOutOfRangeError, InvalidArgumentError, NotFoundError,
-                      NotSupportedError, ResourceExhaustedError, error)
+                      NotSupportedError, error)
 from ._fileobj import is_buffer, is_fileobj, name_of, open_reader
-from ._index import box_of as _box_of
-from ._index import mapped_box
-from ._load import FRAMEWORKS, checked_mmap, spec_tree
+from ._load import ADAPTERS, FRAMEWORKS, checked_mmap, spec_tree
 from . import _load_call, _remote
 from ._remote import RemoteOptions
 from ._structure import (ARRAY, DICT, LEAF, NAMEDTUPLE, NODE_KIND_NAMES, NONE, ORDEREDDICT,
@@ -402,147 +402,10 @@ class LazyArray:
         :class:`NotSupportedError`)."""
         placement = _placement.resolve(framework, device, map_location, frameworks=FRAMEWORKS,
                                        file=self._f.name, key_path=self.path)
-        framework, dev = placement.framework, placement.device
-        opts = _device_options.checked(device_options)
-        where = f"{self._f.name}: {self.path}"
-        if opts is not None and dev is None and framework != "jax":
-            raise _device_options.not_a_device_load(where)
-        if dev is not None:
-            t = self._device_slice(index, dev, opts) if placement.direct else None
-            if t is not None:
-                return t
-            if opts is not None:
-                if not _placement.is_device_target(dev):
-                    raise _device_options.not_a_device_load(where)
-                why = (placement.why_not_direct or _placement.torch_lacks(self._leaf.dtype)
-                       or "a slice with a negative step is read on the host (torch takes "
-                          "none)")
-                _device_options.not_used(opts, where, why)
-            t = self._torch_slice(index)
-            return t if dev.type == "cpu" else t.to(dev)
-        if framework == "torch":
-            return self._torch_slice(index)
-        if framework == "jax":
-            a, why = self._jax_device_slice(index, opts)
-            if a is not None:
-                return a
-            if opts is not None:
-                import jax  # noqa: PLC0415
-
-                if not _placement.is_jax_device_target(jax.devices()[0]):
-                    raise _device_options.not_a_device_load(where)
-                _device_options.not_used(opts, where, why)
-        out = self._numpy_slice(index, _dtypes.numpy_dtype(self._leaf.dtype, self._f.name,
-                                                           self.path))
-        if framework == "jax":
-            return _dtypes.jax_device_put(out, None, self._f.name, self.path)
-        return out
-
-    def _jax_device_slice(self, index: Any, options: Any) -> Tuple[Any, str]:
-        """(the slice as a JAX array whose box of chunks was read straight into device memory,
-        "") where the process has one JAX device and the direct path serves it and the dtype
-        (jtree._device_jax, as loads without shardings=); else (None, why not)."""
-        from . import _device_jax  # noqa: PLC0415
-
-        device, why = _placement.only_jax_device()
-        if device is None:
-            return None, why
-        name = self._leaf.dtype
-        why = _placement.why_not_jax_direct(device, name)
-        if why is not None:
-            return None, why
-        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, self.path)
-        shape = tuple(e - b for b, e in zip(begin, end))
-        item = _dtypes.numpy_dtype(name, self._f.name, self.path).itemsize
-        self._check_slice_size(shape, item)
-        dest = _device_jax.Dest(device, item * math.prod(shape))
-        _device.read(self._f._reader, [(self._leaf.index, (begin, end), dest)],
-                     verify=self._f.verify_checksums, threads=self._f.threads, options=options)
-        a = dest.array(shape, name)
-        whole = all(isinstance(p, slice) and p == slice(0, None, 1) for p in post)
-        return (a if whole and len(post) == len(shape) else a[post]), ""
-
-    def _torch_slice(self, index: Any) -> Any:
-        name = self._leaf.dtype
-        stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
-        # Read as _dtypes.torch_holder's NumPy type, indexed there (NumPy takes any step),
-        # then seen as the torch dtype without a copy. (A mapped slice stays a view: torch
-        # tensors have no read-only flag, so mmap="r" gives them copy-on-write views, as
-        # loads do.)
-        holder = _dtypes.torch_holder(name)
-        a = np.ascontiguousarray(self._numpy_slice(index, holder, writable=True))
-        return _dtypes.torch_view(a, stored_t)
-
-    def _device_slice(self, index: Any, dev: Any, options: Any = None) -> Any:
-        """The slice as a tensor on ``dev`` whose box of chunks was read straight into device
-        memory (jtree._device); None where that path does not apply (negative steps, which
-        torch cannot index, and dtypes torch lacks)."""
-        name = self._leaf.dtype
-        if _placement.torch_lacks(name):
-            return None
-        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, self.path)
-        if any(isinstance(p, slice) and (p.step or 1) < 0 for p in post):
-            return None
-        stored_t = _dtypes.torch_dtype(name, self._f.name, self.path)
-        shape = tuple(e - b for b, e in zip(begin, end))
-        self._check_slice_size(shape, _dtypes.torch_itemsize(stored_t))
-        t = _device.empty(shape, stored_t, dev, self._f.name, self.path)
-        _device.read(self._f._reader, [(self._leaf.index, (begin, end), t)],
-                     verify=self._f.verify_checksums, threads=self._f.threads, options=options)
-        return t[post].contiguous()
-
-    def _check_slice_size(self, shape: Tuple[int, ...], itemsize: int) -> None:
-        where = self.path
-        # Bounded before allocating, as loads are (Loader.reserve): one slice is one call, with
-        # a budget of its own (jtree::MemoryBudget).
-        nbytes = itemsize
-        span = itemsize  # (what NumPy checks: the product of the non-zero dimensions)
-        for n in shape:
-            nbytes *= n
-            span *= max(n, 1)
-        if span >= 2 ** 63:
-            raise error(NotSupportedError, self._f.name, where,
-                        f"an array of shape {shape} is too large for NumPy to represent "
-                        f"(even empty)")
-        why = _jtree.MemoryBudget(*self._f._reader.memory_limits()).try_reserve(nbytes)
-        if why is not None:
-            raise error(ResourceExhaustedError, self._f.name, where, f"the slice {why}")
-
-    def _numpy_slice(self, index: Any, npdt: np.dtype,
-                     writable: Optional[bool] = None) -> np.ndarray:
-        """The slice as NumPy type ``npdt`` (the stored type, or one of its item size): a view
-        of the file's memory map where the leaf maps (see _mapped_box; ``writable`` None:
-        read-only when the File's mmap is "r"), else read into a new array."""
-        where = self.path
-        begin, end, post = _box_of(index, self._leaf.shape, self._f.name, where)
-        shape = tuple(e - b for b, e in zip(begin, end))
-        view = self._mapped_box(begin, end, shape, npdt,
-                                self._f.mmap != "r" if writable is None else writable)
-        if view is not None:
-            return view[post]
-        self._check_slice_size(shape, npdt.itemsize)
-        nbytes = npdt.itemsize
-        for n in shape:
-            nbytes *= n
-        try:
-            arr = np.empty(shape, npdt)
-        except MemoryError:
-            raise error(ResourceExhaustedError, self._f.name, where,
-                        f"out of memory allocating {nbytes} bytes for the slice") from None
-        if arr.size:
-            self._f._reader.read_many([(self._leaf.index, begin, end, _dtypes.numpy_bytes(arr))],
-                                      self._f.verify_checksums, self._f.threads)
-        return arr[post]
-
-    def _mapped_box(self, begin: List[int], end: List[int], shape: Tuple[int, ...],
-                    npdt: np.dtype, writable: bool) -> Optional[np.ndarray]:
-        """The box as a view of the file's memory map (jtree._index.mapped_box: as whole
-        mapped leaves are); None where the File's mmap is off or the leaf does not map: the
-        slice is then read as before."""
-        if not self._f.mmap or not self._leaf.chunked:
-            return None
-        return mapped_box(self._f._reader, self._leaf.index, self._leaf.shape, begin, end, npdt,
-                          self._f.verify_checksums, self._f.threads, writable)
+        options = _device_options.checked(device_options)
+        # The framework's adapter makes the slice (jtree._load_adapter's slice hook; what
+        # every framework shares is jtree._lazy_slice).
+        return ADAPTERS[placement.framework].slice(self, index, placement, options)
 
     def __len__(self) -> int:
         if not self._leaf.shape:

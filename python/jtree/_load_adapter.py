@@ -5,8 +5,9 @@ the native plain pass.
 Each framework is one module (``_load_numpy``, ``_load_torch``, ``_load_jax``) that ends with one
 ``ADAPTER = Adapter(...)``, registered by a line in ``jtree._load.ADAPTERS``: the loader (the
 plan walk, jtree._load_plan; the plain pass, jtree._load_plain) reaches a framework only through
-``ADAPTERS[framework]`` or the adapters' ``target`` hook, never by module name. Adding a
-framework is one adapter module and its registration.
+``ADAPTERS[framework]`` or the adapters' ``target`` hook, never by module name; so does an open
+file's slice (``LazyArray.get``, jtree._file: the ``slice`` hook). Adding a framework is one
+adapter module and its registration.
 
 Adapters plan through the Loader (``loader.host_box`` for NumPy host buffers,
 ``loader.request`` for reads into memory the adapter allocated, ``loader.reserve_array`` before
@@ -16,6 +17,8 @@ adding one whose reading may start early) and never import the loader.
 from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
+
+from ._errors import NotSupportedError, error
 
 Thunk = Callable[[], Any]
 
@@ -64,6 +67,14 @@ MMAP_MODE = {False: 0, True: 1, "r": 2}
 def _none(*_args: Any) -> None:
     """The default of the optional hooks: no fast path, no plain pass (the general path)."""
     return None
+
+
+def _no_slice(lazy: Any, index: Any, placement: Any, options: Any) -> Any:
+    """The default ``slice`` hook: a framework without one has no slices of an open file."""
+    name = placement.framework
+    raise error(NotSupportedError, lazy._f.name, lazy.path,
+                f"framework {name!r} has no slices of an open file's arrays (its adapter has "
+                f"no slice hook); read the whole leaf with .read(framework={name!r})")
 
 
 class PlainPass:
@@ -120,14 +131,22 @@ class Adapter:
       path, or None (not a device load for the plain pass);
     - ``device_pass(o, device, file, planned, fill)``: the :class:`PlainPass` of such a load
       of the file named ``file``, ``planned(device, nbytes)`` told of each destination,
-      ``fill`` its ``fill``.
+      ``fill`` its ``fill``;
+    - ``slice(lazy, index, placement, options)``: the elements a basic index selects of the
+      LazyArray ``lazy`` (an open file's array leaf: ``LazyArray.get``, ``a[...]``) as the
+      framework's array, where the call's LoadPlacement ``placement`` (jtree._placement) puts
+      it, ``options`` its checked DeviceOptions or None; what every framework shares (the
+      box, its size check, its read or map view, its read into device memory) is
+      jtree._lazy_slice.
 
     ``as_stored``, ``from_template``, ``plain_device`` default to None (no fast path) and
     ``plain_on_host`` to False (no plain pass): a framework may start with the general path's
-    hooks only."""
+    hooks only. ``slice`` defaults to a NotSupportedError naming the framework: its loads work
+    without it, and its open file's slices say so (``LazyArray.read`` still loads the leaf)."""
 
     __slots__ = ("name", "target", "settle", "array", "block", "part", "index", "as_stored",
-                 "from_template", "plain_on_host", "host_pass", "plain_device", "device_pass")
+                 "from_template", "plain_on_host", "host_pass", "plain_device", "device_pass",
+                 "slice")
 
     def __init__(self, name: str, *, target: Callable[..., Optional[Placement]],
                  settle: Callable[..., None], array: Callable[..., Thunk],
@@ -138,7 +157,8 @@ class Adapter:
                  plain_on_host: Callable[[Any], bool] = lambda o: False,
                  host_pass: Callable[[Any], PlainPass] = _none,
                  plain_device: Callable[[Any], Any] = _none,
-                 device_pass: Callable[..., PlainPass] = _none):
+                 device_pass: Callable[..., PlainPass] = _none,
+                 slice: Callable[..., Any] = _no_slice):  # noqa: A002  (the hook's name)
         self.name = name
         self.target = target
         self.settle = settle
@@ -152,3 +172,4 @@ class Adapter:
         self.host_pass = host_pass
         self.plain_device = plain_device
         self.device_pass = device_pass
+        self.slice = slice

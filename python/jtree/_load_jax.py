@@ -1,7 +1,8 @@
 """The JAX adapter of the load planner (jtree._load_adapter describes adapters): arrays come
 back as jax.Arrays, on the default device or placed by a sharding (a target's, or the load's
 ``shardings=``), each device's slice read on its own -- straight into GPU memory through
-jtree._device_jax where it can."""
+jtree._device_jax where it can. Slices of an open file (``lazy_slice``, LazyArray.get) go
+straight to the process's one device the same way, else through ``jax.device_put``."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_jax, _dtypes, _placement
+from . import _device, _device_jax, _device_options, _dtypes, _lazy_slice, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
@@ -317,6 +318,50 @@ def _slice_bounds(s: Any, n: int) -> Tuple[int, int]:
     return start, stop
 
 
+# ---- slices of an open file (LazyArray.get) ----
+
+def lazy_slice(lazy: Any, index: Any, placement: Any, options: Any) -> Any:
+    """The elements a basic index selects of the LazyArray ``lazy`` as a JAX array: straight
+    into device memory where the process has one JAX device the direct path serves
+    (_device_slice), else read into host memory and placed with ``jax.device_put``,
+    ``options`` then unused (a warning, or NotSupportedError, naming why; on JAX's CPU an
+    InvalidArgumentError)."""
+    a, why = _device_slice(lazy, index, options)
+    if a is not None:
+        return a
+    if options is not None:
+        import jax  # noqa: PLC0415
+
+        if not _placement.is_jax_device_target(jax.devices()[0]):
+            raise _device_options.not_a_device_load(_lazy_slice.where(lazy))
+        _device_options.not_used(options, _lazy_slice.where(lazy), why)
+    file, where = lazy._f.name, lazy.path
+    out = _lazy_slice.numpy(lazy, index, _dtypes.numpy_dtype(lazy._leaf.dtype, file, where))
+    return _dtypes.jax_device_put(out, None, file, where)
+
+
+def _device_slice(lazy: Any, index: Any, options: Any) -> Tuple[Any, str]:
+    """(the slice as a JAX array whose box of chunks was read straight into device memory,
+    "") where the process has one JAX device and the direct path serves it and the dtype
+    (jtree._device_jax, as loads without shardings=); else (None, why not)."""
+    device, why = _placement.only_jax_device()
+    if device is None:
+        return None, why
+    name = lazy._leaf.dtype
+    why = _placement.why_not_jax_direct(device, name)
+    if why is not None:
+        return None, why
+    begin, end, post = _lazy_slice.box(lazy, index)
+    shape = tuple(e - b for b, e in zip(begin, end))
+    item = _dtypes.numpy_dtype(name, lazy._f.name, lazy.path).itemsize
+    _lazy_slice.check_size(lazy, shape, item)
+    dest = _device_jax.Dest(device, item * math.prod(shape))
+    _lazy_slice.read_to_device(lazy, begin, end, dest, options)
+    a = dest.array(shape, name)
+    whole = all(isinstance(p, slice) and p == slice(0, None, 1) for p in post)
+    return (a if whole and len(post) == len(shape) else a[post]), ""
+
+
 # ---- the native plain pass (jtree._load_plain) ----
 
 def plain_on_host(o: Any) -> bool:
@@ -382,4 +427,4 @@ def device_pass(o: Any, device: Any, file: str, planned: Callable[[Any, int], No
 ADAPTER = Adapter(NAME, target=target, settle=settle, array=array, block=block, part=part,
                   index=index, as_stored=as_stored, from_template=from_template,
                   plain_on_host=plain_on_host, host_pass=host_pass, plain_device=plain_device,
-                  device_pass=device_pass)
+                  device_pass=device_pass, slice=lazy_slice)

@@ -1,13 +1,14 @@
 """The NumPy adapter of the load planner (jtree._load_adapter describes adapters): arrays come
 back as NumPy arrays (bfloat16, float8, float4, int4 as ml_dtypes types), read straight into
-the returned array or the caller's ``out`` where the dtype allows, else cast after the read."""
+the returned array or the caller's ``out`` where the dtype allows, else cast after the read.
+Slices of an open file (``lazy_slice``, LazyArray.get) are views of its map or read boxes."""
 from __future__ import annotations
 
 from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _lazy_slice
 from . import _keypath as kp
 from ._errors import InvalidArgumentError
 from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
@@ -123,6 +124,19 @@ def numpy(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...],
     return done
 
 
+# ---- slices of an open file (LazyArray.get) ----
+
+def lazy_slice(lazy: Any, index: Any, placement: Any, options: Any) -> Any:
+    """The elements a basic index selects of the LazyArray ``lazy`` as a NumPy array of the
+    stored dtype (a view of the file's map where it can be); ``options`` refused (host
+    memory)."""
+    _lazy_slice.host_only(lazy, options)
+    npdt = _dtypes.numpy_dtype(lazy._leaf.dtype, lazy._f.name, lazy.path)
+    return _lazy_slice.numpy(lazy, index, npdt)
+
+
+# ---- the native plain pass (jtree._load_plain) ----
+
 def plain_on_host(o: Any) -> bool:
     """Every NumPy load without ``device=`` may take the native plain pass."""
     return o.device is None
@@ -136,4 +150,4 @@ def host_pass(o: Any) -> PlainPass:
 
 ADAPTER = Adapter(NAME, target=target, settle=settle, array=array, block=block, part=part,
                   index=index, as_stored=as_stored, plain_on_host=plain_on_host,
-                  host_pass=host_pass)
+                  host_pass=host_pass, slice=lazy_slice)

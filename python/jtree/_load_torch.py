@@ -1,7 +1,8 @@
 """The torch adapter of the load planner (jtree._load_adapter describes adapters): arrays come
 back as torch tensors, on the CPU (views of the file's memory map where they can be) or on
 ``device=`` -- to a CUDA device straight into device memory through jtree._device when this
-jtree can, else moved there with ``Tensor.to``. Dtypes torch lacks go through NumPy."""
+jtree can, else moved there with ``Tensor.to``. Dtypes torch lacks go through NumPy. Slices of
+an open file (``lazy_slice``, LazyArray.get) take the same paths."""
 from __future__ import annotations
 
 import sys
@@ -9,7 +10,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from . import _device, _device_torch, _dtypes, _placement
+from . import _device, _device_options, _device_torch, _dtypes, _lazy_slice, _placement
 from . import _keypath as kp
 from ._errors import InvalidArgumentError, ResourceExhaustedError
 from ._load_adapter import (MMAP_MODE, Adapter, PlainPass, Placement, Thunk, array_key,
@@ -287,6 +288,62 @@ def tensor(loader: Any, fl: FileLeaf, want: str, shape: Tuple[int, ...], device:
     return padded
 
 
+# ---- slices of an open file (LazyArray.get) ----
+
+def lazy_slice(lazy: Any, index: Any, placement: Any, options: Any) -> Any:
+    """The elements a basic index selects of the LazyArray ``lazy`` as a tensor: on the CPU
+    without a device, else on ``placement.device`` -- straight into device memory where the
+    direct path serves it (_device_slice), else read on the host and moved there with
+    ``Tensor.to``, ``options`` then unused (a warning, or NotSupportedError, naming why)."""
+    dev = placement.device
+    if dev is None:
+        _lazy_slice.host_only(lazy, options)
+        return _host_slice(lazy, index)
+    t = _device_slice(lazy, index, dev, options) if placement.direct else None
+    if t is not None:
+        return t
+    if options is not None:
+        where = _lazy_slice.where(lazy)
+        if not _placement.is_device_target(dev):
+            raise _device_options.not_a_device_load(where)
+        why = (placement.why_not_direct or _placement.torch_lacks(lazy._leaf.dtype)
+               or "a slice with a negative step is read on the host (torch takes none)")
+        _device_options.not_used(options, where, why)
+    t = _host_slice(lazy, index)
+    return t if dev.type == "cpu" else t.to(dev)
+
+
+def _host_slice(lazy: Any, index: Any) -> Any:
+    """The slice as a CPU tensor of the stored dtype."""
+    name, file, where = lazy._leaf.dtype, lazy._f.name, lazy.path
+    stored_t = _dtypes.torch_dtype(name, file, where)
+    # Read as _dtypes.torch_holder's NumPy type, indexed there (NumPy takes any step),
+    # then seen as the torch dtype without a copy. (A mapped slice stays a view: torch
+    # tensors have no read-only flag, so mmap="r" gives them copy-on-write views, as
+    # loads do.)
+    holder = _dtypes.torch_holder(name)
+    a = np.ascontiguousarray(_lazy_slice.numpy(lazy, index, holder, writable=True))
+    return _dtypes.torch_view(a, stored_t)
+
+
+def _device_slice(lazy: Any, index: Any, dev: Any, options: Any) -> Any:
+    """The slice as a tensor on ``dev`` whose box of chunks was read straight into device
+    memory (jtree._device); None where that path does not apply (negative steps, which
+    torch cannot index, and dtypes torch lacks)."""
+    name, file, where = lazy._leaf.dtype, lazy._f.name, lazy.path
+    if _placement.torch_lacks(name):
+        return None
+    begin, end, post = _lazy_slice.box(lazy, index)
+    if any(isinstance(p, slice) and (p.step or 1) < 0 for p in post):
+        return None
+    stored_t = _dtypes.torch_dtype(name, file, where)
+    shape = tuple(e - b for b, e in zip(begin, end))
+    _lazy_slice.check_size(lazy, shape, _dtypes.torch_itemsize(stored_t))
+    t = _device.empty(shape, stored_t, dev, file, where)
+    _lazy_slice.read_to_device(lazy, begin, end, t, options)
+    return t[post].contiguous()
+
+
 # ---- the native plain pass (jtree._load_plain) ----
 
 def plain_on_host(o: Any) -> bool:
@@ -343,4 +400,4 @@ def device_pass(o: Any, device: Any, file: str, planned: Callable[[Any, int], No
 ADAPTER = Adapter(NAME, target=target, settle=settle, array=array, block=block, part=part,
                   index=index, as_stored=as_stored, from_template=from_template,
                   plain_on_host=plain_on_host, host_pass=host_pass, plain_device=plain_device,
-                  device_pass=device_pass)
+                  device_pass=device_pass, slice=lazy_slice)

@@ -1,7 +1,8 @@
 """The adapter seam (jtree._load_adapter): a framework is one Adapter registered in
 jtree._load.ADAPTERS. A minimal fake framework, registered here and nowhere else, is loaded
 through by every path of the loader (the general walk, as_stored, templates, slices=, the
-native plain pass), proving the loader reaches frameworks only through the registry."""
+native plain pass) and by an open file's slices (LazyArray.get), proving the loader reaches
+frameworks only through the registry."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,7 @@ def _boxed(get):
     return lambda: Boxed(get())
 
 
-def _fake(calls, plain=False):
+def _fake(calls, plain=False, sliced=False):
     def target(loader, t, where):
         return None  # (no target of its own: the load's framework= places everything)
 
@@ -40,7 +41,13 @@ def _fake(calls, plain=False):
         return PlainPass(_load_numpy.ADAPTER.host_pass(o).dtype_of,
                          lambda a, code: Boxed(a), 0)
 
+    def lazy_slice(lazy, index, placement, options):
+        calls.append(("slice", index, placement.framework, options))
+        return Boxed(_load_numpy.ADAPTER.slice(lazy, index, placement, options))
+
     extra = dict(plain_on_host=lambda o: True, host_pass=host_pass) if plain else {}
+    if sliced:
+        extra["slice"] = lazy_slice
     return Adapter("fake", target=target, settle=lambda *a: None, array=array,
                    block=lambda *a: None, part=part, index=lambda b, post: Boxed(b.a[post]),
                    **extra)
@@ -76,6 +83,29 @@ def test_the_plain_pass_takes_the_adapters_plain_pass(saved, monkeypatch):
     got = jtree.load(saved, framework="fake")
     assert isinstance(got["w"], Boxed) and calls == ["plain"]
     np.testing.assert_array_equal(got["w"].a, np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_an_open_files_slices_go_through_the_adapters_slice_hook(saved, monkeypatch):
+    calls = []
+    monkeypatch.setitem(_load.ADAPTERS, "fake", _fake(calls, sliced=True))
+    with jtree.open(saved, framework="fake") as f:
+        got = f["w"][1, 0:2]  # (the File's framework=)
+        assert isinstance(got, Boxed)
+        np.testing.assert_array_equal(got.a, [3, 4])
+        assert calls == [("slice", (1, slice(0, 2)), "fake", None)]
+    with jtree.open(saved) as f:
+        got = f["w"].get((slice(None), 2), framework="fake")  # (get's framework=)
+        np.testing.assert_array_equal(got.a, [2, 5])
+        assert f["w"][0, 1] == 1  # (NumPy's own hook for the File's default)
+    assert len(calls) == 2 and calls[1][2] == "fake"
+
+
+def test_an_adapter_without_a_slice_hook_refuses_slices(saved, monkeypatch):
+    monkeypatch.setitem(_load.ADAPTERS, "fake", _fake([]))
+    with jtree.open(saved, framework="fake") as f:
+        with pytest.raises(jtree.NotSupportedError, match="framework 'fake' has no slices"):
+            _ = f["w"][0]
+        assert isinstance(f["w"].read(framework="fake"), Boxed)  # (its loads still work)
 
 
 def test_an_unregistered_framework_is_refused(saved):
