@@ -37,8 +37,9 @@ def box(lazy: Any, index: Any) -> Box:
     return box_of(index, lazy._leaf.shape, lazy._f.name, lazy.path)
 
 
-def check_size(lazy: Any, shape: Tuple[int, ...], itemsize: int) -> None:
-    """Refuses a slice NumPy cannot represent, or one over the file's memory limits."""
+def check_size(lazy: Any, shape: Tuple[int, ...], itemsize: int) -> int:
+    """The slice's size in bytes; refuses a slice NumPy cannot represent, or one over the
+    file's memory limits."""
     # Bounded before allocating, as loads are (Loader.reserve): one slice is one call, with
     # a budget of its own (jtree::MemoryBudget).
     nbytes = itemsize
@@ -53,6 +54,7 @@ def check_size(lazy: Any, shape: Tuple[int, ...], itemsize: int) -> None:
     why = _jtree.MemoryBudget(*lazy._f._reader.memory_limits()).try_reserve(nbytes)
     if why is not None:
         raise error(ResourceExhaustedError, lazy._f.name, lazy.path, f"the slice {why}")
+    return nbytes
 
 
 def numpy(lazy: Any, index: Any, npdt: np.dtype, writable: Optional[bool] = None) -> np.ndarray:
@@ -65,10 +67,7 @@ def numpy(lazy: Any, index: Any, npdt: np.dtype, writable: Optional[bool] = None
     view = _mapped(lazy, begin, end, shape, npdt, f.mmap != "r" if writable is None else writable)
     if view is not None:
         return view[post]
-    check_size(lazy, shape, npdt.itemsize)
-    nbytes = npdt.itemsize
-    for n in shape:
-        nbytes *= n
+    nbytes = check_size(lazy, shape, npdt.itemsize)
     try:
         arr = np.empty(shape, npdt)
     except MemoryError:

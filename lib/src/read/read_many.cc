@@ -87,8 +87,10 @@ class UnitReader {
 
   // Remote objects: the units whose every chunk goes whole into one place (whole_chunk_dst)
   // are read as one stream cut into requests of the fetch size (`fetch`), chunk ends ignored
-  // (cut_stream); the other units as planned. Called once, before run().
+  // (cut_stream); the other units as planned. Local files keep their units. Called once,
+  // before run().
   void stream_whole_chunks(const ReadOptions& fetch) {
+    if (local_) return;
     whole_dst_.resize(plan_.jobs.size());
     std::vector<uint32_t> streamed;
     regular_.clear();
@@ -488,7 +490,7 @@ Status Reader::read_many(std::span<const ReadRequest> requests,
   // Step 3: the units on the thread pool, their scratch sets kept while the call runs.
   ReadScratchCache::Use scratch(ReadScratchCache::shared());
   UnitReader units(*impl_, requests, boxes, plan, options, cold_load ? &direct : nullptr);
-  if (impl_->source->preferred_fetch_bytes() != 0) units.stream_whole_chunks(fetch);
+  units.stream_whole_chunks(fetch);
   const int parallelism =
       cold_load ? cold::queue_depth(options) : impl_->fetch_parallelism(fetch);
   return parallel_for(pool_for(parallelism), units.size(), parallelism,
